@@ -1,0 +1,28 @@
+// Package registry is the control plane's one model of all names from all
+// sources (files, Kubernetes).
+package registry
+
+import "github.com/meshdns/meshdns/pkg/nametable"
+
+// Entry is a name as a source sees it, plus who may see it.
+type Entry struct {
+	nametable.Entry
+	// Namespaces that may see the entry; empty means every namespace.
+	Namespaces []string
+}
+
+// Snapshot is the complete current state of one source.
+type Snapshot struct {
+	Entries []Entry
+	// Zones the source is complete for (no trailing dot). A source reports
+	// a zone only once it is in sync (Kubernetes: informers synced), so
+	// agents never answer a false NXDOMAIN.
+	Zones []string
+}
+
+// Sink receives a source's complete state each time it changes. Update may
+// be called from any goroutine. The sink takes ownership of s: the source
+// must not modify it afterwards.
+type Sink interface {
+	Update(source string, s Snapshot)
+}

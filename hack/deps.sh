@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine: network and
+# DNS tools from apt, and kube-apiserver + etcd (built by get-kube.sh) into
+# $KUBE_ASSETS, which is kept between runs where the machine keeps $HOME.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KUBE_ASSETS=${KUBE_ASSETS:-$HOME/.cache/meshdns/kube}
+
+pkgs=()
+need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
+need iptables iptables
+need ip iproute2
+need dig bind9-dnsutils
+need kdig knot-dnsutils
+need dnsperf dnsperf
+need getent libc-bin
+need taskset util-linux
+if [ ${#pkgs[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+# iptables-legacy and iptables-nft are both tested; Debian's iptables package ships both.
+./hack/get-kube.sh "$KUBE_ASSETS"
