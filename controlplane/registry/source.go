@@ -2,7 +2,11 @@
 // sources (files, Kubernetes).
 package registry
 
-import "github.com/meshdns/meshdns/pkg/nametable"
+import (
+	"time"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
 
 // Entry is a name as a source sees it, plus who may see it.
 type Entry struct {
@@ -18,6 +22,10 @@ type Snapshot struct {
 	// a zone only once it is in sync (Kubernetes: informers synced), so
 	// agents never answer a false NXDOMAIN.
 	Zones []string
+	// Changed is when the change that produced this snapshot happened at
+	// the source (for Kubernetes, when the API server accepted it); zero
+	// if unknown. It feeds the DNS programming latency metric.
+	Changed time.Time
 }
 
 // Sink receives a source's complete state each time it changes. Update may
