@@ -1,0 +1,262 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// Limits bound what one table may hold, so a runaway control plane or a
+// wrong file cannot make the agent build a table that eats the pod's memory.
+// A zero field takes the default named beside it.
+type Limits struct {
+	// MaxNames is the number of hostnames (map keys); 250,000.
+	MaxNames int
+	// MaxIPs is the number of addresses of one name or endpoint; 1,024.
+	MaxIPs int
+	// MaxEndpoints is the number of endpoints of one headless service; 10,000.
+	MaxEndpoints int
+	// MaxPorts is the number of named ports of one name; 1,024.
+	MaxPorts int
+	// MaxAltHosts is the number of alternate names of one name; 64.
+	MaxAltHosts int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxNames, 250_000)
+	def(&l.MaxIPs, 1024)
+	def(&l.MaxEndpoints, 10_000)
+	def(&l.MaxPorts, 1024)
+	def(&l.MaxAltHosts, 64)
+	return l
+}
+
+// ErrInvalidTable wraps every reason Convert rejects a table; the discovery
+// client NACKs it with codes.InvalidArgument.
+var ErrInvalidTable = errors.New("invalid name table")
+
+// Convert is the agent's one converter from the wire NameTable to the
+// domain entries and zones that nametable.New takes. It validates
+// everything the wire format cannot (addresses, names, sizes) and rejects
+// the whole table on the first problem: serving half a table would answer
+// NXDOMAIN for the dropped names inside authoritative zones. Entries come
+// back sorted by hostname so equal tables convert to equal slices.
+func Convert(t *meshdnsv1.NameTable, lim Limits) ([]nametable.Entry, []string, error) {
+	lim = lim.withDefaults()
+	if t == nil {
+		return nil, nil, nil
+	}
+	if n := len(t.GetTable()); n > lim.MaxNames {
+		return nil, nil, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, n, lim.MaxNames)
+	}
+	zones := make([]string, 0, len(t.GetAuthoritativeZones()))
+	for _, z := range t.GetAuthoritativeZones() {
+		z = strings.ToLower(strings.TrimSuffix(z, "."))
+		if err := checkName(z, false); err != nil {
+			return nil, nil, fmt.Errorf("%w: zone %q: %v", ErrInvalidTable, z, err)
+		}
+		zones = append(zones, z)
+	}
+	seen := make(map[string]struct{}, len(t.GetTable()))
+	entries := make([]nametable.Entry, 0, len(t.GetTable()))
+	for host, info := range t.GetTable() {
+		e, err := convertInfo(host, info, lim)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		key := strings.ToLower(e.Hostname)
+		if _, dup := seen[key]; dup {
+			// Two keys differing only in case: the agent matches names
+			// case-insensitively, so one would silently shadow the other.
+			return nil, nil, fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
+		}
+		seen[key] = struct{}{}
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Hostname < entries[j].Hostname })
+	return entries, zones, nil
+}
+
+func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.Entry, error) {
+	host = strings.TrimSuffix(host, ".")
+	if err := checkName(host, true); err != nil {
+		return nametable.Entry{}, err
+	}
+	if info == nil {
+		return nametable.Entry{}, errors.New("no name info")
+	}
+	e := nametable.Entry{
+		Hostname:      host,
+		Registry:      info.GetRegistry(),
+		ShortName:     info.GetShortname(),
+		Namespace:     info.GetNamespace(),
+		CanonicalName: strings.TrimSuffix(info.GetCanonicalName(), "."),
+		TTL:           info.GetTtl(),
+	}
+	var err error
+	if e.IPs, err = parseIPs(info.GetIps(), lim.MaxIPs); err != nil {
+		return e, err
+	}
+	if e.ShortName != "" || e.Namespace != "" {
+		if err := checkLabel(e.ShortName); err != nil {
+			return e, fmt.Errorf("shortname: %v", err)
+		}
+		if err := checkLabel(e.Namespace); err != nil {
+			return e, fmt.Errorf("namespace: %v", err)
+		}
+	}
+	if n := len(info.GetAltHosts()); n > lim.MaxAltHosts {
+		return e, fmt.Errorf("%d alt hosts, more than the limit of %d", n, lim.MaxAltHosts)
+	}
+	for _, a := range info.GetAltHosts() {
+		a = strings.TrimSuffix(a, ".")
+		if err := checkName(a, true); err != nil {
+			return e, fmt.Errorf("alt host %q: %v", a, err)
+		}
+		e.AltHosts = append(e.AltHosts, a)
+	}
+	if n := len(info.GetPorts()); n > lim.MaxPorts {
+		return e, fmt.Errorf("%d ports, more than the limit of %d", n, lim.MaxPorts)
+	}
+	for _, p := range info.GetPorts() {
+		np, err := convertPort(p)
+		if err != nil {
+			return e, err
+		}
+		e.Ports = append(e.Ports, np)
+	}
+	if n := len(info.GetEndpoints()); n > lim.MaxEndpoints {
+		return e, fmt.Errorf("%d endpoints, more than the limit of %d", n, lim.MaxEndpoints)
+	}
+	for i, ep := range info.GetEndpoints() {
+		if ep == nil {
+			return e, fmt.Errorf("endpoint %d: empty", i)
+		}
+		if ep.GetHostname() != "" {
+			if err := checkLabel(ep.GetHostname()); err != nil {
+				return e, fmt.Errorf("endpoint %d hostname: %v", i, err)
+			}
+		}
+		ips, err := parseIPs(ep.GetIps(), lim.MaxIPs)
+		if err != nil {
+			return e, fmt.Errorf("endpoint %d: %v", i, err)
+		}
+		if len(ips) == 0 {
+			return e, fmt.Errorf("endpoint %d has no address", i)
+		}
+		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.GetHostname(), IPs: ips})
+	}
+	if e.CanonicalName != "" {
+		if err := checkName(e.CanonicalName, false); err != nil {
+			return e, fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
+		}
+		// An ExternalName is a CNAME: RFC 1034 section 3.6.2 forbids other
+		// data beside a CNAME, so addresses here mean a broken source.
+		if len(e.IPs) > 0 || len(e.Endpoints) > 0 {
+			return e, errors.New("canonical name together with addresses")
+		}
+	}
+	return e, nil
+}
+
+func convertPort(p *meshdnsv1.Port) (nametable.Port, error) {
+	if p == nil {
+		return nametable.Port{}, errors.New("empty port")
+	}
+	if err := checkLabel(p.GetName()); err != nil {
+		return nametable.Port{}, fmt.Errorf("port name %q: %v", p.GetName(), err)
+	}
+	if p.GetPort() == 0 || p.GetPort() > 65535 {
+		return nametable.Port{}, fmt.Errorf("port %q: number %d out of range", p.GetName(), p.GetPort())
+	}
+	proto := strings.ToUpper(p.GetProtocol())
+	switch proto {
+	case "":
+		proto = "TCP" // the Kubernetes default
+	case "TCP", "UDP", "SCTP":
+	default:
+		return nametable.Port{}, fmt.Errorf("port %q: unknown protocol %q", p.GetName(), p.GetProtocol())
+	}
+	return nametable.Port{Name: p.GetName(), Port: uint16(p.GetPort()), Protocol: proto}, nil
+}
+
+func parseIPs(in []string, limit int) ([]netip.Addr, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if len(in) > limit {
+		return nil, fmt.Errorf("%d addresses, more than the limit of %d", len(in), limit)
+	}
+	out := make([]netip.Addr, 0, len(in))
+	for _, s := range in {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("bad address %q", s)
+		}
+		// A scope means nothing in a DNS answer, and an unspecified address
+		// would send clients to themselves.
+		if a.Zone() != "" || a.IsUnspecified() {
+			return nil, fmt.Errorf("bad address %q", s)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out, nil
+}
+
+// checkName accepts a hostname without a trailing dot: at most 253
+// characters, labels of 1 to 63 letters, digits, hyphens or underscores
+// (underscores appear in SRV-style and some internal names), and with
+// wildcard a leading "*." label.
+func checkName(s string, wildcard bool) error {
+	if s == "" {
+		return errors.New("empty name")
+	}
+	if len(s) > 253 {
+		return fmt.Errorf("name longer than 253 characters")
+	}
+	rest := s
+	if wildcard {
+		if r, ok := strings.CutPrefix(s, "*."); ok {
+			rest = r
+		}
+	}
+	for {
+		label, tail, more := strings.Cut(rest, ".")
+		if err := checkLabel(label); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		rest = tail
+	}
+}
+
+func checkLabel(l string) error {
+	if l == "" {
+		return errors.New("empty label")
+	}
+	if len(l) > 63 {
+		return fmt.Errorf("label %q longer than 63 characters", l)
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		case c == '-' && i > 0 && i < len(l)-1:
+		default:
+			return fmt.Errorf("label %q has a bad character", l)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package agent
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+func addrs(s ...string) []netip.Addr {
+	out := make([]netip.Addr, len(s))
+	for i, a := range s {
+		out[i] = netip.MustParseAddr(a)
+	}
+	return out
+}
+
+var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+func TestConvert(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        *meshdnsv1.NameTable
+		lim       Limits
+		want      []nametable.Entry
+		wantZones []string
+		wantErr   string
+	}{
+		{
+			name: "every kind of name",
+			in: &meshdnsv1.NameTable{
+				AuthoritativeZones: []string{"Cluster.Local."},
+				Table: map[string]*meshdnsv1.NameInfo{
+					"web.demo.svc.cluster.local": {
+						Ips: []string{"10.96.0.20", "fd00::20"}, Registry: "Kubernetes",
+						Shortname: "web", Namespace: "demo",
+						Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "tcp"}, {Name: "dns", Port: 53}},
+					},
+					"db.demo.svc.cluster.local": {
+						Registry: "Kubernetes", Shortname: "db", Namespace: "demo",
+						Endpoints: []*meshdnsv1.Endpoint{{Hostname: "db-0", Ips: []string{"10.0.0.3"}}, {Ips: []string{"::ffff:10.0.0.4"}}},
+					},
+					"mail.demo.svc.cluster.local": {Registry: "Kubernetes", CanonicalName: "mail.example.com.", Ttl: 60},
+					"*.corp.example":              {Ips: []string{"192.0.2.1"}, Registry: "File", AltHosts: []string{"corp.example"}},
+				},
+			},
+			want: []nametable.Entry{
+				{Hostname: "*.corp.example", IPs: addrs("192.0.2.1"), Registry: "File", AltHosts: []string{"corp.example"}},
+				{
+					Hostname: "db.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "db", Namespace: "demo",
+					Endpoints: []nametable.Endpoint{{Hostname: "db-0", IPs: addrs("10.0.0.3")}, {IPs: addrs("10.0.0.4")}},
+				},
+				{Hostname: "mail.demo.svc.cluster.local", Registry: "Kubernetes", CanonicalName: "mail.example.com", TTL: 60},
+				{
+					Hostname: "web.demo.svc.cluster.local", IPs: addrs("10.96.0.20", "fd00::20"), Registry: "Kubernetes",
+					ShortName: "web", Namespace: "demo",
+					Ports: []nametable.Port{{Name: "http", Port: 80, Protocol: "TCP"}, {Name: "dns", Port: 53, Protocol: "TCP"}},
+				},
+			},
+			wantZones: []string{"cluster.local"},
+		},
+		{name: "nil table", in: nil},
+		{
+			name:    "bad address",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.256"}}}},
+			wantErr: `name "a.example": bad address "10.0.0.256"`,
+		},
+		{
+			name:    "scoped address",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"fe80::1%eth0"}}}},
+			wantErr: `bad address "fe80::1%eth0"`,
+		},
+		{
+			name:    "unspecified address",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"0.0.0.0"}}}},
+			wantErr: `bad address "0.0.0.0"`,
+		},
+		{
+			name:    "bad name",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a..example": {Ips: []string{"10.0.0.1"}}}},
+			wantErr: "empty label",
+		},
+		{
+			name:    "wildcard in the middle",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.*.example": {Ips: []string{"10.0.0.1"}}}},
+			wantErr: "bad character",
+		},
+		{
+			name:    "label too long",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{strings.Repeat("a", 64) + ".example": {}}},
+			wantErr: "longer than 63",
+		},
+		{
+			name: "names differing in case",
+			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
+				"A.example": {Ips: []string{"10.0.0.1"}}, "a.example": {Ips: []string{"10.0.0.2"}},
+			}},
+			wantErr: "appears twice",
+		},
+		{
+			name:    "wildcard zone",
+			in:      &meshdnsv1.NameTable{AuthoritativeZones: []string{"*.cluster.local"}},
+			wantErr: `zone "*.cluster.local"`,
+		},
+		{
+			name:    "too many names",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {}, "b.example": {}}},
+			lim:     Limits{MaxNames: 1},
+			wantErr: "2 names, more than the limit of 1",
+		},
+		{
+			name:    "too many addresses",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.1", "10.0.0.2"}}}},
+			lim:     Limits{MaxIPs: 1},
+			wantErr: "2 addresses",
+		},
+		{
+			name: "port out of range",
+			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
+				"a.example": {Ports: []*meshdnsv1.Port{{Name: "http", Port: 70000}}},
+			}},
+			wantErr: "out of range",
+		},
+		{
+			name: "unknown protocol",
+			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
+				"a.example": {Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "QUIC"}}},
+			}},
+			wantErr: "unknown protocol",
+		},
+		{
+			name: "endpoint without address",
+			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
+				"a.example": {Endpoints: []*meshdnsv1.Endpoint{{Hostname: "x"}}},
+			}},
+			wantErr: "endpoint 0 has no address",
+		},
+		{
+			name: "canonical name with addresses",
+			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
+				"a.example": {Ips: []string{"10.0.0.1"}, CanonicalName: "b.example"},
+			}},
+			wantErr: "canonical name together with addresses",
+		},
+		{
+			name:    "nil name info",
+			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": nil}},
+			wantErr: "no name info",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, zones, err := Convert(tt.in, tt.lim)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidTable) {
+					t.Fatalf("err = %v, want ErrInvalidTable with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, addrCmp); diff != "" {
+				t.Errorf("entries (-want +got)\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantZones, zones); diff != "" && !(len(tt.wantZones) == 0 && len(zones) == 0) {
+				t.Errorf("zones (-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzConvert(f *testing.F) {
+	seed := func(t *meshdnsv1.NameTable) {
+		b, err := proto.Marshal(t)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	// A valid table of each kind, then the shapes the validator must reject:
+	// a scoped IP, an over-long name, a wildcard in the middle.
+	seed(&meshdnsv1.NameTable{
+		AuthoritativeZones: []string{"cluster.local"},
+		Table: map[string]*meshdnsv1.NameInfo{
+			"web.demo.svc.cluster.local": {Ips: []string{"10.96.0.20"}, Shortname: "web", Namespace: "demo",
+				Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "TCP"}}},
+			"db.demo.svc.cluster.local": {Endpoints: []*meshdnsv1.Endpoint{{Hostname: "db-0", Ips: []string{"10.0.0.3"}}}},
+			"x.demo.svc.cluster.local":  {CanonicalName: "example.com"},
+			"*.corp.example":            {Ips: []string{"fd00::1"}},
+		},
+	})
+	seed(&meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"fe80::1%eth0"}}}})
+	seed(&meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{strings.Repeat("a.", 130) + "x": {}}})
+	seed(&meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.*.b": {}}})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var nt meshdnsv1.NameTable
+		if proto.Unmarshal(data, &nt) != nil {
+			return
+		}
+		entries, zones, err := Convert(&nt, Limits{})
+		if err != nil {
+			return
+		}
+		if len(entries) != len(nt.GetTable()) {
+			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))
+		}
+		for _, z := range zones {
+			if checkName(z, false) != nil {
+				t.Fatalf("zone %q accepted", z)
+			}
+		}
+		for _, e := range entries {
+			if checkName(e.Hostname, true) != nil {
+				t.Fatalf("name %q accepted", e.Hostname)
+			}
+			for _, a := range e.IPs {
+				if !a.IsValid() || a.Zone() != "" {
+					t.Fatalf("address %v accepted", a)
+				}
+			}
+		}
+	})
+}
