@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // Limits bound what one table may hold, so a runaway control plane or a
