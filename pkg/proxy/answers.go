@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"strings"
+	"sync"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// answerKind says how a question the table has seen is served.
+type answerKind uint8
+
+const (
+	// kindPacked: a precomputed reply, copied and patched per query.
+	kindPacked answerKind = iota
+	// kindForward: the table does not own the name; ask the Resolver.
+	kindForward
+	// kindChase: an ExternalName; CNAME plus records resolved upstream.
+	kindChase
+)
+
+// answer is what the table said about one (name, type, class), kept so the
+// next query for it costs a map lookup and a copy instead of a Lookup and a
+// Pack. Immutable once stored.
+type answer struct {
+	kind answerKind
+	// msg is the packed reply (kindPacked): ID 0, QR AA RA set, the
+	// question in lowercase at offset 12, owners compressed to it so a copy
+	// with the client's question bytes echoes the client's spelling.
+	msg []byte
+	// rcode of msg, for metrics.
+	rcode int
+	// A run of equal-length A or AAAA records in msg that the server rotates
+	// per query: offset of the first, length of each, count.
+	shufOff, shufLen, shufN int
+	// res is the Lookup result (kindChase only).
+	res nametable.Result
+}
+
+// answerShards spreads the answer cache over several maps so readers on
+// different cores rarely share a lock word.
+const answerShards = 16
+
+// tableState is one table with its answer cache. A new table gets a new
+// state, so cached answers never outlive the table they came from.
+type tableState struct {
+	table Lookuper // or nil before the first table
+	// perShard bounds each shard; total entries <= answerShards*perShard.
+	perShard int
+	seed     maphash.Seed
+	shards   [answerShards]answerShard
+}
+
+type answerShard struct {
+	mu sync.RWMutex
+	// m is keyed by lowercased wire name + type + class. Guarded by mu.
+	m map[string]*answer
+}
+
+func newTableState(t Lookuper, maxAnswers int) *tableState {
+	s := &tableState{table: t, perShard: max(1, maxAnswers/answerShards), seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*answer)
+	}
+	return s
+}
+
+func (s *tableState) shard(key []byte) *answerShard {
+	return &s.shards[maphash.Bytes(s.seed, key)%answerShards]
+}
+
+// get returns the cached answer for key or nil. It does not allocate.
+func (s *tableState) get(key []byte) *answer {
+	sh := s.shard(key)
+	sh.mu.RLock()
+	a := sh.m[string(key)]
+	sh.mu.RUnlock()
+	return a
+}
+
+// put stores a; when the shard is full it drops an arbitrary entry (map
+// iteration order is random), which keeps memory bounded against a client
+// walking random names without any bookkeeping on the hit path.
+func (s *tableState) put(key []byte, a *answer) {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	if len(sh.m) >= s.perShard {
+		for k := range sh.m {
+			delete(sh.m, k)
+			break
+		}
+	}
+	sh.m[string(key)] = a
+	sh.mu.Unlock()
+}
+
+// len returns the number of cached answers.
+func (s *tableState) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// buildAnswer asks the table about the question and, for an authoritative
+// answer, packs the reply once. lowerName is the lowercased question name
+// in presentation form with the trailing dot.
+func buildAnswer(t Lookuper, lowerName string, qtype, qclass uint16) (*answer, error) {
+	res := t.Lookup(dns.Question{Name: lowerName, Qtype: qtype, Qclass: qclass})
+	switch {
+	case res.Action != nametable.Answer:
+		return &answer{kind: kindForward}, nil
+	case res.Chase != "":
+		return &answer{kind: kindChase, res: res}, nil
+	}
+	m := new(dns.Msg)
+	m.Response = true
+	m.Authoritative = true
+	m.RecursionAvailable = true
+	m.Rcode = res.Rcode
+	m.Compress = true
+	m.Question = []dns.Question{{Name: lowerName, Qtype: qtype, Qclass: qclass}}
+	m.Answer = resultAnswer(res, lowerName)
+	m.Ns = res.Ns
+	m.Extra = res.Extra
+	buf, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	a := &answer{kind: kindPacked, msg: buf, rcode: res.Rcode}
+	a.shufOff, a.shufLen, a.shufN = shuffleRun(buf)
+	return a, nil
+}
+
+// resultAnswer writes the answer section the Result contract describes
+// (pkg/nametable Result): question CNAME Alias, then Answer owned by Alias
+// or the question name. The records are copied because their owners are
+// rewritten and the table's records are shared.
+func resultAnswer(res nametable.Result, qname string) []dns.RR {
+	owner := qname
+	out := make([]dns.RR, 0, len(res.Answer)+1)
+	if res.Alias != "" {
+		owner = strings.ToLower(dns.Fqdn(res.Alias))
+		out = append(out, &dns.CNAME{
+			Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: aliasTTL(res)},
+			Target: owner,
+		})
+	}
+	for _, rr := range res.Answer {
+		c := dns.Copy(rr)
+		c.Header().Name = owner
+		out = append(out, c)
+	}
+	return out
+}
+
+// aliasTTL picks the TTL of the synthesized CNAME: the table gives none, so
+// it follows the records it points at (or the SOA of a NODATA answer), and
+// the resolver caches both for the same time.
+func aliasTTL(res nametable.Result) uint32 {
+	for _, rrs := range [][]dns.RR{res.Answer, res.Ns} {
+		if len(rrs) > 0 {
+			return rrs[0].Header().Ttl
+		}
+	}
+	return defaultAliasTTL
+}
+
+// defaultAliasTTL is the TTL of a CNAME with nothing after it, the
+// Kubernetes DNS default TTL.
+const defaultAliasTTL = 30
+
+// shuffleRun finds the longest run of consecutive A (or AAAA) records in
+// the answer section with the same owner bytes and the same length, so the
+// server can rotate them in the wire copy without re-packing.
+func shuffleRun(msg []byte) (off, size, n int) {
+	if len(msg) < headerLen {
+		return 0, 0, 0
+	}
+	qd := int(binary.BigEndian.Uint16(msg[4:]))
+	an := int(binary.BigEndian.Uint16(msg[6:]))
+	p := headerLen
+	for range qd {
+		if p = skipName(msg, p); p < 0 || p+4 > len(msg) {
+			return 0, 0, 0
+		}
+		p += 4
+	}
+	runOff, runLen, runN := 0, 0, 0
+	for range an {
+		end := skipRR(msg, p)
+		if end < 0 {
+			break
+		}
+		nameEnd := skipName(msg, p)
+		typ := binary.BigEndian.Uint16(msg[nameEnd:])
+		if typ != dns.TypeA && typ != dns.TypeAAAA {
+			runN = 0
+		} else if runN > 0 && end-p == runLen && sameRRPrefix(msg, runOff, p, nameEnd-p+2) {
+			runN++
+		} else {
+			runOff, runLen, runN = p, end-p, 1
+		}
+		if runN > n {
+			off, size, n = runOff, runLen, runN
+		}
+		p = end
+	}
+	return off, size, n
+}
+
+// sameRRPrefix compares the owner and type bytes of the records at a and b.
+func sameRRPrefix(msg []byte, a, b, n int) bool {
+	return string(msg[a:a+n]) == string(msg[b:b+n])
+}

@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Handler and a Server. Every zero value has a default.
+type Config struct {
+	// Addrs are the addresses served, each over UDP and TCP. Empty means
+	// 127.0.0.1:15053.
+	Addrs []string
+	// Resolver answers what the table does not own. Required.
+	Resolver Resolver
+	// ClusterDomain: before the first table, names inside it get SERVFAIL
+	// (a false NXDOMAIN would be cached by the client) and the rest is
+	// forwarded. Empty means "cluster.local".
+	ClusterDomain string
+	// UDPSockets is the number of UDP sockets per address, bound with
+	// SO_REUSEPORT so the kernel spreads queries over them, each served by
+	// one goroutine. Zero means GOMAXPROCS.
+	UDPSockets int
+	// MaxForwarding bounds the UDP queries waiting for the Resolver at
+	// once; beyond it queries get REFUSED so a slow upstream cannot stall
+	// table answers. Zero means 1024.
+	MaxForwarding int
+	// MaxTCPConns bounds concurrent client TCP connections; more are closed
+	// at once. Zero means 256.
+	MaxTCPConns int
+	// TCPIdleTimeout closes a TCP connection that sends no query for this
+	// long. Zero means 10s (RFC 7766 6.2.3 suggests seconds).
+	TCPIdleTimeout time.Duration
+	// MaxAnswers bounds the precomputed answers kept per table. Zero means
+	// 10000.
+	MaxAnswers int
+	// Logger receives errors and, at Debug, one line per query. Nil means
+	// discard.
+	Logger *slog.Logger
+	// Registerer receives the metrics (README.md). Nil means unregistered.
+	Registerer prometheus.Registerer
+}
+
+const (
+	defaultAddr           = "127.0.0.1:15053"
+	defaultClusterDomain  = "cluster.local"
+	defaultMaxForwarding  = 1024
+	defaultMaxTCPConns    = 256
+	defaultTCPIdleTimeout = 10 * time.Second
+	defaultMaxAnswers     = 10000
+)
+
+var errNoResolver = errors.New("proxy: Config.Resolver is required")
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Resolver == nil {
+		return cfg, errNoResolver
+	}
+	if len(cfg.Addrs) == 0 {
+		cfg.Addrs = []string{defaultAddr}
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = defaultClusterDomain
+	}
+	if _, ok := dns.IsDomainName(cfg.ClusterDomain); !ok {
+		return cfg, fmt.Errorf("proxy: bad cluster domain %q", cfg.ClusterDomain)
+	}
+	if cfg.UDPSockets <= 0 {
+		cfg.UDPSockets = runtime.GOMAXPROCS(0)
+	}
+	if cfg.MaxForwarding <= 0 {
+		cfg.MaxForwarding = defaultMaxForwarding
+	}
+	if cfg.MaxTCPConns <= 0 {
+		cfg.MaxTCPConns = defaultMaxTCPConns
+	}
+	if cfg.TCPIdleTimeout <= 0 {
+		cfg.TCPIdleTimeout = defaultTCPIdleTimeout
+	}
+	if cfg.MaxAnswers <= 0 {
+		cfg.MaxAnswers = defaultMaxAnswers
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	return cfg, nil
+}
+
+// zoneWire returns the lowercased wire form of a domain name.
+func zoneWire(domain string) ([]byte, error) {
+	buf := make([]byte, maxNameLen)
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(domain)), buf, 0, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("pack %q: %w", domain, err)
+	}
+	return buf[:n], nil
+}

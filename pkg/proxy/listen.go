@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// listenAddr opens n UDP sockets sharing addr through SO_REUSEPORT (the
+// kernel hashes clients over them, so n readers never contend for one
+// socket's read lock) and a TCP listener on the same port. Port 0 picks a
+// port free for both.
+func listenAddr(addr string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	tries := 1
+	if port == "0" {
+		tries = 10 // the UDP port picked may be taken for TCP
+	}
+	for {
+		udp, tcp, err := listenOnce(addr, host, n)
+		tries--
+		if err == nil || tries == 0 || !errors.Is(err, syscall.EADDRINUSE) {
+			return udp, tcp, err
+		}
+	}
+}
+
+func listenOnce(addr, host string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+	lc := net.ListenConfig{}
+	if n > 1 {
+		lc.Control = reusePort
+	}
+	ctx := context.Background()
+	var conns []*net.UDPConn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	for i := range n {
+		a := addr
+		if i > 0 {
+			a = conns[0].LocalAddr().String()
+		}
+		pc, err := lc.ListenPacket(ctx, "udp", a)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("listen udp %s: %w", a, err)
+		}
+		conns = append(conns, pc.(*net.UDPConn))
+	}
+	_, port, _ := net.SplitHostPort(conns[0].LocalAddr().String())
+	taddr := net.JoinHostPort(host, port)
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", taddr)
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("listen tcp %s: %w", taddr, err)
+	}
+	return conns, l.(*net.TCPListener), nil
+}
+
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}

@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric labels are small enums so the hot path indexes arrays instead of
+// building label strings (WithLabelValues allocates and hashes).
+
+// Protocol is the transport a query came in on.
+type Protocol uint8
+
+const (
+	UDP Protocol = iota
+	TCP
+	nProtocols
+)
+
+var protocolNames = [nProtocols]string{"udp", "tcp"}
+
+func (p Protocol) String() string {
+	if p < nProtocols {
+		return protocolNames[p]
+	}
+	return "unknown"
+}
+
+// source says who produced an answer.
+type source uint8
+
+const (
+	srcTable    source = iota // the name table (precomputed answers)
+	srcCache                  // the Resolver's cache
+	srcUpstream               // an upstream server
+	srcLocal                  // the proxy itself: FORMERR, NOTIMP, BADVERS, overload
+	nSources
+)
+
+var sourceNames = [nSources]string{"table", "cache", "upstream", "local"}
+
+// qtypeClass buckets query types into a fixed label set.
+type qtypeClass uint8
+
+const (
+	qtA qtypeClass = iota
+	qtAAAA
+	qtSRV
+	qtPTR
+	qtOther
+	nQtypes
+)
+
+var qtypeNames = [nQtypes]string{"A", "AAAA", "SRV", "PTR", "other"}
+
+func classifyQtype(t uint16) qtypeClass {
+	switch t {
+	case dns.TypeA:
+		return qtA
+	case dns.TypeAAAA:
+		return qtAAAA
+	case dns.TypeSRV:
+		return qtSRV
+	case dns.TypePTR:
+		return qtPTR
+	}
+	return qtOther
+}
+
+// rcodeClass buckets response codes into a fixed label set.
+type rcodeClass uint8
+
+const (
+	rcNoError rcodeClass = iota
+	rcFormErr
+	rcServFail
+	rcNXDomain
+	rcNotImp
+	rcRefused
+	rcBadVers
+	rcOther
+	nRcodes
+)
+
+var rcodeNames = [nRcodes]string{"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "BADVERS", "other"}
+
+func classifyRcode(rc int) rcodeClass {
+	switch rc {
+	case dns.RcodeSuccess:
+		return rcNoError
+	case dns.RcodeFormatError:
+		return rcFormErr
+	case dns.RcodeServerFailure:
+		return rcServFail
+	case dns.RcodeNameError:
+		return rcNXDomain
+	case dns.RcodeNotImplemented:
+		return rcNotImp
+	case dns.RcodeRefused:
+		return rcRefused
+	case dns.RcodeBadVers:
+		return rcBadVers
+	}
+	return rcOther
+}
+
+// dropReason says why a packet got no reply.
+type dropReason uint8
+
+const (
+	dropMalformed dropReason = iota // shorter than a header, or a response
+	dropTCPLimit                    // a TCP connection beyond MaxTCPConns
+	nDropReasons
+)
+
+var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit"}
+
+// lazyCounter resolves its label values on first use, so unused label
+// combinations do not show up as zero series.
+type lazyCounter struct {
+	c atomic.Pointer[prometheus.Counter]
+}
+
+func (l *lazyCounter) get(vec *prometheus.CounterVec, lvs ...string) prometheus.Counter {
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(lvs...)
+	l.c.Store(&c)
+	return c
+}
+
+type lazyObserver struct {
+	o atomic.Pointer[prometheus.Observer]
+}
+
+func (l *lazyObserver) get(vec *prometheus.HistogramVec, lvs ...string) prometheus.Observer {
+	if o := l.o.Load(); o != nil {
+		return *o
+	}
+	o := vec.WithLabelValues(lvs...)
+	l.o.Store(&o)
+	return o
+}
+
+// metrics are the serving metrics; see README.md.
+type metrics struct {
+	requestsVec  *prometheus.CounterVec
+	requests     [nProtocols][nQtypes][nRcodes][nSources]lazyCounter
+	durationVec  *prometheus.HistogramVec
+	duration     [nProtocols][nSources]lazyObserver
+	droppedVec   *prometheus.CounterVec
+	dropped      [nProtocols][nDropReasons]lazyCounter
+	truncatedVec *prometheus.CounterVec
+	truncated    [nProtocols]lazyCounter
+	tcpConns     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, error) {
+	m := &metrics{
+		requestsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_dns_requests_total",
+			Help: "DNS queries answered, by protocol, query type, response code and source of the answer.",
+		}, []string{"protocol", "qtype", "rcode", "source"}),
+		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "meshdns_dns_request_duration_seconds",
+			Help: "Time from reading a query to having its reply, by protocol and source of the answer.",
+			// 10µs (a table answer) up to 2.6s (an upstream timing out).
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
+		}, []string{"protocol", "source"}),
+		droppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_dns_dropped_total",
+			Help: "Packets or connections dropped without a reply, by protocol and reason.",
+		}, []string{"protocol", "reason"}),
+		truncatedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_dns_truncated_responses_total",
+			Help: "Replies truncated to the client's size with TC set, by protocol.",
+		}, []string{"protocol"}),
+		tcpConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_dns_tcp_connections",
+			Help: "Open client TCP connections.",
+		}),
+	}
+	cs := []prometheus.Collector{m.requestsVec, m.durationVec, m.droppedVec, m.truncatedVec, m.tcpConns,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "meshdns_dns_answer_cache_entries",
+			Help: "Questions of the current table whose answers are kept precomputed.",
+		}, answers),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// observe counts one answered query.
+func (m *metrics) observe(p Protocol, qtype uint16, rcode int, src source, start time.Time) {
+	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
+	m.requests[p][qt][rc][src].get(m.requestsVec, protocolNames[p], qtypeNames[qt], rcodeNames[rc], sourceNames[src]).Inc()
+	m.duration[p][src].get(m.durationVec, protocolNames[p], sourceNames[src]).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) drop(p Protocol, r dropReason) {
+	m.dropped[p][r].get(m.droppedVec, protocolNames[p], dropReasonNames[r]).Inc()
+}
+
+func (m *metrics) truncate(p Protocol) {
+	m.truncated[p].get(m.truncatedVec, protocolNames[p]).Inc()
+}

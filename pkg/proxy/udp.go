@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+const (
+	// maxUDPPacket is the largest UDP payload.
+	maxUDPPacket = 65535
+	// workerBuf is the initial reply buffer of a forwarding worker; bigger
+	// replies grow it (rare: most answers fit a 1232-byte EDNS size).
+	workerBuf = 4096
+	// workerIdle ends a forwarding worker that got no work for this long,
+	// so a burst of slow upstream queries does not leave goroutines behind.
+	workerIdle = 30 * time.Second
+)
+
+// fwdJob is a query handed from a UDP reader to a forwarding worker.
+type fwdJob struct {
+	conn  *net.UDPConn
+	addr  netip.AddrPort
+	pkt   []byte
+	start time.Time
+}
+
+// serveUDP reads queries from c until it is closed. Table answers are
+// written from this goroutine, without handing over: that is the path the
+// CPU budget of issue 3 is about. Queries for the Resolver go to workers so
+// a slow upstream never delays a table answer.
+func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
+	buf := make([]byte, maxUDPPacket)
+	out := make([]byte, 0, maxUDPPacket)
+	for {
+		n, addr, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("read udp", "err", err)
+			continue
+		}
+		start := time.Now()
+		reply, deferred := s.h.serve(ctx, out, buf[:n], UDP, false, start)
+		if deferred {
+			s.dispatch(ctx, wg, c, addr, buf[:n], start)
+			continue
+		}
+		if reply != nil {
+			s.writeUDP(c, reply, addr)
+		}
+	}
+}
+
+func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
+	if _, err := c.WriteToUDPAddrPort(reply, addr); err != nil && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("write udp", "err", err)
+	}
+}
+
+// dispatch hands a query to an idle worker, starts one when there is none
+// and fewer than MaxForwarding run, or answers REFUSED (the bound of
+// DESIGN.md section 5: shed load rather than queue without limit).
+func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt []byte, start time.Time) {
+	j := s.jobPool.Get().(*fwdJob)
+	j.conn, j.addr, j.start = c, addr, start
+	j.pkt = append(j.pkt[:0], pkt...)
+	select {
+	case s.jobs <- j:
+		return
+	default:
+	}
+	if s.forwards.Add(1) <= int64(s.cfg.MaxForwarding) {
+		wg.Go(func() { s.forwardWorker(ctx, j) })
+		return
+	}
+	s.forwards.Add(-1)
+	s.jobPool.Put(j)
+	var out [maxNameLen + 64]byte
+	if reply := s.h.refuse(out[:0], pkt, UDP, start); reply != nil {
+		s.writeUDP(c, reply, addr)
+	}
+}
+
+// forwardWorker serves j, then further jobs until ctx ends or it idles.
+func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
+	defer s.forwards.Add(-1)
+	out := make([]byte, 0, workerBuf)
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		if reply, _ := s.h.serve(ctx, out, j.pkt, UDP, true, j.start); reply != nil {
+			s.writeUDP(j.conn, reply, j.addr)
+			if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
+				out = reply[:0] // keep the grown buffer
+			}
+		}
+		j.conn = nil
+		s.jobPool.Put(j)
+		idle.Reset(workerIdle)
+		select {
+		case j = <-s.jobs:
+		case <-idle.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
