@@ -60,8 +60,12 @@ type Context struct {
 	ClusterDomain string
 	// Search is the pod's resolv.conf search list, without trailing dots.
 	Search []string
-	// TTL of answers in seconds when an entry has none; zero means 30.
+	// TTL of answers in seconds when an entry has none; zero means 30. It
+	// is also the TTL and negative-caching time (MINIMUM) of the SOA.
 	TTL uint32
+	// Serial of the synthesized SOA records, for example the table
+	// version; zero means 1.
+	Serial uint32
 }
 
 // Action says what the agent does with a question.
@@ -99,19 +103,32 @@ type Result struct {
 }
 
 // Table is an immutable lookup table. The zero value and nil answer nothing
-// (every question is forwarded).
+// (every question is forwarded). A Table is safe for concurrent use.
 type Table struct {
-	ctx Context
+	ctx Context // normalized: lowercase, no trailing dots, defaults set
+
+	// names maps every stored name (lowercase, no trailing dot) to its
+	// records; several names may share one node (AltHosts). Kubernetes
+	// alternate names and search-path names are not stored: Lookup
+	// derives them from the question (see lookup.go).
+	names map[string]*node
+	// wild maps the domain of a wildcard ("example.com" for
+	// "*.example.com") to its records.
+	wild map[string]*node
+	// zones the table is complete for, longest first so the first match
+	// is the closest enclosing zone.
+	zones []zone
+	// search holds "."+domain for each search domain, in resolv.conf order.
+	search []string
+	// Suffixes that turn a Kubernetes alternate name into the full one:
+	// svc -> svc.<ns>.svc.<domain>, svc.ns -> svc.ns.svc.<domain>,
+	// svc.ns.svc -> svc.ns.svc.<domain>. Empty when no entry has
+	// alternate names.
+	altBare, altNs, altSvc string
 }
 
-// New builds a table from entries for the pod described by ctx. zones are
-// the zones the table is complete for (no trailing dot). It returns an error
-// for an entry it cannot serve (a bad name or address).
-func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
-	return &Table{ctx: ctx}, nil
-}
-
-// Lookup answers q. The question name may be in any case.
-func (t *Table) Lookup(q dns.Question) Result {
-	return Result{Action: Forward}
+// zone is one zone the table is complete for.
+type zone struct {
+	name string   // lowercase, no trailing dot
+	soa  []dns.RR // the zone's SOA, for the authority section
 }

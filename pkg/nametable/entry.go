@@ -1,0 +1,342 @@
+package nametable
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// endpointName is one generated name of a headless service's endpoint.
+type endpointName struct {
+	label string
+	ips   []netip.Addr
+}
+
+// addEntry validates e and adds its names: the hostname and AltHosts, the
+// SRV owners of its named ports, the names of its endpoints, and the PTR
+// records of its addresses.
+func (b *builder) addEntry(e *Entry) error {
+	host, err := normalizeName(e.Hostname, true)
+	if err != nil {
+		return err
+	}
+	ttl := e.TTL
+	if ttl == 0 {
+		ttl = b.ctx.TTL
+	}
+	ips, err := uniqueAddrs(e.IPs)
+	if err != nil {
+		return err
+	}
+	alts := make([]string, 0, len(e.AltHosts))
+	for _, a := range e.AltHosts {
+		n, err := normalizeName(a, true)
+		if err != nil {
+			return fmt.Errorf("alt host %q: %w", a, err)
+		}
+		if n != host {
+			alts = append(alts, n)
+		}
+	}
+	if strings.HasPrefix(host, "*.") {
+		return b.addWildcard(e, host, alts, ips, ttl)
+	}
+
+	fqdn := host + "."
+	d := &draft{
+		canonical: fqdn,
+		owner:     host,
+		apex:      b.apexFor(host, host),
+		alt:       b.isKubernetes(e, host),
+	}
+	b.hasAlt = b.hasAlt || d.alt
+	if e.CanonicalName != "" {
+		if len(ips) > 0 || len(e.Endpoints) > 0 {
+			return errors.New("canonical name together with IPs or endpoints")
+		}
+		c, err := normalizeName(e.CanonicalName, false)
+		if err != nil {
+			return fmt.Errorf("canonical name %q: %w", e.CanonicalName, err)
+		}
+		// An ExternalName service answers every type with the CNAME;
+		// ports and PTRs do not apply (Kubernetes DNS does the same).
+		d.chase = c + "."
+		return b.defineAll(d, host, alts)
+	}
+
+	for _, a := range ips {
+		d.addAddr(addrRR(fqdn, a, ttl))
+		b.addPTR(a, fqdn, ttl)
+	}
+	eps, err := endpointNames(e.Endpoints)
+	if err != nil {
+		return err
+	}
+	headless := len(ips) == 0
+	// targets are the SRV targets; targetRRs their A/AAAA records for the
+	// additional section.
+	targets := []string{fqdn}
+	targetRRs := d.addrs()
+	if len(eps) > 0 {
+		targets, targetRRs, err = b.addEndpoints(d, eps, host, alts, ttl, headless)
+		if err != nil {
+			return err
+		}
+		if !headless {
+			targets, targetRRs = []string{fqdn}, d.addrs()
+		}
+	}
+	if err := b.addPorts(d, e.Ports, host, alts, targets, targetRRs, ttl); err != nil {
+		return err
+	}
+	return b.defineAll(d, host, alts)
+}
+
+// isKubernetes reports whether e is a Kubernetes service in the pod's
+// cluster domain, whose names also answer as svc.ns, svc.ns.svc and svc.
+// Services of other cluster domains answer only as written (DESIGN.md
+// section 4), as do entries whose hostname is not svc.ns.svc.<domain>.
+func (b *builder) isKubernetes(e *Entry, host string) bool {
+	if e.ShortName == "" || e.Namespace == "" {
+		return false
+	}
+	want := strings.ToLower(e.ShortName) + "." + strings.ToLower(e.Namespace) + ".svc." + b.ctx.ClusterDomain
+	return host == want
+}
+
+// addWildcard adds an entry named *.domain. A wildcard answers with
+// addresses or a CNAME for any name below the domain; ports and endpoints
+// would need per-question names, so they are rejected.
+func (b *builder) addWildcard(e *Entry, host string, alts []string, ips []netip.Addr, ttl uint32) error {
+	if len(e.Ports) > 0 || len(e.Endpoints) > 0 {
+		return errors.New("a wildcard cannot have ports or endpoints")
+	}
+	d := &draft{canonical: host + ".", owner: host, apex: b.apexFor(host[2:], host[2:])}
+	if e.CanonicalName != "" {
+		if len(ips) > 0 {
+			return errors.New("canonical name together with IPs")
+		}
+		c, err := normalizeName(e.CanonicalName, false)
+		if err != nil {
+			return fmt.Errorf("canonical name %q: %w", e.CanonicalName, err)
+		}
+		d.chase = c + "."
+	}
+	for _, a := range ips {
+		d.addAddr(addrRR(host+".", a, ttl))
+	}
+	return b.defineAll(d, host, alts)
+}
+
+// defineAll stores d under its hostname and every alt host.
+func (b *builder) defineAll(d *draft, host string, alts []string) error {
+	for _, n := range append([]string{host}, alts...) {
+		if w, ok := strings.CutPrefix(n, "*."); ok {
+			if old, dup := b.wild[w]; dup {
+				return fmt.Errorf("name %q already defined by entry %q", n, old.owner)
+			}
+			b.wild[w] = d
+			continue
+		}
+		key := n
+		if n == host && !strings.HasPrefix(host, "*.") {
+			key = d.canonical[:len(host)] // share the canonical name's bytes
+		}
+		if err := b.define(key, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// defineUnder stores d as label.host and label.alt for every non-wildcard
+// alt host; d.canonical must be label.host with trailing dot.
+func (b *builder) defineUnder(d *draft, label string, alts []string) error {
+	if err := b.define(d.canonical[:len(d.canonical)-1], d); err != nil {
+		return err
+	}
+	for _, a := range alts {
+		if strings.HasPrefix(a, "*.") {
+			continue
+		}
+		n := label + "." + a
+		if err := checkGenerated(n); err != nil {
+			return err
+		}
+		if err := b.define(n, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addEndpoints adds a name per endpoint (hostname.svc... or the dashed IP)
+// with its A/AAAA and PTR records, and for a headless service the endpoint
+// addresses on the service name. It returns the endpoint names as SRV
+// targets and their address records for the additional section.
+func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts []string, ttl uint32, headless bool) ([]string, []dns.RR, error) {
+	targets := make([]string, 0, len(eps))
+	var rrs []dns.RR
+	for _, ep := range eps {
+		fqdn := ep.label + "." + d.canonical
+		if err := checkGenerated(fqdn[:len(fqdn)-1]); err != nil {
+			return nil, nil, err
+		}
+		ed := &draft{canonical: fqdn, owner: host, apex: d.apex, alt: d.alt}
+		for _, a := range ep.ips {
+			rr := addrRR(fqdn, a, ttl)
+			ed.addAddr(rr)
+			if headless {
+				d.addAddr(rr) // the owner is rewritten by the server
+			}
+			b.addPTR(a, fqdn, ttl)
+		}
+		targets = append(targets, fqdn)
+		rrs = append(rrs, ed.addrs()...)
+		if err := b.defineUnder(ed, ep.label, alts); err != nil {
+			return nil, nil, err
+		}
+	}
+	return targets, rrs, nil
+}
+
+// addPorts adds SRV records: every port on the service name, and each
+// named port on _name._proto.<service>.
+func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, targets []string, targetRRs []dns.RR, ttl uint32) error {
+	byOwner := make(map[string]*draft, len(ports))
+	for _, p := range ports {
+		if p.Port == 0 {
+			return fmt.Errorf("port %q: number 0", p.Name)
+		}
+		proto := strings.ToLower(p.Protocol)
+		switch proto {
+		case "":
+			proto = "tcp"
+		case "tcp", "udp", "sctp":
+		default:
+			return fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
+		}
+		owner := d.canonical
+		var pd *draft
+		if p.Name != "" {
+			name := strings.ToLower(p.Name)
+			if err := checkLabel(name, false); err != nil {
+				return fmt.Errorf("port %q: %w", p.Name, err)
+			}
+			label := "_" + name + "._" + proto
+			owner = label + "." + d.canonical
+			if err := checkGenerated(owner[:len(owner)-1]); err != nil {
+				return err
+			}
+			pd = byOwner[owner]
+			if pd == nil {
+				pd = &draft{canonical: owner, owner: host, apex: d.apex, alt: d.alt, extra: targetRRs}
+				byOwner[owner] = pd
+				if err := b.defineUnder(pd, label, alts); err != nil {
+					return err
+				}
+			}
+		}
+		for _, t := range targets {
+			rr := srvRR(owner, t, p.Port, ttl)
+			d.sets[setSRV] = append(d.sets[setSRV], rr)
+			if pd != nil {
+				pd.sets[setSRV] = append(pd.sets[setSRV], rr)
+			}
+		}
+	}
+	if len(ports) > 0 {
+		d.extra = targetRRs
+	}
+	return nil
+}
+
+// addAddr adds an A or AAAA record to the matching set.
+func (d *draft) addAddr(rr dns.RR) {
+	if rr.Header().Rrtype == dns.TypeA {
+		d.sets[setA] = append(d.sets[setA], rr)
+		return
+	}
+	d.sets[setAAAA] = append(d.sets[setAAAA], rr)
+}
+
+// addrs returns the draft's A and AAAA records in a new slice.
+func (d *draft) addrs() []dns.RR {
+	out := make([]dns.RR, 0, len(d.sets[setA])+len(d.sets[setAAAA]))
+	return append(append(out, d.sets[setA]...), d.sets[setAAAA]...)
+}
+
+// endpointNames validates endpoints and groups their addresses by name: an
+// endpoint with a hostname is one name with all its IPs (dual-stack
+// services list the same hostname once per family, so equal hostnames
+// merge); one without gets a dashed-IP name per address.
+func endpointNames(eps []Endpoint) ([]endpointName, error) {
+	var out []endpointName
+	index := make(map[string]int, len(eps))
+	add := func(label string, a netip.Addr) {
+		i, ok := index[label]
+		if !ok {
+			i = len(out)
+			index[label] = i
+			out = append(out, endpointName{label: label})
+		}
+		for _, have := range out[i].ips {
+			if have == a {
+				return
+			}
+		}
+		out[i].ips = append(out[i].ips, a)
+	}
+	for _, ep := range eps {
+		ips, err := uniqueAddrs(ep.IPs)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %q: %w", ep.Hostname, err)
+		}
+		if ep.Hostname == "" {
+			if len(ips) == 0 {
+				return nil, errors.New("endpoint without hostname or IPs")
+			}
+			for _, a := range ips {
+				add(dashedLabel(a), a)
+			}
+			continue
+		}
+		label := strings.ToLower(ep.Hostname)
+		if err := checkLabel(label, false); err != nil {
+			return nil, fmt.Errorf("endpoint hostname %q: %w", ep.Hostname, err)
+		}
+		if len(ips) == 0 {
+			return nil, fmt.Errorf("endpoint %q: no IPs", ep.Hostname)
+		}
+		for _, a := range ips {
+			add(label, a)
+		}
+	}
+	return out, nil
+}
+
+// uniqueAddrs validates addresses and drops repeats: an RRset holds each
+// record once (RFC 2181 section 5).
+func uniqueAddrs(in []netip.Addr) ([]netip.Addr, error) {
+	out := make([]netip.Addr, 0, len(in))
+	for _, a := range in {
+		a, err := checkAddr(a)
+		if err != nil {
+			return nil, err
+		}
+		dup := false
+		for _, have := range out {
+			if have == a {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,91 @@
+package nametable
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/miekg/dns"
+)
+
+// dnsSchemaVersion is the Kubernetes DNS specification version we follow
+// (kubernetes/dns docs/specification.md section 2.2).
+const dnsSchemaVersion = "1.1.0"
+
+// SOA timers, as CoreDNS's kubernetes plugin sets them; nothing transfers
+// our zones, so only MINIMUM (the negative-caching TTL, RFC 2308 section
+// 5) matters and it follows the table TTL.
+const (
+	soaRefresh = 7200
+	soaRetry   = 1800
+	soaExpire  = 86400
+)
+
+// SRV priority and weight: the Kubernetes DNS specification leaves them
+// open; its examples use 10 and 100, and equal weights spread load evenly.
+const (
+	srvPriority = 10
+	srvWeight   = 100
+)
+
+func header(owner string, rrtype uint16, ttl uint32) dns.RR_Header {
+	return dns.RR_Header{Name: owner, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
+}
+
+// addrRR is the A or AAAA record of a.
+func addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
+	if a.Is4() {
+		b := a.As4()
+		return &dns.A{Hdr: header(owner, dns.TypeA, ttl), A: net.IP(b[:])}
+	}
+	b := a.As16()
+	return &dns.AAAA{Hdr: header(owner, dns.TypeAAAA, ttl), AAAA: net.IP(b[:])}
+}
+
+func srvRR(owner, target string, port uint16, ttl uint32) dns.RR {
+	return &dns.SRV{Hdr: header(owner, dns.TypeSRV, ttl), Priority: srvPriority, Weight: srvWeight, Port: port, Target: target}
+}
+
+func ptrRR(owner, target string, ttl uint32) dns.RR {
+	return &dns.PTR{Hdr: header(owner, dns.TypePTR, ttl), Ptr: target}
+}
+
+func txtRR(owner, text string, ttl uint32) dns.RR {
+	return &dns.TXT{Hdr: header(owner, dns.TypeTXT, ttl), Txt: []string{text}}
+}
+
+// soaRR is the SOA of zone (lowercase, no trailing dot) in the form the
+// Kubernetes DNS specification shows: ns.dns.<zone>. hostmaster.<zone>.
+func soaRR(zone string, serial, ttl uint32) dns.RR {
+	return &dns.SOA{
+		Hdr:     header(zone+".", dns.TypeSOA, ttl),
+		Ns:      "ns.dns." + zone + ".",
+		Mbox:    "hostmaster." + zone + ".",
+		Serial:  serial,
+		Refresh: soaRefresh,
+		Retry:   soaRetry,
+		Expire:  soaExpire,
+		Minttl:  ttl,
+	}
+}
+
+// reverseName is the PTR owner of a, lowercase with trailing dot:
+// 4.3.2.10.in-addr.arpa. or the 32 nibbles under ip6.arpa. (RFC 3596).
+func reverseName(a netip.Addr) string {
+	if a.Is4() {
+		b := a.As4()
+		buf := make([]byte, 0, len("255.255.255.255.in-addr.arpa."))
+		for i := 3; i >= 0; i-- {
+			buf = strconv.AppendUint(buf, uint64(b[i]), 10)
+			buf = append(buf, '.')
+		}
+		return string(append(buf, "in-addr.arpa."...))
+	}
+	const hex = "0123456789abcdef"
+	b := a.As16()
+	buf := make([]byte, 0, 64+len("ip6.arpa."))
+	for i := 15; i >= 0; i-- {
+		buf = append(buf, hex[b[i]&0xf], '.', hex[b[i]>>4], '.')
+	}
+	return string(append(buf, "ip6.arpa."...))
+}
