@@ -3,6 +3,7 @@
 package registry
 
 import (
+	"context"
 	"time"
 
 	"github.com/meshdns/meshdns/pkg/nametable"
@@ -33,4 +34,12 @@ type Snapshot struct {
 // must not modify it afterwards.
 type Sink interface {
 	Update(source string, s Snapshot)
+}
+
+// Source produces snapshots of one kind of names (files, Kubernetes) and
+// hands each complete state to sink until ctx ends. Run returns nil when ctx
+// ends and an error only when the source cannot continue at all; the control
+// plane then stops.
+type Source interface {
+	Run(ctx context.Context, sink Sink) error
 }

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"sort"
+	"time"
+
+	"github.com/meshdns/meshdns/controlplane/view"
+)
+
+// AgentInfo describes a connected agent for /debug/agents.
+type AgentInfo struct {
+	Pod           string    `json:"pod"`
+	Namespace     string    `json:"namespace"`
+	ClusterDomain string    `json:"clusterDomain"`
+	InstanceID    string    `json:"instanceID"`
+	AgentVersion  string    `json:"agentVersion,omitempty"`
+	Peer          string    `json:"peer"`
+	Connected     time.Time `json:"connected"`
+	// Sent is the version the agent has once it applies everything sent.
+	Sent string `json:"sent"`
+	// Acked is the version the agent last ACKed (applied).
+	Acked   string    `json:"acked"`
+	AckedAt time.Time `json:"ackedAt,omitzero"`
+	// View is the current version of the agent's view.
+	View      string `json:"view"`
+	Nacks     int    `json:"nacks"`
+	LastNack  string `json:"lastNack,omitempty"`
+	Overflows int    `json:"overflows"`
+}
+
+// Agents lists the connected agents, sorted by namespace and pod.
+func (s *Server) Agents() []AgentInfo {
+	s.mu.Lock()
+	as := make([]*agent, 0, len(s.agents))
+	for a := range s.agents {
+		as = append(as, a)
+	}
+	s.mu.Unlock()
+	out := make([]AgentInfo, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.info())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		if out[i].Pod != out[j].Pod {
+			return out[i].Pod < out[j].Pod
+		}
+		return out[i].Connected.Before(out[j].Connected)
+	})
+	return out
+}
+
+// AgentView returns the view of the agent namespace/pod (the most recently
+// connected stream of that pod), or nil if it is not connected.
+func (s *Server) AgentView(namespace, pod string) *view.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *agent
+	for a := range s.agents {
+		if a.namespace == namespace && a.pod == pod && (best == nil || a.connected.After(best.connected)) {
+			best = a
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.sub.View()
+}
+
+func (s *Server) add(a *agent) {
+	s.mu.Lock()
+	s.agents[a] = struct{}{}
+	n := len(s.agents)
+	s.mu.Unlock()
+	s.m.agents.Set(float64(n))
+}
+
+func (s *Server) remove(a *agent) {
+	s.mu.Lock()
+	delete(s.agents, a)
+	n := len(s.agents)
+	s.mu.Unlock()
+	s.m.agents.Set(float64(n))
+}

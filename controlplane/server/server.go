@@ -1,0 +1,134 @@
+// Package server is the control plane's gRPC NameDiscoveryService: one
+// stream per agent, fed from the agent's view (package view).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/meshdns/meshdns/controlplane/view"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Views supplies the tables; required.
+	Views *view.Store
+	// TLS, when set, serves gRPC over TLS (set ClientAuth and ClientCAs or
+	// GetConfigForClient for mTLS); nil serves plaintext.
+	TLS *tls.Config
+	// QueueSize bounds the versions queued for one agent; when it
+	// overflows the agent gets a full table. Zero means 8.
+	QueueSize int
+	// KeepaliveTime is how often the server pings an idle connection;
+	// zero means 30s. KeepaliveTimeout is how long it waits for the
+	// answer before closing; zero means 10s.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// KeepaliveMinTime is the shortest client ping interval tolerated
+	// (enforcement policy); zero means 10s. Agents must ping less often.
+	KeepaliveMinTime time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer for the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server serves NameDiscoveryService.
+type Server struct {
+	meshdnsv1.UnimplementedNameDiscoveryServiceServer
+
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	grpc *grpc.Server
+
+	mu     sync.Mutex // guards agents
+	agents map[*agent]struct{}
+}
+
+// New returns a server; Serve or Run starts it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Views == nil {
+		return nil, errors.New("server: Views is required")
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 8
+	}
+	if cfg.KeepaliveTime <= 0 {
+		cfg.KeepaliveTime = 30 * time.Second
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = 10 * time.Second
+	}
+	if cfg.KeepaliveMinTime <= 0 {
+		cfg.KeepaliveMinTime = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("server metrics: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, m: m, agents: map[*agent]struct{}{}}
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newCodec()),
+		// Server pings detect dead agents (a node gone without a FIN);
+		// the enforcement policy lets agents ping us to detect a dead
+		// control plane without being cut off as abusive.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	meshdnsv1.RegisterNameDiscoveryServiceServer(s.grpc, s)
+	return s, nil
+}
+
+// Run listens on addr and serves until ctx ends.
+func (s *Server) Run(ctx context.Context, addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return s.Serve(ctx, lis)
+}
+
+// Serve serves on lis until ctx ends, then closes every stream.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve grpc: %w", err)
+	case <-ctx.Done():
+	}
+	// Streams never end on their own, so a graceful stop would wait
+	// forever; agents reconnect (to another replica) and resume anyway.
+	s.grpc.Stop()
+	<-errc
+	return nil
+}

@@ -1,0 +1,320 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/meshdns/meshdns/controlplane/registry"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"))
+}
+
+func TestFullThenDeltas(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"), entry("c.corp.example", "10.0.0.3"))
+	a := dial(t, h.addr, dialOpts{namespace: "ns"})
+	r := a.next()
+	if diff := cmp.Diff("full", kind(r)); diff != "" {
+		t.Fatalf("first response kind (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"corp.example"}, a.zones); diff != "" {
+		t.Errorf("zones (-want +got):\n%s", diff)
+	}
+
+	steps := []struct {
+		name     string
+		entries  []registry.Entry
+		upserted int
+		removed  int
+		want     map[string]string
+	}{
+		{
+			name:     "change one",
+			entries:  []registry.Entry{entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.20"), entry("c.corp.example", "10.0.0.3")},
+			upserted: 1,
+			want:     map[string]string{"a.corp.example": "10.0.0.1", "b.corp.example": "10.0.0.20", "c.corp.example": "10.0.0.3"},
+		},
+		{
+			name:    "remove one",
+			entries: []registry.Entry{entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.20")},
+			removed: 1,
+			want:    map[string]string{"a.corp.example": "10.0.0.1", "b.corp.example": "10.0.0.20"},
+		},
+		{
+			name:     "add one, mixed case",
+			entries:  []registry.Entry{entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.20"), entry("D.Corp.Example.", "fd00::4")},
+			upserted: 1,
+			want:     map[string]string{"a.corp.example": "10.0.0.1", "b.corp.example": "10.0.0.20", "d.corp.example": "fd00::4"},
+		},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			h.publish(t, s.entries...)
+			r := a.next()
+			if diff := cmp.Diff("delta", kind(r)); diff != "" {
+				t.Fatalf("kind (-want +got):\n%s", diff)
+			}
+			d := r.GetDelta()
+			if diff := cmp.Diff([2]int{s.upserted, s.removed}, [2]int{len(d.GetUpserted()), len(d.GetRemoved())}); diff != "" {
+				t.Errorf("upserted, removed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(s.want, a.ips()); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// ACKs travel after the responses: wait for the fourth.
+	waitFor(t, "4 push latency samples", func() bool { return h.metric(t, "meshdns_controlplane_push_duration_seconds") >= 4 })
+}
+
+func TestNACKSendsFullTable(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := dial(t, h.addr, dialOpts{namespace: "ns"})
+	a.next()
+
+	h.publish(t, entry("a.corp.example", "10.0.0.2"))
+	r := a.recv()
+	if kind(r) != "delta" {
+		t.Fatalf("got %s, want delta", kind(r))
+	}
+	a.nack(r, "bad address in a.corp.example") // keep the old table
+
+	r = a.next()
+	if diff := cmp.Diff("full", kind(r)); diff != "" {
+		t.Fatalf("after NACK (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.0.2"}, a.ips()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 1 {
+		t.Errorf("nacks = %v, want 1", got)
+	}
+	// The stream goes on with deltas.
+	h.publish(t, entry("a.corp.example", "10.0.0.3"))
+	if r := a.next(); kind(r) != "delta" {
+		t.Errorf("after recovery got %s, want delta", kind(r))
+	}
+
+	// A NACKed full table is not resent (the agent would reject it
+	// again); the next version comes as usual.
+	b := dial(t, h.addr, dialOpts{namespace: "ns", pod: "b"})
+	r = b.recv()
+	b.nack(r, "table too large")
+	b.none(100 * time.Millisecond)
+	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 2 {
+		t.Errorf("nacks = %v, want 2", got)
+	}
+}
+
+func TestResume(t *testing.T) {
+	h := newHarness(t, harnessOpts{history: 3})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := dial(t, h.addr, dialOpts{namespace: "ns"})
+	a.next()
+	v1 := a.version
+	a.close()
+
+	h.publish(t, entry("a.corp.example", "10.0.0.2"))
+	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+
+	tests := []struct {
+		name     string
+		resume   string
+		kind     string
+		upserted int
+	}{
+		{name: "version in history gets a delta", resume: v1, kind: "delta", upserted: 1},
+		{name: "current version gets an empty delta", resume: v2, kind: "delta", upserted: 0},
+		{name: "unknown version gets a full table", resume: "0123456789abcdef", kind: "full", upserted: 0},
+		{name: "no version gets a full table", resume: "", kind: "full"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dial(t, h.addr, dialOpts{namespace: "ns", resume: tc.resume})
+			r := b.recv()
+			if diff := cmp.Diff(tc.kind, kind(r)); diff != "" {
+				t.Fatalf("kind (-want +got):\n%s", diff)
+			}
+			if tc.kind == "delta" {
+				if diff := cmp.Diff(tc.upserted, len(r.GetDelta().GetUpserted())); diff != "" {
+					t.Errorf("upserted (-want +got):\n%s", diff)
+				}
+			}
+			if diff := cmp.Diff(v2, r.GetVersionInfo()); diff != "" {
+				t.Errorf("version (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("version fell out of the history", func(t *testing.T) {
+		for i := range 4 {
+			h.publish(t, entry("a.corp.example", "10.0.1."+string(rune('1'+i))))
+		}
+		b := dial(t, h.addr, dialOpts{namespace: "ns", resume: v1})
+		if r := b.recv(); kind(r) != "full" {
+			t.Errorf("got %s, want full", kind(r))
+		}
+	})
+}
+
+func TestDebounceBurstIsOneVersion(t *testing.T) {
+	h := newHarness(t, harnessOpts{debounce: 50 * time.Millisecond})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := dial(t, h.addr, dialOpts{namespace: "ns"})
+	a.next()
+	before := h.metric(t, "meshdns_controlplane_versions_total")
+	for i := range 100 {
+		h.reg.Update("test", registry.Snapshot{Entries: []registry.Entry{entry("a.corp.example", "10.0.2."+itoa(i))}, Zones: []string{"corp.example"}})
+	}
+	r := a.next()
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.2.99"}, a.ips()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if kind(r) != "delta" {
+		t.Errorf("got %s, want delta", kind(r))
+	}
+	a.none(200 * time.Millisecond)
+	if got := h.metric(t, "meshdns_controlplane_versions_total") - before; got != 1 {
+		t.Errorf("versions for a burst of 100 = %v, want 1", got)
+	}
+}
+
+func TestNamespaceScoping(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t,
+		entry("public.corp.example", "10.0.0.1"),
+		entry("secret.corp.example", "10.0.0.2", "team-a"),
+		// One name, two answers: the first entry a namespace may see wins.
+		entry("db.corp.example", "10.0.0.3", "team-a"),
+		entry("db.corp.example", "10.0.0.4"),
+	)
+	tests := []struct {
+		namespace string
+		want      map[string]string
+	}{
+		{namespace: "team-a", want: map[string]string{"public.corp.example": "10.0.0.1", "secret.corp.example": "10.0.0.2", "db.corp.example": "10.0.0.3"}},
+		{namespace: "team-b", want: map[string]string{"public.corp.example": "10.0.0.1", "db.corp.example": "10.0.0.4"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.namespace, func(t *testing.T) {
+			a := dial(t, h.addr, dialOpts{namespace: tc.namespace})
+			a.next()
+			if diff := cmp.Diff(tc.want, a.ips()); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+			// The zone stays authoritative, so hidden names get NXDOMAIN
+			// at the agent instead of leaking upstream.
+			if diff := cmp.Diff([]string{"corp.example"}, a.zones); diff != "" {
+				t.Errorf("zones (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMarshalOncePerView(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, manyEntries(100)...)
+	var agents []*testAgent
+	for i := range 10 {
+		ns := "ns-a"
+		if i >= 7 {
+			ns = "ns-b"
+		}
+		a := dial(t, h.addr, dialOpts{namespace: ns, pod: "p" + itoa(i)})
+		a.next()
+		agents = append(agents, a)
+	}
+	fullBefore := h.metric(t, "meshdns_controlplane_marshals_total", "kind", "full")
+	deltaBefore := h.metric(t, "meshdns_controlplane_marshals_total", "kind", "delta")
+	pushesBefore := h.metric(t, "meshdns_controlplane_pushes_total", "kind", "delta")
+	es := manyEntries(100)
+	es[5] = entry("e5.corp.example", "10.9.9.9")
+	h.publish(t, es...)
+	for _, a := range agents {
+		a.next()
+		if got := a.ips()["e5.corp.example"]; got != "10.9.9.9" {
+			t.Fatalf("e5 = %q", got)
+		}
+	}
+	if diff := cmp.Diff(2.0, fullBefore); diff != "" {
+		t.Errorf("full encodings for 10 agents in 2 views (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(2.0, h.metric(t, "meshdns_controlplane_marshals_total", "kind", "delta")-deltaBefore); diff != "" {
+		t.Errorf("delta encodings for one change, 2 views (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(10.0, h.metric(t, "meshdns_controlplane_pushes_total", "kind", "delta")-pushesBefore); diff != "" {
+		t.Errorf("delta pushes (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlowAgentDoesNotBlockOthers(t *testing.T) {
+	h := newHarness(t, harnessOpts{queue: 2})
+	// Big enough that one full table exceeds the HTTP/2 windows, so the
+	// server's writes to the slow agent block.
+	es := manyEntries(20000)
+	h.publish(t, es...)
+	slow := dial(t, h.addr, dialOpts{namespace: "ns", pod: "slow", noRead: true})
+	fast := dial(t, h.addr, dialOpts{namespace: "ns", pod: "fast"})
+	fast.next()
+	for i := range 10 {
+		es[0] = entry("e0.corp.example", "10.8.0."+itoa(i))
+		h.publish(t, es...)
+		start := time.Now()
+		fast.next()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("update %d reached the fast agent after %v", i, d)
+		}
+		if got := fast.ips()["e0.corp.example"]; got != "10.8.0."+itoa(i) {
+			t.Fatalf("fast agent has e0 = %q", got)
+		}
+	}
+	if got := h.metric(t, "meshdns_controlplane_queue_overflows_total"); got < 1 {
+		t.Errorf("overflows = %v, want >= 1", got)
+	}
+	// The slow agent catches up: after what was already in flight it gets
+	// a full table of the current version.
+	go slow.read()
+	var last string
+	for last != fast.version {
+		r := slow.recv()
+		if err := slow.apply(r); err != nil {
+			t.Fatalf("slow agent: %v", err)
+		}
+		slow.ack(r)
+		last = r.GetVersionInfo()
+	}
+	if diff := cmp.Diff(fast.ips(), slow.ips()); diff != "" {
+		t.Errorf("slow agent's table (-fast +slow):\n%s", diff)
+	}
+}
+
+func TestInvalidIdentity(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := dial(t, h.addr, dialOpts{namespace: ""})
+	select {
+	case <-a.resps:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream not closed")
+	}
+	if err := <-a.errs; err == nil {
+		t.Fatal("want an error for a missing namespace")
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}

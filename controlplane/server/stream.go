@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshdns/meshdns/controlplane/view"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// agent is the state of one stream.
+type agent struct {
+	pod, namespace, clusterDomain, instanceID, agentVersion, peer string
+	connected                                                     time.Time
+	sub                                                           *view.Sub
+
+	wake chan struct{} // the receiver asks the sender for a full table
+
+	mu        sync.Mutex // guards following
+	nonce     uint64     // last nonce sent
+	sent      *view.Version
+	inflight  map[uint64]inflight // sent, not yet answered, by nonce
+	lastFull  uint64              // nonce of the last full table sent
+	needFull  bool
+	acked     string
+	ackedAt   time.Time
+	nacks     int
+	lastNack  string
+	overflows int
+}
+
+type inflight struct {
+	version *view.Version
+	kind    string
+	sentAt  time.Time
+}
+
+func (a *agent) info() AgentInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := AgentInfo{
+		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
+		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected,
+		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Overflows: a.overflows,
+		View: a.sub.View().Current().ID,
+	}
+	if a.sent != nil {
+		i.Sent = a.sent.ID
+	}
+	return i
+}
+
+// StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer.
+func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNameTableRequest, meshdnsv1.StreamNameTableResponse]) error {
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	first, err := st.Recv()
+	if err != nil {
+		s.m.streams.WithLabelValues("error").Inc()
+		return err
+	}
+	id := first.GetIdentity()
+	if id.GetNamespace() == "" {
+		s.m.streams.WithLabelValues("invalid").Inc()
+		return status.Error(codes.InvalidArgument, "first request must carry identity with a namespace")
+	}
+	// Hold the agent until the first model exists: an empty table would
+	// replace the one it restored from disk.
+	select {
+	case <-s.cfg.Views.Ready():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	sub := s.cfg.Views.Subscribe(view.Key{Namespace: id.GetNamespace(), ClusterDomain: id.GetClusterDomain()}, s.cfg.QueueSize)
+	defer sub.Close()
+	a := &agent{
+		pod: id.GetPodName(), namespace: id.GetNamespace(), clusterDomain: id.GetClusterDomain(),
+		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
+		connected: s.cfg.Now(), sub: sub, wake: make(chan struct{}, 1),
+		inflight: map[uint64]inflight{},
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		a.peer = p.Addr.String()
+	}
+	log := s.log.With("pod", a.namespace+"/"+a.pod, "instance", a.instanceID)
+	s.add(a)
+	defer s.remove(a)
+	log.Info("agent connected", "peer", a.peer, "version", first.GetVersionInfo())
+
+	recvErr := make(chan error, 1)
+	go func() {
+		recvErr <- s.receive(st, a, log)
+		cancel()
+	}()
+	err = s.send(ctx, st, a, first.GetVersionInfo())
+	cancel()
+	rerr := <-recvErr
+	if err == nil || errors.Is(err, context.Canceled) {
+		err = rerr
+	}
+	switch {
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled:
+		log.Info("agent disconnected")
+		s.m.streams.WithLabelValues("ok").Inc()
+		return nil
+	default:
+		log.Info("agent stream ended", "err", err)
+		s.m.streams.WithLabelValues("error").Inc()
+		return err
+	}
+}
+
+// send writes responses until ctx ends: first what brings the agent from
+// resume to the current version, then each queued version.
+func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resume string) error {
+	v := a.sub.View()
+	cur := v.Current()
+	if err := s.write(st, a, v.Response(resume, cur)); err != nil {
+		return err
+	}
+	for {
+		var target *view.Version
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case target = <-a.sub.C():
+		case <-a.wake:
+		}
+		a.mu.Lock()
+		full := a.needFull
+		a.needFull = false
+		sent := a.sent
+		a.mu.Unlock()
+		if a.sub.Overflowed() {
+			a.mu.Lock()
+			a.overflows++
+			a.mu.Unlock()
+			full = true
+		}
+		var p *view.Prepared
+		switch {
+		case full:
+			// Coalesce: whatever was queued is older than the current
+			// version, which the full table carries.
+			drain(a.sub.C())
+			p = v.Current().Full()
+		case target == nil || target.Seq <= sent.Seq:
+			continue // stale: a newer table already went out
+		default:
+			p = v.Response(sent.ID, target)
+		}
+		if err := s.write(st, a, p); err != nil {
+			return err
+		}
+	}
+}
+
+func drain(c <-chan *view.Version) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+func (s *Server) write(st grpc.ServerStream, a *agent, p *view.Prepared) error {
+	a.mu.Lock()
+	a.nonce++
+	n := a.nonce
+	a.inflight[n] = inflight{version: p.Version, kind: p.Kind, sentAt: s.cfg.Now()}
+	if p.Kind == "full" {
+		a.lastFull = n
+	}
+	a.sent = p.Version
+	a.mu.Unlock()
+	if err := st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)}); err != nil {
+		return err
+	}
+	s.m.pushes.WithLabelValues(p.Kind).Inc()
+	s.m.pushBytes.WithLabelValues(p.Kind).Add(float64(len(p.Bytes)))
+	return nil
+}
+
+// receive handles ACKs and NACKs until the stream ends.
+func (s *Server) receive(st grpc.ServerStream, a *agent, log *slog.Logger) error {
+	for {
+		req := new(meshdnsv1.StreamNameTableRequest)
+		if err := st.RecvMsg(req); err != nil {
+			return err
+		}
+		n, err := strconv.ParseUint(req.GetResponseNonce(), 10, 64)
+		if err != nil {
+			log.Warn("ignoring request with a bad nonce", "nonce", req.GetResponseNonce())
+			continue
+		}
+		now := s.cfg.Now()
+		a.mu.Lock()
+		f, known := a.inflight[n]
+		if req.GetErrorDetail() == nil {
+			for k := range a.inflight {
+				if k <= n {
+					delete(a.inflight, k)
+				}
+			}
+			a.acked, a.ackedAt = req.GetVersionInfo(), now
+			a.mu.Unlock()
+			if known {
+				s.observeAck(f, a.connected, now)
+			}
+			continue
+		}
+		delete(a.inflight, n)
+		a.nacks++
+		a.lastNack = req.GetErrorDetail().GetMessage()
+		a.acked = req.GetVersionInfo()
+		// A NACKed delta means the agent's table is not what we think:
+		// send a full table, unless one went out after the NACKed
+		// response (it already repairs the agent; pipelined deltas
+		// NACKed after it must not trigger a full table each). A NACKed
+		// full table is not resent: the agent would reject it again; it
+		// keeps its last good table until the next version.
+		resend := (!known || f.kind != "full") && a.lastFull < n
+		if resend {
+			a.needFull = true
+		}
+		a.mu.Unlock()
+		s.m.nacks.Inc()
+		log.Warn("agent rejected table", "nonce", n, "kind", f.kind, "code", req.GetErrorDetail().GetCode(),
+			"err", req.GetErrorDetail().GetMessage(), "kept", req.GetVersionInfo(), "resend_full", resend)
+		if resend {
+			select {
+			case a.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// observeAck records the latencies of an applied response.
+func (s *Server) observeAck(f inflight, connected, now time.Time) {
+	v := f.version
+	start := v.Published
+	if connected.After(start) {
+		start = connected
+	}
+	s.m.pushLatency.Observe(now.Sub(start).Seconds())
+	if !v.Changed.IsZero() && v.Changed.After(connected) {
+		s.m.programming.Observe(now.Sub(v.Changed).Seconds())
+	}
+}

@@ -1,0 +1,54 @@
+package view
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The responses are encoded by hand from the candidates' pre-encoded
+// NameInfo bytes instead of building a NameTable and calling proto.Marshal:
+// a full table of 10,000 names then costs one append per name, and the
+// NameInfo of an unchanged name is never encoded twice. Field numbers are
+// those of proto/meshdns/v1; encode_test.go checks the output against
+// proto.Unmarshal of the generated types.
+const (
+	respVersionInfo = 1 // StreamNameTableResponse.version_info
+	respFull        = 3 // StreamNameTableResponse.full
+	respDelta       = 4 // StreamNameTableResponse.delta
+	tableTable      = 1 // NameTable.table
+	tableZones      = 2 // NameTable.authoritative_zones
+	deltaBase       = 1 // NameTableDelta.base_version
+	deltaUpserted   = 2 // NameTableDelta.upserted
+	deltaRemoved    = 3 // NameTableDelta.removed
+	deltaZones      = 4 // NameTableDelta.authoritative_zones
+	zoneSetZones    = 1 // ZoneSet.zones
+	mapKey          = 1 // map entry key
+	mapValue        = 2 // map entry value
+)
+
+// appendString appends a length-delimited field.
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// appendMapEntry appends one map<string, NameInfo> entry whose value is
+// already encoded.
+func appendMapEntry(b []byte, num protowire.Number, key string, value []byte) []byte {
+	n := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) +
+		protowire.SizeTag(mapValue) + protowire.SizeBytes(len(value))
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = appendString(b, mapKey, key)
+	return appendBytes(b, mapValue, value)
+}
+
+// appendMessage appends field num holding the message body (encoded by fill
+// into a scratch buffer, since the length prefix comes first).
+func appendMessage(b []byte, num protowire.Number, body []byte) []byte {
+	return appendBytes(b, num, body)
+}

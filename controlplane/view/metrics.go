@@ -1,0 +1,44 @@
+package view
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// encoder counts the encodings of responses; the counters prove that a
+// version is encoded once per view, not once per agent.
+type encoder struct {
+	marshals  *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	views     prometheus.Gauge
+	overflows prometheus.Counter
+}
+
+func newEncoder(reg prometheus.Registerer) (*encoder, error) {
+	e := &encoder{
+		marshals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_marshals_total",
+			Help: "Responses encoded, by kind (full|delta); once per view version and base, shared by all agents of the view.",
+		}, []string{"kind"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_marshal_bytes_total",
+			Help: "Bytes of responses encoded, by kind (full|delta).",
+		}, []string{"kind"}),
+		views: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_controlplane_views",
+			Help: "Distinct views (namespace and cluster domain) kept.",
+		}),
+		overflows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_queue_overflows_total",
+			Help: "Times an agent's queue was full and its pending versions were coalesced into a full table.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{e.marshals, e.bytes, e.views, e.overflows} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *encoder) marshalled(kind string, n int) {
+	e.marshals.WithLabelValues(kind).Inc()
+	e.bytes.WithLabelValues(kind).Add(float64(n))
+}

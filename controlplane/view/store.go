@@ -1,0 +1,307 @@
+// Package view turns registry models into per-agent tables. Agents with the
+// same namespace and cluster domain share one view, so each new version is
+// built and encoded once per view however many agents use it. A view keeps
+// a bounded history of versions so a reconnecting agent gets a delta from
+// the version it reports.
+package view
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/controlplane/registry"
+)
+
+// Key identifies a view: what an agent may see depends only on these.
+type Key struct {
+	Namespace string
+	// ClusterDomain of the agent; empty means the control plane's.
+	ClusterDomain string
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.ClusterDomain }
+
+// Config configures a Store.
+type Config struct {
+	// ClusterDomain is the control plane's cluster domain, in which the
+	// sources name Kubernetes services; zero means "cluster.local".
+	ClusterDomain string
+	// History is how many versions each view keeps for resuming agents;
+	// zero means 16.
+	History int
+	// IdleTTL is how long a view without agents is kept (and updated) so
+	// agents reconnecting after a blip still get deltas; zero means 10m.
+	IdleTTL time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer for the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Models is where a store gets models from; *registry.Registry is one.
+type Models interface {
+	Subscribe() <-chan struct{}
+	Latest() *registry.Model
+}
+
+// Store holds the views.
+type Store struct {
+	cfg Config
+	log *slog.Logger
+	enc *encoder
+
+	ready     chan struct{} // closed after the first model
+	readyOnce sync.Once
+
+	mu    sync.Mutex // guards following
+	model *registry.Model
+	views map[Key]*View
+}
+
+// View is the table series of one Key.
+type View struct {
+	key Key
+	enc *encoder
+
+	mu        sync.Mutex // guards following
+	history   []*Version // oldest first; the last is current
+	subs      map[*Sub]struct{}
+	idleSince time.Time
+}
+
+// Sub is one agent's subscription to its view.
+type Sub struct {
+	view *View
+	ch   chan *Version
+	// overflow is set when the queue was full: the subscriber must drain
+	// C and send a full table of the current version.
+	overflow atomic.Bool
+	closed   atomic.Bool
+}
+
+// New returns an empty store; Run feeds it.
+func New(cfg Config) (*Store, error) {
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	cfg.ClusterDomain = registry.CanonicalHost(cfg.ClusterDomain)
+	if cfg.History <= 0 {
+		cfg.History = 16
+	}
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = 10 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	enc, err := newEncoder(reg)
+	if err != nil {
+		return nil, fmt.Errorf("view metrics: %w", err)
+	}
+	return &Store{cfg: cfg, log: log, enc: enc, ready: make(chan struct{}), views: map[Key]*View{}}, nil
+}
+
+// Run applies every model src publishes until ctx ends.
+func (s *Store) Run(ctx context.Context, src Models) error {
+	ch := src.Subscribe()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+			if m := src.Latest(); m != nil {
+				s.Apply(m)
+			}
+		}
+	}
+}
+
+// Ready is closed once the store has a model; agents wait for it rather
+// than get an empty table.
+func (s *Store) Ready() <-chan struct{} { return s.ready }
+
+// Apply builds the new version of every view from m and queues it to the
+// view's subscribers. Views whose table did not change get nothing.
+func (s *Store) Apply(m *registry.Model) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model != nil && m.Version <= s.model.Version {
+		return
+	}
+	s.model = m
+	now := s.cfg.Now()
+	for key, v := range s.views {
+		v.mu.Lock()
+		idle := len(v.subs) == 0 && now.Sub(v.idleSince) > s.cfg.IdleTTL
+		v.mu.Unlock()
+		if idle {
+			delete(s.views, key)
+			continue
+		}
+		v.advance(build(m, key, s.cfg.ClusterDomain, now), s.cfg.History)
+	}
+	s.enc.views.Set(float64(len(s.views)))
+	s.readyOnce.Do(func() { close(s.ready) })
+}
+
+// Subscribe attaches an agent to the view of key, creating it if needed.
+// queue bounds the versions waiting for the agent. It returns nil before
+// the first model (wait for Ready).
+func (s *Store) Subscribe(key Key, queue int) *Sub {
+	key.ClusterDomain = registry.CanonicalHost(key.ClusterDomain)
+	if key.ClusterDomain == "" {
+		key.ClusterDomain = s.cfg.ClusterDomain
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil
+	}
+	v, ok := s.views[key]
+	if !ok {
+		v = &View{key: key, enc: s.enc, subs: map[*Sub]struct{}{}}
+		v.advance(build(s.model, key, s.cfg.ClusterDomain, s.cfg.Now()), s.cfg.History)
+		s.views[key] = v
+		s.enc.views.Set(float64(len(s.views)))
+	}
+	sub := &Sub{view: v, ch: make(chan *Version, max(queue, 1))}
+	v.mu.Lock()
+	v.subs[sub] = struct{}{}
+	v.mu.Unlock()
+	return sub
+}
+
+// Lookup returns the view of key, or nil.
+func (s *Store) Lookup(key Key) *View {
+	key.ClusterDomain = registry.CanonicalHost(key.ClusterDomain)
+	if key.ClusterDomain == "" {
+		key.ClusterDomain = s.cfg.ClusterDomain
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.views[key]
+}
+
+// advance makes nv current unless it equals the current version.
+func (v *View) advance(nv *Version, history int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n := len(v.history); n > 0 {
+		cur := v.history[n-1]
+		if cur.ID == nv.ID {
+			return
+		}
+		nv.prev = cur
+	}
+	nv.enc = v.enc
+	v.history = append(v.history, nv)
+	if len(v.history) > history {
+		// Drop the oldest; clear its prev so a long chain is not kept
+		// alive through the pointers.
+		v.history[0] = nil
+		v.history = v.history[1:]
+		v.history[0].prev = nil
+	}
+	for sub := range v.subs {
+		sub.push(nv)
+	}
+}
+
+// Key returns the view's key.
+func (v *View) Key() Key { return v.key }
+
+// Current returns the current version.
+func (v *View) Current() *Version {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.history[len(v.history)-1]
+}
+
+// find returns the version with id from the history, or nil.
+func (v *View) find(id string) *Version {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := len(v.history) - 1; i >= 0; i-- {
+		if v.history[i].ID == id {
+			return v.history[i]
+		}
+	}
+	return nil
+}
+
+// Response returns what takes an agent holding version base to target: a
+// delta when base is in the history (an empty one when base is target),
+// else a full table.
+func (v *View) Response(base string, target *Version) *Prepared {
+	if base != "" {
+		if b := v.find(base); b != nil {
+			return target.DeltaFrom(b)
+		}
+	}
+	return target.Full()
+}
+
+// C delivers the versions queued for the agent, oldest first.
+func (s *Sub) C() <-chan *Version { return s.ch }
+
+// View returns the subscribed view.
+func (s *Sub) View() *View { return s.view }
+
+// Overflowed reports, and clears, whether versions were dropped because
+// the queue was full since the last call.
+func (s *Sub) Overflowed() bool { return s.overflow.Swap(false) }
+
+// push queues nv without ever blocking the store: a slow agent loses its
+// queue and is sent a full table instead. Called with the view lock held.
+func (s *Sub) push(nv *Version) {
+	select {
+	case s.ch <- nv:
+		return
+	default:
+	}
+	s.overflow.Store(true)
+	s.view.enc.overflows.Inc()
+	// Make room so the subscriber wakes up; it will see overflow.
+	for {
+		select {
+		case <-s.ch:
+			continue
+		default:
+		}
+		break
+	}
+	select {
+	case s.ch <- nv:
+	default:
+	}
+}
+
+// Close detaches the subscription; idempotent.
+func (s *Sub) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	v := s.view
+	v.mu.Lock()
+	delete(v.subs, s)
+	if len(v.subs) == 0 {
+		v.idleSince = time.Now()
+	}
+	v.mu.Unlock()
+}

@@ -1,0 +1,212 @@
+package view
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshdns/meshdns/controlplane/registry"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// Version is one immutable table of one view.
+type Version struct {
+	// ID is a hash of the table's content: equal tables have equal IDs in
+	// every replica and after restarts, so an agent that fails over to
+	// another replica with the same content resumes without a transfer.
+	ID string
+	// Seq is the registry model version the table was built from.
+	Seq uint64
+	// Names maps the table's hostnames to their entries.
+	Names map[string]*registry.Candidate
+	// Zones the table is complete for, sorted.
+	Zones []string
+	// Published is when the version was built; push latency counts from it.
+	Published time.Time
+	// Changed is the model's earliest source change, zero if unknown.
+	Changed time.Time
+
+	prev *Version // the version this one replaced in its view, or nil
+
+	enc *encoder // shared with the view, counts marshals
+
+	fullOnce sync.Once
+	full     *Prepared
+
+	mu     sync.Mutex           // guards deltas
+	deltas map[string]*Prepared // by base version ID
+}
+
+// Prepared is an encoded StreamNameTableResponse without its nonce. Its
+// bytes are shared by every agent that gets it and must not be modified.
+type Prepared struct {
+	Version *Version
+	// Kind is "full" or "delta".
+	Kind string
+	// Base is the version a delta applies to; empty for a full table.
+	Base  string
+	Bytes []byte
+	// Upserted and Removed count the names a delta carries.
+	Upserted, Removed int
+}
+
+// build makes the version a view of key sees in m.
+func build(m *registry.Model, key Key, localDomain string, now time.Time) *Version {
+	v := &Version{
+		Seq:       m.Version,
+		Names:     make(map[string]*registry.Candidate, len(m.Names)),
+		Published: now,
+		Changed:   m.Changed,
+	}
+	rewrite := key.ClusterDomain != "" && key.ClusterDomain != localDomain
+	var sum uint64
+	for host, cs := range m.Names {
+		var c *registry.Candidate
+		for _, cand := range cs {
+			if cand.VisibleTo(key.Namespace) {
+				c = cand
+				break
+			}
+		}
+		if c == nil {
+			continue
+		}
+		if rewrite {
+			host = rewriteDomain(host, localDomain, key.ClusterDomain)
+		}
+		v.Names[host] = c
+		sum += entryHash(host, c.Hash)
+	}
+	v.Zones = slices.Clone(m.Zones)
+	if rewrite {
+		for i, z := range v.Zones {
+			v.Zones[i] = rewriteDomain(z, localDomain, key.ClusterDomain)
+		}
+		sort.Strings(v.Zones)
+		v.Zones = slices.Compact(v.Zones)
+	}
+	h := fnv.New64a()
+	for _, z := range v.Zones {
+		h.Write([]byte(z))
+		h.Write([]byte{0})
+	}
+	// A sum of per-name hashes is independent of map order, so no sort
+	// of 10,000 names per build.
+	v.ID = fmt.Sprintf("%016x", sum^h.Sum64())
+	return v
+}
+
+// rewriteDomain moves a name in the control plane's cluster domain into
+// the agent's, so an agent configured with another cluster domain sees its
+// services under the domain its pods search.
+func rewriteDomain(name, from, to string) string {
+	if name == from {
+		return to
+	}
+	if strings.HasSuffix(name, "."+from) {
+		return name[:len(name)-len(from)] + to
+	}
+	return name
+}
+
+func entryHash(host string, c uint64) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(host))
+	var b [9]byte
+	binary.LittleEndian.PutUint64(b[1:], c)
+	h.Write(b[:])
+	return h.Sum64()
+}
+
+// Full returns the version as a full table, encoding it on first use.
+func (v *Version) Full() *Prepared {
+	v.fullOnce.Do(func() {
+		keys := v.sortedNames()
+		var body []byte
+		for _, k := range keys {
+			body = appendMapEntry(body, tableTable, k, v.Names[k].Bytes)
+		}
+		for _, z := range v.Zones {
+			body = appendString(body, tableZones, z)
+		}
+		b := make([]byte, 0, len(body)+len(v.ID)+16)
+		b = appendString(b, respVersionInfo, v.ID)
+		b = appendMessage(b, respFull, body)
+		v.full = &Prepared{Version: v, Kind: "full", Bytes: b, Upserted: len(keys)}
+		v.enc.marshalled("full", len(b))
+	})
+	return v.full
+}
+
+// DeltaFrom returns the delta that turns base into v, encoding it once per
+// base. base may be v itself (an empty delta tells a resuming agent it is
+// current).
+func (v *Version) DeltaFrom(base *Version) *Prepared {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.deltas[base.ID]; ok {
+		return p
+	}
+	var up, rm []string
+	for k, c := range v.Names {
+		if o, ok := base.Names[k]; !ok || (o != c && !bytes.Equal(o.Bytes, c.Bytes)) {
+			up = append(up, k)
+		}
+	}
+	for k := range base.Names {
+		if _, ok := v.Names[k]; !ok {
+			rm = append(rm, k)
+		}
+	}
+	sort.Strings(up)
+	sort.Strings(rm)
+	var body []byte
+	body = appendString(body, deltaBase, base.ID)
+	for _, k := range up {
+		body = appendMapEntry(body, deltaUpserted, k, v.Names[k].Bytes)
+	}
+	for _, k := range rm {
+		body = appendString(body, deltaRemoved, k)
+	}
+	if !slices.Equal(base.Zones, v.Zones) {
+		var zs []byte
+		for _, z := range v.Zones {
+			zs = appendString(zs, zoneSetZones, z)
+		}
+		body = appendMessage(body, deltaZones, zs)
+	}
+	b := make([]byte, 0, len(body)+len(v.ID)+16)
+	b = appendString(b, respVersionInfo, v.ID)
+	b = appendMessage(b, respDelta, body)
+	p := &Prepared{Version: v, Kind: "delta", Base: base.ID, Bytes: b, Upserted: len(up), Removed: len(rm)}
+	if v.deltas == nil {
+		v.deltas = map[string]*Prepared{}
+	}
+	v.deltas[base.ID] = p
+	v.enc.marshalled("delta", len(b))
+	return p
+}
+
+// Table returns the version as a NameTable message, for debug output.
+func (v *Version) Table() *meshdnsv1.NameTable {
+	t := &meshdnsv1.NameTable{Table: make(map[string]*meshdnsv1.NameInfo, len(v.Names)), AuthoritativeZones: slices.Clone(v.Zones)}
+	for k, c := range v.Names {
+		t.Table[k] = c.Info
+	}
+	return t
+}
+
+func (v *Version) sortedNames() []string {
+	keys := make([]string, 0, len(v.Names))
+	for k := range v.Names {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
