@@ -3,8 +3,8 @@ package registry
 import (
 	"strings"
 
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // ToNameInfo converts a domain entry into its wire form. It is the control
