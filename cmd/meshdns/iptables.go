@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strconv"
+
+	"github.com/meshdns/meshdns/iptables"
+)
+
+func init() {
+	commands["iptables"] = command{
+		summary: "install (apply), remove (clean) or show (print) the DNS capture rules",
+		run:     runIPTables,
+	}
+}
+
+const iptablesUsage = `usage: meshdns iptables apply|clean|print [flags]
+
+  apply  install the rules (one iptables-restore transaction per family; idempotent)
+  clean  remove every rule and chain of meshdns, and nothing else
+  print  show the iptables-restore input apply would run
+
+flags (each also read from MESHDNS_<FLAG_NAME>):`
+
+func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("iptables", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, iptablesUsage)
+		fs.PrintDefaults()
+	}
+	var (
+		uids, gids stringList
+		port       = fs.Uint("proxy-port", iptables.DefaultProxyPort, "the agent's DNS port on 127.0.0.1 and ::1 (UDP and TCP)")
+		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "only DNS to the nameservers listed here is redirected")
+		captureAll = fs.Bool("capture-all-dns", false, "redirect all port 53 traffic, whatever the destination")
+		backend    = fs.String("backend", "auto", "auto, legacy or nft")
+		dryRun     = fs.Bool("dry-run", false, "print what apply or clean would run instead of running it")
+		noIPv6     = fs.Bool("disable-ipv6", false, "write IPv4 rules only (hosts without ip6tables)")
+	)
+	fs.Var(&uids, "proxy-uid", "the agent's uid; its own queries bypass the redirect (repeatable)")
+	fs.Var(&gids, "proxy-gid", "the agent's gid; its own queries bypass the redirect (repeatable)")
+
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	action := args[0]
+	if action != "apply" && action != "clean" && action != "print" {
+		fs.Usage()
+		return fmt.Errorf("iptables: unknown action %q (want apply, clean or print)", action)
+	}
+	if err := parseFlags(fs, args[1:], nil); err != nil {
+		return err
+	}
+	if *port == 0 || *port > 65535 {
+		return fmt.Errorf("--proxy-port %d out of range", *port)
+	}
+	b, err := iptables.ParseBackend(*backend)
+	if err != nil {
+		return err
+	}
+	cfg := iptables.Config{
+		ProxyPort:     uint16(*port),
+		CaptureAllDNS: *captureAll,
+		Backend:       b,
+		DisableIPv6:   *noIPv6,
+		Logger:        slog.New(slog.NewTextHandler(stderr, nil)),
+	}
+	if cfg.ProxyUIDs, err = parseIDs("proxy-uid", uids); err != nil {
+		return err
+	}
+	if cfg.ProxyGIDs, err = parseIDs("proxy-gid", gids); err != nil {
+		return err
+	}
+	// Clean needs no nameservers; apply and print do unless every port 53
+	// packet is captured anyway.
+	if action != "clean" && !*captureAll {
+		if cfg.Nameservers, err = readNameservers(*resolvConf); err != nil {
+			return err
+		}
+	}
+	if action == "clean" {
+		// Clean removes by ownership, not by configuration: give the
+		// validation what it needs without asking the user for it.
+		cfg.CaptureAllDNS = true
+		if len(cfg.ProxyUIDs) == 0 && len(cfg.ProxyGIDs) == 0 {
+			cfg.ProxyUIDs = []uint32{0}
+		}
+	}
+	m, err := iptables.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	switch {
+	case action == "print":
+		steps, err := m.PlanApply(ctx)
+		if err != nil {
+			// Without privileges or binaries the live rules cannot be
+			// read; show the rules as they would go onto a clean host.
+			fmt.Fprintf(stderr, "meshdns: cannot read the live rules (%v); showing the rules for a host without meshdns rules\n", err)
+			steps = m.PlanOffline()
+		}
+		return iptables.WriteSteps(stdout, steps)
+	case action == "apply" && *dryRun:
+		steps, err := m.PlanApply(ctx)
+		if err != nil {
+			return err
+		}
+		return iptables.WriteSteps(stdout, steps)
+	case action == "apply":
+		return m.Apply(ctx)
+	case *dryRun:
+		steps, err := m.PlanClean(ctx)
+		if err != nil {
+			return err
+		}
+		return iptables.WriteSteps(stdout, steps)
+	default:
+		return m.Clean(ctx)
+	}
+}
+
+func parseIDs(flagName string, ids stringList) ([]uint32, error) {
+	var out []uint32
+	for _, s := range ids {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: not a numeric id", flagName, s)
+		}
+		out = append(out, uint32(n))
+	}
+	return out, nil
+}
+
+func readNameservers(path string) ([]netip.Addr, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read nameservers: %w", err)
+	}
+	defer f.Close()
+	ns, err := iptables.ParseResolvConf(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(ns) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, iptables.ErrNoNameservers)
+	}
+	return ns, nil
+}
