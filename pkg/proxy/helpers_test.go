@@ -65,8 +65,8 @@ func demoTable(t testing.TB) *fakeTable {
 		big = append(big, mustRR(t, fmt.Sprintf("x. 30 IN AAAA fd00::%x", i+1)))
 	}
 	return &fakeTable{results: map[string]nametable.Result{
-		"web.demo.svc.cluster.local./A":                {Action: nametable.Answer, Answer: web},
-		"web.demo.svc.cluster.local./AAAA":             {Action: nametable.Answer, Ns: soa},
+		"web.demo.svc.cluster.local./A":    {Action: nametable.Answer, Answer: web},
+		"web.demo.svc.cluster.local./AAAA": {Action: nametable.Answer, Ns: soa},
 		"web.demo.svc.cluster.local.demo.svc.cluster.local./A": {
 			Action: nametable.Answer, Alias: "web.demo.svc.cluster.local", Answer: web,
 		},

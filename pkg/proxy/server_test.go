@@ -244,13 +244,21 @@ func TestProtocolHygiene(t *testing.T) {
 		wantQ     bool
 	}{
 		{
-			name:      "opt echoed with our size",
-			msg:       func() *dns.Msg { m := newQuery("web.demo.svc.cluster.local.", dns.TypeA); m.SetEdns0(4096, false); return m },
+			name: "opt echoed with our size",
+			msg: func() *dns.Msg {
+				m := newQuery("web.demo.svc.cluster.local.", dns.TypeA)
+				m.SetEdns0(4096, false)
+				return m
+			},
 			wantRcode: dns.RcodeSuccess, wantOPT: true, wantQ: true,
 		},
 		{
-			name:      "do bit echoed",
-			msg:       func() *dns.Msg { m := newQuery("web.demo.svc.cluster.local.", dns.TypeA); m.SetEdns0(4096, true); return m },
+			name: "do bit echoed",
+			msg: func() *dns.Msg {
+				m := newQuery("web.demo.svc.cluster.local.", dns.TypeA)
+				m.SetEdns0(4096, true)
+				return m
+			},
 			wantRcode: dns.RcodeSuccess, wantOPT: true, wantDO: true, wantQ: true,
 		},
 		{
@@ -264,13 +272,21 @@ func TestProtocolHygiene(t *testing.T) {
 			wantRcode: dns.RcodeBadVers, wantOPT: true, wantQ: true,
 		},
 		{
-			name:      "notify gets notimp",
-			msg:       func() *dns.Msg { m := newQuery("web.demo.svc.cluster.local.", dns.TypeSOA); m.Opcode = dns.OpcodeNotify; return m },
+			name: "notify gets notimp",
+			msg: func() *dns.Msg {
+				m := newQuery("web.demo.svc.cluster.local.", dns.TypeSOA)
+				m.Opcode = dns.OpcodeNotify
+				return m
+			},
 			wantRcode: dns.RcodeNotImplemented, wantQ: true,
 		},
 		{
-			name:      "update gets notimp",
-			msg:       func() *dns.Msg { m := newQuery("demo.svc.cluster.local.", dns.TypeSOA); m.Opcode = dns.OpcodeUpdate; return m },
+			name: "update gets notimp",
+			msg: func() *dns.Msg {
+				m := newQuery("demo.svc.cluster.local.", dns.TypeSOA)
+				m.Opcode = dns.OpcodeUpdate
+				return m
+			},
 			wantRcode: dns.RcodeNotImplemented, wantQ: true,
 		},
 		{
@@ -292,8 +308,12 @@ func TestProtocolHygiene(t *testing.T) {
 			wantRcode: dns.RcodeSuccess, wantQ: true,
 		},
 		{
-			name:      "chaos class is forwarded",
-			msg:       func() *dns.Msg { m := newQuery("version.bind.", dns.TypeTXT); m.Question[0].Qclass = dns.ClassCHAOS; return m },
+			name: "chaos class is forwarded",
+			msg: func() *dns.Msg {
+				m := newQuery("version.bind.", dns.TypeTXT)
+				m.Question[0].Qclass = dns.ClassCHAOS
+				return m
+			},
 			wantRcode: dns.RcodeSuccess, wantQ: true,
 		},
 	}
