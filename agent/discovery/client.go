@@ -1,0 +1,239 @@
+// Package discovery is the agent's client of meshdns.v1.NameDiscoveryService:
+// it keeps one stream to a control plane open, turns full tables and deltas
+// into full tables for the agent, ACKs or NACKs each response, and persists
+// the last applied table so a restarted agent serves at once.
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// Config configures a Client. Zero fields take the default named beside them.
+type Config struct {
+	// Addrs are the control plane addresses (host:port). Each connection
+	// tries them in order, so the first reachable one wins. Required.
+	Addrs []string
+	// PodName, Namespace and ClusterDomain identify the agent; the control
+	// plane scopes its view by Namespace.
+	PodName       string
+	Namespace     string
+	ClusterDomain string
+	// AgentVersion is the build version reported in the identity.
+	AgentVersion string
+	// InstanceID tags this agent's stream on both sides; a new UUID.
+	InstanceID string
+
+	// OnTable applies a full table at version. It is called from Run's
+	// goroutine (and from Restore), one call at a time. An error rejects
+	// the table: the client NACKs it and keeps the previous one. Required.
+	OnTable func(version string, t *meshdnsv1.NameTable) error
+
+	// StateDir holds the last applied table; "" disables persistence.
+	StateDir string
+
+	// CACert verifies the control plane; TLSCert and TLSKey are the agent's
+	// client certificate (mTLS). Any of them set turns TLS on; without
+	// CACert the system roots verify the server. The files are read again
+	// for every new connection, so rotated certificates take effect at the
+	// next reconnect without a restart.
+	CACert  string
+	TLSCert string
+	TLSKey  string
+	// ServerName overrides the name verified in the server certificate;
+	// default the host of the address dialled.
+	ServerName string
+
+	// ConnectTimeout bounds one connection attempt, so a dead address
+	// fails over quickly; 5s.
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential wait after
+	// a round in which no address delivered a response; 250ms and 30s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// KeepaliveTime is the idle time before a keepalive ping and
+	// KeepaliveTimeout the wait for its ack; 30s and 10s. The control plane
+	// must permit pings this often (keepalive.EnforcementPolicy).
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+
+	// Logger receives connection and update logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Registerer receives the client's metrics; none when nil.
+	Registerer prometheus.Registerer
+	// Now is the clock; time.Now.
+	Now func() time.Time
+}
+
+// Client streams NameTables from the control plane. Create it with New,
+// optionally call Restore, then Run.
+type Client struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	synced  chan struct{}
+
+	mu      sync.Mutex // guards following
+	version string
+	table   *meshdnsv1.NameTable // or nil before the first table
+	addr    string               // control plane of the open stream, or ""
+	synced1 bool
+}
+
+// New checks cfg and returns a Client; it does no I/O.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("discovery: no control plane address")
+	}
+	if cfg.OnTable == nil {
+		return nil, errors.New("discovery: OnTable is required")
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("discovery: the client certificate and key go together")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.ConnectTimeout, 5*time.Second)
+	def(&cfg.MinBackoff, 250*time.Millisecond)
+	def(&cfg.MaxBackoff, 30*time.Second)
+	def(&cfg.KeepaliveTime, 30*time.Second)
+	def(&cfg.KeepaliveTimeout, 10*time.Second)
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = uuid.NewString()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		cfg:     cfg,
+		log:     cfg.Logger.With("instance_id", cfg.InstanceID),
+		metrics: m,
+		synced:  make(chan struct{}),
+	}, nil
+}
+
+// InstanceID returns the UUID that names this agent on the stream.
+func (c *Client) InstanceID() string { return c.cfg.InstanceID }
+
+// Synced is closed once the stream delivered a table the agent applied.
+func (c *Client) Synced() <-chan struct{} { return c.synced }
+
+// Current returns the version and table last applied (restored or
+// streamed); "" and nil before any.
+func (c *Client) Current() (string, *meshdnsv1.NameTable) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version, c.table
+}
+
+// Addr returns the control plane of the open stream, or "" between streams.
+func (c *Client) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+// Restore loads the table persisted in StateDir and hands it to OnTable, so
+// the agent serves its last table before any control plane answers. It
+// returns false with no error when there is nothing to restore. Call it
+// before Run.
+func (c *Client) Restore() (bool, error) {
+	if c.cfg.StateDir == "" {
+		return false, nil
+	}
+	version, t, err := loadState(c.cfg.StateDir)
+	if err != nil || t == nil {
+		return false, err
+	}
+	if err := c.cfg.OnTable(version, t); err != nil {
+		return false, fmt.Errorf("restore table %s: %w", version, err)
+	}
+	c.setCurrent(version, t)
+	c.log.Info("restored name table", "version", version, "names", len(t.GetTable()))
+	return true, nil
+}
+
+func (c *Client) setCurrent(version string, t *meshdnsv1.NameTable) {
+	c.mu.Lock()
+	c.version, c.table = version, t
+	c.mu.Unlock()
+}
+
+func (c *Client) markSynced() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.synced1 {
+		c.synced1 = true
+		close(c.synced)
+	}
+}
+
+// Run keeps a stream open until ctx ends. Every round tries the addresses
+// in order; a round in which none delivered a response is followed by a
+// jittered exponential backoff, so a control plane outage does not become a
+// reconnect storm of every agent at once. It returns nil when ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	failures := 0
+	for {
+		progressed := false
+		for _, addr := range c.cfg.Addrs {
+			got, err := c.session(ctx, addr)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if got {
+				progressed = true
+				c.log.Warn("control plane stream ended", "addr", addr, "err", err)
+				break // start again from the first address
+			}
+			c.log.Warn("control plane unavailable", "addr", addr, "err", err)
+		}
+		if progressed {
+			failures = 0
+			continue
+		}
+		d := backoff(c.cfg.MinBackoff, c.cfg.MaxBackoff, failures)
+		failures++
+		c.metrics.backoff.Set(d.Seconds())
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns min*2^n capped at max, with "equal jitter": half fixed,
+// half random, so agents spread out but never retry at once.
+func backoff(lo, hi time.Duration, n int) time.Duration {
+	d := hi
+	if n < 32 {
+		if e := lo << n; e > 0 && e < hi {
+			d = e
+		}
+	}
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}

@@ -1,0 +1,484 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is an OnTable that keeps what it applied and rejects any table
+// holding the name "bad.example", like the agent's validation would.
+type recorder struct {
+	mu       sync.Mutex
+	versions []string
+	last     *meshdnsv1.NameTable
+}
+
+func (r *recorder) onTable(version string, t *meshdnsv1.NameTable) error {
+	if _, bad := t.GetTable()["bad.example"]; bad {
+		return errors.New(`name "bad.example": bad address`)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions = append(r.versions, version)
+	r.last = t
+	return nil
+}
+
+func (r *recorder) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k := range r.last.GetTable() {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func table(names ...string) *meshdnsv1.NameTable {
+	t := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}, AuthoritativeZones: []string{"cluster.local"}}
+	for _, n := range names {
+		t.Table[n] = &meshdnsv1.NameInfo{Ips: []string{"10.0.0.1"}}
+	}
+	return t
+}
+
+func full(version, nonce string, t *meshdnsv1.NameTable) *meshdnsv1.StreamNameTableResponse {
+	return &meshdnsv1.StreamNameTableResponse{VersionInfo: version, Nonce: nonce, Update: &meshdnsv1.StreamNameTableResponse_Full{Full: t}}
+}
+
+func delta(version, nonce, base string, upsert []string, remove []string) *meshdnsv1.StreamNameTableResponse {
+	d := &meshdnsv1.NameTableDelta{BaseVersion: base, Upserted: map[string]*meshdnsv1.NameInfo{}, Removed: remove}
+	for _, n := range upsert {
+		d.Upserted[n] = &meshdnsv1.NameInfo{Ips: []string{"10.0.0.2"}}
+	}
+	return &meshdnsv1.StreamNameTableResponse{VersionInfo: version, Nonce: nonce, Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: d}}
+}
+
+// startClient runs a client until the test ends.
+func startClient(t testing.TB, cfg Config) *Client {
+	t.Helper()
+	c := newClient(t, cfg)
+	runClient(t, c)
+	return c
+}
+
+// newClient returns a client with test timings and a quiet logger.
+func newClient(t testing.TB, cfg Config) *Client {
+	t.Helper()
+	cfg.MinBackoff = 10 * time.Millisecond
+	cfg.MaxBackoff = 100 * time.Millisecond
+	cfg.ConnectTimeout = 2 * time.Second
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// runClient runs c until the test ends.
+func runClient(t testing.TB, c *Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := l.Addr().String()
+	l.Close()
+	return a
+}
+
+var reqCmp = protocmp.Transform()
+
+func TestStreamFullDeltaAckNack(t *testing.T) {
+	srv := startScriptServer(t, nil)
+	rec := &recorder{}
+	reg := prometheus.NewRegistry()
+	c := startClient(t, Config{
+		Addrs: []string{srv.addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
+		AgentVersion: "test", OnTable: rec.onTable, Registerer: reg,
+	})
+
+	first := srv.recv(t)
+	if _, err := uuid.Parse(first.GetIdentity().GetInstanceId()); err != nil {
+		t.Errorf("instance id %q is not a UUID: %v", first.GetIdentity().GetInstanceId(), err)
+	}
+	wantFirst := &meshdnsv1.StreamNameTableRequest{Identity: &meshdnsv1.AgentIdentity{
+		PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
+		InstanceId: first.GetIdentity().GetInstanceId(), AgentVersion: "test",
+	}}
+	if diff := cmp.Diff(wantFirst, first, reqCmp); diff != "" {
+		t.Errorf("first request (-want +got)\n%s", diff)
+	}
+
+	steps := []struct {
+		name      string
+		resp      *meshdnsv1.StreamNameTableResponse
+		want      *meshdnsv1.StreamNameTableRequest
+		wantNames []string
+	}{
+		{
+			name:      "full table is applied and acked",
+			resp:      full("v1", "n1", table("a.example", "b.example")),
+			want:      &meshdnsv1.StreamNameTableRequest{VersionInfo: "v1", ResponseNonce: "n1"},
+			wantNames: []string{"a.example", "b.example"},
+		},
+		{
+			name:      "delta on the current version is applied",
+			resp:      delta("v2", "n2", "v1", []string{"c.example"}, []string{"a.example"}),
+			want:      &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n2"},
+			wantNames: []string{"b.example", "c.example"},
+		},
+		{
+			name: "delta on another version is nacked",
+			resp: delta("v4", "n3", "v3", []string{"d.example"}, nil),
+			want: &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n3", ErrorDetail: &meshdnsv1.ErrorDetail{
+				Code: int32(codes.FailedPrecondition), Message: `delta for base version "v3", agent has "v2"`,
+			}},
+			wantNames: []string{"b.example", "c.example"},
+		},
+		{
+			name: "invalid full table is nacked and the last good kept",
+			resp: full("v5", "n4", table("bad.example")),
+			want: &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n4", ErrorDetail: &meshdnsv1.ErrorDetail{
+				Code: int32(codes.InvalidArgument), Message: `name "bad.example": bad address`,
+			}},
+			wantNames: []string{"b.example", "c.example"},
+		},
+		{
+			name: "invalid delta is nacked",
+			resp: delta("v6", "n5", "v2", []string{"bad.example"}, nil),
+			want: &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n5", ErrorDetail: &meshdnsv1.ErrorDetail{
+				Code: int32(codes.InvalidArgument), Message: `name "bad.example": bad address`,
+			}},
+			wantNames: []string{"b.example", "c.example"},
+		},
+		{
+			name:      "full table after a nack",
+			resp:      full("v7", "n6", table("e.example")),
+			want:      &meshdnsv1.StreamNameTableRequest{VersionInfo: "v7", ResponseNonce: "n6"},
+			wantNames: []string{"e.example"},
+		},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			srv.send <- st.resp
+			got := srv.recv(t)
+			if diff := cmp.Diff(st.want, got, reqCmp); diff != "" {
+				t.Errorf("reply (-want +got)\n%s", diff)
+			}
+			if diff := cmp.Diff(st.wantNames, rec.names()); diff != "" {
+				t.Errorf("applied names (-want +got)\n%s", diff)
+			}
+		})
+	}
+	select {
+	case <-c.Synced():
+	default:
+		t.Error("not synced after applied tables")
+	}
+	if got := testutil.ToFloat64(c.metrics.responses.WithLabelValues("delta", "nack")); got != 2 {
+		t.Errorf("delta nacks = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(c.metrics.connected); got != 1 {
+		t.Errorf("connected = %v, want 1", got)
+	}
+}
+
+func TestFailoverAndResume(t *testing.T) {
+	a := startScriptServer(t, nil)
+	b := startScriptServer(t, nil)
+	rec := &recorder{}
+	dead := deadAddr(t)
+	c := startClient(t, Config{Addrs: []string{dead, a.addr, b.addr}, Namespace: "demo", OnTable: rec.onTable})
+
+	// The dead first address is skipped; a is the first reachable one.
+	if v := a.recv(t).GetVersionInfo(); v != "" {
+		t.Fatalf("first version_info = %q, want empty", v)
+	}
+	a.send <- full("v1", "n1", table("a.example"))
+	if got := a.recv(t); got.GetVersionInfo() != "v1" {
+		t.Fatalf("ack = %v", got)
+	}
+	if got := c.Addr(); got != a.addr {
+		t.Errorf("connected to %q, want %q", got, a.addr)
+	}
+
+	// a drops the stream (restart): the client comes back to a, the first
+	// reachable address, and resumes from v1.
+	a.dropStream()
+	re := a.recv(t)
+	if re.GetVersionInfo() != "v1" || re.GetIdentity() == nil {
+		t.Fatalf("reconnect request = %v, want identity and version_info v1", re)
+	}
+	a.send <- delta("v2", "n2", "v1", []string{"b.example"}, nil)
+	if got := a.recv(t); got.GetVersionInfo() != "v2" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack after resume = %v", got)
+	}
+
+	// a goes away for good: the client fails over to b with v2.
+	a.srv.Stop()
+	first := b.recv(t)
+	if first.GetVersionInfo() != "v2" {
+		t.Fatalf("failover request version_info = %q, want v2", first.GetVersionInfo())
+	}
+	b.send <- delta("v3", "n3", "v2", []string{"c.example"}, nil)
+	if got := b.recv(t); got.GetVersionInfo() != "v3" {
+		t.Fatalf("ack from b = %v", got)
+	}
+	if diff := cmp.Diff([]string{"a.example", "b.example", "c.example"}, rec.names()); diff != "" {
+		t.Errorf("names (-want +got)\n%s", diff)
+	}
+	if got := c.Addr(); got != b.addr {
+		t.Errorf("connected to %q, want %q", got, b.addr)
+	}
+}
+
+func TestReconnectAfterOutage(t *testing.T) {
+	// Every address is down at first: the client backs off and keeps
+	// trying, then connects as soon as a server listens there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{addr}, OnTable: rec.onTable})
+	time.Sleep(300 * time.Millisecond)
+	srv := startScriptServerAt(t, addr)
+	srv.recv(t)
+	srv.send <- full("v1", "n1", table("a.example"))
+	if got := srv.recv(t); got.GetVersionInfo() != "v1" {
+		t.Fatalf("ack = %v", got)
+	}
+}
+
+func TestRestartFromPersistedState(t *testing.T) {
+	dir := t.TempDir()
+	srv := startScriptServer(t, nil)
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	c1 := newClient(t, Config{Addrs: []string{srv.addr}, OnTable: rec.onTable, StateDir: dir})
+	done := make(chan error, 1)
+	go func() { done <- c1.Run(ctx) }()
+	srv.recv(t)
+	srv.send <- full("v1", "n1", table("a.example"))
+	srv.recv(t)
+	srv.send <- delta("v2", "n2", "v1", []string{"b.example"}, nil)
+	srv.recv(t)
+	cancel()
+	<-done
+
+	// A new agent process: no control plane reachable, yet Restore serves
+	// the persisted v2 at once.
+	rec2 := &recorder{}
+	c2 := newClient(t, Config{Addrs: []string{deadAddr(t)}, OnTable: rec2.onTable, StateDir: dir})
+	ok, err := c2.Restore()
+	if err != nil || !ok {
+		t.Fatalf("Restore = %v, %v; want true", ok, err)
+	}
+	if diff := cmp.Diff([]string{"v2"}, rec2.versions); diff != "" {
+		t.Errorf("restored versions (-want +got)\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a.example", "b.example"}, rec2.names()); diff != "" {
+		t.Errorf("restored names (-want +got)\n%s", diff)
+	}
+	select {
+	case <-c2.Synced():
+		t.Error("a restored table must not count as synced")
+	default:
+	}
+
+	// Once a control plane answers, the stream resumes from v2.
+	c3 := newClient(t, Config{Addrs: []string{srv.addr}, OnTable: rec2.onTable, StateDir: dir})
+	if ok, err := c3.Restore(); !ok || err != nil {
+		t.Fatalf("Restore = %v, %v", ok, err)
+	}
+	runClient(t, c3)
+	if v := srv.recv(t).GetVersionInfo(); v != "v2" {
+		t.Errorf("resume version_info = %q, want v2", v)
+	}
+}
+
+func TestRestoreRejectsBadState(t *testing.T) {
+	tests := []struct {
+		name    string
+		content []byte
+		wantErr string
+	}{
+		{name: "garbage", content: []byte("\xff\xff\xff"), wantErr: "parse state file"},
+		{name: "no table", content: nil, wantErr: "holds no table"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, stateFile, tt.content)
+			c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, err := c.Restore()
+			if ok || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Restore = %v, %v; want error %q", ok, err, tt.wantErr)
+			}
+		})
+	}
+	t.Run("invalid table", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := saveState(dir, "v9", table("bad.example")); err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.Restore(); ok || err == nil {
+			t.Fatalf("Restore = %v, %v; want the OnTable error", ok, err)
+		}
+		if v, _ := c.Current(); v != "" {
+			t.Errorf("current version %q after a rejected restore", v)
+		}
+	})
+}
+
+func TestMTLS(t *testing.T) {
+	ca := newTestCA(t, "meshdns-ca")
+	rogue := newTestCA(t, "rogue-ca")
+	dir := t.TempDir()
+	caFile := writeFile(t, dir, "ca.pem", ca.pem)
+	goodCert, goodKey := ca.issue(t, "agent", false)
+	badCert, badKey := rogue.issue(t, "agent", false)
+	srv := startScriptServer(t, serverTLS(t, ca, ca))
+
+	tests := []struct {
+		name     string
+		cfg      Config
+		accepted bool
+	}{
+		{
+			name: "client certificate from the trusted CA",
+			cfg: Config{CACert: caFile, TLSCert: writeFile(t, dir, "good.pem", goodCert),
+				TLSKey: writeFile(t, dir, "good.key", goodKey)},
+			accepted: true,
+		},
+		{
+			name: "client certificate from another CA",
+			cfg: Config{CACert: caFile, TLSCert: writeFile(t, dir, "bad.pem", badCert),
+				TLSKey: writeFile(t, dir, "bad.key", badKey)},
+		},
+		{
+			name: "no client certificate",
+			cfg:  Config{CACert: caFile},
+		},
+		{
+			name: "server not trusted by the agent",
+			cfg: Config{CACert: writeFile(t, dir, "rogue-ca.pem", rogue.pem),
+				TLSCert: writeFile(t, dir, "good2.pem", goodCert), TLSKey: writeFile(t, dir, "good2.key", goodKey)},
+		},
+		{
+			name: "plaintext to a TLS server",
+			cfg:  Config{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			tt.cfg.Addrs = []string{srv.addr}
+			tt.cfg.OnTable = rec.onTable
+			tt.cfg.Registerer = prometheus.NewRegistry()
+			c := startClient(t, tt.cfg)
+			if !tt.accepted {
+				srv.noRecv(t, 700*time.Millisecond)
+				if got := testutil.ToFloat64(c.metrics.connects.WithLabelValues("error")); got < 1 {
+					t.Errorf("connect errors = %v, want >= 1", got)
+				}
+				return
+			}
+			srv.recv(t)
+			srv.send <- full("v1", "n1", table("a.example"))
+			if got := srv.recv(t); got.GetVersionInfo() != "v1" {
+				t.Fatalf("ack = %v", got)
+			}
+			<-c.Synced()
+		})
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	on := (&recorder{}).onTable
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{name: "no address", cfg: Config{OnTable: on}},
+		{name: "no callback", cfg: Config{Addrs: []string{"127.0.0.1:1"}}},
+		{name: "cert without key", cfg: Config{Addrs: []string{"127.0.0.1:1"}, OnTable: on, TLSCert: "c.pem"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.cfg); err == nil {
+				t.Fatal("want an error")
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	lo, hi := 100*time.Millisecond, 2*time.Second
+	tests := []struct {
+		name   string
+		n      int
+		wantLo time.Duration
+		wantHi time.Duration
+	}{
+		{name: "first", n: 0, wantLo: 50 * time.Millisecond, wantHi: 100 * time.Millisecond},
+		{name: "third", n: 2, wantLo: 200 * time.Millisecond, wantHi: 400 * time.Millisecond},
+		{name: "capped", n: 10, wantLo: time.Second, wantHi: 2 * time.Second},
+		{name: "huge exponent", n: 100, wantLo: time.Second, wantHi: 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 100 {
+				if d := backoff(lo, hi, tt.n); d < tt.wantLo || d > tt.wantHi {
+					t.Fatalf("backoff(%d) = %v, want in [%v, %v]", tt.n, d, tt.wantLo, tt.wantHi)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// session runs one stream to addr until it fails or ctx ends. got reports
+// whether the stream delivered at least one response: only then was the
+// control plane really there, and the backoff starts over.
+func (c *Client) session(ctx context.Context, addr string) (got bool, err error) {
+	creds, err := c.transportCredentials()
+	if err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, err
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                c.cfg.KeepaliveTime,
+			Timeout:             c.cfg.KeepaliveTimeout,
+			PermitWithoutStream: true,
+		}),
+	)
+	if err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if err := c.waitReady(ctx, conn); err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, fmt.Errorf("connect %s: %w", addr, err)
+	}
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx)
+	if err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, fmt.Errorf("open stream %s: %w", addr, err)
+	}
+	version, _ := c.Current()
+	first := &meshdnsv1.StreamNameTableRequest{
+		Identity: &meshdnsv1.AgentIdentity{
+			PodName:       c.cfg.PodName,
+			Namespace:     c.cfg.Namespace,
+			ClusterDomain: c.cfg.ClusterDomain,
+			InstanceId:    c.cfg.InstanceID,
+			AgentVersion:  c.cfg.AgentVersion,
+		},
+		VersionInfo: version,
+	}
+	if err := stream.Send(first); err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, fmt.Errorf("send identity to %s: %w", addr, err)
+	}
+	c.metrics.connects.WithLabelValues("ok").Inc()
+	c.metrics.connected.Set(1)
+	c.mu.Lock()
+	c.addr = addr
+	c.mu.Unlock()
+	defer func() {
+		c.metrics.connected.Set(0)
+		c.mu.Lock()
+		c.addr = ""
+		c.mu.Unlock()
+	}()
+	c.log.Info("control plane stream open", "addr", addr, "version", version)
+
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return got, fmt.Errorf("receive from %s: %w", addr, err)
+		}
+		got = true
+		if err := stream.Send(c.handle(resp)); err != nil {
+			return got, fmt.Errorf("send ack to %s: %w", addr, err)
+		}
+	}
+}
+
+// waitReady connects conn and waits until it is ready, failing fast when
+// the address refuses (TransientFailure) so the next one is tried at once.
+func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return errors.New("connection failed")
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// handle applies one response and returns the ACK or NACK for it.
+func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.StreamNameTableRequest {
+	cur, curTable := c.Current()
+	kind := "full"
+	var next *meshdnsv1.NameTable
+	var err error
+	code := codes.InvalidArgument
+	switch u := resp.GetUpdate().(type) {
+	case *meshdnsv1.StreamNameTableResponse_Full:
+		next = u.Full
+		if next == nil {
+			next = &meshdnsv1.NameTable{}
+		}
+	case *meshdnsv1.StreamNameTableResponse_Delta:
+		kind = "delta"
+		if u.Delta.GetBaseVersion() != cur || curTable == nil {
+			// The server thinks we hold another version: NACK so it falls
+			// back to a full table instead of us guessing.
+			code = codes.FailedPrecondition
+			err = fmt.Errorf("delta for base version %q, agent has %q", u.Delta.GetBaseVersion(), cur)
+		} else {
+			next = applyDelta(curTable, u.Delta)
+		}
+	default:
+		err = errors.New("response carries neither a full table nor a delta")
+	}
+	if err == nil {
+		err = c.cfg.OnTable(resp.GetVersionInfo(), next)
+	}
+	if err != nil {
+		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
+		c.log.Warn("rejected name table", "version", resp.GetVersionInfo(), "kind", kind, "keep", cur, "err", err)
+		return &meshdnsv1.StreamNameTableRequest{
+			VersionInfo:   cur,
+			ResponseNonce: resp.GetNonce(),
+			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
+		}
+	}
+	c.setCurrent(resp.GetVersionInfo(), next)
+	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
+	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
+	c.markSynced()
+	c.log.Debug("applied name table", "version", resp.GetVersionInfo(), "kind", kind, "names", len(next.GetTable()))
+	// Persisting a big table takes milliseconds; the ACK waits for it so a
+	// version the server believes applied is also the one a restart
+	// restores.
+	if c.cfg.StateDir != "" {
+		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), next); err != nil {
+			c.metrics.stateWrites.WithLabelValues("error").Inc()
+			c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
+		} else {
+			c.metrics.stateWrites.WithLabelValues("ok").Inc()
+		}
+	}
+	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
+}
+
+// applyDelta returns a new table: base with d applied. base is not
+// modified; NameInfo messages are shared, since nobody mutates them.
+func applyDelta(base *meshdnsv1.NameTable, d *meshdnsv1.NameTableDelta) *meshdnsv1.NameTable {
+	next := &meshdnsv1.NameTable{
+		Table:              make(map[string]*meshdnsv1.NameInfo, len(base.GetTable())+len(d.GetUpserted())),
+		AuthoritativeZones: base.GetAuthoritativeZones(),
+	}
+	for k, v := range base.GetTable() {
+		next.Table[k] = v
+	}
+	for _, k := range d.GetRemoved() {
+		delete(next.Table, k)
+	}
+	for k, v := range d.GetUpserted() {
+		next.Table[k] = v
+	}
+	if z := d.GetAuthoritativeZones(); z != nil {
+		next.AuthoritativeZones = append([]string(nil), z.GetZones()...)
+	}
+	return next
+}

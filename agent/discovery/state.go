@@ -1,0 +1,80 @@
+package discovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/protobuf/proto"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// stateFile is the persisted table inside StateDir: a
+// StreamNameTableResponse holding version_info and the full table, in the
+// binary proto form (compact, and versioned by the proto itself).
+const stateFile = "nametable.pb"
+
+// saveState writes the table atomically: a temporary file in the same
+// directory, fsynced, then renamed over the old one, so a crash leaves
+// either the old or the new table, never half of one.
+func saveState(dir, version string, t *meshdnsv1.NameTable) error {
+	b, err := proto.Marshal(&meshdnsv1.StreamNameTableResponse{
+		VersionInfo: version,
+		Update:      &meshdnsv1.StreamNameTableResponse_Full{Full: t},
+	})
+	if err != nil {
+		return fmt.Errorf("marshal state: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, stateFile+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create state file: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, stateFile))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write state file: %w", err)
+	}
+	// The rename is durable only once the directory is synced.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// loadState reads the persisted table; a missing file is no error and
+// returns a nil table.
+func loadState(dir string) (string, *meshdnsv1.NameTable, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("read state: %w", err)
+	}
+	var r meshdnsv1.StreamNameTableResponse
+	if err := proto.Unmarshal(b, &r); err != nil {
+		return "", nil, fmt.Errorf("parse state file %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	t := r.GetFull()
+	if t == nil {
+		return "", nil, fmt.Errorf("state file %s holds no table", filepath.Join(dir, stateFile))
+	}
+	return r.GetVersionInfo(), t, nil
+}
