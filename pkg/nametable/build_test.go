@@ -1,0 +1,278 @@
+package nametable
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+)
+
+func TestNewRejects(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	tooLongName := strings.Repeat("abcdefghi.", 25) + "comx" // 254 characters
+	ip := addrs("10.0.0.1")
+	tests := []struct {
+		name    string
+		entries []Entry
+		zones   []string
+		ctx     Context
+		wantErr string
+	}{
+		{name: "empty hostname", entries: []Entry{{IPs: ip}}, wantErr: "empty name"},
+		{name: "empty label", entries: []Entry{{Hostname: "a..b", IPs: ip}}, wantErr: "empty label"},
+		{name: "space in a label", entries: []Entry{{Hostname: "a b.com", IPs: ip}}, wantErr: "not allowed"},
+		{name: "label longer than 63", entries: []Entry{{Hostname: long + ".com", IPs: ip}}, wantErr: "longer than 63"},
+		{name: "name longer than 253", entries: []Entry{{Hostname: tooLongName, IPs: ip}}, wantErr: "longer than 253"},
+		{name: "wildcard not leading", entries: []Entry{{Hostname: "a.*.example.com", IPs: ip}}, wantErr: "only as the first label"},
+		{name: "wildcard glued to a label", entries: []Entry{{Hostname: "*a.example.com", IPs: ip}}, wantErr: "not allowed"},
+		{name: "bare wildcard", entries: []Entry{{Hostname: "*", IPs: ip}}, wantErr: "needs a domain"},
+		{name: "wildcard with ports", entries: []Entry{{Hostname: "*.example.com", IPs: ip, Ports: []Port{{Name: "http", Port: 80}}}}, wantErr: "wildcard cannot have ports"},
+		{name: "invalid IP", entries: []Entry{{Hostname: "a.com", IPs: []netip.Addr{{}}}}, wantErr: "invalid IP"},
+		{name: "zoned IP", entries: []Entry{{Hostname: "a.com", IPs: addrs("fe80::1%eth0")}}, wantErr: "zoned"},
+		{name: "canonical name with IPs", entries: []Entry{{Hostname: "a.com", IPs: ip, CanonicalName: "b.com"}}, wantErr: "canonical name together with IPs"},
+		{name: "bad canonical name", entries: []Entry{{Hostname: "a.com", CanonicalName: "b..com"}}, wantErr: "canonical name"},
+		{name: "bad alt host", entries: []Entry{{Hostname: "a.com", IPs: ip, AltHosts: []string{"b!.com"}}}, wantErr: "alt host"},
+		{name: "duplicate hostname in another case", entries: []Entry{{Hostname: "a.com", IPs: ip}, {Hostname: "A.com.", IPs: ip}}, wantErr: `already defined by entry "a.com"`},
+		{name: "alt host duplicates a hostname", entries: []Entry{{Hostname: "a.com", IPs: ip}, {Hostname: "b.com", IPs: ip, AltHosts: []string{"a.com"}}}, wantErr: "already defined"},
+		{name: "duplicate wildcard", entries: []Entry{{Hostname: "*.a.com", IPs: ip}, {Hostname: "*.A.com", IPs: ip}}, wantErr: "already defined"},
+		{name: "port zero", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "http"}}}}, wantErr: "number 0"},
+		{name: "unknown protocol", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "http", Port: 80, Protocol: "QUIC"}}}}, wantErr: "unknown protocol"},
+		{name: "bad port name", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "h.ttp", Port: 80}}}}, wantErr: `port "h.ttp"`},
+		{name: "bad endpoint hostname", entries: []Entry{{Hostname: "a.com", Endpoints: []Endpoint{{Hostname: "x.y", IPs: ip}}}}, wantErr: "endpoint hostname"},
+		{name: "endpoint without IPs", entries: []Entry{{Hostname: "a.com", Endpoints: []Endpoint{{Hostname: "x"}}}}, wantErr: "no IPs"},
+		{name: "generated endpoint name too long", entries: []Entry{{Hostname: strings.Repeat("abcdefghi.", 24) + "com", Endpoints: []Endpoint{{Hostname: "abcdefghijklmnop", IPs: ip}}}}, wantErr: "longer than 253"},
+		{name: "bad zone", zones: []string{"cluster..local"}, wantErr: "zone"},
+		{name: "bad cluster domain", ctx: Context{ClusterDomain: "-bad domain"}, wantErr: "cluster domain"},
+		{name: "namespace with a dot", ctx: Context{Namespace: "a.b"}, wantErr: "namespace"},
+		{name: "bad search domain", ctx: Context{Search: []string{"a..b"}}, wantErr: "search domain"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.entries, tc.zones, tc.ctx)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("New() error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNewAccepts(t *testing.T) {
+	q := func(name string, qtype uint16) dns.Question {
+		return dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}
+	}
+	tests := []struct {
+		name    string
+		entries []Entry
+		zones   []string
+		ctx     Context
+		q       dns.Question
+		want    []string // answer section as zone-file text
+	}{
+		{
+			name:    "a trailing dot on hostnames is tolerated",
+			entries: []Entry{{Hostname: "a.example.com.", IPs: addrs("10.0.0.1")}},
+			q:       q("a.example.com.", dns.TypeA),
+			want:    []string{"a.example.com. 30 IN A 10.0.0.1"},
+		},
+		{
+			name:    "repeated addresses answer once",
+			entries: []Entry{{Hostname: "a.example.com", IPs: addrs("10.0.0.1", "10.0.0.1")}},
+			q:       q("a.example.com.", dns.TypeA),
+			want:    []string{"a.example.com. 30 IN A 10.0.0.1"},
+		},
+		{
+			name:    "IPv4-mapped IPv6 answers as A",
+			entries: []Entry{{Hostname: "a.example.com", IPs: addrs("::ffff:10.0.0.1")}},
+			q:       q("a.example.com.", dns.TypeA),
+			want:    []string{"a.example.com. 30 IN A 10.0.0.1"},
+		},
+		{
+			name:    "context TTL applies to entries without one",
+			entries: []Entry{{Hostname: "a.example.com", IPs: addrs("10.0.0.1")}},
+			ctx:     Context{TTL: 7},
+			q:       q("a.example.com.", dns.TypeA),
+			want:    []string{"a.example.com. 7 IN A 10.0.0.1"},
+		},
+		{
+			name:    "SOA serial and minimum follow the context",
+			zones:   []string{"Example.COM."},
+			ctx:     Context{TTL: 12, Serial: 42},
+			q:       q("example.com.", dns.TypeSOA),
+			want:    []string{"example.com. 12 IN SOA ns.dns.example.com. hostmaster.example.com. 42 7200 1800 86400 12"},
+		},
+		{
+			name: "two entries with one address both get a PTR",
+			entries: []Entry{
+				{Hostname: "a.example.com", IPs: addrs("10.0.0.1")},
+				{Hostname: "b.example.com", IPs: addrs("10.0.0.1")},
+			},
+			q:    q("1.0.0.10.in-addr.arpa.", dns.TypePTR),
+			want: []string{"1.0.0.10.in-addr.arpa. 30 IN PTR a.example.com.", "1.0.0.10.in-addr.arpa. 30 IN PTR b.example.com."},
+		},
+		{
+			name: "dual-stack endpoint hostnames merge",
+			entries: []Entry{{
+				Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns",
+				Endpoints: []Endpoint{{Hostname: "db-0", IPs: addrs("10.0.0.1")}, {Hostname: "db-0", IPs: addrs("fd00::1")}},
+			}},
+			q:    q("db-0.db.ns.svc.cluster.local.", dns.TypeAAAA),
+			want: []string{"db-0.db.ns.svc.cluster.local. 30 IN AAAA fd00::1"},
+		},
+		{
+			name:    "a custom cluster domain moves the alternate names",
+			entries: []Entry{{Hostname: "web.ns.svc.corp.example", ShortName: "web", Namespace: "ns", IPs: addrs("10.0.0.1")}},
+			ctx:     Context{ClusterDomain: "corp.example."},
+			q:       q("web.ns.svc.", dns.TypeA),
+			want:    []string{"web.ns.svc. 30 IN A 10.0.0.1"},
+		},
+		{
+			name:    "dns-version follows the cluster domain",
+			ctx:     Context{ClusterDomain: "corp.example"},
+			q:       q("dns-version.corp.example.", dns.TypeTXT),
+			want:    []string{`dns-version.corp.example. 30 IN TXT "1.1.0"`},
+		},
+		{
+			name:    "an entry may take over a zone apex and keeps the SOA",
+			entries: []Entry{{Hostname: "example.com", IPs: addrs("10.0.0.1")}},
+			zones:   []string{"example.com"},
+			q:       q("example.com.", dns.TypeSOA),
+			want:    []string{"example.com. 30 IN SOA ns.dns.example.com. hostmaster.example.com. 1 7200 1800 86400 30"},
+		},
+		{
+			name: "a ClusterIP service with endpoints keeps its own address",
+			entries: []Entry{{
+				Hostname: "web.ns.svc.cluster.local", IPs: addrs("10.0.0.1"),
+				Endpoints: []Endpoint{{Hostname: "web-0", IPs: addrs("10.1.0.1")}},
+			}},
+			q:    q("web.ns.svc.cluster.local.", dns.TypeA),
+			want: []string{"web.ns.svc.cluster.local. 30 IN A 10.0.0.1"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			table, err := New(tc.entries, tc.zones, tc.ctx)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			got := viewOf(table.Lookup(tc.q), tc.q.Name).Answer
+			if diff := cmp.Diff(rrs(t, tc.want...), got); diff != "" {
+				t.Errorf("answer mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSearchDomainsCostNoMemory checks that search-path expansion is worked
+// out at query time: the stored names do not grow with the search list.
+func TestSearchDomainsCostNoMemory(t *testing.T) {
+	entries, zones, ctx := fixture()
+	one := ctx
+	one.Search = ctx.Search[:1]
+	many := ctx
+	many.Search = append([]string{"a.example", "b.example", "c.example"}, ctx.Search...)
+	t1, err := New(entries, zones, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := New(entries, zones, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(t1.Names(), t2.Names()); diff != "" {
+		t.Errorf("stored names depend on the search list (-1 domain +7 domains):\n%s", diff)
+	}
+	// And the expansion still works under the added domains.
+	r := t2.Lookup(dns.Question{Name: "web.demo.b.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
+	if r.Alias != "web.demo.svc.cluster.local." || len(r.Answer) != 1 {
+		t.Errorf("web.demo.b.example: got %+v, want alias to web.demo.svc.cluster.local.", r)
+	}
+}
+
+func TestNames(t *testing.T) {
+	table, err := New([]Entry{
+		{Hostname: "web.ns.svc.cluster.local", ShortName: "web", Namespace: "ns", IPs: addrs("10.0.0.1"), Ports: []Port{{Name: "http", Port: 80}}},
+		{Hostname: "*.example.com", IPs: addrs("10.0.0.2")},
+	}, []string{"cluster.local"}, Context{Namespace: "ns", Search: []string{"ns.svc.cluster.local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"*.example.com",
+		"1.0.0.10.in-addr.arpa",
+		"_http._tcp.web.ns.svc.cluster.local",
+		"_tcp.web.ns.svc.cluster.local",
+		"cluster.local",
+		"dns-version.cluster.local",
+		"ns.svc.cluster.local",
+		"svc.cluster.local",
+		"web.ns.svc.cluster.local",
+	}
+	if diff := cmp.Diff(want, table.Names()); diff != "" {
+		t.Errorf("Names() mismatch (-want +got):\n%s", diff)
+	}
+	if table.Len() != len(want) {
+		t.Errorf("Len() = %d, want %d", table.Len(), len(want))
+	}
+	if diff := cmp.Diff([]string{"cluster.local"}, table.Zones()); diff != "" {
+		t.Errorf("Zones() mismatch (-want +got):\n%s", diff)
+	}
+	wantCtx := Context{Namespace: "ns", ClusterDomain: "cluster.local", Search: []string{"ns.svc.cluster.local"}, TTL: 30, Serial: 1}
+	if diff := cmp.Diff(wantCtx, table.Context()); diff != "" {
+		t.Errorf("Context() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestResultSlicesAreIsolated checks that a caller appending to a returned
+// slice cannot change what the next lookup returns.
+func TestResultSlicesAreIsolated(t *testing.T) {
+	table := newFixture(t)
+	q := dns.Question{Name: "web.demo.svc.cluster.local.", Qtype: dns.TypeA, Qclass: dns.ClassINET}
+	r := table.Lookup(q)
+	_ = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: "evil.", Rrtype: dns.TypeA, Class: dns.ClassINET}})
+	aaaa := table.Lookup(dns.Question{Name: q.Name, Qtype: dns.TypeAAAA, Qclass: dns.ClassINET})
+	if len(aaaa.Answer) != 1 || aaaa.Answer[0].Header().Rrtype != dns.TypeAAAA {
+		t.Errorf("AAAA answer changed after an append to the A answer: %v", aaaa.Answer)
+	}
+}
+
+// TestConcurrentLookupsAndSwaps runs lookups while another goroutine swaps
+// tables the way the agent does (atomic.Pointer); with -race it proves a
+// Table is safe to share and a swap never blocks readers.
+func TestConcurrentLookupsAndSwaps(t *testing.T) {
+	var cur atomic.Pointer[Table]
+	cur.Store(newFixture(t))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20; i++ {
+			cur.Store(newFixture(t))
+		}
+		close(stop)
+	}()
+	names := []string{"web.demo.svc.cluster.local.", "web.", "web.demo.demo.svc.cluster.local.", "nope.cluster.local.", "x.apps.example.com."}
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := cur.Load().Lookup(dns.Question{Name: names[i%len(names)], Qtype: dns.TypeA, Qclass: dns.ClassINET})
+				if r.Action != Answer {
+					t.Errorf("%s: forwarded", names[i%len(names)])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
