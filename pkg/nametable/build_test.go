@@ -98,11 +98,11 @@ func TestNewAccepts(t *testing.T) {
 			want:    []string{"a.example.com. 7 IN A 10.0.0.1"},
 		},
 		{
-			name:    "SOA serial and minimum follow the context",
-			zones:   []string{"Example.COM."},
-			ctx:     Context{TTL: 12, Serial: 42},
-			q:       q("example.com.", dns.TypeSOA),
-			want:    []string{"example.com. 12 IN SOA ns.dns.example.com. hostmaster.example.com. 42 7200 1800 86400 12"},
+			name:  "SOA serial and minimum follow the context",
+			zones: []string{"Example.COM."},
+			ctx:   Context{TTL: 12, Serial: 42},
+			q:     q("example.com.", dns.TypeSOA),
+			want:  []string{"example.com. 12 IN SOA ns.dns.example.com. hostmaster.example.com. 42 7200 1800 86400 12"},
 		},
 		{
 			name: "two entries with one address both get a PTR",
@@ -130,10 +130,10 @@ func TestNewAccepts(t *testing.T) {
 			want:    []string{"web.ns.svc. 30 IN A 10.0.0.1"},
 		},
 		{
-			name:    "dns-version follows the cluster domain",
-			ctx:     Context{ClusterDomain: "corp.example"},
-			q:       q("dns-version.corp.example.", dns.TypeTXT),
-			want:    []string{`dns-version.corp.example. 30 IN TXT "1.1.0"`},
+			name: "dns-version follows the cluster domain",
+			ctx:  Context{ClusterDomain: "corp.example"},
+			q:    q("dns-version.corp.example.", dns.TypeTXT),
+			want: []string{`dns-version.corp.example. 30 IN TXT "1.1.0"`},
 		},
 		{
 			name:    "an entry may take over a zone apex and keeps the SOA",
