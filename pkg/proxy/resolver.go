@@ -41,3 +41,5 @@ func resolverSource(s upstream.Source) source {
 	}
 	return srcUpstream
 }
+
+var _ Lookuper = (*nametable.Table)(nil)

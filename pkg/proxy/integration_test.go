@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
+)
+
+// startUpstream runs a real DNS server on 127.0.0.1:0 that answers every A
+// question with 192.0.2.53 (TTL 60) and counts the questions it got.
+func startUpstream(t testing.TB) (addr string, queries *atomic.Int64) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries = new(atomic.Int64)
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		queries.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		if q := r.Question[0]; q.Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{
+				Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+				A:   net.IPv4(192, 0, 2, 53),
+			})
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String(), queries
+}
+
+func realTable(t testing.TB) *nametable.Table {
+	t.Helper()
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	tbl, err := nametable.New([]nametable.Entry{
+		{
+			Hostname: "web.demo.svc.cluster.local", IPs: addrs("10.3.0.10", "10.3.0.11", "fd00::10"),
+			Registry: "Kubernetes", ShortName: "web", Namespace: "demo",
+			Ports: []nametable.Port{{Name: "http", Port: 80, Protocol: "TCP"}},
+		},
+		{
+			Hostname: "db.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "db", Namespace: "demo",
+			CanonicalName: "db.example.org",
+		},
+	}, []string{"cluster.local"}, nametable.Context{
+		Namespace: "demo",
+		Search:    []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// realStack runs a Server with a real nametable and the real upstream
+// Resolver against a real upstream on loopback.
+func realStack(t testing.TB) (*Server, *atomic.Int64) {
+	t.Helper()
+	up, queries := startUpstream(t)
+	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	s := startServer(t, testConfig(r))
+	s.SetTable(realTable(t))
+	return s, queries
+}
+
+func TestRealStack(t *testing.T) {
+	s, queries := realStack(t)
+	tests := []struct {
+		name         string
+		qname        string
+		qtype        uint16
+		wantRcode    int
+		wantAnswer   []string
+		wantUpstream int64 // questions the upstream gets for this row
+	}{
+		{
+			name: "service", qname: "web.demo.svc.cluster.local.", qtype: dns.TypeA,
+			wantAnswer: []string{"web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.10", "web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.11"},
+		},
+		{
+			name: "short name", qname: "web.", qtype: dns.TypeA,
+			wantAnswer: []string{"web.\t30\tIN\tA\t10.3.0.10", "web.\t30\tIN\tA\t10.3.0.11"},
+		},
+		{
+			name: "search expanded", qname: "web.demo.demo.svc.cluster.local.", qtype: dns.TypeA,
+			wantAnswer: []string{
+				"web.demo.demo.svc.cluster.local.\t30\tIN\tCNAME\tweb.demo.svc.cluster.local.",
+				"web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.10", "web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.11",
+			},
+		},
+		{
+			name: "authoritative nxdomain", qname: "google.com.demo.svc.cluster.local.", qtype: dns.TypeA,
+			wantRcode: dns.RcodeNameError,
+		},
+		{
+			name: "forwarded", qname: "www.example.org.", qtype: dns.TypeA, wantUpstream: 1,
+			wantAnswer: []string{"www.example.org.\t60\tIN\tA\t192.0.2.53"},
+		},
+		{
+			name: "cache hit", qname: "WWW.example.org.", qtype: dns.TypeA,
+			wantAnswer: []string{"WWW.example.org.\t60\tIN\tA\t192.0.2.53"},
+		},
+		{
+			name: "external name chased", qname: "db.demo.svc.cluster.local.", qtype: dns.TypeA, wantUpstream: 1,
+			wantAnswer: []string{
+				"db.demo.svc.cluster.local.\t30\tIN\tCNAME\tdb.example.org.",
+				"db.example.org.\t60\tIN\tA\t192.0.2.53",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := queries.Load()
+			r := exchange(t, "udp", udpAddr(s), newQuery(tc.qname, tc.qtype))
+			if r.Rcode != tc.wantRcode {
+				t.Errorf("rcode = %s, want %s", dns.RcodeToString[r.Rcode], dns.RcodeToString[tc.wantRcode])
+			}
+			got := rrStrings(r.Answer)
+			sortAddrRuns(got)
+			if diff := cmp.Diff(tc.wantAnswer, got); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			if n := queries.Load() - before; n != tc.wantUpstream {
+				t.Errorf("upstream got %d questions, want %d", n, tc.wantUpstream)
+			}
+		})
+	}
+}
+
+// TestDig checks the server with real resolver tools as clients.
+func TestDig(t *testing.T) {
+	s, _ := realStack(t)
+	host, port, _ := net.SplitHostPort(udpAddr(s))
+	tools := []struct {
+		tool string
+		args []string
+	}{
+		{tool: "dig", args: []string{"@" + host, "-p", port}},
+		{tool: "kdig", args: []string{"@" + host, "-p", port}},
+	}
+	tests := []struct {
+		name  string
+		extra []string
+		want  []string // substrings of the output
+	}{
+		{name: "a", extra: []string{"web.demo.svc.cluster.local", "A"}, want: []string{"status: NOERROR", "10.3.0.10", "10.3.0.11"}},
+		{name: "tcp", extra: []string{"+tcp", "web.demo.svc.cluster.local", "A"}, want: []string{"status: NOERROR", "10.3.0.10"}},
+		{name: "srv", extra: []string{"_http._tcp.web.demo.svc.cluster.local", "SRV"}, want: []string{"status: NOERROR", "80 web.demo.svc.cluster.local."}},
+		{name: "nxdomain", extra: []string{"nope.demo.svc.cluster.local", "A"}, want: []string{"status: NXDOMAIN", "SOA"}},
+		{name: "forwarded", extra: []string{"www.example.org", "A"}, want: []string{"status: NOERROR", "192.0.2.53"}},
+		{name: "edns", extra: []string{"+edns=0", "web.demo.svc.cluster.local", "A"}, want: []string{"version: 0", "1232"}},
+	}
+	for _, tl := range tools {
+		t.Run(tl.tool, func(t *testing.T) {
+			path := testenv.RequireTool(t, tl.tool)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					args := append(append([]string{}, tl.args...), tc.extra...)
+					out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+					if err != nil {
+						t.Fatalf("%s %v: %v\n%s", tl.tool, args, err, out)
+					}
+					for _, w := range tc.want {
+						if !strings.Contains(strings.ToLower(string(out)), strings.ToLower(w)) {
+							t.Errorf("%s %v: output lacks %q:\n%s", tl.tool, args, w, out)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// A table swap under load: queries never fail and see the old or the new
+// table, never a mix.
+func TestSwapUnderLoad(t *testing.T) {
+	s, _ := realStack(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	swaps := make(chan struct{})
+	go func() {
+		defer close(swaps)
+		for ctx.Err() == nil {
+			s.SetTable(realTable(t))
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for range 200 {
+		r := exchange(t, "udp", udpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+		got := rrStrings(r.Answer)
+		sort.Strings(got)
+		if len(got) != 2 {
+			t.Fatalf("during swaps: %v", got)
+		}
+	}
+	cancel()
+	<-swaps
+}
