@@ -1,0 +1,207 @@
+package webhook
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Names the webhook puts into pods; the agent and init container names also
+// mark a pod as injected.
+const (
+	// AnnotationInject is the pod's opt-in ("true") or opt-out ("false").
+	AnnotationInject = "meshdns.io/inject"
+	// LabelInject on a namespace ("enabled") sends all its pods to /inject.
+	LabelInject = "meshdns.io/inject"
+	// AnnotationStatus marks an injected pod.
+	AnnotationStatus = "meshdns.io/status"
+
+	InitContainerName  = "meshdns-init"
+	AgentContainerName = "meshdns-agent"
+	StateVolumeName    = "meshdns-state"
+	adminPortName      = "meshdns-admin"
+)
+
+// policy is what the webhook path says about the pod's namespace.
+type policy uint8
+
+const (
+	// namespaceEnabled: the namespace opted in; inject unless the pod opts
+	// out.
+	namespaceEnabled policy = iota
+	// annotationOnly: the namespace did not opt in; inject only pods that
+	// opt in.
+	annotationOnly
+)
+
+// skipReason says why a pod is left alone; the values are metric labels.
+type skipReason string
+
+const (
+	inject          skipReason = ""
+	skipOptOut      skipReason = "opt_out"
+	skipNotOptedIn  skipReason = "not_opted_in"
+	skipHostNetwork skipReason = "host_network"
+	skipInjected    skipReason = "already_injected"
+)
+
+// decide says whether pod is to be injected under pol.
+func decide(pod *corev1.Pod, pol policy) skipReason {
+	if injected(pod) {
+		return skipInjected
+	}
+	// A hostNetwork pod shares the node's network namespace: the init
+	// container would rewrite the node's iptables.
+	if pod.Spec.HostNetwork {
+		return skipHostNetwork
+	}
+	v, ok := pod.Annotations[AnnotationInject]
+	on, err := strconv.ParseBool(strings.TrimSpace(v))
+	switch {
+	case ok && err == nil && !on:
+		return skipOptOut
+	case ok && err == nil && on:
+		return inject
+	case pol == namespaceEnabled:
+		return inject
+	default:
+		return skipNotOptedIn
+	}
+}
+
+// injected reports whether pod carries any trace of an earlier injection.
+// Checking the containers as well as the annotation keeps the webhook
+// idempotent even when something stripped the annotation.
+func injected(pod *corev1.Pod) bool {
+	if _, ok := pod.Annotations[AnnotationStatus]; ok {
+		return true
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name == InitContainerName || c.Name == AgentContainerName {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// initContainer runs `meshdns iptables apply` once, as root with only the
+// capabilities iptables needs.
+func (t *Template) initContainer() corev1.Container {
+	args := []string{
+		"iptables", "apply",
+		"--proxy-uid", strconv.FormatInt(t.ProxyUID, 10),
+		"--proxy-gid", strconv.FormatInt(t.ProxyGID, 10),
+		"--dns-port", strconv.Itoa(int(t.DNSPort)),
+	}
+	return corev1.Container{
+		Name:            InitContainerName,
+		Image:           t.Image,
+		ImagePullPolicy: t.ImagePullPolicy,
+		Command:         append([]string(nil), t.Command...),
+		Args:            append(args, t.IptablesArgs...),
+		Resources:       *t.InitResources.DeepCopy(),
+		SecurityContext: &corev1.SecurityContext{
+			// Root is needed to change the pod's netfilter tables; the
+			// capabilities are the least that iptables-restore needs.
+			RunAsUser:                ptr(int64(0)),
+			RunAsGroup:               ptr(int64(0)),
+			RunAsNonRoot:             ptr(false),
+			Privileged:               ptr(false),
+			AllowPrivilegeEscalation: ptr(false),
+			Capabilities: &corev1.Capabilities{
+				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
+				Drop: []corev1.Capability{"ALL"},
+			},
+		},
+	}
+}
+
+// agentContainer is the native sidecar: an init container with
+// restartPolicy Always starts before the application's containers, keeps
+// running beside them and stops after them (KEP-753, GA in 1.33, on by
+// default since 1.29).
+func (t *Template) agentContainer() corev1.Container {
+	admin := "0.0.0.0:" + strconv.Itoa(int(t.AdminPort))
+	args := []string{
+		"agent",
+		"--control-plane", t.ControlPlane,
+		"--state-dir", t.StateDir,
+		"--dns-addr", "127.0.0.1:" + strconv.Itoa(int(t.DNSPort)),
+		"--admin-addr", admin,
+	}
+	ready := &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz/ready",
+			Port: intstr.FromInt32(t.AdminPort),
+		}},
+		PeriodSeconds:    2,
+		TimeoutSeconds:   1,
+		FailureThreshold: 3,
+	}
+	c := corev1.Container{
+		Name:            AgentContainerName,
+		Image:           t.Image,
+		ImagePullPolicy: t.ImagePullPolicy,
+		Command:         append([]string(nil), t.Command...),
+		Args:            append(args, t.AgentArgs...),
+		RestartPolicy:   ptr(corev1.ContainerRestartPolicyAlways),
+		Env: []corev1.EnvVar{
+			fieldEnv("POD_NAME", "metadata.name"),
+			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+		},
+		Ports: []corev1.ContainerPort{{
+			Name:          adminPortName,
+			ContainerPort: t.AdminPort,
+			Protocol:      corev1.ProtocolTCP,
+		}},
+		ReadinessProbe: ready,
+		Resources:      *t.AgentResources.DeepCopy(),
+		VolumeMounts: []corev1.VolumeMount{{
+			Name:      StateVolumeName,
+			MountPath: t.StateDir,
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			// The uid/gid the iptables rules exempt: the agent's own
+			// upstream queries must not come back to it.
+			RunAsUser:                ptr(t.ProxyUID),
+			RunAsGroup:               ptr(t.ProxyGID),
+			RunAsNonRoot:             ptr(true),
+			Privileged:               ptr(false),
+			AllowPrivilegeEscalation: ptr(false),
+			ReadOnlyRootFilesystem:   ptr(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+	if t.HoldApplicationUntilReady {
+		// The kubelet starts the next container once a sidecar's startup
+		// probe passes; 150 x 2s gives the control plane five minutes.
+		start := ready.DeepCopy()
+		start.FailureThreshold = 150
+		c.StartupProbe = start
+	}
+	return c
+}
+
+// stateVolume is small and in memory: the agent keeps its last table there
+// across container restarts, never on the node's disk.
+func (t *Template) stateVolume() corev1.Volume {
+	return corev1.Volume{
+		Name: StateVolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium:    corev1.StorageMediumMemory,
+			SizeLimit: ptr(t.StateSizeLimit.DeepCopy()),
+		}},
+	}
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
+	}}
+}
+
+func ptr[T any](v T) *T { return &v }

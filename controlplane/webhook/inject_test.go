@@ -1,0 +1,235 @@
+package webhook
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  corev1.Pod
+		pol  policy
+		want skipReason
+	}{
+		{name: "namespace enabled, no annotation", pol: namespaceEnabled, want: inject},
+		{name: "namespace enabled, opt out", pod: annotated("false"), pol: namespaceEnabled, want: skipOptOut},
+		{name: "namespace enabled, opt in", pod: annotated("true"), pol: namespaceEnabled, want: inject},
+		{name: "namespace enabled, unparsable annotation means no opinion", pod: annotated("maybe"), pol: namespaceEnabled, want: inject},
+		{name: "annotation only, no annotation", pol: annotationOnly, want: skipNotOptedIn},
+		{name: "annotation only, opt in", pod: annotated("true"), pol: annotationOnly, want: inject},
+		{name: "annotation only, opt in with spaces", pod: annotated(" True "), pol: annotationOnly, want: inject},
+		{name: "annotation only, opt out", pod: annotated("false"), pol: annotationOnly, want: skipOptOut},
+		{name: "annotation only, unparsable", pod: annotated("yes please"), pol: annotationOnly, want: skipNotOptedIn},
+		{
+			name: "host network even when opted in",
+			pod: func() corev1.Pod {
+				p := annotated("true")
+				p.Spec.HostNetwork = true
+				return p
+			}(),
+			pol: namespaceEnabled, want: skipHostNetwork,
+		},
+		{
+			name: "status annotation",
+			pod:  corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationStatus: "injected"}}},
+			pol:  namespaceEnabled, want: skipInjected,
+		},
+		{
+			name: "agent container without annotation",
+			pod:  corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: AgentContainerName}}}},
+			pol:  namespaceEnabled, want: skipInjected,
+		},
+		{
+			name: "init container in containers",
+			pod:  corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: InitContainerName}}}},
+			pol:  namespaceEnabled, want: skipInjected,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, decide(&tt.pod, tt.pol)); diff != "" {
+				t.Errorf("decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func annotated(v string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationInject: v}}}
+}
+
+// TestPatchGolden checks the exact patch against testdata/<name>.json and
+// that applying it gives a pod with the containers in the right places.
+func TestPatchGolden(t *testing.T) {
+	custom := Template{
+		Image:                     "registry.example/meshdns:v1.2.3",
+		ControlPlane:              "cp.example:15012",
+		ProxyUID:                  2000,
+		ProxyGID:                  3000,
+		DNSPort:                   5353,
+		AdminPort:                 9901,
+		AgentArgs:                 []string{"--log-level", "debug"},
+		HoldApplicationUntilReady: true,
+	}.over(DefaultTemplate())
+	app := corev1.Container{Name: "app", Image: "app:1"}
+	tests := []struct {
+		name     string
+		template Template
+		pod      corev1.Pod
+	}{
+		{
+			name:     "bare_pod",
+			template: DefaultTemplate(),
+			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
+		},
+		{
+			name:     "pod_with_annotations_init_containers_and_volumes",
+			template: DefaultTemplate(),
+			pod: corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{
+					InitContainers: []corev1.Container{{Name: "migrate", Image: "migrate:1"}},
+					Containers:     []corev1.Container{app},
+					Volumes:        []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				},
+			},
+		},
+		{
+			name:     "custom_template",
+			template: custom,
+			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			patch, err := tt.template.patch(&tt.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", tt.name+".json"), patch)
+
+			got := applyPatch(t, &tt.pod, patch)
+			var names []string
+			for _, c := range got.Spec.InitContainers {
+				names = append(names, c.Name)
+			}
+			want := []string{InitContainerName, AgentContainerName}
+			for _, c := range tt.pod.Spec.InitContainers {
+				want = append(want, c.Name)
+			}
+			if diff := cmp.Diff(want, names); diff != "" {
+				t.Errorf("init container order (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.pod.Spec.Containers, got.Spec.Containers); diff != "" {
+				t.Errorf("application containers changed (-want +got):\n%s", diff)
+			}
+			if got.Annotations[AnnotationStatus] != "injected" {
+				t.Errorf("status annotation = %q", got.Annotations[AnnotationStatus])
+			}
+			for k, v := range tt.pod.Annotations {
+				if got.Annotations[k] != v {
+					t.Errorf("annotation %s = %q, want %q kept", k, got.Annotations[k], v)
+				}
+			}
+			if v := got.Spec.Volumes[len(got.Spec.Volumes)-1]; v.Name != StateVolumeName || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+				t.Errorf("last volume = %+v, want in-memory %s", v, StateVolumeName)
+			}
+			if decide(got, namespaceEnabled) != skipInjected {
+				t.Errorf("patched pod is not recognised as injected")
+			}
+		})
+	}
+}
+
+func TestPatchRefusesVolumeClash(t *testing.T) {
+	pod := corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: StateVolumeName}}}}
+	tmpl := DefaultTemplate()
+	if _, err := tmpl.patch(&pod); err == nil {
+		t.Fatal("patch of a pod with a clashing volume succeeded")
+	}
+}
+
+// TestAgentContainerContract pins the properties issue 7 asks for, so a
+// golden-file update cannot drop one unnoticed.
+func TestAgentContainerContract(t *testing.T) {
+	tmpl := DefaultTemplate()
+	agent, init := tmpl.agentContainer(), tmpl.initContainer()
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"agent is a native sidecar", agent.RestartPolicy != nil && *agent.RestartPolicy == corev1.ContainerRestartPolicyAlways},
+		{"agent runs as proxy uid", *agent.SecurityContext.RunAsUser == 1337 && *agent.SecurityContext.RunAsGroup == 1337},
+		{"agent has no capabilities", len(agent.SecurityContext.Capabilities.Add) == 0 && cmp.Equal(agent.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"})},
+		{"agent readiness on /healthz/ready", agent.ReadinessProbe.HTTPGet.Path == "/healthz/ready" && agent.ReadinessProbe.HTTPGet.Port.IntVal == 15020},
+		{"agent admin listens beyond loopback for the kubelet", cmp.Equal(agent.Args[len(agent.Args)-2:], []string{"--admin-addr", "0.0.0.0:15020"})},
+		{"agent has requests", !agent.Resources.Requests.Cpu().IsZero() && !agent.Resources.Requests.Memory().IsZero()},
+		{"agent downward API", agent.Env[0].ValueFrom.FieldRef.FieldPath == "metadata.name" && agent.Env[1].ValueFrom.FieldRef.FieldPath == "metadata.namespace"},
+		{"init runs as root", *init.SecurityContext.RunAsUser == 0 && !*init.SecurityContext.RunAsNonRoot},
+		{"init has only NET_ADMIN and NET_RAW", cmp.Equal(init.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) && cmp.Equal(init.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"})},
+		{"init is not a sidecar", init.RestartPolicy == nil},
+		{"init excludes the proxy uid", cmp.Equal(init.Args[:6], []string{"iptables", "apply", "--proxy-uid", "1337", "--proxy-gid", "1337"})},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.ok {
+				t.Errorf("violated; agent=%+v init=%+v", agent, init)
+			}
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	var pretty []byte
+	var v any
+	if err := json.Unmarshal(got, &v); err != nil {
+		t.Fatal(err)
+	}
+	pretty, _ = json.MarshalIndent(v, "", "  ")
+	pretty = append(pretty, '\n')
+	if *update {
+		if err := os.WriteFile(path, pretty, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if diff := cmp.Diff(string(want), string(pretty)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+func applyPatch(t testing.TB, pod *corev1.Pod, patch []byte) *corev1.Pod {
+	t.Helper()
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatalf("decode patch: %v", err)
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply patch: %v", err)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}

@@ -1,0 +1,53 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// patchOp is one RFC 6902 JSON Patch operation. The webhook only adds.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// patch returns the JSON Patch that injects t into pod. The containers go
+// first among the init containers: the redirect must be in place, and the
+// agent running, before any other init container resolves a name.
+func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == StateVolumeName {
+			return nil, fmt.Errorf("pod already has a volume named %s", StateVolumeName)
+		}
+	}
+	var ops []patchOp
+	if pod.Annotations == nil {
+		ops = append(ops, patchOp{"add", "/metadata/annotations", map[string]string{AnnotationStatus: "injected"}})
+	} else {
+		ops = append(ops, patchOp{"add", "/metadata/annotations/" + escapeJSONPointer(AnnotationStatus), "injected"})
+	}
+	initC, agent := t.initContainer(), t.agentContainer()
+	if len(pod.Spec.InitContainers) == 0 {
+		ops = append(ops, patchOp{"add", "/spec/initContainers", []corev1.Container{initC, agent}})
+	} else {
+		ops = append(ops,
+			patchOp{"add", "/spec/initContainers/0", initC},
+			patchOp{"add", "/spec/initContainers/1", agent})
+	}
+	if len(pod.Spec.Volumes) == 0 {
+		ops = append(ops, patchOp{"add", "/spec/volumes", []corev1.Volume{t.stateVolume()}})
+	} else {
+		ops = append(ops, patchOp{"add", "/spec/volumes/-", t.stateVolume()})
+	}
+	return json.Marshal(ops)
+}
+
+// escapeJSONPointer escapes a map key for a JSON Pointer (RFC 6901 section
+// 3): annotation keys contain "/".
+func escapeJSONPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

@@ -1,0 +1,195 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// Template says what an injected pod gets. Every zero field takes the value
+// of the template it is layered on (see over), ending with DefaultTemplate.
+// It is read from the template file with the JSON field names below (YAML
+// or JSON), so image, resources and ports change without a rebuild.
+type Template struct {
+	// Image of both injected containers; the one meshdns image serves the
+	// init container, the sidecar and the control plane.
+	Image string `json:"image,omitempty"`
+	// ImagePullPolicy of both containers; zero means IfNotPresent.
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Command runs the meshdns binary in the image; zero means ["meshdns"].
+	Command []string `json:"command,omitempty"`
+	// ControlPlane is the gRPC address the agent dials (host:port).
+	ControlPlane string `json:"controlPlane,omitempty"`
+	// ProxyUID and ProxyGID run the agent; the iptables rules let traffic
+	// of this uid/gid through unredirected. Zero means 1337 (0 would exempt
+	// every root process in the pod from the redirect).
+	ProxyUID int64 `json:"proxyUID,omitempty"`
+	ProxyGID int64 `json:"proxyGID,omitempty"`
+	// DNSPort the agent listens on at 127.0.0.1 and the redirect targets;
+	// zero means 15053.
+	DNSPort int32 `json:"dnsPort,omitempty"`
+	// AdminPort of the agent's admin HTTP server. The agent listens on
+	// 0.0.0.0 in a pod because the kubelet probes /healthz/ready on the pod
+	// IP, not on loopback. Zero means 15020.
+	AdminPort int32 `json:"adminPort,omitempty"`
+	// StateDir is where the state volume is mounted in the agent; zero
+	// means /var/run/meshdns.
+	StateDir string `json:"stateDir,omitempty"`
+	// StateSizeLimit of the in-memory state emptyDir; zero means 8Mi.
+	StateSizeLimit *resource.Quantity `json:"stateSizeLimit,omitempty"`
+	// AgentResources and InitResources replace the defaults as a whole when
+	// they set requests or limits.
+	AgentResources corev1.ResourceRequirements `json:"agentResources,omitempty"`
+	InitResources  corev1.ResourceRequirements `json:"initResources,omitempty"`
+	// AgentArgs and IptablesArgs are appended to the generated arguments
+	// (a later flag wins in Go's flag package).
+	AgentArgs    []string `json:"agentArgs,omitempty"`
+	IptablesArgs []string `json:"iptablesArgs,omitempty"`
+	// HoldApplicationUntilReady adds a startup probe to the agent, so the
+	// kubelet starts the application containers only after the agent has
+	// its first name table. Off by default: with it, pods do not start
+	// while the control plane is unreachable.
+	HoldApplicationUntilReady bool `json:"holdApplicationUntilReady,omitempty"`
+}
+
+// DefaultTemplate is the bottom layer of every template.
+func DefaultTemplate() Template {
+	size := resource.MustParse("8Mi")
+	return Template{
+		Image:           "ghcr.io/meshdns/meshdns:latest",
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"meshdns"},
+		ControlPlane:    "meshdns-controlplane.meshdns-system.svc:15010",
+		ProxyUID:        1337,
+		ProxyGID:        1337,
+		DNSPort:         15053,
+		AdminPort:       15020,
+		StateDir:        "/var/run/meshdns",
+		StateSizeLimit:  &size,
+		AgentResources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("32Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("128Mi"),
+			},
+		},
+		InitResources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			},
+		},
+	}
+}
+
+// over returns t with every zero field taken from base. The result shares
+// no maps or slices with t that the caller could later modify through base.
+func (t Template) over(base Template) Template {
+	if t.Image == "" {
+		t.Image = base.Image
+	}
+	if t.ImagePullPolicy == "" {
+		t.ImagePullPolicy = base.ImagePullPolicy
+	}
+	if len(t.Command) == 0 {
+		t.Command = base.Command
+	}
+	if t.ControlPlane == "" {
+		t.ControlPlane = base.ControlPlane
+	}
+	if t.ProxyUID == 0 {
+		t.ProxyUID = base.ProxyUID
+	}
+	if t.ProxyGID == 0 {
+		t.ProxyGID = base.ProxyGID
+	}
+	if t.DNSPort == 0 {
+		t.DNSPort = base.DNSPort
+	}
+	if t.AdminPort == 0 {
+		t.AdminPort = base.AdminPort
+	}
+	if t.StateDir == "" {
+		t.StateDir = base.StateDir
+	}
+	if t.StateSizeLimit == nil {
+		t.StateSizeLimit = base.StateSizeLimit
+	}
+	if t.AgentResources.Requests == nil && t.AgentResources.Limits == nil {
+		t.AgentResources = base.AgentResources
+	}
+	if t.InitResources.Requests == nil && t.InitResources.Limits == nil {
+		t.InitResources = base.InitResources
+	}
+	if t.AgentArgs == nil {
+		t.AgentArgs = base.AgentArgs
+	}
+	if t.IptablesArgs == nil {
+		t.IptablesArgs = base.IptablesArgs
+	}
+	if !t.HoldApplicationUntilReady {
+		t.HoldApplicationUntilReady = base.HoldApplicationUntilReady
+	}
+	return t
+}
+
+// validate rejects templates that would produce a pod the API server
+// refuses or an agent the redirect loops through.
+func (t Template) validate() error {
+	var errs []error
+	if t.Image == "" {
+		errs = append(errs, errors.New("image is empty"))
+	}
+	if t.ControlPlane == "" {
+		errs = append(errs, errors.New("controlPlane is empty"))
+	}
+	if t.ProxyUID <= 0 || t.ProxyGID <= 0 {
+		errs = append(errs, fmt.Errorf("proxyUID %d and proxyGID %d must be positive", t.ProxyUID, t.ProxyGID))
+	}
+	for name, p := range map[string]int32{"dnsPort": t.DNSPort, "adminPort": t.AdminPort} {
+		if p <= 0 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d out of range", name, p))
+		}
+	}
+	if t.DNSPort == t.AdminPort {
+		errs = append(errs, fmt.Errorf("dnsPort and adminPort are both %d", t.DNSPort))
+	}
+	if t.StateDir == "" || t.StateDir[0] != '/' {
+		errs = append(errs, fmt.Errorf("stateDir %q is not absolute", t.StateDir))
+	}
+	return errors.Join(errs...)
+}
+
+// parseTemplate reads a template file's content, layered on base. Unknown
+// fields are errors, so a typo in a ConfigMap is reported instead of
+// silently ignored.
+func parseTemplate(data []byte, base Template) (Template, error) {
+	var t Template
+	if err := yaml.UnmarshalStrict(data, &t); err != nil {
+		return Template{}, fmt.Errorf("parse template: %w", err)
+	}
+	t = t.over(base)
+	if err := t.validate(); err != nil {
+		return Template{}, fmt.Errorf("invalid template: %w", err)
+	}
+	return t, nil
+}
+
+// loadTemplate reads and parses the template file at path.
+func loadTemplate(path string, base Template) (Template, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Template{}, nil, fmt.Errorf("read template: %w", err)
+	}
+	t, err := parseTemplate(data, base)
+	return t, data, err
+}
