@@ -95,7 +95,7 @@ func (t *Template) initContainer() corev1.Container {
 		"iptables", "apply",
 		"--proxy-uid", strconv.FormatInt(t.ProxyUID, 10),
 		"--proxy-gid", strconv.FormatInt(t.ProxyGID, 10),
-		"--dns-port", strconv.Itoa(int(t.DNSPort)),
+		"--proxy-port", strconv.Itoa(int(t.DNSPort)),
 	}
 	return corev1.Container{
 		Name:            InitContainerName,
