@@ -1,0 +1,321 @@
+// Package agent is the per-pod DNS agent: it keeps the pod's name table
+// current (from a static file or the control plane stream), serves DNS from
+// it with pkg/proxy, forwards the rest upstream with pkg/proxy/upstream,
+// and serves the admin HTTP endpoints.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshdns/meshdns/agent/discovery"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
+)
+
+// Agent is one running agent. Create it with New; Listen opens the sockets
+// (optional: Run does it), Run serves until its context ends.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	ready     atomic.Bool
+	restoring atomic.Bool // while Restore replays the persisted table
+
+	mu       sync.Mutex // guards following, set once by Listen
+	listened bool
+	resolv   resolvInputs
+	resolver *upstream.Resolver
+	server   *proxy.Server
+	tables   *tables
+	disc     *discovery.Client // or nil without control plane
+	file     *fileSource       // or nil without table file
+	adminLis net.Listener      // or nil when the admin server is off
+	admin    *http.Server
+}
+
+// New checks cfg and registers the agent's metrics; it does no other I/O.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, log: cfg.Logger, m: m}, nil
+}
+
+// Listen reads the resolv.conf files, builds the resolver, the DNS server
+// and the table source, and opens the DNS and admin sockets, so that a
+// taken port fails before Run and tests can use port 0. It may be called
+// once; Run calls it when it was not.
+func (a *Agent) Listen() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.listened {
+		return errors.New("agent: Listen called twice")
+	}
+	a.listened = true
+	cfg := a.cfg
+	in, err := readResolvInputs(cfg)
+	if err != nil {
+		return err
+	}
+	a.resolv = in
+	a.resolver, err = upstream.New(upstream.Config{
+		Upstreams:  in.Upstreams,
+		Timeout:    cfg.UpstreamTimeout,
+		Parallel:   cfg.ParallelUpstreams,
+		CacheSize:  cfg.CacheSize,
+		Now:        cfg.Now,
+		Logger:     a.log,
+		Registerer: cfg.Registerer,
+	})
+	if err != nil {
+		return err
+	}
+	a.server, err = proxy.New(proxy.Config{
+		Addrs:         cfg.DNSAddrs,
+		Resolver:      a.resolver,
+		ClusterDomain: cfg.ClusterDomain,
+		Logger:        a.log,
+		Registerer:    cfg.Registerer,
+	})
+	if err != nil {
+		a.resolver.Close()
+		return err
+	}
+	a.tables = &tables{
+		ctx: nametable.Context{
+			Namespace:     cfg.Namespace,
+			ClusterDomain: cfg.ClusterDomain,
+			Search:        in.Search,
+			TTL:           cfg.TTL,
+		},
+		limits:  cfg.Limits,
+		m:       a.m,
+		now:     cfg.Now,
+		publish: func(t *nametable.Table) { a.server.SetTable(t) },
+	}
+	switch {
+	case cfg.NameTableFile != "":
+		a.file = &fileSource{
+			path:     cfg.NameTableFile,
+			interval: cfg.FilePollInterval,
+			apply: func(version string, nt *meshdnsv1.NameTable) error {
+				return a.tables.apply(sourceFile, version, nt)
+			},
+			rejected: func() { a.m.rejections.WithLabelValues(sourceFile).Inc() },
+			log:      a.log,
+		}
+	case len(cfg.ControlPlanes) > 0:
+		a.disc, err = discovery.New(discovery.Config{
+			Addrs:         cfg.ControlPlanes,
+			PodName:       cfg.PodName,
+			Namespace:     cfg.Namespace,
+			ClusterDomain: cfg.ClusterDomain,
+			AgentVersion:  cfg.Version,
+			OnTable: func(version string, nt *meshdnsv1.NameTable) error {
+				src := sourceControlPlane
+				if a.restoring.Load() {
+					src = sourceState
+				}
+				return a.tables.apply(src, version, nt)
+			},
+			StateDir:   cfg.StateDir,
+			CACert:     cfg.CACert,
+			TLSCert:    cfg.TLSCert,
+			TLSKey:     cfg.TLSKey,
+			Logger:     a.log,
+			Registerer: cfg.Registerer,
+			Now:        cfg.Now,
+		})
+		if err != nil {
+			a.resolver.Close()
+			return err
+		}
+	}
+	if err := a.server.Listen(); err != nil {
+		a.resolver.Close()
+		return fmt.Errorf("dns: %w", err)
+	}
+	if cfg.AdminAddr != "-" {
+		lis, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			a.server.Close()
+			a.resolver.Close()
+			return fmt.Errorf("admin: %w", err)
+		}
+		a.adminLis = lis
+		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	return nil
+}
+
+// DNSAddr returns the first bound UDP address, or nil before Listen.
+func (a *Agent) DNSAddr() net.Addr {
+	a.mu.Lock()
+	s := a.server
+	a.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if addrs := s.UDPAddrs(); len(addrs) > 0 {
+		return addrs[0]
+	}
+	return nil
+}
+
+// AdminAddr returns the bound admin address, or nil.
+func (a *Agent) AdminAddr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.adminLis == nil {
+		return nil
+	}
+	return a.adminLis.Addr()
+}
+
+// Ready reports what /healthz/ready reports.
+func (a *Agent) Ready() bool { return a.ready.Load() }
+
+func (a *Agent) setReady(why string) {
+	if !a.ready.Swap(true) {
+		a.m.ready.Set(1)
+		a.log.Info("agent ready", "reason", why)
+	}
+}
+
+// Run serves until ctx ends, then shuts everything down and returns nil, or
+// returns the first error that stopped a part of the agent.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	listened := a.listened
+	a.mu.Unlock()
+	if !listened {
+		if err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	defer a.resolver.Close()
+	a.log.Info("agent starting",
+		"dns", a.cfg.DNSAddrs, "admin", a.cfg.AdminAddr, "upstreams", a.resolv.Upstreams,
+		"upstreams_from", a.resolv.From, "search", a.resolv.Search, "namespace", a.cfg.Namespace)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	run := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		})
+	}
+
+	// The table source starts before the DNS server answers, so a valid
+	// file or persisted table is in place for the first query.
+	switch {
+	case a.file != nil:
+		if err := a.file.load(); err != nil {
+			a.log.Error("rejected name table file; serving without a table until a good one appears", "err", err)
+		}
+		run("name table file", func(ctx context.Context) error {
+			return a.file.Run(ctx)
+		})
+		// Ready after the first good table: poll the cheap atomic rather
+		// than threading a callback through the watcher.
+		run("readiness", func(ctx context.Context) error {
+			return a.waitTable(ctx)
+		})
+	case a.disc != nil:
+		a.restoring.Store(true)
+		restored, err := a.disc.Restore()
+		a.restoring.Store(false)
+		if err != nil {
+			a.log.Error("persisted name table not restored", "err", err)
+		}
+		run("control plane", a.disc.Run)
+		run("readiness", func(ctx context.Context) error {
+			return a.waitSynced(ctx, restored)
+		})
+	default:
+		// No table source: a plain forwarder. An empty table answers only
+		// dns-version and forwards the rest, and there is nothing to wait
+		// for.
+		if err := a.tables.apply(sourceNone, "none", nil); err != nil {
+			return err
+		}
+		a.setReady("no table source")
+	}
+
+	run("dns", a.server.Run)
+	if a.admin != nil {
+		run("admin", func(ctx context.Context) error {
+			stop := context.AfterFunc(ctx, func() {
+				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+				defer c()
+				a.admin.Shutdown(sctx)
+			})
+			defer stop()
+			if err := a.admin.Serve(a.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	<-ctx.Done()
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// waitTable marks the agent ready once a table is served.
+func (a *Agent) waitTable(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for a.tables.current() == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+	a.setReady("name table loaded")
+	return nil
+}
+
+// waitSynced marks the agent ready when the stream delivered a table, or,
+// when a persisted table serves already, after the grace period: a control
+// plane outage must not take every restarted pod out of its Service when
+// each of them has a good table to answer from.
+func (a *Agent) waitSynced(ctx context.Context, restored bool) error {
+	var grace <-chan time.Time
+	if restored {
+		t := time.NewTimer(a.cfg.ReadyGrace)
+		defer t.Stop()
+		grace = t.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-a.disc.Synced():
+		a.setReady("control plane stream delivered a table")
+	case <-grace:
+		a.setReady("restored table served for the ready grace period")
+	}
+	return nil
+}

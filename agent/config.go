@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures an Agent. Zero fields take the default named beside
+// them; the command line (cmd/meshdns/agent.go) maps one flag to one field.
+type Config struct {
+	// DNSAddrs are the addresses served over UDP and TCP;
+	// 127.0.0.1:15053.
+	DNSAddrs []string
+	// AdminAddr serves /healthz/ready, /debug/* and /metrics;
+	// 127.0.0.1:15020. "-" turns the admin server off.
+	AdminAddr string
+
+	// ResolvConf is the pod's resolv.conf: upstream nameservers, search
+	// list and ndots; /etc/resolv.conf.
+	ResolvConf string
+	// VMResolvConf holds the upstreams on a VM where the agent serves port
+	// 53 and /etc/resolv.conf points at it: when a DNS address uses port 53
+	// and this file exists, its nameservers are the upstreams;
+	// /var/lib/meshdns/resolv.conf.
+	VMResolvConf string
+	// Upstreams (host:port) override the nameservers of ResolvConf; its
+	// search list still applies.
+	Upstreams []string
+
+	// Namespace and PodName of the pod the agent serves.
+	Namespace string
+	PodName   string
+	// ClusterDomain; cluster.local.
+	ClusterDomain string
+	// TTL of table answers whose name has none, in seconds; 30.
+	TTL uint32
+
+	// NameTableFile is a static table (protojson meshdns.v1.NameTable),
+	// reloaded when it changes. Exclusive with ControlPlanes.
+	NameTableFile string
+	// FilePollInterval is how often NameTableFile is checked besides the
+	// file system events (which network and some overlay file systems
+	// never deliver); 5s.
+	FilePollInterval time.Duration
+
+	// ControlPlanes are host:port addresses of the NameDiscoveryService,
+	// tried in order.
+	ControlPlanes []string
+	// CACert, TLSCert and TLSKey turn on TLS (and mTLS) to the control plane.
+	CACert  string
+	TLSCert string
+	TLSKey  string
+	// StateDir keeps the last table from the control plane across
+	// restarts; "" keeps nothing.
+	StateDir string
+	// ReadyGrace bounds how long a table restored from StateDir serves
+	// before the agent reports ready without a control plane; 10s.
+	ReadyGrace time.Duration
+
+	// UpstreamTimeout is the time one try against one upstream may take;
+	// 2s.
+	UpstreamTimeout time.Duration
+	// ParallelUpstreams races every upstream instead of trying them in turn.
+	ParallelUpstreams bool
+	// CacheSize is the number of forwarded replies cached; 10000, negative
+	// turns the cache off.
+	CacheSize int
+
+	// Limits bound the tables accepted.
+	Limits Limits
+
+	// Version is the build version, reported to the control plane.
+	Version string
+	// Logger receives the agent's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// LogLevel, when set, is changed at runtime by /debug/loglevel.
+	LogLevel *slog.LevelVar
+	// Registerer receives every metric (agent, proxy, upstream, discovery)
+	// and Gatherer serves them on /metrics; a new registry when nil.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Now is the clock; time.Now.
+	Now func() time.Time
+}
+
+const (
+	defaultDNSAddr      = "127.0.0.1:15053"
+	defaultAdminAddr    = "127.0.0.1:15020"
+	defaultResolvConf   = "/etc/resolv.conf"
+	defaultVMResolvConf = "/var/lib/meshdns/resolv.conf"
+)
+
+func (cfg Config) withDefaults() (Config, error) {
+	if len(cfg.DNSAddrs) == 0 {
+		cfg.DNSAddrs = []string{defaultDNSAddr}
+	}
+	for _, a := range cfg.DNSAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return cfg, fmt.Errorf("dns address %q: %w", a, err)
+		}
+	}
+	if cfg.AdminAddr == "" {
+		cfg.AdminAddr = defaultAdminAddr
+	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = defaultResolvConf
+	}
+	if cfg.VMResolvConf == "" {
+		cfg.VMResolvConf = defaultVMResolvConf
+	}
+	for _, u := range cfg.Upstreams {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return cfg, fmt.Errorf("upstream %q (want host:port): %w", u, err)
+		}
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	cfg.ClusterDomain = strings.ToLower(strings.TrimSuffix(cfg.ClusterDomain, "."))
+	if err := checkName(cfg.ClusterDomain, false); err != nil {
+		return cfg, fmt.Errorf("cluster domain %q: %w", cfg.ClusterDomain, err)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 30
+	}
+	if cfg.NameTableFile != "" && len(cfg.ControlPlanes) > 0 {
+		// Two sources would fight over one table; a merge rule would be a
+		// surprise either way.
+		return cfg, errors.New("a name table file and a control plane exclude each other")
+	}
+	if cfg.FilePollInterval <= 0 {
+		cfg.FilePollInterval = 5 * time.Second
+	}
+	if cfg.ReadyGrace <= 0 {
+		cfg.ReadyGrace = 10 * time.Second
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return cfg, errors.New("--tls-cert and --tls-key go together")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	if cfg.Gatherer == nil {
+		g, ok := cfg.Registerer.(prometheus.Gatherer)
+		if !ok {
+			return cfg, errors.New("a Gatherer is needed with a Registerer that is not one")
+		}
+		cfg.Gatherer = g
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, nil
+}

@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sources of a table, the bounded values of the source label.
+const (
+	sourceFile         = "file"
+	sourceControlPlane = "controlplane"
+	sourceState        = "state"
+	sourceNone         = "none" // no table source: forward everything
+)
+
+var tableSources = []string{sourceFile, sourceControlPlane, sourceState, sourceNone}
+
+type metrics struct {
+	entries    prometheus.Gauge
+	info       *prometheus.GaugeVec   // version, source
+	updates    *prometheus.CounterVec // source
+	rejections *prometheus.CounterVec // source
+	build      prometheus.Histogram
+	lastUpdate prometheus.Gauge
+	ready      prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		entries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_agent_table_entries",
+			Help: "Names in the table being served (keys of the NameTable).",
+		}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshdns_agent_table_info",
+			Help: "1 for the version and source of the table being served.",
+		}, []string{"version", "source"}),
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_agent_table_updates_total",
+			Help: "Tables applied, by source (file, controlplane, state, none).",
+		}, []string{"source"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_agent_table_rejections_total",
+			Help: "Tables rejected (unreadable, invalid or too large); the previous table kept serving.",
+		}, []string{"source"}),
+		build: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meshdns_agent_table_build_duration_seconds",
+			Help:    "Time to validate a NameTable and build its lookup table.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		lastUpdate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_agent_table_last_update_timestamp_seconds",
+			Help: "Unix time at which the table being served was applied.",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_agent_ready",
+			Help: "1 once /healthz/ready reports ready.",
+		}),
+	}
+	for _, s := range tableSources {
+		m.updates.WithLabelValues(s)
+		m.rejections.WithLabelValues(s)
+	}
+	for _, c := range []prometheus.Collector{m.entries, m.info, m.updates, m.rejections, m.build, m.lastUpdate, m.ready} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register agent metrics: %w", err)
+		}
+	}
+	return m, nil
+}

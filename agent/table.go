@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// served is one table version as the agent serves it. It is immutable once
+// stored.
+type served struct {
+	Version string
+	Source  string
+	Applied time.Time
+	Proto   *meshdnsv1.NameTable
+	Entries []nametable.Entry
+	Table   *nametable.Table
+}
+
+// tables holds the table being served. Builds happen on the caller's
+// goroutine (the file watcher or the discovery stream), never on the query
+// path; the finished table is published with one atomic store.
+type tables struct {
+	ctx    nametable.Context
+	limits Limits
+	m      *metrics
+	now    func() time.Time
+	// publish hands a new table to the DNS server.
+	publish func(*nametable.Table)
+
+	mu  sync.Mutex // serialises apply, so versions are published in order
+	cur atomic.Pointer[served]
+}
+
+// current returns the table being served, or nil before the first.
+func (ts *tables) current() *served { return ts.cur.Load() }
+
+// apply validates and builds nt, then swaps it in. On error the table being
+// served stays and the error says why; the caller logs it.
+func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	start := ts.now()
+	entries, zones, err := Convert(nt, ts.limits)
+	var t *nametable.Table
+	if err == nil {
+		t, err = nametable.New(entries, zones, ts.ctx)
+	}
+	if err != nil {
+		ts.m.rejections.WithLabelValues(source).Inc()
+		return fmt.Errorf("table %s from %s: %w", version, source, err)
+	}
+	now := ts.now()
+	ts.m.build.Observe(now.Sub(start).Seconds())
+	if nt == nil {
+		nt = &meshdnsv1.NameTable{}
+	}
+	s := &served{Version: version, Source: source, Applied: now, Proto: nt, Entries: entries, Table: t}
+	prev := ts.cur.Swap(s)
+	ts.publish(t)
+	if prev != nil {
+		ts.m.info.DeleteLabelValues(prev.Version, prev.Source)
+	}
+	ts.m.info.WithLabelValues(version, source).Set(1)
+	ts.m.entries.Set(float64(len(entries)))
+	ts.m.updates.WithLabelValues(source).Inc()
+	ts.m.lastUpdate.Set(float64(now.UnixNano()) / 1e9)
+	return nil
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+)
+
+// resolvInputs are what the agent takes from the resolv.conf files.
+type resolvInputs struct {
+	Upstreams []string
+	Search    []string
+	Ndots     int
+	// From names the file or flag the upstreams came from, for the logs.
+	From string
+}
+
+// readResolvInputs decides the upstreams and search list:
+//   - --upstream wins over any file;
+//   - else, when the agent serves port 53 (a VM where /etc/resolv.conf
+//     points at the agent) and VMResolvConf exists, its nameservers: the
+//     setup script saved the machine's real resolvers there;
+//   - else the nameservers of ResolvConf.
+//
+// The search list and ndots always come from ResolvConf. Nameservers that
+// are the agent's own DNS addresses are dropped: forwarding to ourselves
+// would loop until every query times out.
+func readResolvInputs(cfg Config) (resolvInputs, error) {
+	b, err := os.ReadFile(cfg.ResolvConf)
+	if err != nil {
+		return resolvInputs{}, fmt.Errorf("read resolv.conf: %w", err)
+	}
+	rc, err := ParseResolvConf(b)
+	if err != nil {
+		return resolvInputs{}, fmt.Errorf("%s: %w", cfg.ResolvConf, err)
+	}
+	in := resolvInputs{Search: rc.Search, Ndots: rc.Ndots, Upstreams: rc.Nameservers, From: cfg.ResolvConf}
+	switch {
+	case len(cfg.Upstreams) > 0:
+		in.Upstreams, in.From = cfg.Upstreams, "--upstream"
+	case servesPort53(cfg.DNSAddrs):
+		vb, err := os.ReadFile(cfg.VMResolvConf)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return in, fmt.Errorf("read VM resolv.conf: %w", err)
+		}
+		vrc, err := ParseResolvConf(vb)
+		if err != nil {
+			return in, fmt.Errorf("%s: %w", cfg.VMResolvConf, err)
+		}
+		in.Upstreams, in.From = vrc.Nameservers, cfg.VMResolvConf
+	}
+	in.Upstreams = withoutSelf(in.Upstreams, cfg.DNSAddrs)
+	if len(in.Upstreams) == 0 {
+		return in, fmt.Errorf("no upstream nameserver (from %s, after dropping the agent's own addresses); set --upstream", in.From)
+	}
+	return in, nil
+}
+
+func servesPort53(addrs []string) bool {
+	for _, a := range addrs {
+		if _, p, err := net.SplitHostPort(a); err == nil && p == "53" {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutSelf drops upstreams that are one of the listen addresses, where
+// an unspecified listen host (0.0.0.0, ::) covers every loopback address.
+func withoutSelf(ups, listen []string) []string {
+	var out []string
+	for _, u := range ups {
+		if !isSelf(u, listen) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func isSelf(up string, listen []string) bool {
+	uh, upPort, err := net.SplitHostPort(up)
+	if err != nil {
+		return false
+	}
+	ua, err := netip.ParseAddr(uh)
+	if err != nil {
+		return false
+	}
+	for _, l := range listen {
+		lh, lp, err := net.SplitHostPort(l)
+		if err != nil || lp != upPort {
+			continue
+		}
+		if lh == "" {
+			lh = "0.0.0.0"
+		}
+		la, err := netip.ParseAddr(lh)
+		if err != nil {
+			continue
+		}
+		if la.Unmap() == ua.Unmap() || (la.IsUnspecified() && (ua.IsLoopback() || ua.IsUnspecified())) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meshdns/meshdns/agent"
+)
+
+func init() {
+	commands["agent"] = command{
+		summary: "run the per-pod DNS agent (see agent/README.md)",
+		run:     runAgent,
+	}
+}
+
+func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		dnsAddrs, upstreams, controlPlanes stringList
+		cfg                                agent.Config
+		ttl                                uint
+		logLevel                           string
+	)
+	fs.Var(&dnsAddrs, "dns-addr", "address served over UDP and TCP, repeatable (default 127.0.0.1:15053)")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:15020", `admin HTTP address ("-" turns it off)`)
+	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "resolv.conf with the upstream nameservers, search list and ndots")
+	fs.StringVar(&cfg.VMResolvConf, "vm-resolv-conf", "/var/lib/meshdns/resolv.conf", "upstreams on a VM: used instead of --resolv-conf's nameservers when serving port 53 and the file exists")
+	fs.Var(&upstreams, "upstream", "upstream host:port, repeatable; overrides the resolv.conf nameservers (the search list stays)")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the pod (env POD_NAMESPACE)")
+	fs.StringVar(&cfg.PodName, "pod-name", "", "name of the pod (env POD_NAME)")
+	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
+	fs.UintVar(&ttl, "ttl", 30, "TTL in seconds of table answers whose name has none")
+	fs.StringVar(&cfg.NameTableFile, "nametable-file", "", "static name table (protojson meshdns.v1.NameTable), reloaded on change")
+	fs.Var(&controlPlanes, "control-plane", "control plane host:port[,host:port...], tried in order")
+	fs.StringVar(&cfg.CACert, "ca-cert", "", "CA certificate (PEM) that verifies the control plane; turns TLS on")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "client certificate (PEM) for mTLS to the control plane")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key (PEM) for mTLS to the control plane")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory keeping the last control plane table across restarts")
+	fs.DurationVar(&cfg.ReadyGrace, "ready-grace", 10*time.Second, "with a restored table and no control plane, report ready after this long")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (changeable at /debug/loglevel)")
+	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time one try against one upstream may take")
+	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
+	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
+	if err := parseFlags(fs, args, map[string][]string{
+		"namespace": {"POD_NAMESPACE"},
+		"pod-name":  {"POD_NAME"},
+	}); err != nil {
+		return err
+	}
+	if ttl == 0 || ttl > 1<<31-1 {
+		return fmt.Errorf("--ttl %d: want 1 to 2147483647 seconds", ttl)
+	}
+	level := new(slog.LevelVar)
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.DNSAddrs = dnsAddrs
+	cfg.Upstreams = upstreams
+	cfg.ControlPlanes = controlPlanes
+	cfg.TTL = uint32(ttl)
+	cfg.Version = version
+	cfg.LogLevel = level
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Registerer, cfg.Gatherer = reg, reg
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
