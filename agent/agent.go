@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/agent/discovery"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // Agent is one running agent. Create it with New; Listen opens the sockets

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // served is one table version as the agent serves it. It is immutable once
