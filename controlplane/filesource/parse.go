@@ -1,0 +1,183 @@
+package filesource
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// File is the YAML (or JSON) shape of an entries file. The field names are
+// a contract with users; add fields, never rename them.
+type File struct {
+	// Zones the file is complete for (optional): agents answer NXDOMAIN
+	// for names inside them that no entry defines, instead of forwarding.
+	Zones   []string    `json:"zones,omitempty"`
+	Entries []FileEntry `json:"entries"`
+}
+
+// FileEntry is one name.
+type FileEntry struct {
+	// Hostname, or a wildcard "*.corp.example".
+	Hostname string `json:"hostname"`
+	// Addresses, IPv4 and IPv6. None: virtual IPs are allocated.
+	Addresses []string `json:"addresses,omitempty"`
+	// Ports are named ports, for SRV.
+	Ports []FilePort `json:"ports,omitempty"`
+	// Namespaces that may see the name; none means every namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Aliases answer exactly like Hostname.
+	Aliases []string `json:"aliases,omitempty"`
+	// TTL of the answers in seconds; 0 means the agent's default.
+	TTL uint32 `json:"ttl,omitempty"`
+}
+
+// FilePort is a named port.
+type FilePort struct {
+	Name string `json:"name"`
+	Port int    `json:"port"`
+	// Protocol is TCP (default), UDP or SCTP, in any case.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// maxFileSize bounds what one file may hold; a bigger one is a mistake (or
+// not an entries file) and is rejected before it is parsed.
+const maxFileSize = 16 << 20
+
+// Parse decodes and validates one entries file. Any invalid entry rejects
+// the whole file: a file is the unit an operator edits, and serving half
+// an edit would silently drop a name that works today (the last good
+// version of the file keeps serving instead). Entries without addresses
+// come back without IPs; the source allocates virtual IPs over all files.
+func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
+	if len(data) > maxFileSize {
+		return nil, nil, fmt.Errorf("file is %d bytes, more than %d", len(data), maxFileSize)
+	}
+	var f File
+	// Strict: a misspelt field ("adresses") must not silently turn a
+	// real address into a virtual IP.
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, nil, fmt.Errorf("decode: %w", err)
+	}
+	var errs []error
+	for i, z := range f.Zones {
+		if err := checkName(z, false); err != nil {
+			errs = append(errs, fmt.Errorf("zones[%d] %q: %w", i, z, err))
+			continue
+		}
+		zones = append(zones, registry.CanonicalHost(z))
+	}
+	seen := map[string]int{}
+	for i, fe := range f.Entries {
+		e, err := convert(fe)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("entries[%d] %q: %w", i, fe.Hostname, err))
+			continue
+		}
+		// The same name twice is allowed only for disjoint namespaces,
+		// which gives different namespaces different answers.
+		key := e.Hostname + "|" + strings.Join(e.Namespaces, ",")
+		if j, dup := seen[key]; dup {
+			errs = append(errs, fmt.Errorf("entries[%d] %q: duplicate of entries[%d]", i, fe.Hostname, j))
+			continue
+		}
+		seen[key] = i
+		entries = append(entries, e)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return entries, zones, nil
+}
+
+func convert(fe FileEntry) (registry.Entry, error) {
+	e := registry.Entry{Entry: nametable.Entry{Registry: "File", TTL: fe.TTL}}
+	if err := checkName(fe.Hostname, true); err != nil {
+		return e, fmt.Errorf("hostname: %w", err)
+	}
+	e.Hostname = registry.CanonicalHost(fe.Hostname)
+	for _, a := range fe.Addresses {
+		ip, err := netip.ParseAddr(strings.TrimSpace(a))
+		if err != nil {
+			return e, fmt.Errorf("address %q: not an IP address", a)
+		}
+		if ip.Zone() != "" {
+			return e, fmt.Errorf("address %q: zones are not allowed", a)
+		}
+		e.IPs = append(e.IPs, ip.Unmap())
+	}
+	for _, p := range fe.Ports {
+		if p.Port < 1 || p.Port > 65535 {
+			return e, fmt.Errorf("port %q: %d out of range 1-65535", p.Name, p.Port)
+		}
+		if err := checkLabel(p.Name); err != nil {
+			return e, fmt.Errorf("port name %q: %w", p.Name, err)
+		}
+		proto := strings.ToUpper(p.Protocol)
+		switch proto {
+		case "":
+			proto = "TCP"
+		case "TCP", "UDP", "SCTP":
+		default:
+			return e, fmt.Errorf("port %q: protocol %q is not TCP, UDP or SCTP", p.Name, p.Protocol)
+		}
+		e.Ports = append(e.Ports, nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: proto})
+	}
+	for _, ns := range fe.Namespaces {
+		if err := checkLabel(ns); err != nil {
+			return e, fmt.Errorf("namespace %q: %w", ns, err)
+		}
+		e.Namespaces = append(e.Namespaces, ns)
+	}
+	for _, a := range fe.Aliases {
+		if err := checkName(a, true); err != nil {
+			return e, fmt.Errorf("alias %q: %w", a, err)
+		}
+		e.AltHosts = append(e.AltHosts, registry.CanonicalHost(a))
+	}
+	return e, nil
+}
+
+// checkName accepts a DNS name (RFC 1035 section 2.3.4 lengths; letters,
+// digits, '-' and '_' in labels), optionally starting with "*.".
+func checkName(name string, wildcard bool) error {
+	n := strings.TrimSuffix(name, ".")
+	if n == "" {
+		return errors.New("empty")
+	}
+	if len(n) > 253 {
+		return errors.New("longer than 253 characters")
+	}
+	labels := strings.Split(n, ".")
+	for i, l := range labels {
+		if l == "*" && i == 0 && wildcard && len(labels) > 1 {
+			continue
+		}
+		if err := checkLabel(l); err != nil {
+			return fmt.Errorf("label %q: %w", l, err)
+		}
+	}
+	return nil
+}
+
+func checkLabel(l string) error {
+	if l == "" || len(l) > 63 {
+		return errors.New("must be 1-63 characters")
+	}
+	for _, c := range []byte(l) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return fmt.Errorf("character %q not allowed", c)
+		}
+	}
+	if l[0] == '-' || l[len(l)-1] == '-' {
+		return errors.New("must not start or end with '-'")
+	}
+	return nil
+}
