@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -126,15 +127,15 @@ func deadAddr(t testing.TB) string {
 var reqCmp = protocmp.Transform()
 
 func TestStreamFullDeltaAckNack(t *testing.T) {
-	srv := startScriptServer(t, nil)
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	reg := prometheus.NewRegistry()
 	c := startClient(t, Config{
-		Addrs: []string{srv.addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
+		Addrs: []string{srv.Addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
 		AgentVersion: "test", OnTable: rec.onTable, Registerer: reg,
 	})
 
-	first := srv.recv(t)
+	first := srv.Recv(t)
 	if _, err := uuid.Parse(first.GetIdentity().GetInstanceId()); err != nil {
 		t.Errorf("instance id %q is not a UUID: %v", first.GetIdentity().GetInstanceId(), err)
 	}
@@ -197,8 +198,8 @@ func TestStreamFullDeltaAckNack(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			srv.send <- st.resp
-			got := srv.recv(t)
+			srv.Send(st.resp)
+			got := srv.Recv(t)
 			if diff := cmp.Diff(st.want, got, reqCmp); diff != "" {
 				t.Errorf("reply (-want +got)\n%s", diff)
 			}
@@ -221,51 +222,51 @@ func TestStreamFullDeltaAckNack(t *testing.T) {
 }
 
 func TestFailoverAndResume(t *testing.T) {
-	a := startScriptServer(t, nil)
-	b := startScriptServer(t, nil)
+	a := discoverytest.Start(t, "127.0.0.1:0", nil)
+	b := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	dead := deadAddr(t)
-	c := startClient(t, Config{Addrs: []string{dead, a.addr, b.addr}, Namespace: "demo", OnTable: rec.onTable})
+	c := startClient(t, Config{Addrs: []string{dead, a.Addr, b.Addr}, Namespace: "demo", OnTable: rec.onTable})
 
 	// The dead first address is skipped; a is the first reachable one.
-	if v := a.recv(t).GetVersionInfo(); v != "" {
+	if v := a.Recv(t).GetVersionInfo(); v != "" {
 		t.Fatalf("first version_info = %q, want empty", v)
 	}
-	a.send <- full("v1", "n1", table("a.example"))
-	if got := a.recv(t); got.GetVersionInfo() != "v1" {
+	a.Send(full("v1", "n1", table("a.example")))
+	if got := a.Recv(t); got.GetVersionInfo() != "v1" {
 		t.Fatalf("ack = %v", got)
 	}
-	if got := c.Addr(); got != a.addr {
-		t.Errorf("connected to %q, want %q", got, a.addr)
+	if got := c.Addr(); got != a.Addr {
+		t.Errorf("connected to %q, want %q", got, a.Addr)
 	}
 
 	// a drops the stream (restart): the client comes back to a, the first
 	// reachable address, and resumes from v1.
-	a.dropStream()
-	re := a.recv(t)
+	a.DropStream()
+	re := a.Recv(t)
 	if re.GetVersionInfo() != "v1" || re.GetIdentity() == nil {
 		t.Fatalf("reconnect request = %v, want identity and version_info v1", re)
 	}
-	a.send <- delta("v2", "n2", "v1", []string{"b.example"}, nil)
-	if got := a.recv(t); got.GetVersionInfo() != "v2" || got.GetErrorDetail() != nil {
+	a.Send(delta("v2", "n2", "v1", []string{"b.example"}, nil))
+	if got := a.Recv(t); got.GetVersionInfo() != "v2" || got.GetErrorDetail() != nil {
 		t.Fatalf("ack after resume = %v", got)
 	}
 
 	// a goes away for good: the client fails over to b with v2.
-	a.srv.Stop()
-	first := b.recv(t)
+	a.Stop()
+	first := b.Recv(t)
 	if first.GetVersionInfo() != "v2" {
 		t.Fatalf("failover request version_info = %q, want v2", first.GetVersionInfo())
 	}
-	b.send <- delta("v3", "n3", "v2", []string{"c.example"}, nil)
-	if got := b.recv(t); got.GetVersionInfo() != "v3" {
+	b.Send(delta("v3", "n3", "v2", []string{"c.example"}, nil))
+	if got := b.Recv(t); got.GetVersionInfo() != "v3" {
 		t.Fatalf("ack from b = %v", got)
 	}
 	if diff := cmp.Diff([]string{"a.example", "b.example", "c.example"}, rec.names()); diff != "" {
 		t.Errorf("names (-want +got)\n%s", diff)
 	}
-	if got := c.Addr(); got != b.addr {
-		t.Errorf("connected to %q, want %q", got, b.addr)
+	if got := c.Addr(); got != b.Addr {
+		t.Errorf("connected to %q, want %q", got, b.Addr)
 	}
 }
 
@@ -281,27 +282,27 @@ func TestReconnectAfterOutage(t *testing.T) {
 	rec := &recorder{}
 	startClient(t, Config{Addrs: []string{addr}, OnTable: rec.onTable})
 	time.Sleep(300 * time.Millisecond)
-	srv := startScriptServerAt(t, addr)
-	srv.recv(t)
-	srv.send <- full("v1", "n1", table("a.example"))
-	if got := srv.recv(t); got.GetVersionInfo() != "v1" {
+	srv := discoverytest.Start(t, addr, nil)
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" {
 		t.Fatalf("ack = %v", got)
 	}
 }
 
 func TestRestartFromPersistedState(t *testing.T) {
 	dir := t.TempDir()
-	srv := startScriptServer(t, nil)
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
-	c1 := newClient(t, Config{Addrs: []string{srv.addr}, OnTable: rec.onTable, StateDir: dir})
+	c1 := newClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: dir})
 	done := make(chan error, 1)
 	go func() { done <- c1.Run(ctx) }()
-	srv.recv(t)
-	srv.send <- full("v1", "n1", table("a.example"))
-	srv.recv(t)
-	srv.send <- delta("v2", "n2", "v1", []string{"b.example"}, nil)
-	srv.recv(t)
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	srv.Recv(t)
+	srv.Send(delta("v2", "n2", "v1", []string{"b.example"}, nil))
+	srv.Recv(t)
 	cancel()
 	<-done
 
@@ -326,12 +327,12 @@ func TestRestartFromPersistedState(t *testing.T) {
 	}
 
 	// Once a control plane answers, the stream resumes from v2.
-	c3 := newClient(t, Config{Addrs: []string{srv.addr}, OnTable: rec2.onTable, StateDir: dir})
+	c3 := newClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec2.onTable, StateDir: dir})
 	if ok, err := c3.Restore(); !ok || err != nil {
 		t.Fatalf("Restore = %v, %v", ok, err)
 	}
 	runClient(t, c3)
-	if v := srv.recv(t).GetVersionInfo(); v != "v2" {
+	if v := srv.Recv(t).GetVersionInfo(); v != "v2" {
 		t.Errorf("resume version_info = %q, want v2", v)
 	}
 }
@@ -384,7 +385,7 @@ func TestMTLS(t *testing.T) {
 	caFile := writeFile(t, dir, "ca.pem", ca.pem)
 	goodCert, goodKey := ca.issue(t, "agent", false)
 	badCert, badKey := rogue.issue(t, "agent", false)
-	srv := startScriptServer(t, serverTLS(t, ca, ca))
+	srv := discoverytest.Start(t, "127.0.0.1:0", serverTLS(t, ca, ca))
 
 	tests := []struct {
 		name     string
@@ -419,20 +420,20 @@ func TestMTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			tt.cfg.Addrs = []string{srv.addr}
+			tt.cfg.Addrs = []string{srv.Addr}
 			tt.cfg.OnTable = rec.onTable
 			tt.cfg.Registerer = prometheus.NewRegistry()
 			c := startClient(t, tt.cfg)
 			if !tt.accepted {
-				srv.noRecv(t, 700*time.Millisecond)
+				srv.NoRecv(t, 700*time.Millisecond)
 				if got := testutil.ToFloat64(c.metrics.connects.WithLabelValues("error")); got < 1 {
 					t.Errorf("connect errors = %v, want >= 1", got)
 				}
 				return
 			}
-			srv.recv(t)
-			srv.send <- full("v1", "n1", table("a.example"))
-			if got := srv.recv(t); got.GetVersionInfo() != "v1" {
+			srv.Recv(t)
+			srv.Send(full("v1", "n1", table("a.example")))
+			if got := srv.Recv(t); got.GetVersionInfo() != "v1" {
 				t.Fatalf("ack = %v", got)
 			}
 			<-c.Synced()
