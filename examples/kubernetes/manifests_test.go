@@ -1,0 +1,285 @@
+// Package kubernetes_test validates the example manifests against a real
+// kube-apiserver (server-side dry run) and checks the properties issue 7
+// asks of them.
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/meshdns/meshdns/internal/kubetest"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+)
+
+// manifests decodes every YAML document of every *.yaml file here, in
+// file order.
+func manifests(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for i := 0; ; i++ {
+			var u unstructured.Unstructured
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			u.SetAnnotations(merge(u.GetAnnotations(), map[string]string{"test.meshdns.io/source": f}))
+			objs = append(objs, &u)
+		}
+	}
+	if len(objs) == 0 {
+		t.Fatal("no manifests found")
+	}
+	return objs
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// TestManifestsDryRun sends every manifest to a real API server with
+// dryRun=All: schema, defaulting, validation and admission all run, and
+// nothing is stored. Namespaces are created for real first, because the
+// API server refuses even a dry-run create in a namespace that does not
+// exist.
+func TestManifestsDryRun(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+
+	objs := manifests(t)
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create namespace %s: %v", o.GetName(), err)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		name := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+		t.Run(name, func(t *testing.T) {
+			gvk := o.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: no such resource in the API server: %v", gvk, err)
+			}
+			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if o.GetNamespace() != "" {
+				ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+			}
+			opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
+			got, err := ri.Create(ctx, o, opts)
+			if o.GetKind() == "Namespace" {
+				// Created above; the dry run must say exactly that.
+				if err == nil || !strings.Contains(err.Error(), "already exists") {
+					t.Fatalf("dry-run create of existing namespace: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("server-side dry run: %v", err)
+			}
+			if got.GetUID() == "" {
+				t.Errorf("dry run returned no uid: the server did not process the object")
+			}
+			// Nothing may be stored.
+			if _, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err == nil {
+				t.Errorf("dry run stored the object")
+			}
+		})
+		seen[o.GetKind()] = true
+	}
+	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+		"Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration", "Pod"} {
+		if !seen[kind] {
+			t.Errorf("no %s among the manifests", kind)
+		}
+	}
+}
+
+// typed converts the manifest of kind/name into out.
+func typed(t *testing.T, objs []*unstructured.Unstructured, kind, name string, out any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+				t.Fatalf("%s %s: %v", kind, name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %s among the manifests", kind, name)
+}
+
+// TestManifestPolicies pins what issue 7 requires of the manifests, so an
+// edit that loosens them fails here even though it still validates.
+func TestManifestPolicies(t *testing.T) {
+	objs := manifests(t)
+
+	t.Run("least privilege RBAC", func(t *testing.T) {
+		var role rbacv1.ClusterRole
+		typed(t, objs, "ClusterRole", "meshdns-controlplane", &role)
+		want := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		}
+		if diff := cmp.Diff(want, role.Rules); diff != "" {
+			t.Errorf("rules (-want +got):\n%s", diff)
+		}
+		for _, o := range objs {
+			if o.GetKind() == "Role" || (o.GetKind() == "ClusterRole" && o.GetName() != "meshdns-controlplane") {
+				t.Errorf("unexpected extra role %s %s", o.GetKind(), o.GetName())
+			}
+		}
+	})
+
+	t.Run("control plane deployment", func(t *testing.T) {
+		var d appsv1.Deployment
+		typed(t, objs, "Deployment", "meshdns-controlplane", &d)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+			t.Errorf("replicas = %v, want 2 or more", d.Spec.Replicas)
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/healthz/ready" {
+			t.Errorf("readiness probe = %+v, want GET /healthz/ready", c.ReadinessProbe)
+		}
+		if c.LivenessProbe == nil {
+			t.Errorf("no liveness probe")
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("resources = %+v, want cpu and memory requests and a memory limit", c.Resources)
+		}
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container securityContext = %+v", sc)
+		}
+		if ps := d.Spec.Template.Spec.SecurityContext; ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot {
+			t.Errorf("pod securityContext = %+v, want runAsNonRoot", ps)
+		}
+		args := strings.Join(c.Args, " ")
+		for _, f := range []string{"--webhook-addr=:15017", "--webhook-cert=", "--webhook-key=", "--inject-template="} {
+			if !strings.Contains(args, f) {
+				t.Errorf("args %q lack %s", args, f)
+			}
+		}
+	})
+
+	t.Run("disruption budget", func(t *testing.T) {
+		var pdb policyv1.PodDisruptionBudget
+		typed(t, objs, "PodDisruptionBudget", "meshdns-controlplane", &pdb)
+		if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() < 1 {
+			t.Errorf("minAvailable = %v, want at least 1", pdb.Spec.MinAvailable)
+		}
+	})
+
+	t.Run("service ports", func(t *testing.T) {
+		var s corev1.Service
+		typed(t, objs, "Service", "meshdns-controlplane", &s)
+		got := map[string]string{}
+		for _, p := range s.Spec.Ports {
+			got[p.Name] = p.TargetPort.String()
+		}
+		want := map[string]string{"grpc": "grpc", "https-webhook": "https-webhook", "http-admin": "http-admin"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ports (-want +got):\n%s", diff)
+		}
+		for _, p := range s.Spec.Ports {
+			if p.Name == "https-webhook" && p.Port != 443 {
+				t.Errorf("webhook port = %d, want 443", p.Port)
+			}
+		}
+	})
+
+	t.Run("webhook configuration", func(t *testing.T) {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		typed(t, objs, "MutatingWebhookConfiguration", "meshdns-sidecar-injector", &mwc)
+		paths := map[string]bool{}
+		for _, w := range mwc.Webhooks {
+			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
+				t.Errorf("%s: failurePolicy = %v, want Ignore", w.Name, w.FailurePolicy)
+			}
+			if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+				t.Errorf("%s: sideEffects = %v, want None", w.Name, w.SideEffects)
+			}
+			if diff := cmp.Diff([]string{"v1"}, w.AdmissionReviewVersions); diff != "" {
+				t.Errorf("%s: admissionReviewVersions (-want +got):\n%s", w.Name, diff)
+			}
+			if w.ReinvocationPolicy == nil {
+				t.Errorf("%s: no reinvocationPolicy", w.Name)
+			}
+			if w.NamespaceSelector == nil || w.ObjectSelector == nil {
+				t.Errorf("%s: namespace and object selectors are both needed", w.Name)
+			}
+			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
+				t.Fatalf("%s: no service path", w.Name)
+			}
+			paths[*w.ClientConfig.Service.Path] = true
+		}
+		if diff := cmp.Diff(map[string]bool{"/inject": true, "/inject/annotated": true}, paths); diff != "" {
+			t.Errorf("paths (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("sample namespace is labelled", func(t *testing.T) {
+		var ns corev1.Namespace
+		typed(t, objs, "Namespace", "demo", &ns)
+		if ns.Labels["meshdns.io/inject"] != "enabled" {
+			t.Errorf("demo labels = %v", ns.Labels)
+		}
+		var sys corev1.Namespace
+		typed(t, objs, "Namespace", "meshdns-system", &sys)
+		if sys.Labels["meshdns.io/inject"] != "disabled" {
+			t.Errorf("meshdns-system labels = %v, want injection disabled", sys.Labels)
+		}
+	})
+}
