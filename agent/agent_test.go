@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshdns/meshdns/internal/testenv"
+)
+
+func TestServeExampleTable(t *testing.T) {
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+
+	tests := []struct {
+		name      string
+		qname     string
+		qtype     uint16
+		wantRcode int
+		want      []string
+	}{
+		{
+			name: "service by its full name", qname: "web.demo.svc.cluster.local", qtype: dns.TypeA,
+			want: []string{"web.demo.svc.cluster.local. A 10.96.0.20"},
+		},
+		{
+			name: "service by its bare name in the same namespace", qname: "web", qtype: dns.TypeAAAA,
+			want: []string{"web. AAAA fd00:10:96::20"},
+		},
+		{
+			name: "case is echoed", qname: "WEB.Demo.svc.cluster.local", qtype: dns.TypeA,
+			want: []string{"WEB.Demo.svc.cluster.local. A 10.96.0.20"},
+		},
+		{
+			name: "headless service has one record per endpoint", qname: "db.demo.svc.cluster.local", qtype: dns.TypeA,
+			want: []string{"db.demo.svc.cluster.local. A 10.244.1.10", "db.demo.svc.cluster.local. A 10.244.2.11"},
+		},
+		{
+			name: "SRV of a named port", qname: "_http._tcp.web.demo.svc.cluster.local", qtype: dns.TypeSRV,
+			want: []string{"_http._tcp.web.demo.svc.cluster.local. SRV 10 100 80 web.demo.svc.cluster.local."},
+		},
+		{
+			name: "wildcard", qname: "anything.corp.example", qtype: dns.TypeA,
+			want: []string{"anything.corp.example. A 192.0.2.10"},
+		},
+		{
+			name: "search-path expansion of a File name", qname: "api.example.internal.demo.svc.cluster.local", qtype: dns.TypeA,
+			want: []string{
+				"api.example.internal. A 10.1.2.3",
+				"api.example.internal.demo.svc.cluster.local. CNAME api.example.internal.",
+			},
+		},
+		{
+			name: "ExternalName chased upstream", qname: "search.demo.svc.cluster.local", qtype: dns.TypeA,
+			want: []string{"search.demo.svc.cluster.local. CNAME www.example.com.", "www.example.com. A 192.0.2.81"},
+		},
+		{
+			name: "unknown name in the cluster zone", qname: "nothere.demo.svc.cluster.local", qtype: dns.TypeA,
+			wantRcode: dns.RcodeNameError,
+		},
+		{
+			name: "external name forwarded", qname: "example.com", qtype: dns.TypeA,
+			want: []string{"example.com. A 192.0.2.80"},
+		},
+		{
+			name: "external NXDOMAIN forwarded", qname: "nothere.example.net", qtype: dns.TypeA,
+			wantRcode: dns.RcodeNameError,
+		},
+	}
+	for _, proto := range []string{"udp", "tcp"} {
+		for _, tt := range tests {
+			t.Run(proto+"/"+tt.name, func(t *testing.T) {
+				m := exchange(t, proto, a.dns, tt.qname, tt.qtype)
+				if m.Rcode != tt.wantRcode {
+					t.Errorf("rcode = %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tt.wantRcode])
+				}
+				if diff := cmp.Diff(tt.want, answerData(m)); diff != "" {
+					t.Errorf("answer (-want +got)\n%s", diff)
+				}
+			})
+		}
+	}
+	if got := testutil.ToFloat64(a.m.entries); got != 5 {
+		t.Errorf("table entries gauge = %v, want 5", got)
+	}
+}
+
+func TestDig(t *testing.T) {
+	dig := testenv.RequireTool(t, "dig")
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+	host, port, _ := strings.Cut(a.dns, ":")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "table answer over udp", args: []string{"+short", "web.demo.svc.cluster.local"}, want: "10.96.0.20\n"},
+		{name: "table answer over tcp", args: []string{"+short", "+tcp", "web.demo", "AAAA"}, want: "fd00:10:96::20\n"},
+		{name: "forwarded", args: []string{"+short", "example.com"}, want: "192.0.2.80\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=1"}, tt.args...)
+			out, err := exec.Command(dig, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("dig %v: %v\n%s", args, err, out)
+			}
+			if diff := cmp.Diff(tt.want, string(out)); diff != "" {
+				t.Errorf("dig output (-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNoTableSourceForwards(t *testing.T) {
+	up := startUpstream(t)
+	a := startAgent(t, Config{Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+	m := exchange(t, "udp", a.dns, "example.com", dns.TypeA)
+	if diff := cmp.Diff([]string{"example.com. A 192.0.2.80"}, answerData(m)); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}

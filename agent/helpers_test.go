@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The upstream resolver's cache may run a janitor owned by the
+		// process; it is not the agent's goroutine.
+		goleak.IgnoreTopFunction("github.com/fsnotify/fsnotify.(*inotify).readEvents"),
+	)
+}
+
+// upstreamServer is a real DNS server on 127.0.0.1:0 standing in for the
+// pod's nameserver: example.com A 192.0.2.80, www.example.com A
+// 192.0.2.81, NXDOMAIN for the rest. It counts the queries it gets.
+type upstreamServer struct {
+	addr    string
+	queries atomic.Int64
+}
+
+func startUpstream(t testing.TB) *upstreamServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstreamServer{addr: pc.LocalAddr().String()}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		u.queries.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		q := r.Question[0]
+		ips := map[string]string{"example.com.": "192.0.2.80", "www.example.com.": "192.0.2.81"}
+		if ip, ok := ips[strings.ToLower(q.Name)]; ok {
+			if q.Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(q.Name + " 300 IN A " + ip)
+				m.Answer = append(m.Answer, rr)
+			}
+		} else {
+			m.Rcode = dns.RcodeNameError
+		}
+		w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	return u
+}
+
+// quietLogger discards logs unless -v is given.
+func quietLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testAgent is an agent running in-process on loopback port 0.
+type testAgent struct {
+	*Agent
+	dns   string // host:port, UDP and TCP
+	admin string // http://host:port
+	reg   *prometheus.Registry
+	stop  func()
+}
+
+// startAgent runs an agent until the test ends. cfg gets loopback port-0
+// addresses, a search-list resolv.conf for namespace demo and the given
+// upstream unless set.
+func startAgent(t testing.TB, cfg Config) *testAgent {
+	t.Helper()
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = writeFile(t, t.TempDir(), "resolv.conf",
+			"nameserver 127.0.0.1\nsearch demo.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "demo"
+	}
+	cfg.DNSAddrs = []string{"127.0.0.1:0"}
+	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.Logger = quietLogger(t)
+	cfg.LogLevel = new(slog.LevelVar)
+	if cfg.FilePollInterval == 0 {
+		cfg.FilePollInterval = 100 * time.Millisecond
+	}
+	reg := prometheus.NewRegistry()
+	cfg.Registerer, cfg.Gatherer = reg, reg
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	ta := &testAgent{Agent: a, dns: a.DNSAddr().String(), admin: "http://" + a.AdminAddr().String(), reg: reg}
+	var stopped bool
+	ta.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent Run: %v", err)
+		}
+	}
+	t.Cleanup(ta.stop)
+	return ta
+}
+
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// replaceFile writes content next to path and renames it over path, the
+// way editors and config management replace files.
+func replaceFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exchange asks addr over proto ("udp" or "tcp").
+func exchange(t testing.TB, proto, addr, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: proto, Timeout: 3 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("query %s %s over %s: %v", name, dns.TypeToString[qtype], proto, err)
+	}
+	return r
+}
+
+// answerData returns the answer RRs as "owner TYPE data", TTL left out,
+// sorted, so tests do not depend on shuffling.
+func answerData(m *dns.Msg) []string {
+	var out []string
+	for _, rr := range m.Answer {
+		h := rr.Header()
+		data := strings.TrimPrefix(rr.String(), h.String())
+		out = append(out, h.Name+" "+dns.TypeToString[h.Rrtype]+" "+data)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// eventually polls cond every 20ms for up to 5s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// readExample returns examples/nametable.json, the demo table.
+func readExample(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/nametable.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
