@@ -1,0 +1,157 @@
+// Package archtest enforces the dependency arrows of DESIGN.md section 2:
+// the layout table is only worth something if a test fails when an import
+// breaks it.
+package archtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Module is the module path every rule is relative to.
+const Module = "github.com/meshdns/meshdns"
+
+// Package is the part of `go list -deps -json` output the rules need.
+type Package struct {
+	ImportPath   string
+	Standard     bool
+	Imports      []string // direct, non-test
+	Deps         []string // transitive, non-test
+	TestImports  []string
+	XTestImports []string
+}
+
+// under reports whether path is prefix or a package below it.
+func under(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// own returns the module-relative path of an import path of the module
+// ("pkg/nametable"), or "" for packages of other modules.
+func own(path string) string {
+	switch {
+	case path == Module:
+		return "."
+	case strings.HasPrefix(path, Module+"/"):
+		return strings.TrimPrefix(path, Module+"/")
+	}
+	return ""
+}
+
+// forbidden lists import path prefixes a layer must not depend on, even
+// indirectly.
+var forbidden = []struct {
+	layer string   // module-relative path prefix the rule applies to
+	not   []string // import path prefixes it must not reach
+	why   string
+}{
+	{
+		layer: "pkg",
+		not:   []string{Module + "/proto", "google.golang.org/grpc", "k8s.io/client-go", Module + "/agent", Module + "/controlplane", Module + "/cmd"},
+		why:   "pkg/* is pure domain code: only agent/ and controlplane/ convert wire and Kubernetes types",
+	},
+	{
+		layer: "iptables",
+		not:   []string{Module + "/proto", "google.golang.org/grpc", "k8s.io/client-go", Module + "/agent", Module + "/controlplane", Module + "/cmd", Module + "/pkg"},
+		why:   "iptables/ knows no DNS library and no wire types",
+	},
+	{
+		layer: "proto",
+		not:   []string{Module + "/pkg", Module + "/agent", Module + "/controlplane", Module + "/iptables", Module + "/cmd", Module + "/internal"},
+		why:   "the generated protocol code imports no meshdns package",
+	},
+	{
+		layer: "agent",
+		not:   []string{Module + "/controlplane", Module + "/cmd"},
+		why:   "the agent and the control plane only meet through the protocol",
+	},
+	{
+		layer: "controlplane",
+		not:   []string{Module + "/agent", Module + "/cmd"},
+		why:   "the agent and the control plane only meet through the protocol",
+	},
+}
+
+// onlyImports lists layers whose direct (non-test) imports are limited to
+// the standard library plus a few allowed prefixes.
+var onlyImports = []struct {
+	layer string
+	allow []string // import path prefixes allowed besides the standard library
+	deps  bool     // check transitive deps too, not only direct imports
+	why   string
+}{
+	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns"}, why: "pkg/nametable is stdlib plus miekg/dns types"},
+	{layer: "iptables", allow: []string{Module + "/iptables"}, deps: true, why: "iptables/ uses the standard library only"},
+}
+
+// Violations checks pkgs (the output of go list -deps -json ./... for the
+// module) against the rules and returns one line per broken arrow, sorted.
+func Violations(pkgs []Package) []string {
+	std := make(map[string]bool, len(pkgs))
+	for _, p := range pkgs {
+		if p.Standard {
+			std[p.ImportPath] = true
+		}
+	}
+	var out []string
+	for _, p := range pkgs {
+		rel := own(p.ImportPath)
+		if rel == "" {
+			continue
+		}
+		tests := slices.Concat(p.TestImports, p.XTestImports)
+		for _, r := range forbidden {
+			if !under(rel, r.layer) {
+				continue
+			}
+			for _, bad := range r.not {
+				if under(p.ImportPath, bad) {
+					continue // a package may use its own subpackages
+				}
+				for _, d := range p.Deps {
+					if under(d, bad) {
+						out = append(out, fmt.Sprintf("%s depends on %s: %s", rel, d, r.why))
+					}
+				}
+				for _, d := range tests {
+					if under(d, bad) && !under(d, p.ImportPath) {
+						out = append(out, fmt.Sprintf("%s tests import %s: %s", rel, d, r.why))
+					}
+				}
+			}
+		}
+		for _, r := range onlyImports {
+			if !under(rel, r.layer) {
+				continue
+			}
+			list := p.Imports
+			if r.deps {
+				list = p.Deps
+			}
+			for _, d := range list {
+				if std[d] || isStdPath(d) || slices.ContainsFunc(r.allow, func(a string) bool { return under(d, a) }) {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s imports %s: %s", rel, d, r.why))
+			}
+		}
+		// Nothing imports the command: it is the top of the graph.
+		if !under(rel, "cmd") {
+			for _, d := range slices.Concat(p.Deps, tests) {
+				if under(d, Module+"/cmd") {
+					out = append(out, fmt.Sprintf("%s depends on %s: nothing imports cmd/", rel, d))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// isStdPath is the go command's own test for a standard-library path: no
+// dot in the first element. It covers deps go list did not describe.
+func isStdPath(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}

@@ -1,0 +1,141 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const m = Module + "/"
+
+func TestViolations(t *testing.T) {
+	std := []Package{{ImportPath: "fmt", Standard: true}, {ImportPath: "net", Standard: true}}
+	tests := []struct {
+		name string
+		pkgs []Package
+		want []string
+	}{
+		{
+			name: "clean graph",
+			pkgs: []Package{
+				{ImportPath: m + "pkg/nametable", Imports: []string{"fmt", "github.com/miekg/dns"}, Deps: []string{"fmt", "github.com/miekg/dns", "golang.org/x/net/ipv4"}, TestImports: []string{"github.com/google/go-cmp/cmp"}},
+				{ImportPath: m + "pkg/proxy", Imports: []string{m + "pkg/nametable"}, Deps: []string{m + "pkg/nametable", "github.com/prometheus/client_golang/prometheus"}},
+				{ImportPath: m + "iptables", Imports: []string{"fmt", m + "iptables/internal"}, Deps: []string{"fmt", m + "iptables/internal"}},
+				{ImportPath: m + "agent", Deps: []string{m + "proto/meshdns/v1", m + "pkg/proxy", m + "iptables", "google.golang.org/grpc"}},
+				{ImportPath: m + "controlplane/server", Deps: []string{m + "controlplane/registry", "k8s.io/client-go/kubernetes"}},
+				{ImportPath: m + "cmd/meshdns", Deps: []string{m + "agent", m + "controlplane/server", m + "cmd/meshdns/internal"}},
+				{ImportPath: m + "proto/meshdns/v1", Deps: []string{"google.golang.org/protobuf/proto"}},
+			},
+		},
+		{
+			name: "pkg reaching grpc through another package",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy", Imports: []string{"example.com/wrapper"}, Deps: []string{"example.com/wrapper", "google.golang.org/grpc"}}},
+			want: []string{"pkg/proxy depends on google.golang.org/grpc: pkg/* is pure domain code: only agent/ and controlplane/ convert wire and Kubernetes types"},
+		},
+		{
+			name: "pkg importing the proto package",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy", Deps: []string{m + "proto/meshdns/v1"}}},
+			want: []string{"pkg/proxy depends on github.com/meshdns/meshdns/proto/meshdns/v1: pkg/* is pure domain code: only agent/ and controlplane/ convert wire and Kubernetes types"},
+		},
+		{
+			name: "pkg test importing client-go",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy", XTestImports: []string{"k8s.io/client-go/kubernetes"}}},
+			want: []string{"pkg/proxy tests import k8s.io/client-go/kubernetes: pkg/* is pure domain code: only agent/ and controlplane/ convert wire and Kubernetes types"},
+		},
+		{
+			name: "nametable importing a third-party module",
+			pkgs: []Package{{ImportPath: m + "pkg/nametable", Imports: []string{"fmt", "github.com/google/uuid"}}},
+			want: []string{"pkg/nametable imports github.com/google/uuid: pkg/nametable is stdlib plus miekg/dns types"},
+		},
+		{
+			name: "iptables depending on a DNS library",
+			pkgs: withStd(std, Package{ImportPath: m + "iptables", Deps: []string{"fmt", "github.com/miekg/dns"}}),
+			want: []string{"iptables imports github.com/miekg/dns: iptables/ uses the standard library only"},
+		},
+		{
+			name: "proto importing a meshdns package",
+			pkgs: []Package{{ImportPath: m + "proto/meshdns/v1", Deps: []string{m + "pkg/nametable"}}},
+			want: []string{"proto/meshdns/v1 depends on github.com/meshdns/meshdns/pkg/nametable: the generated protocol code imports no meshdns package"},
+		},
+		{
+			name: "agent importing the control plane",
+			pkgs: []Package{{ImportPath: m + "agent", Deps: []string{m + "controlplane/registry"}}},
+			want: []string{"agent depends on github.com/meshdns/meshdns/controlplane/registry: the agent and the control plane only meet through the protocol"},
+		},
+		{
+			name: "control plane importing the agent",
+			pkgs: []Package{{ImportPath: m + "controlplane/view", Deps: []string{m + "agent/discovery"}}},
+			want: []string{"controlplane/view depends on github.com/meshdns/meshdns/agent/discovery: the agent and the control plane only meet through the protocol"},
+		},
+		{
+			name: "something importing cmd",
+			pkgs: []Package{{ImportPath: m + "internal/kubetest", Deps: []string{m + "cmd/meshdns"}}},
+			want: []string{"internal/kubetest depends on github.com/meshdns/meshdns/cmd/meshdns: nothing imports cmd/"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Violations(tc.pkgs)); diff != "" {
+				t.Errorf("Violations mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func withStd(a []Package, more ...Package) []Package {
+	return append(append([]Package(nil), a...), more...)
+}
+
+// TestDependencyArrows runs go list on the whole module and fails on any
+// import that breaks DESIGN.md section 2.
+func TestDependencyArrows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-deps", "-json=ImportPath,Standard,Imports,Deps,TestImports,XTestImports", "./...")
+	cmd.Dir = filepath.Join("..", "..")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p Package
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	ours := 0
+	for _, p := range pkgs {
+		if own(p.ImportPath) != "" {
+			ours++
+		}
+	}
+	// Guard against a silently empty listing (wrong directory, changed
+	// flags): the module has at least its nametable package and command.
+	if ours < 2 {
+		t.Fatalf("go list found %d module packages; want the whole module", ours)
+	}
+	t.Logf("checked %d module packages", ours)
+	if v := Violations(pkgs); len(v) > 0 {
+		t.Errorf("dependency arrows of DESIGN.md section 2 broken:\n%s", strings.Join(v, "\n"))
+	}
+}
