@@ -95,13 +95,15 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	agent := startAgent(t, tp, meshdns, table)
 
 	apply := []string{"iptables", "apply", "--proxy-uid", fmt.Sprint(agentID), "--proxy-gid", fmt.Sprint(agentID),
-		"--resolv-conf", "/etc/resolv.conf", "--backend", backend}
+		"--resolv-conf", "/etc/resolv.conf"}
 	if out, err := tp.inPod(nil, meshdns, apply...); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
+	// apply ran with --backend auto: it must have picked the backend that
+	// holds the foreign rules.
 	applied := tp.save(t, backend)
 	if !strings.Contains(applied, "MESHDNS_REDIRECT") {
-		t.Fatalf("apply installed no rules with backend %s:\n%s", backend, applied)
+		t.Fatalf("apply (auto backend) installed no rules with %s:\n%s", backend, applied)
 	}
 	mark := tp.queries.len()
 
@@ -204,10 +206,27 @@ func testCapture(t *testing.T, meshdns, backend string) {
 		if external == 0 {
 			t.Errorf("the agent never forwarded external.example.org; upstream saw %q", lines)
 		}
-		t.Logf("upstream received %d queries during the captured phase, %d for external.example.org", len(lines), external)
+		t.Logf("upstream received %d queries during the captured phase, %d for external.example.org: %q", len(lines), external, lines)
 	})
 
 	t.Run("apply is idempotent", func(t *testing.T) {
+		// print and --dry-run show the transaction and change nothing.
+		for _, args := range [][]string{
+			{"iptables", "print", "--proxy-uid", fmt.Sprint(agentID), "--resolv-conf", "/etc/resolv.conf"},
+			append(append([]string{}, apply...), "--dry-run"),
+			{"iptables", "clean", "--dry-run"},
+		} {
+			out, err := tp.inPod(nil, meshdns, args...)
+			if err != nil {
+				t.Fatalf("%q: %v", args, err)
+			}
+			if !strings.Contains(out, "-D OUTPUT -m comment --comment \"meshdns capture DNS\" -j MESHDNS_OUTPUT") {
+				t.Errorf("%q does not show the jump being replaced:\n%s", args, out)
+			}
+		}
+		if diff := cmp.Diff(applied, tp.save(t, backend)); diff != "" {
+			t.Errorf("print or --dry-run changed the rules (-before +after):\n%s", diff)
+		}
 		if out, err := tp.inPod(nil, meshdns, apply...); err != nil {
 			t.Fatalf("second apply: %v\n%s", err, out)
 		}
@@ -240,7 +259,7 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	})
 
 	t.Run("clean restores direct resolution", func(t *testing.T) {
-		if out, err := tp.inPod(nil, meshdns, "iptables", "clean", "--backend", backend); err != nil {
+		if out, err := tp.inPod(nil, meshdns, "iptables", "clean"); err != nil {
 			t.Fatalf("clean: %v\n%s", err, out)
 		}
 		if diff := cmp.Diff(before, tp.save(t, backend)); diff != "" {
@@ -258,15 +277,9 @@ func testCapture(t *testing.T, meshdns, backend string) {
 // it answers from its table on its own port.
 func startAgent(t *testing.T, tp *topology, meshdns, table string) *exec.Cmd {
 	t.Helper()
-	var cmd *exec.Cmd
-	if os.Getenv("MESHDNS_E2E_STANDIN") != "" {
-		t.Log("MESHDNS_E2E_STANDIN set: using the stand-in responder instead of meshdns agent")
-		cmd = tp.startInPod(t, agentID, "agent.log", []string{roleEnv + "=standin", "MESHDNS_E2E_UPSTREAM=" + upstreamIP}, tp.self)
-	} else {
-		cmd = tp.startInPod(t, agentID, "agent.log", nil, meshdns, "agent",
-			"--dns-addr", "127.0.0.1:15053", "--nametable-file", table, "--resolv-conf", "/etc/resolv.conf",
-			"--namespace", "demo", "--cluster-domain", "cluster.local")
-	}
+	cmd := tp.startInPod(t, agentID, "agent.log", nil, meshdns, "agent",
+		"--dns-addr", "127.0.0.1:15053", "--nametable-file", table, "--resolv-conf", "/etc/resolv.conf",
+		"--namespace", "demo", "--cluster-domain", "cluster.local")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, _ := tp.inPod(nil, "dig", "@127.0.0.1", "-p", "15053", "+time=1", "+tries=1", "+short", "web.demo.svc.cluster.local.")

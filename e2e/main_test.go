@@ -19,8 +19,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runUpstream())
 	case "resolve":
 		os.Exit(runResolve())
-	case "standin":
-		os.Exit(runStandIn())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
 		os.Exit(2)
