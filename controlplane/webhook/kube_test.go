@@ -1,0 +1,267 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// exampleWebhookConfig reads the MutatingWebhookConfiguration users apply
+// and points it at url (the in-process webhook) instead of the Service, so
+// the test exercises the shipped selectors, not a copy of them.
+func exampleWebhookConfig(t *testing.T, url string, caPEM []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "kubernetes", "40-webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(data, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range mwc.Webhooks {
+		cc := &mwc.Webhooks[i].ClientConfig
+		u := url + *cc.Service.Path
+		cc.Service, cc.URL, cc.CABundle = nil, &u, caPEM
+	}
+	return &mwc
+}
+
+// labeler is a second webhook that changes every pod after meshdns did,
+// which makes the API server call meshdns again (reinvocationPolicy
+// IfNeeded): the stored pod must still have one agent.
+func labeler(t *testing.T, cert testCert) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		patch := `[{"op":"add","path":"/metadata/labels","value":{"test.meshdns.io/labelled":"yes"}}]`
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true,
+			PatchType: ptr(admissionv1.PatchTypeJSONPatch), Patch: []byte(patch)}
+		review.Request = nil
+		_ = json.NewEncoder(rw).Encode(review)
+	}))
+	pair, err := tlsPair(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = pair
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestInjectionAgainstAPIServer registers the example webhook
+// configuration in a real kube-apiserver, creates pods and checks the pods
+// the API server stored.
+func TestInjectionAgainstAPIServer(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	cert := newTestCert(t, 1)
+	certFile, keyFile := cert.write(t, t.TempDir())
+	w, _ := newTestWebhook(t, Config{CertFile: certFile, KeyFile: keyFile, Template: Template{Image: "example/meshdns:test"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Serve(sctx, ln) }()
+	stopped := false
+	stopWebhook := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stopWebhook)
+
+	mwcs := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := mwcs.Create(ctx, exampleWebhookConfig(t, "https://"+ln.Addr().String(), cert.CertPEM), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register webhook: %v", err)
+	}
+	// Sorted after meshdns-sidecar-injector, so it runs second.
+	lab := labeler(t, cert)
+	if _, err := mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "zz-test-labeler"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "labeler.test.meshdns.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr(lab + "/"), CABundle: cert.CertPEM},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{podCreateRule()},
+			SideEffects:             ptr(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           ptr(admissionregistrationv1.Fail),
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register labeler: %v", err)
+	}
+
+	for name, label := range map[string]string{"labelled": "enabled", "plain": "", "disabled": "disabled"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if label != "" {
+			ns.Labels = map[string]string{LabelInject: label}
+		}
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server picks webhook configurations up asynchronously: wait
+	// until a dry-run pod comes back injected.
+	eventually(t, "webhook active", func() bool {
+		p, err := c.Client.CoreV1().Pods("labelled").Create(ctx, testPod("probe", nil, false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && countAgents(p) == 1 && p.Labels["test.meshdns.io/labelled"] == "yes"
+	})
+
+	preinjected := testPod("preinjected", nil, false)
+	preinjected.Spec.InitContainers = []corev1.Container{{Name: AgentContainerName, Image: "example/meshdns:old",
+		RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways)}}
+	tests := []struct {
+		name      string
+		namespace string
+		pod       *corev1.Pod
+		want      bool // injected
+	}{
+		{name: "labelled namespace", namespace: "labelled", pod: testPod("plain", nil, false), want: true},
+		{name: "labelled namespace, opt in", namespace: "labelled", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false), want: true},
+		{name: "labelled namespace, opt out", namespace: "labelled", pod: testPod("opt-out", map[string]string{AnnotationInject: "false"}, false)},
+		{name: "labelled namespace, host network", namespace: "labelled", pod: testPod("host", nil, true)},
+		{name: "labelled namespace, already injected", namespace: "labelled", pod: preinjected},
+		{name: "plain namespace", namespace: "plain", pod: testPod("plain", nil, false)},
+		{name: "plain namespace, opt in", namespace: "plain", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false), want: true},
+		{name: "plain namespace, opt out", namespace: "plain", pod: testPod("opt-out", map[string]string{AnnotationInject: "false"}, false)},
+		{name: "plain namespace, host network opt in", namespace: "plain", pod: testPod("host", map[string]string{AnnotationInject: "true"}, true)},
+		{name: "disabled namespace, opt in", namespace: "disabled", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false)},
+	}
+	injectedBefore := testutil.ToFloat64(w.metrics.requests.WithLabelValues("injected"))
+	wantInjected := 0
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.Client.CoreV1().Pods(tt.namespace).Create(ctx, tt.pod, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create pod: %v", err)
+			}
+			got, err := c.Client.CoreV1().Pods(tt.namespace).Get(ctx, tt.pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStored(t, tt.pod, got, tt.want)
+		})
+		if tt.want {
+			wantInjected++
+		}
+	}
+	if got := testutil.ToFloat64(w.metrics.requests.WithLabelValues("injected")) - injectedBefore; got != float64(wantInjected) {
+		t.Errorf("webhook injected %v times, want %d (once per injected pod)", got, wantInjected)
+	}
+	// Every injected pod was changed by the labeler afterwards, so the API
+	// server called meshdns again and it declined.
+	if got := testutil.ToFloat64(w.metrics.skipped.WithLabelValues(string(skipInjected))); got < float64(wantInjected) {
+		t.Errorf("already_injected skips = %v, want at least %d reinvocations", got, wantInjected)
+	}
+
+	t.Run("webhook down admits pods uninjected", func(t *testing.T) {
+		stopWebhook()
+		p := testPod("while-down", nil, false)
+		if _, err := c.Client.CoreV1().Pods("labelled").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod with the webhook down (failurePolicy Ignore): %v", err)
+		}
+		got, err := c.Client.CoreV1().Pods("labelled").Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, p, got, false)
+	})
+}
+
+// checkStored compares the stored pod with the one sent.
+func checkStored(t *testing.T, sent, got *corev1.Pod, wantInjected bool) {
+	t.Helper()
+	sentAgents := countAgents(sent)
+	if wantInjected {
+		if n := countAgents(got); n != 1 {
+			t.Fatalf("stored pod has %d agents, want exactly 1", n)
+		}
+		var names []string
+		for _, c := range got.Spec.InitContainers {
+			names = append(names, c.Name)
+		}
+		if diff := cmp.Diff([]string{InitContainerName, AgentContainerName}, names); diff != "" {
+			t.Errorf("init containers (-want +got):\n%s", diff)
+		}
+		agent := got.Spec.InitContainers[1]
+		if agent.RestartPolicy == nil || *agent.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Errorf("stored agent restartPolicy = %v, want Always (native sidecar)", agent.RestartPolicy)
+		}
+		if agent.Image != "example/meshdns:test" {
+			t.Errorf("agent image = %q", agent.Image)
+		}
+		if got.Annotations[AnnotationStatus] != "injected" {
+			t.Errorf("status annotation = %q", got.Annotations[AnnotationStatus])
+		}
+		found := false
+		for _, v := range got.Spec.Volumes {
+			found = found || v.Name == StateVolumeName
+		}
+		if !found {
+			t.Errorf("no %s volume", StateVolumeName)
+		}
+		return
+	}
+	if n := countAgents(got); n != sentAgents {
+		t.Errorf("stored pod has %d agents, sent %d: changed although not injected", n, sentAgents)
+	}
+	if len(got.Spec.InitContainers) != len(sent.Spec.InitContainers) {
+		t.Errorf("init containers %d, sent %d", len(got.Spec.InitContainers), len(sent.Spec.InitContainers))
+	}
+	if _, ok := got.Annotations[AnnotationStatus]; ok {
+		t.Errorf("status annotation on an uninjected pod")
+	}
+}
+
+func countAgents(p *corev1.Pod) int {
+	n := 0
+	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.Name == AgentContainerName {
+			n++
+		}
+	}
+	return n
+}
+
+func testPod(name string, annotations map[string]string, hostNetwork bool) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			HostNetwork: hostNetwork,
+			Containers:  []corev1.Container{{Name: "app", Image: "example/app:" + strconv.Itoa(len(name))}},
+		},
+	}
+}
+
+func podCreateRule() admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+			Resources: []string{"pods"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+	}
+}
