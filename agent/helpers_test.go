@@ -213,3 +213,13 @@ func readExample(t testing.TB) string {
 	}
 	return string(b)
 }
+
+func httpPost(url string) (string, error) {
+	resp, err := http.Post(url, "text/plain", nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

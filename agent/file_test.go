@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// tableJSON is a one-name table file.
+func tableJSON(name, ip string) string {
+	return `{"table": {"` + name + `": {"ips": ["` + ip + `"], "registry": "File"}}, "authoritative_zones": ["cluster.local"]}`
+}
+
+func TestFileHotReload(t *testing.T) {
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", tableJSON("a.demo.svc.cluster.local", "10.0.0.1"))
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+
+	answers := func(name string) []string {
+		return answerData(exchange(t, "udp", a.dns, name, dns.TypeA))
+	}
+	rejections := func() float64 { return testutil.ToFloat64(a.m.rejections.WithLabelValues(sourceFile)) }
+
+	steps := []struct {
+		name           string
+		content        string
+		rename         bool // replace by rename instead of writing in place
+		wantName       string
+		wantIP         string
+		wantRejections float64
+	}{
+		{name: "rewrite in place", content: tableJSON("b.demo.svc.cluster.local", "10.0.0.2"),
+			wantName: "b.demo.svc.cluster.local", wantIP: "10.0.0.2"},
+		{name: "atomic rename", content: tableJSON("c.demo.svc.cluster.local", "10.0.0.3"), rename: true,
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3"},
+		{name: "not json keeps the last good table", content: `{"table": `, rename: true,
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 1},
+		{name: "unknown field keeps the last good table", content: `{"tabel": {}}`,
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 2},
+		{name: "bad address keeps the last good table", content: tableJSON("d.demo.svc.cluster.local", "10.0.0.300"), rename: true,
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 3},
+		{name: "good file after bad ones", content: tableJSON("e.demo.svc.cluster.local", "10.0.0.5"), rename: true,
+			wantName: "e.demo.svc.cluster.local", wantIP: "10.0.0.5", wantRejections: 3},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.rename {
+				replaceFile(t, path, st.content)
+			} else if err := os.WriteFile(path, []byte(st.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "rejection count", func() bool { return rejections() == st.wantRejections })
+			want := []string{st.wantName + ". A " + st.wantIP}
+			eventually(t, st.wantName+" served", func() bool { return cmp.Equal(want, answers(st.wantName)) })
+			if !a.Ready() {
+				t.Error("not ready")
+			}
+		})
+	}
+}
+
+// TestFileSymlinkSwap replaces the file the way the kubelet updates a
+// mounted ConfigMap: the file is a symlink through ..data, a symlink to a
+// timestamped directory, and an update renames a new ..data over the old.
+func TestFileSymlinkSwap(t *testing.T) {
+	up := startUpstream(t)
+	dir := t.TempDir()
+	v1 := filepath.Join(dir, "..2026_01")
+	v2 := filepath.Join(dir, "..2026_02")
+	for _, d := range []string{v1, v2} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, v1, "nametable.json", tableJSON("old.demo.svc.cluster.local", "10.0.1.1"))
+	writeFile(t, v2, "nametable.json", tableJSON("new.demo.svc.cluster.local", "10.0.1.2"))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("..2026_01", filepath.Join(dir, "..data")))
+	must(os.Symlink("..data/nametable.json", filepath.Join(dir, "nametable.json")))
+
+	// A long poll interval: the directory events must do it alone.
+	a := startAgent(t, Config{NameTableFile: filepath.Join(dir, "nametable.json"), Upstreams: []string{up.addr}, FilePollInterval: time.Hour})
+	eventually(t, "ready", a.Ready)
+	if got := answerData(exchange(t, "udp", a.dns, "old.demo.svc.cluster.local", dns.TypeA)); len(got) != 1 {
+		t.Fatalf("old name not served: %v", got)
+	}
+
+	must(os.Symlink("..2026_02", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(os.RemoveAll(v1))
+
+	want := []string{"new.demo.svc.cluster.local. A 10.0.1.2"}
+	eventually(t, "new table after the swap", func() bool {
+		return cmp.Equal(want, answerData(exchange(t, "udp", a.dns, "new.demo.svc.cluster.local", dns.TypeA)))
+	})
+	if m := exchange(t, "udp", a.dns, "old.demo.svc.cluster.local", dns.TypeA); m.Rcode != dns.RcodeNameError {
+		t.Errorf("old name rcode = %s, want NXDOMAIN", dns.RcodeToString[m.Rcode])
+	}
+}
+
+func TestFilePollFallback(t *testing.T) {
+	// With events lost (network file systems), the stat on each poll tick
+	// still finds the change. The file sits in a directory the watcher
+	// does not see: the table path is a symlink into it.
+	up := startUpstream(t)
+	real := t.TempDir()
+	target := writeFile(t, real, "table.json", tableJSON("p1.demo.svc.cluster.local", "10.0.2.1"))
+	link := filepath.Join(t.TempDir(), "nametable.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, Config{NameTableFile: link, Upstreams: []string{up.addr}, FilePollInterval: 50 * time.Millisecond})
+	eventually(t, "ready", a.Ready)
+	replaceFile(t, target, tableJSON("p2.demo.svc.cluster.local", "10.0.2.2"))
+	want := []string{"p2.demo.svc.cluster.local. A 10.0.2.2"}
+	eventually(t, "polled change", func() bool {
+		return cmp.Equal(want, answerData(exchange(t, "udp", a.dns, "p2.demo.svc.cluster.local", dns.TypeA)))
+	})
+}
+
+func TestBadFileAtStart(t *testing.T) {
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", "not json")
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	// Before any table: not ready, SERVFAIL in the cluster zone (never a
+	// false NXDOMAIN), other names forwarded.
+	if code, _ := httpGet(t, a.admin+"/healthz/ready"); code != 503 {
+		t.Errorf("ready = %d, want 503", code)
+	}
+	if m := exchange(t, "udp", a.dns, "web.demo.svc.cluster.local", dns.TypeA); m.Rcode != dns.RcodeServerFailure {
+		t.Errorf("cluster name rcode = %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+	}
+	if m := exchange(t, "udp", a.dns, "example.com", dns.TypeA); len(m.Answer) != 1 {
+		t.Errorf("forwarded answer = %v", m.Answer)
+	}
+	replaceFile(t, path, readExample(t))
+	eventually(t, "ready", a.Ready)
+	if code, _ := httpGet(t, a.admin+"/healthz/ready"); code != 200 {
+		t.Errorf("ready = %d, want 200", code)
+	}
+}
