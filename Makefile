@@ -72,3 +72,8 @@ fuzz: ## run every fuzz target for FUZZTIME each
 .PHONY: bench
 bench: ## run the Go benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: bench-dns
+bench-dns: ## measure the DNS data plane against a UDP reflector with dnsperf (issue 3 bar; needs dnsperf, taskset)
+	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
+	$(BIN)/benchdns $(BENCHDNS_FLAGS)

@@ -20,7 +20,10 @@ type Resolver interface {
 	// set, the upstream rcode and no OPT record (the proxy owns the client
 	// side of EDNS). Cache hits allocate nothing. An error means no answer:
 	// upstream.ErrOverloaded makes the proxy answer REFUSED, anything else
-	// SERVFAIL.
+	// SERVFAIL. With a ctx that is already done it must not block: it
+	// answers from its cache or fails with an error (it may go on
+	// resolving in the background); UDP readers use that to serve cache
+	// hits without handing the query to a worker goroutine.
 	AppendReply(ctx context.Context, dst []byte, qwire []byte) (reply []byte, src upstream.Source, err error)
 	// Exchange resolves q on the slow path (allocations are fine): the
 	// proxy chases ExternalName targets with it.

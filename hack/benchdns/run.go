@@ -1,0 +1,427 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type runConfig struct {
+	duration    time.Duration
+	rounds      int
+	p99Duration time.Duration
+	p99QPS      int
+	services    int
+	large       int
+	names       int
+	maxQueries  int
+	serverCPU   string
+	clientCPU   string
+	dnsperf     string
+	taskset     string
+	dir         string
+}
+
+func runBench(args []string) error {
+	var cfg runConfig
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "length of each throughput run")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds of reflector + scenarios")
+	fs.DurationVar(&cfg.p99Duration, "p99-duration", 5*time.Second, "length of each fixed-rate latency run")
+	fs.IntVar(&cfg.p99QPS, "p99-qps", 10000, "rate of the latency runs")
+	fs.IntVar(&cfg.services, "services", 10000, "services in the table of the measured server")
+	fs.IntVar(&cfg.large, "services-large", 100000, "services in the table of the RSS-only run (0: skip)")
+	fs.IntVar(&cfg.names, "names", 1000, "distinct names per scenario")
+	fs.IntVar(&cfg.maxQueries, "max-queries", 3000000, "cap on queries per throughput run")
+	fs.StringVar(&cfg.serverCPU, "server-cpu", "1", "taskset cpu list for the servers")
+	fs.StringVar(&cfg.clientCPU, "client-cpu", "0", "taskset cpu list for dnsperf")
+	_ = fs.Parse(args)
+
+	var err error
+	if cfg.dnsperf, err = exec.LookPath("dnsperf"); err != nil {
+		return errors.New("dnsperf not found (apt-get install dnsperf)")
+	}
+	if cfg.taskset, err = exec.LookPath("taskset"); err != nil || runtime.NumCPU() < 2 {
+		fmt.Println("# taskset or a second core missing: running unpinned; CPU figures include contention")
+		cfg.taskset = ""
+	}
+	if cfg.dir, err = os.MkdirTemp("", "benchdns"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(cfg.dir)
+	return bench(&cfg)
+}
+
+// scenario is one dnsperf input.
+type scenario struct {
+	name  string
+	lines func(i int) string
+	bar   float64 // CPU/query ratio to the reflector the issue allows
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{name: "known", bar: 1.15, lines: func(i int) string {
+			return fmt.Sprintf("svc%d.ns%d.svc.cluster.local A", i, i%namespaces)
+		}},
+		{name: "search-expanded", bar: 1.15, lines: func(i int) string {
+			// svc.ns + the first search domain: CNAME + A in one answer.
+			return fmt.Sprintf("svc%d.ns%d.%s.svc.cluster.local A", i, i%namespaces, podNamespace)
+		}},
+		{name: "nxdomain", bar: 1.15, lines: func(i int) string {
+			// The ndots:5 walk of an external name: authoritative NXDOMAIN.
+			return fmt.Sprintf("host%d.example.com.%s.svc.cluster.local A", i, podNamespace)
+		}},
+		{name: "cache-hit", bar: 1.3, lines: func(i int) string {
+			return fmt.Sprintf("host%d.example.com A", i)
+		}},
+	}
+}
+
+type perfResult struct {
+	completed int
+	qps       float64
+	avgLat    float64 // seconds
+	lats      []float64
+	cpu       float64 // server CPU seconds over the run
+}
+
+func (r perfResult) cpuPerQuery() float64 { return r.cpu / float64(r.completed) }
+
+func bench(cfg *runConfig) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	up, err := start(cfg, cfg.clientCPU, self, "upstream")
+	if err != nil {
+		return fmt.Errorf("start upstream: %w", err)
+	}
+	defer up.stop()
+	refl, err := start(cfg, cfg.serverCPU, self, "reflector")
+	if err != nil {
+		return fmt.Errorf("start reflector: %w", err)
+	}
+	defer refl.stop()
+	srv, err := start(cfg, cfg.serverCPU, self, "serve", "-services", strconv.Itoa(cfg.services), "-upstream", up.addr)
+	if err != nil {
+		return fmt.Errorf("start server: %w", err)
+	}
+	defer srv.stop()
+
+	fmt.Printf("# benchdns: %d services, %d names per scenario, %d rounds of %s runs, server on cpu %s, dnsperf on cpu %s\n",
+		cfg.services, cfg.names, cfg.rounds, cfg.duration, cfg.serverCPU, cfg.clientCPU)
+	fmt.Printf("# CPU/query = server utime+stime over the run / queries completed; ratio = meshdns / reflector of the same round\n")
+	fmt.Printf("%-16s %-5s %10s %10s %14s %8s\n", "scenario", "round", "queries", "QPS", "CPU/query µs", "ratio")
+
+	scs := scenarios()
+	files := make([]string, len(scs))
+	for i, sc := range scs {
+		if files[i], err = writeNames(cfg, sc); err != nil {
+			return err
+		}
+		// Warm up: fill the answer cache and the upstream cache.
+		if _, err := measure(cfg, srv, files[i], time.Second, 0); err != nil {
+			return fmt.Errorf("%s warm-up: %w", sc.name, err)
+		}
+	}
+	// Rounds interleave the reflector with the scenarios so that load from
+	// other processes on the machine hits both sides alike; the median
+	// ratio over the rounds is the figure.
+	ratios := make([][]float64, len(scs))
+	var baseCPU []float64
+	for round := 1; round <= cfg.rounds; round++ {
+		base, err := measure(cfg, refl, files[0], cfg.duration, 0)
+		if err != nil {
+			return fmt.Errorf("reflector: %w", err)
+		}
+		baseCPU = append(baseCPU, base.cpuPerQuery())
+		printRow("reflector", round, base, 1)
+		for i, sc := range scs {
+			r, err := measure(cfg, srv, files[i], cfg.duration, 0)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.name, err)
+			}
+			ratio := r.cpuPerQuery() / base.cpuPerQuery()
+			ratios[i] = append(ratios[i], ratio)
+			printRow(sc.name, round, r, ratio)
+		}
+	}
+	ok := true
+	fmt.Printf("\n# median over %d rounds (reflector CPU/query %.2f µs)\n", cfg.rounds, 1e6*median(baseCPU))
+	for i, sc := range scs {
+		m := median(ratios[i])
+		fmt.Printf("%-16s CPU/query ratio %.2f (bar %.2f) %s\n", sc.name, m, sc.bar, verdict(m <= sc.bar))
+		ok = ok && m <= sc.bar
+	}
+
+	fmt.Printf("\n# latency at %d QPS (%s runs), known names\n", cfg.p99QPS, cfg.p99Duration)
+	var p99Ratios []float64
+	for round := 1; round <= cfg.rounds; round++ {
+		// Alternate which server goes first, so neither always follows
+		// the other's load.
+		order := []*child{refl, srv}
+		if round%2 == 0 {
+			order = []*child{srv, refl}
+		}
+		res := map[*child]perfResult{}
+		for _, c := range order {
+			r, err := measure(cfg, c, files[0], cfg.p99Duration, cfg.p99QPS)
+			if err != nil {
+				return err
+			}
+			res[c] = r
+		}
+		rp, mp := res[refl], res[srv]
+		r99, m99 := percentile(rp.lats, 0.99), percentile(mp.lats, 0.99)
+		p99Ratios = append(p99Ratios, m99/r99)
+		fmt.Printf("round %d reflector p50 %7.1f µs p99 %8.1f µs | meshdns p50 %7.1f µs p99 %8.1f µs | p99 ratio %.2f\n",
+			round, 1e6*percentile(rp.lats, 0.5), 1e6*r99, 1e6*percentile(mp.lats, 0.5), 1e6*m99, m99/r99)
+	}
+	m := median(p99Ratios)
+	fmt.Printf("median p99 ratio %.2f (bar 1.50) %s\n", m, verdict(m <= 1.5))
+	ok = ok && m <= 1.5
+
+	fmt.Printf("\n# memory\n")
+	rss, err := rssMB(srv.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("meshdns RSS with %d services after the runs: %.1f MB (bar < 30 MB) %s\n", cfg.services, rss, verdict(rss < 30))
+	ok = ok && (cfg.services != 10000 || rss < 30)
+	if cfg.large > 0 {
+		big, err := start(cfg, cfg.serverCPU, self, "serve", "-services", strconv.Itoa(cfg.large), "-upstream", up.addr)
+		if err != nil {
+			return fmt.Errorf("start %d-service server: %w", cfg.large, err)
+		}
+		defer big.stop()
+		if _, err := measure(cfg, big, files[0], time.Second, 0); err != nil {
+			return err
+		}
+		rss, err := rssMB(big.cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("meshdns RSS with %d services: %.1f MB\n", cfg.large, rss)
+	}
+	if !ok {
+		fmt.Println("\nsome figures miss the bar of issue 3")
+	}
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISS"
+}
+
+func printRow(name string, round int, r perfResult, ratio float64) {
+	fmt.Printf("%-16s %-5d %10d %10.0f %14.2f %8.2f\n", name, round, r.completed, r.qps, 1e6*r.cpuPerQuery(), ratio)
+}
+
+func median(v []float64) float64 {
+	return percentile(v, 0.5)
+}
+
+func writeNames(cfg *runConfig, sc scenario) (string, error) {
+	path := filepath.Join(cfg.dir, sc.name+".txt")
+	var b strings.Builder
+	for i := range cfg.names {
+		b.WriteString(sc.lines(i))
+		b.WriteByte('\n')
+	}
+	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// child is a server process the runner started.
+type child struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func (c *child) stop() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// start runs self with args pinned to cpus and waits for its "ready <addr>".
+func start(cfg *runConfig, cpus, self string, args ...string) (*child, error) {
+	var cmd *exec.Cmd
+	if cfg.taskset != "" {
+		cmd = exec.Command(cfg.taskset, append([]string{"-c", cpus, self}, args...)...)
+	} else {
+		cmd = exec.Command(self, args...)
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line := sc.Text()
+			if a, ok := strings.CutPrefix(line, "ready "); ok {
+				c.addr = a
+				ready <- nil
+				_, _ = io.Copy(io.Discard, out)
+				return
+			}
+			ready <- fmt.Errorf("unexpected output %q", line)
+			return
+		}
+		ready <- errors.New("exited before ready")
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+	case <-time.After(2 * time.Minute):
+		c.stop()
+		return nil, errors.New("not ready after 2m")
+	}
+	return c, nil
+}
+
+var (
+	reCompleted = regexp.MustCompile(`Queries completed:\s+(\d+)`)
+	reQPS       = regexp.MustCompile(`Queries per second:\s+([\d.]+)`)
+	reAvg       = regexp.MustCompile(`Average Latency \(s\):\s+([\d.]+)`)
+)
+
+// measure runs dnsperf against c for d (at qps when > 0, with per-query
+// latencies) and reads the server's CPU time around it.
+func measure(cfg *runConfig, c *child, file string, d time.Duration, qps int) (perfResult, error) {
+	host, port, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return perfResult{}, err
+	}
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	maxRuns := max(1, cfg.maxQueries/cfg.names)
+	args := []string{"-s", host, "-p", port, "-d", file, "-l", strconv.Itoa(secs), "-n", strconv.Itoa(maxRuns),
+		"-c", "1", "-T", "1", "-q", "100", "-t", "2"}
+	if qps > 0 {
+		args = append(args, "-Q", strconv.Itoa(qps), "-v")
+	}
+	name := cfg.dnsperf
+	if cfg.taskset != "" {
+		args = append([]string{"-c", cfg.clientCPU, cfg.dnsperf}, args...)
+		name = cfg.taskset
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+30)*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var res perfResult
+	before, err := cpuSeconds(c.cmd.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	out, err := cmd.Output()
+	after, err2 := cpuSeconds(c.cmd.Process.Pid)
+	if err != nil {
+		return res, fmt.Errorf("dnsperf %v: %w", args, err)
+	}
+	if err2 != nil {
+		return res, err2
+	}
+	res.cpu = after - before
+	text := string(out)
+	m := reCompleted.FindStringSubmatch(text)
+	if m == nil {
+		return res, fmt.Errorf("dnsperf output without a query count:\n%s", text)
+	}
+	res.completed, _ = strconv.Atoi(m[1])
+	if m := reQPS.FindStringSubmatch(text); m != nil {
+		res.qps, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := reAvg.FindStringSubmatch(text); m != nil {
+		res.avgLat, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if qps > 0 {
+		// -v lines: "> NOERROR name A 0.000071"; the last field is the
+		// latency in seconds.
+		for line := range strings.Lines(text) {
+			if !strings.HasPrefix(line, "> ") {
+				continue
+			}
+			f := strings.Fields(line)
+			if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+				res.lats = append(res.lats, v)
+			}
+		}
+		if len(res.lats) == 0 {
+			return res, fmt.Errorf("dnsperf -v printed no latencies:\n%.2000s", text)
+		}
+	}
+	if res.completed == 0 {
+		return res, fmt.Errorf("no query completed:\n%s", text)
+	}
+	return res, nil
+}
+
+func percentile(v []float64, p float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
+// 100 on every Linux architecture Go supports.
+const clockTick = 100
+
+// cpuSeconds returns utime+stime of pid (all its threads).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields restart after its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return float64(ut+st) / clockTick, nil
+}
+
+// rssMB returns VmRSS of pid in MB.
+func rssMB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}

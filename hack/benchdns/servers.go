@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
+)
+
+// The three server processes the runner starts. Each prints "ready <addr>"
+// on stdout once it serves and runs until killed.
+
+// runReflector is the baseline: the least a Go UDP server can do per
+// query. It reads a packet and writes back one precomputed answer with the
+// query's ID patched in, with the same socket calls the proxy uses.
+func runReflector(args []string) error {
+	fs := flag.NewFlagSet("reflector", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "UDP address")
+	_ = fs.Parse(args)
+	m := new(dns.Msg)
+	m.SetQuestion("svc1.ns1.svc.cluster.local.", dns.TypeA)
+	m.Response, m.Authoritative, m.RecursionAvailable = true, true, true
+	m.Answer = []dns.RR{&dns.A{
+		Hdr: dns.RR_Header{Name: "svc1.ns1.svc.cluster.local.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30},
+		A:   net.IPv4(10, 0, 0, 1),
+	}}
+	m.Compress = true
+	answer, err := m.Pack()
+	if err != nil {
+		return err
+	}
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(*addr)))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ready %s\n", c.LocalAddr())
+	buf := make([]byte, 65535)
+	out := make([]byte, len(answer))
+	copy(out, answer)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			continue
+		}
+		binary.BigEndian.PutUint16(out, binary.BigEndian.Uint16(buf))
+		_, _ = c.WriteToUDPAddrPort(out, from)
+	}
+}
+
+// runUpstream answers every A question with one address (TTL 1 hour) so
+// the proxy's cache can be measured; it is slow (miekg Server) on purpose:
+// after warm-up it sees no queries.
+func runUpstream(args []string) error {
+	fs := flag.NewFlagSet("upstream", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "UDP address")
+	_ = fs.Parse(args)
+	pc, err := net.ListenPacket("udp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
+			m.Answer = []dns.RR{&dns.A{
+				Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 3600},
+				A:   net.IPv4(192, 0, 2, 1),
+			}}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	srv.NotifyStartedFunc = func() { fmt.Printf("ready %s\n", pc.LocalAddr()) }
+	return srv.ActivateAndServe()
+}
+
+// benchEntries are n Kubernetes services svc<i>.ns<i%namespaces>, one IPv4
+// address each, with one named port.
+func benchEntries(n int) []nametable.Entry {
+	out := make([]nametable.Entry, 0, n)
+	for i := range n {
+		ns := fmt.Sprintf("ns%d", i%namespaces)
+		name := fmt.Sprintf("svc%d", i)
+		out = append(out, nametable.Entry{
+			Hostname:  name + "." + ns + ".svc.cluster.local",
+			IPs:       []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})},
+			Registry:  "Kubernetes",
+			ShortName: name,
+			Namespace: ns,
+			Ports:     []nametable.Port{{Name: "http", Port: 80, Protocol: "TCP"}},
+		})
+	}
+	return out
+}
+
+const (
+	namespaces   = 100
+	podNamespace = "ns0"
+)
+
+// runServe runs the proxy the way the agent does: a nametable of n
+// services for a pod in ns0, the real upstream Resolver with its cache.
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "DNS address (udp+tcp)")
+	services := fs.Int("services", 10000, "services in the table")
+	up := fs.String("upstream", "", "upstream host:port")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until killed with SIGTERM")
+	_ = fs.Parse(args)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := prometheus.NewRegistry()
+	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	tbl, err := nametable.New(benchEntries(*services), []string{"cluster.local"}, nametable.Context{
+		Namespace: podNamespace,
+		Search:    []string{podNamespace + ".svc.cluster.local", "svc.cluster.local", "cluster.local"},
+	})
+	if err != nil {
+		return err
+	}
+	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	s.SetTable(tbl)
+	// Building the table leaves about as much garbage as the table itself;
+	// hand it back to the OS now rather than when the scavenger gets to it,
+	// as the agent does after a swap.
+	debug.FreeOSMemory()
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	fmt.Printf("ready %s\n", s.UDPAddrs()[0])
+	return s.Run(ctx)
+}
