@@ -83,7 +83,7 @@ func (h *harness) publish(t testing.TB, entries ...registry.Entry) uint64 {
 	h.reg.Update("test", registry.Snapshot{Entries: entries, Zones: []string{"corp.example"}, Changed: time.Now()})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if m := h.reg.Latest(); m != nil && m.Version > before {
+		if m := h.reg.Latest(); m != nil && m.Version > before && h.views.Version() >= m.Version {
 			return m.Version
 		}
 		time.Sleep(time.Millisecond)
@@ -188,26 +188,28 @@ func dial(t testing.TB, addr string, o dialOpts) *testAgent {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(ctx)
-	if err != nil {
-		cancel()
-		conn.Close()
-		t.Fatal(err)
-	}
 	a := &testAgent{t: t, conn: conn, stream: st, cancel: cancel, resps: make(chan *meshdnsv1.StreamNameTableResponse, 64),
 		errs: make(chan error, 1), version: o.resume, table: map[string]*meshdnsv1.NameInfo{}}
 	if o.pod == "" {
 		o.pod = "pod"
 	}
-	if err := st.Send(&meshdnsv1.StreamNameTableRequest{
-		Identity:    &meshdnsv1.AgentIdentity{PodName: o.pod, Namespace: o.namespace, InstanceId: "test-" + o.pod},
-		VersionInfo: o.resume,
-	}); err != nil {
-		t.Fatal(err)
+	t.Cleanup(a.close)
+	if err == nil {
+		err = st.Send(&meshdnsv1.StreamNameTableRequest{
+			Identity:    &meshdnsv1.AgentIdentity{PodName: o.pod, Namespace: o.namespace, InstanceId: "test-" + o.pod},
+			VersionInfo: o.resume,
+		})
+	}
+	if err != nil {
+		// Refused (TLS): report it through the channels like a stream
+		// error.
+		a.errs <- err
+		close(a.resps)
+		return a
 	}
 	if !o.noRead {
 		go a.read()
 	}
-	t.Cleanup(a.close)
 	return a
 }
 
@@ -345,3 +347,5 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func timeAfter5s() <-chan time.Time { return time.After(5 * time.Second) }

@@ -187,6 +187,17 @@ func (s *Store) Subscribe(key Key, queue int) *Sub {
 	return sub
 }
 
+// Version returns the registry model version applied last, 0 before the
+// first.
+func (s *Store) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return 0
+	}
+	return s.model.Version
+}
+
 // Lookup returns the view of key, or nil.
 func (s *Store) Lookup(key Key) *View {
 	key.ClusterDomain = registry.CanonicalHost(key.ClusterDomain)
