@@ -144,4 +144,3 @@ func (r *Reloader) load() (*tls.Config, error) {
 	}
 	return conf, nil
 }
-
