@@ -11,16 +11,22 @@ import (
 // (with ip netns exec), so helpers need no separate build step.
 const roleEnv = "MESHDNS_E2E_ROLE"
 
+// roles maps a role name to its helper; each returns the exit code. Test
+// files add their own helpers from an init function.
+var roles = map[string]func() int{
+	"upstream": runUpstream,
+	"resolve":  runResolve,
+}
+
 func TestMain(m *testing.M) {
-	switch role := os.Getenv(roleEnv); role {
-	case "":
+	role := os.Getenv(roleEnv)
+	if role == "" {
 		os.Exit(m.Run())
-	case "upstream":
-		os.Exit(runUpstream())
-	case "resolve":
-		os.Exit(runResolve())
-	default:
+	}
+	run, ok := roles[role]
+	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
 		os.Exit(2)
 	}
+	os.Exit(run())
 }
