@@ -34,7 +34,7 @@ func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 		ctx:    ctx,
 		drafts: make(map[string]*draft, len(entries)*4),
 		wild:   make(map[string]*draft),
-		soas:   make(map[string][]dns.RR),
+		soas:   make(map[string]*[]dns.RR),
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ type builder struct {
 	drafts map[string]*draft // by lowercase name without trailing dot
 	wild   map[string]*draft // by wildcard domain ("example.com" for "*.example.com")
 	zones  []string          // longest first
-	soas   map[string][]dns.RR
+	soas   map[string]*[]dns.RR
 	hasAlt bool
 }
 
@@ -106,7 +106,7 @@ func (b *builder) addZones(zones []string) error {
 			continue
 		}
 		b.zones = append(b.zones, n)
-		b.drafts[n] = &draft{sets: [numSets][]dns.RR{setSOA: b.soa(n)}, apex: n}
+		b.drafts[n] = &draft{sets: [numSets][]dns.RR{setSOA: *b.soa(n)}, apex: n}
 	}
 	// Longest first: the first zone containing a name is its closest
 	// enclosing zone.
@@ -115,11 +115,11 @@ func (b *builder) addZones(zones []string) error {
 }
 
 // soa returns the shared SOA set of apex.
-func (b *builder) soa(apex string) []dns.RR {
+func (b *builder) soa(apex string) *[]dns.RR {
 	if s, ok := b.soas[apex]; ok {
 		return s
 	}
-	s := []dns.RR{soaRR(apex, b.ctx.Serial, b.ctx.TTL)}
+	s := &[]dns.RR{soaRR(apex, b.ctx.Serial, b.ctx.TTL)}
 	b.soas[apex] = s
 	return s
 }
@@ -257,7 +257,7 @@ func (b *builder) table() *Table {
 		}
 	}
 	for _, z := range b.zones {
-		t.zones = append(t.zones, zone{name: z, soa: b.soa(z)})
+		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
 	}
 	for _, s := range b.ctx.Search {
 		t.search = append(t.search, "."+s)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
@@ -143,6 +144,15 @@ func TestNewAccepts(t *testing.T) {
 			want:    []string{"example.com. 30 IN SOA ns.dns.example.com. hostmaster.example.com. 1 7200 1800 86400 30"},
 		},
 		{
+			name: "a port name listed twice answers with both ports",
+			entries: []Entry{{
+				Hostname: "web.example.com", IPs: addrs("10.0.0.1"),
+				Ports: []Port{{Name: "http", Port: 80}, {Name: "grpc", Port: 90}, {Name: "HTTP", Port: 81, Protocol: "tcp"}},
+			}},
+			q:    q("_http._tcp.web.example.com.", dns.TypeSRV),
+			want: []string{"_http._tcp.web.example.com. 30 IN SRV 10 100 80 web.example.com.", "_http._tcp.web.example.com. 30 IN SRV 10 100 81 web.example.com."},
+		},
+		{
 			name: "a ClusterIP service with endpoints keeps its own address",
 			entries: []Entry{{
 				Hostname: "web.ns.svc.cluster.local", IPs: addrs("10.0.0.1"),
@@ -275,4 +285,12 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestNodeSize keeps the per-name cost in check: a table holds several
+// nodes per service, and 80 bytes is a malloc size class.
+func TestNodeSize(t *testing.T) {
+	if got := unsafe.Sizeof(node{}); got > 80 {
+		t.Errorf("node is %d bytes, want at most 80", got)
+	}
 }

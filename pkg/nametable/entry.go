@@ -63,7 +63,7 @@ func (b *builder) addEntry(e *Entry) error {
 		}
 		// An ExternalName service answers every type with the CNAME;
 		// ports and PTRs do not apply (Kubernetes DNS does the same).
-		d.chase = c + "."
+		d.chase, d.ttl = c+".", ttl
 		return b.defineAll(d, host, alts)
 	}
 
@@ -123,7 +123,7 @@ func (b *builder) addWildcard(e *Entry, host string, alts []string, ips []netip.
 		if err != nil {
 			return fmt.Errorf("canonical name %q: %w", e.CanonicalName, err)
 		}
-		d.chase = c + "."
+		d.chase, d.ttl = c+".", ttl
 	}
 	for _, a := range ips {
 		d.addAddr(addrRR(host+".", a, ttl))
@@ -207,6 +207,7 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 // named port on _name._proto.<service>.
 func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, targets []string, targetRRs []dns.RR, ttl uint32) error {
 	byOwner := make(map[string]*draft, len(ports))
+	extra := &targetRRs // shared by the service and its port names
 	for _, p := range ports {
 		if p.Port == 0 {
 			return fmt.Errorf("port %q: number 0", p.Name)
@@ -233,7 +234,7 @@ func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, t
 			}
 			pd = byOwner[owner]
 			if pd == nil {
-				pd = &draft{canonical: owner, owner: host, apex: d.apex, alt: d.alt, extra: targetRRs}
+				pd = &draft{canonical: owner, owner: host, apex: d.apex, alt: d.alt, extra: extra, srvOf: d}
 				byOwner[owner] = pd
 				if err := b.defineUnder(pd, label, alts); err != nil {
 					return err
@@ -249,7 +250,7 @@ func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, t
 		}
 	}
 	if len(ports) > 0 {
-		d.extra = targetRRs
+		d.extra = extra
 	}
 	return nil
 }

@@ -111,8 +111,8 @@ func (t *Table) findAlt(key []byte) *node {
 // answer is the Result for a question of type qtype on n.
 func (n *node) answer(qtype uint16, alias string) Result {
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
-	if n.chase != "" {
-		r.Chase = n.chase
+	if n.chase {
+		r.Chase = n.chaseTarget()
 		return r
 	}
 	var ans []dns.RR
@@ -123,8 +123,8 @@ func (n *node) answer(qtype uint16, alias string) Result {
 		ans = n.set(setAAAA)
 	case dns.TypeSRV:
 		ans = n.set(setSRV)
-		if len(ans) > 0 {
-			r.Extra = n.extra
+		if len(ans) > 0 && n.extra != nil {
+			r.Extra = *n.extra
 		}
 	case dns.TypePTR:
 		ans = n.set(setPTR)
@@ -145,7 +145,7 @@ func (n *node) answer(qtype uint16, alias string) Result {
 		// NODATA (RFC 2308 section 2.2): the name exists, the type does
 		// not. Never NXDOMAIN: clients ask A and AAAA in parallel and an
 		// NXDOMAIN for one family would fail the other.
-		r.Ns = n.ns
+		r.Ns = *n.ns
 		return r
 	}
 	r.Answer = ans

@@ -16,26 +16,30 @@ const (
 // node holds the precomputed answers of one name. It is immutable once the
 // table is built and shared by every name that answers like it.
 //
-// The record sets sit back to back in one slice (rrs[end[i-1]:end[i]] is
-// set i) so a node costs one small allocation instead of one per type: a
-// table holds several nodes per service.
+// A table holds several nodes per service (the service, one per named
+// port, one per address for PTR), so the layout is kept to 80 bytes: the
+// record sets sit back to back in one slice (set i is rrs[end[i-1]:end[i]]),
+// the sections shared between nodes are pointers, and an ExternalName
+// target lives in a CNAME record instead of its own string field.
 type node struct {
 	// canonical is the FQDN with trailing dot that search-path expansion
 	// aliases to; "" for nodes that only exist to say NODATA.
 	canonical string
-	// chase is the ExternalName target (FQDN with trailing dot), or "".
-	chase string
-	rrs   []dns.RR
-	end   [numSets - 1]uint32 // end of each set but the last (SOA) in rrs
-	// extra is the additional section of an SRV answer: the A/AAAA records
-	// of the targets.
-	extra []dns.RR
-	// ns is the SOA of the enclosing zone, for NODATA answers.
-	ns []dns.RR
+	// rrs holds the record sets; for a chase node, only the CNAME.
+	rrs []dns.RR
+	// extra is the additional section of an SRV answer (the A/AAAA
+	// records of the targets), shared by a service and its port names; or
+	// nil.
+	extra *[]dns.RR
+	// ns is the SOA of the enclosing zone, for NODATA answers; shared.
+	ns  *[]dns.RR
+	end [numSets - 1]uint32 // end of each set but the last (SOA) in rrs
 	// alt is set on the names of a Kubernetes service in the pod's cluster
 	// domain: only they answer to the alternate names svc.ns, svc.ns.svc
 	// and svc.
 	alt bool
+	// chase marks an ExternalName: rrs[0] is a *dns.CNAME to its target.
+	chase bool
 }
 
 // set returns record set i, capacity-limited so that an append by a
@@ -55,39 +59,60 @@ func (n *node) set(i int) []dns.RR {
 	return n.rrs[lo:hi:hi]
 }
 
+// chaseTarget is the ExternalName target, FQDN with trailing dot.
+func (n *node) chaseTarget() string {
+	return n.rrs[0].(*dns.CNAME).Target
+}
+
 // draft is a node under construction: separate growable sets plus what
 // New needs to finish it.
 type draft struct {
 	canonical string
 	chase     string
 	sets      [numSets][]dns.RR
-	extra     []dns.RR
+	extra     *[]dns.RR
 	alt       bool
+	ttl       uint32
 	// apex is the zone whose SOA goes into negative answers.
 	apex string
 	// owner is the hostname of the entry that defined the name, to report
-	// duplicates; "" for names that only exist as PTR targets' reverse
-	// names or zone apexes, which an entry may take over.
+	// duplicates; "" for names that only exist as reverse names or zone
+	// apexes, which an entry may take over.
 	owner string
+	// srvOf is the service whose SRV set holds this port's records as a
+	// contiguous run, so the port's node can share that memory; or nil.
+	srvOf *draft
 	built *node
 }
 
 // pack turns the draft into its immutable node, once; soa gives the SOA
 // set of a zone apex.
-func (d *draft) pack(soa func(apex string) []dns.RR) *node {
+func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
 	if d.built != nil {
 		return d.built
+	}
+	n := &node{
+		canonical: d.canonical,
+		extra:     d.extra,
+		ns:        soa(d.apex),
+		alt:       d.alt,
+	}
+	d.built = n
+	if d.chase != "" {
+		n.chase = true
+		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}
+		return n
+	}
+	if shared := d.sharedSRV(soa); shared != nil {
+		n.rrs = shared
+		for i := setSRV; i < len(n.end); i++ {
+			n.end[i] = uint32(len(shared))
+		}
+		return n
 	}
 	total := 0
 	for _, s := range d.sets {
 		total += len(s)
-	}
-	n := &node{
-		canonical: d.canonical,
-		chase:     d.chase,
-		extra:     d.extra,
-		ns:        soa(d.apex),
-		alt:       d.alt,
 	}
 	if total > 0 {
 		n.rrs = make([]dns.RR, 0, total)
@@ -98,6 +123,33 @@ func (d *draft) pack(soa func(apex string) []dns.RR) *node {
 			n.end[i] = uint32(len(n.rrs))
 		}
 	}
-	d.built = n
 	return n
+}
+
+// sharedSRV returns the run of the service node's records that equals this
+// port draft's SRV set, or nil when the draft is not such a port or the
+// records are not contiguous there (a port listed twice).
+func (d *draft) sharedSRV(soa func(apex string) *[]dns.RR) []dns.RR {
+	srv := d.sets[setSRV]
+	if d.srvOf == nil || len(srv) == 0 {
+		return nil
+	}
+	for i, s := range d.sets {
+		if i != setSRV && len(s) > 0 {
+			return nil
+		}
+	}
+	svc := d.srvOf.pack(soa).set(setSRV)
+	for off := 0; off+len(srv) <= len(svc); off++ {
+		if svc[off] != srv[0] {
+			continue
+		}
+		for i := range srv {
+			if svc[off+i] != srv[i] {
+				return nil
+			}
+		}
+		return svc[off : off+len(srv) : off+len(srv)]
+	}
+	return nil
 }
