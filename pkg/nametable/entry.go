@@ -49,7 +49,7 @@ func (b *builder) addEntry(e *Entry) error {
 	d := &draft{
 		canonical: fqdn,
 		owner:     host,
-		apex:      b.apexFor(host, host),
+		apex:      b.apexFor(host, fallbackApex(e, host)),
 		alt:       b.isKubernetes(e, host),
 	}
 	b.hasAlt = b.hasAlt || d.alt
@@ -93,6 +93,22 @@ func (b *builder) addEntry(e *Entry) error {
 		return err
 	}
 	return b.defineAll(d, host, alts)
+}
+
+// fallbackApex is the zone named in the SOA of negative answers for an
+// entry outside every zone and the cluster domain: the cluster domain of a
+// Kubernetes service (web.ns.svc.other.local -> other.local), else the
+// hostname's parent domain, so that entries of one domain share one SOA.
+func fallbackApex(e *Entry, host string) string {
+	if e.ShortName != "" && e.Namespace != "" {
+		if _, domain, ok := strings.Cut(host, ".svc."); ok {
+			return domain
+		}
+	}
+	if p := parent(host); p != "" {
+		return p
+	}
+	return host
 }
 
 // isKubernetes reports whether e is a Kubernetes service in the pod's

@@ -205,6 +205,10 @@ func TestLookup(t *testing.T) {
 			want: answer("remote.demo.svc.other.local. 30 IN A 10.9.0.1"),
 		},
 		{
+			name: "another cluster domain: NODATA carries that domain's SOA", qname: "remote.demo.svc.other.local.", qtype: dns.TypeAAAA,
+			want: nodata("other.local. 30 IN SOA ns.dns.other.local. hostmaster.other.local. 1 7200 1800 86400 30"),
+		},
+		{
 			name: "another cluster domain has no svc.ns name", qname: "remote.demo.", qtype: dns.TypeA,
 			want: forward,
 		},
@@ -342,7 +346,7 @@ func TestLookup(t *testing.T) {
 		},
 		{
 			name: "SRV on a name without ports is NODATA", qname: "db.corp.internal.", qtype: dns.TypeSRV,
-			want: nodata("db.corp.internal. 30 IN SOA ns.dns.db.corp.internal. hostmaster.db.corp.internal. 1 7200 1800 86400 30"),
+			want: nodata("corp.internal. 30 IN SOA ns.dns.corp.internal. hostmaster.corp.internal. 1 7200 1800 86400 30"),
 		},
 
 		// Headless endpoints and PTR.
