@@ -22,6 +22,20 @@ func init() {
 }
 
 func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
+	cfg, err := agentConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// agentConfig turns the command line and environment into agent.Config,
+// with a logger on stderr and a registry holding the Go and process metrics.
+func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -54,14 +68,14 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 		"namespace": {"POD_NAMESPACE"},
 		"pod-name":  {"POD_NAME"},
 	}); err != nil {
-		return err
+		return cfg, err
 	}
 	if ttl == 0 || ttl > 1<<31-1 {
-		return fmt.Errorf("--ttl %d: want 1 to 2147483647 seconds", ttl)
+		return cfg, fmt.Errorf("--ttl %d: want 1 to 2147483647 seconds", ttl)
 	}
 	level := new(slog.LevelVar)
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -73,9 +87,5 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg.LogLevel = level
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Registerer, cfg.Gatherer = reg, reg
-	a, err := agent.New(cfg)
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
+	return cfg, nil
 }

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/agent/discovery"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// descRecorder is a Registerer that keeps the metric names registered.
+type descRecorder struct{ names map[string]bool }
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *descRecorder) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 16)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.names[m[1]] = true
+		}
+	}
+	return nil
+}
+
+func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		r.Register(c)
+	}
+}
+
+func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
+
+// TestMetricsDocumented checks that the README's Metrics section lists
+// exactly the metrics this package and agent/discovery register, and that
+// their names follow STYLE.md.
+func TestMetricsDocumented(t *testing.T) {
+	rec := &descRecorder{names: map[string]bool{}}
+	if _, err := newMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := discovery.New(discovery.Config{
+		Addrs:      []string{"127.0.0.1:1"},
+		OnTable:    func(string, *meshdnsv1.NameTable) error { return nil },
+		Registerer: rec,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	for n := range rec.names {
+		registered = append(registered, n)
+		if !strings.HasPrefix(n, "meshdns_agent_") && !strings.HasPrefix(n, "meshdns_discovery_") {
+			t.Errorf("metric %s lacks the meshdns_agent_ or meshdns_discovery_ prefix", n)
+		}
+	}
+	sort.Strings(registered)
+
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, metricsSection, ok := strings.Cut(string(b), "\n## Metrics\n")
+	if !ok {
+		t.Fatal("README.md has no Metrics section")
+	}
+	metricsSection, _, _ = strings.Cut(metricsSection, "\n## ")
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(meshdns_(?:agent|discovery)_[a-z_]+)").FindAllStringSubmatch(metricsSection, -1) {
+		seen[m[1]] = true
+	}
+	var documented []string
+	for n := range seen {
+		documented = append(documented, n)
+	}
+	sort.Strings(documented)
+	if diff := cmp.Diff(registered, documented); diff != "" {
+		t.Errorf("README Metrics section vs registered metrics (-registered +documented)\n%s", diff)
+	}
+}

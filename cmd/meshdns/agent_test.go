@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/agent"
+)
+
+func TestAgentFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    agent.Config
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
+				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30,
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+		},
+		{
+			name: "every flag",
+			args: []string{"--dns-addr", "127.0.0.1:53", "--dns-addr", "[::1]:53", "--admin-addr", "-",
+				"--resolv-conf", "r.conf", "--vm-resolv-conf", "vm.conf", "--upstream", "10.0.0.1:53,10.0.0.2:53",
+				"--namespace", "demo", "--pod-name", "web-0", "--cluster-domain", "corp.local", "--ttl", "5",
+				"--control-plane", "cp-0:15012,cp-1:15012", "--ca-cert", "ca.pem", "--tls-cert", "c.pem",
+				"--tls-key", "c.key", "--state-dir", "/var/run/meshdns", "--ready-grace", "3s",
+				"--upstream-timeout", "500ms", "--parallel-upstreams", "--cache-size", "-1"},
+			want: agent.Config{DNSAddrs: []string{"127.0.0.1:53", "[::1]:53"}, AdminAddr: "-", ResolvConf: "r.conf",
+				VMResolvConf: "vm.conf", Upstreams: []string{"10.0.0.1:53", "10.0.0.2:53"}, Namespace: "demo",
+				PodName: "web-0", ClusterDomain: "corp.local", TTL: 5, ControlPlanes: []string{"cp-0:15012", "cp-1:15012"},
+				CACert: "ca.pem", TLSCert: "c.pem", TLSKey: "c.key", StateDir: "/var/run/meshdns",
+				ReadyGrace: 3 * time.Second, UpstreamTimeout: 500 * time.Millisecond, ParallelUpstreams: true, CacheSize: -1},
+		},
+		{
+			name: "environment",
+			env: map[string]string{"POD_NAMESPACE": "from-downward-api", "POD_NAME": "web-1",
+				"MESHDNS_UPSTREAM": "10.0.0.9:53", "MESHDNS_CONTROL_PLANE": "a:1,b:2", "MESHDNS_TTL": "7"},
+			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
+				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 7,
+				Namespace: "from-downward-api", PodName: "web-1", Upstreams: []string{"10.0.0.9:53"},
+				ControlPlanes: []string{"a:1", "b:2"}, ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+		},
+		{
+			name: "MESHDNS_NAMESPACE wins over POD_NAMESPACE",
+			env:  map[string]string{"POD_NAMESPACE": "b", "MESHDNS_NAMESPACE": "a"},
+			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
+				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30, Namespace: "a",
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+		},
+		{name: "zero ttl", args: []string{"--ttl", "0"}, wantErr: "--ttl 0"},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"POD_NAMESPACE", "POD_NAME", "MESHDNS_NAMESPACE", "MESHDNS_UPSTREAM", "MESHDNS_CONTROL_PLANE", "MESHDNS_TTL"} {
+				t.Setenv(k, "") // restores the variable after the test
+				os.Unsetenv(k)
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := agentConfig(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Logger == nil || got.Registerer == nil || got.Gatherer == nil || got.LogLevel == nil {
+				t.Error("logger, level or registry not set")
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "Registerer", "Gatherer", "Version")); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAgentCommandServesExample runs what `make run` runs, on free ports.
+func TestAgentCommandServesExample(t *testing.T) {
+	dnsAddr, adminAddr := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch(ctx, []string{"agent", "--nametable-file", "../../examples/nametable.json", "--namespace", "demo",
+			"--resolv-conf", "../../examples/resolv.conf", "--dns-addr", dnsAddr, "--admin-addr", adminAddr,
+			"--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + adminAddr + "/healthz/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("web.demo.svc.cluster.local.", dns.TypeA)
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, dnsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "10.96.0.20" || !r.Authoritative {
+		t.Errorf("answer = %v (aa=%v), want web.demo.svc.cluster.local A 10.96.0.20 authoritative", r.Answer, r.Authoritative)
+	}
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
