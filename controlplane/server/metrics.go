@@ -54,5 +54,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	// Pre-create the label values so dashboards see zeros, not gaps.
+	for _, k := range []string{"full", "delta"} {
+		m.pushes.WithLabelValues(k)
+		m.pushBytes.WithLabelValues(k)
+	}
+	for _, r := range []string{"ok", "error", "invalid"} {
+		m.streams.WithLabelValues(r)
+	}
 	return m, nil
 }

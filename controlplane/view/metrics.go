@@ -35,6 +35,10 @@ func newEncoder(reg prometheus.Registerer) (*encoder, error) {
 			return nil, err
 		}
 	}
+	for _, k := range []string{"full", "delta"} {
+		e.marshals.WithLabelValues(k)
+		e.bytes.WithLabelValues(k)
+	}
 	return e, nil
 }
 

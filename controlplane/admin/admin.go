@@ -1,0 +1,134 @@
+// Package admin is the control plane's admin HTTP handler: metrics,
+// readiness and the debug views of agents and their tables.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meshdns/meshdns/controlplane/server"
+	"github.com/meshdns/meshdns/controlplane/view"
+)
+
+// Agents is what the handler needs from the gRPC server.
+type Agents interface {
+	Agents() []server.AgentInfo
+	// AgentView returns the view of a connected agent, or nil.
+	AgentView(namespace, pod string) *view.View
+}
+
+// Config configures the handler.
+type Config struct {
+	// Gatherer serves /metrics; required.
+	Gatherer prometheus.Gatherer
+	// Agents lists agents; required.
+	Agents Agents
+	// Views serves /debug/nametable?namespace=; required.
+	Views *view.Store
+	// Ready reports readiness (the first version is built); nil means
+	// always ready.
+	Ready func() bool
+	// Level, when set, is shown and changed by /debug/loglevel.
+	Level *slog.LevelVar
+}
+
+// New returns the handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Gatherer == nil || cfg.Agents == nil || cfg.Views == nil {
+		return nil, errors.New("admin: Gatherer, Agents and Views are required")
+	}
+	h := &handler{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz/ready", h.ready)
+	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /debug/agents", h.agents)
+	mux.HandleFunc("GET /debug/nametable", h.nametable)
+	mux.HandleFunc("GET /debug/loglevel", h.logLevel)
+	mux.HandleFunc("PUT /debug/loglevel", h.logLevel)
+	return mux, nil
+}
+
+type handler struct{ cfg Config }
+
+func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
+	if h.cfg.Ready != nil && !h.cfg.Ready() {
+		http.Error(w, "no name table version yet", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (h *handler) agents(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, h.cfg.Agents.Agents())
+}
+
+// nametable serves ?agent=<namespace>/<pod> (that agent's current view) or
+// ?namespace=<ns>[&clusterDomain=<d>] (a view agents of that namespace use).
+func (h *handler) nametable(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var v *view.View
+	switch {
+	case q.Get("agent") != "":
+		ns, pod, ok := strings.Cut(q.Get("agent"), "/")
+		if !ok || ns == "" || pod == "" {
+			http.Error(w, "agent must be <namespace>/<pod>", http.StatusBadRequest)
+			return
+		}
+		if v = h.cfg.Agents.AgentView(ns, pod); v == nil {
+			http.Error(w, "agent "+q.Get("agent")+" is not connected", http.StatusNotFound)
+			return
+		}
+	case q.Get("namespace") != "":
+		key := view.Key{Namespace: q.Get("namespace"), ClusterDomain: q.Get("clusterDomain")}
+		if v = h.cfg.Views.Lookup(key); v == nil {
+			http.Error(w, "no agent of namespace "+key.Namespace+" is connected", http.StatusNotFound)
+			return
+		}
+	default:
+		http.Error(w, "give agent=<namespace>/<pod> or namespace=<ns>", http.StatusBadRequest)
+		return
+	}
+	cur := v.Current()
+	table, err := protojson.MarshalOptions{Indent: "  "}.Marshal(cur.Table())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, struct {
+		Namespace     string          `json:"namespace"`
+		ClusterDomain string          `json:"clusterDomain"`
+		Version       string          `json:"version"`
+		Seq           uint64          `json:"seq"`
+		Table         json.RawMessage `json:"table"`
+	}{v.Key().Namespace, v.Key().ClusterDomain, cur.ID, cur.Seq, table})
+}
+
+func (h *handler) logLevel(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Level == nil {
+		http.Error(w, "log level is fixed", http.StatusNotFound)
+		return
+	}
+	if r.Method == http.MethodPut {
+		if err := h.cfg.Level.UnmarshalText([]byte(r.URL.Query().Get("level"))); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	fmt.Fprintln(w, h.cfg.Level.Level().String())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to do
+}

@@ -1,0 +1,287 @@
+// Package controlplane wires the control plane together: sources feed the
+// registry, the registry's versions become per-namespace views, and the
+// gRPC server streams them to agents; an admin HTTP server shows it all.
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meshdns/meshdns/controlplane/admin"
+	"github.com/meshdns/meshdns/controlplane/certs"
+	"github.com/meshdns/meshdns/controlplane/filesource"
+	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/controlplane/server"
+	"github.com/meshdns/meshdns/controlplane/view"
+	"github.com/meshdns/meshdns/controlplane/vip"
+)
+
+// DefaultVIPCIDRs are the virtual IP pools when none are configured: a
+// reserved IPv4 range (240/4, never routed) and a ULA IPv6 /48.
+var DefaultVIPCIDRs = []netip.Prefix{
+	netip.MustParsePrefix("240.240.0.0/16"),
+	netip.MustParsePrefix("fd00:240:240::/48"),
+}
+
+// Config configures the control plane. Every zero value has a default.
+type Config struct {
+	// GRPCAddr serves NameDiscoveryService; zero means ":15010".
+	GRPCAddr string
+	// AdminAddr serves /metrics, /healthz and /debug; zero means ":15014".
+	AdminAddr string
+	// GRPCListener and AdminListener, when set, are used instead of
+	// listening on the addresses (tests pass 127.0.0.1:0 listeners).
+	GRPCListener, AdminListener net.Listener
+	// ClusterDomain is the cluster's DNS domain; zero means "cluster.local".
+	ClusterDomain string
+	// Entries are YAML files or folders for the file source; none turns
+	// the file source off.
+	Entries []string
+	// VIPCIDRs are the virtual IP pools; nil means DefaultVIPCIDRs.
+	VIPCIDRs []netip.Prefix
+	// TLSCert and TLSKey turn on TLS for gRPC; ClientCA additionally
+	// requires agents to present a certificate it signed. The files are
+	// re-read when they change.
+	TLSCert, TLSKey, ClientCA string
+	// Debounce folds bursts of source updates into one version; zero
+	// means 100ms.
+	Debounce time.Duration
+	// Sources are further sources (Kubernetes) run beside the file source.
+	Sources []registry.Source
+	// ExpectSources are source names that must report before the first
+	// version is served ("file" is added when Entries is set).
+	ExpectSources []string
+	// Webhook, when set, is served over HTTPS on WebhookAddr (zero means
+	// ":15017") with WebhookCert and WebhookKey, re-read when they change.
+	Webhook                              http.Handler
+	WebhookAddr, WebhookCert, WebhookKey string
+	// WebhookListener, when set, is used instead of WebhookAddr.
+	WebhookListener net.Listener
+	// Logger; nil discards. Level, when set, is changeable at runtime
+	// through the admin endpoint /debug/loglevel.
+	Logger *slog.Logger
+	Level  *slog.LevelVar
+	// Registerer and Gatherer for the metrics, both or neither; nil means
+	// a private registry with the Go and process collectors.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// ControlPlane is the running control plane.
+type ControlPlane struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *registry.Registry
+	views    *view.Store
+	server   *server.Server
+	admin    http.Handler
+	sources  []registry.Source
+	grpcTLS  *tls.Config
+}
+
+// New validates cfg and builds the components. Certificate files are read
+// here so a bad one fails at start, not at the first agent.
+func New(cfg Config) (*ControlPlane, error) {
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = ":15010"
+	}
+	if cfg.AdminAddr == "" {
+		cfg.AdminAddr = ":15014"
+	}
+	if cfg.WebhookAddr == "" {
+		cfg.WebhookAddr = ":15017"
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.VIPCIDRs == nil {
+		cfg.VIPCIDRs = DefaultVIPCIDRs
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if (cfg.Registerer == nil) != (cfg.Gatherer == nil) {
+		return nil, errors.New("controlplane: set both Registerer and Gatherer, or neither")
+	}
+	if cfg.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	c := &ControlPlane{cfg: cfg, log: log}
+	expect := append([]string(nil), cfg.ExpectSources...)
+	if len(cfg.Entries) > 0 {
+		alloc, err := vip.New(cfg.VIPCIDRs)
+		if err != nil {
+			return nil, err
+		}
+		fs, err := filesource.New(filesource.Config{
+			Paths: cfg.Entries, VIP: alloc, Logger: log.With("component", "filesource"), Registerer: cfg.Registerer,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.sources = append(c.sources, fs)
+		expect = append(expect, fs.Name())
+	}
+	c.sources = append(c.sources, cfg.Sources...)
+	if len(c.sources) == 0 {
+		return nil, errors.New("controlplane: no sources (give --entries or a Kubernetes source)")
+	}
+	var err error
+	if c.registry, err = registry.New(registry.Config{
+		Debounce: cfg.Debounce, Expect: expect, Logger: log.With("component", "registry"), Registerer: cfg.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	if c.views, err = view.New(view.Config{
+		ClusterDomain: cfg.ClusterDomain, Logger: log.With("component", "views"), Registerer: cfg.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.ClientCA != "" {
+		rl, err := certs.New(certs.Config{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ClientCAFile: cfg.ClientCA,
+			Logger: log.With("component", "grpc-tls")})
+		if err != nil {
+			return nil, fmt.Errorf("grpc tls: %w", err)
+		}
+		if c.grpcTLS, err = rl.TLSConfig(); err != nil {
+			return nil, fmt.Errorf("grpc tls: %w", err)
+		}
+	}
+	if c.server, err = server.New(server.Config{
+		Views: c.views, TLS: c.grpcTLS, Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	if c.admin, err = admin.New(admin.Config{
+		Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Ready reports whether the first version is built.
+func (c *ControlPlane) Ready() bool {
+	select {
+	case <-c.views.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// Registry returns the registry, the Sink of every source.
+func (c *ControlPlane) Registry() *registry.Registry { return c.registry }
+
+// Run serves until ctx ends or a component fails; it then stops the rest
+// and returns the first error.
+func (c *ControlPlane) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var g group
+	g.run(ctx, cancel, "registry", c.registry.Run)
+	g.run(ctx, cancel, "views", func(ctx context.Context) error { return c.views.Run(ctx, c.registry) })
+	for _, s := range c.sources {
+		g.run(ctx, cancel, "source", func(ctx context.Context) error { return s.Run(ctx, c.registry) })
+	}
+	g.run(ctx, cancel, "grpc", func(ctx context.Context) error {
+		if c.cfg.GRPCListener != nil {
+			return c.server.Serve(ctx, c.cfg.GRPCListener)
+		}
+		return c.server.Run(ctx, c.cfg.GRPCAddr)
+	})
+	g.run(ctx, cancel, "admin", func(ctx context.Context) error {
+		return serveHTTP(ctx, &http.Server{Handler: c.admin, ReadHeaderTimeout: 10 * time.Second}, c.cfg.AdminAddr, c.cfg.AdminListener, false)
+	})
+	if c.cfg.Webhook != nil {
+		rl, err := certs.New(certs.Config{CertFile: c.cfg.WebhookCert, KeyFile: c.cfg.WebhookKey, Logger: c.log.With("component", "webhook-tls")})
+		if err != nil {
+			cancel()
+			g.wait()
+			return fmt.Errorf("webhook tls: %w", err)
+		}
+		tlsConf, err := rl.TLSConfig()
+		if err != nil {
+			cancel()
+			g.wait()
+			return fmt.Errorf("webhook tls: %w", err)
+		}
+		g.run(ctx, cancel, "webhook", func(ctx context.Context) error {
+			srv := &http.Server{Handler: c.cfg.Webhook, TLSConfig: tlsConf, ReadHeaderTimeout: 10 * time.Second}
+			return serveHTTP(ctx, srv, c.cfg.WebhookAddr, c.cfg.WebhookListener, true)
+		})
+	}
+	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "tls", c.grpcTLS != nil,
+		"entries", c.cfg.Entries, "cluster_domain", c.cfg.ClusterDomain)
+	return g.wait()
+}
+
+// serveHTTP serves until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, srv *http.Server, addr string, lis net.Listener, useTLS bool) error {
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("listen %s: %w", addr, err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if useTLS {
+			errc <- srv.ServeTLS(lis, "", "")
+		} else {
+			errc <- srv.Serve(lis)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// group runs goroutines and keeps the first error; any error cancels the
+// rest (a control plane missing a part must not look healthy).
+type group struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs error
+}
+
+func (g *group) run(ctx context.Context, cancel context.CancelFunc, name string, f func(context.Context) error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			g.mu.Lock()
+			if g.errs == nil {
+				g.errs = fmt.Errorf("%s: %w", name, err)
+			}
+			g.mu.Unlock()
+			cancel()
+		}
+	}()
+}
+
+func (g *group) wait() error {
+	g.wg.Wait()
+	return g.errs
+}
