@@ -21,7 +21,9 @@ var roles = map[string]func() int{
 func TestMain(m *testing.M) {
 	role := os.Getenv(roleEnv)
 	if role == "" {
-		os.Exit(m.Run())
+		code := m.Run()
+		removeBuild()
+		os.Exit(code)
 	}
 	run, ok := roles[role]
 	if !ok {

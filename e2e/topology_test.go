@@ -69,6 +69,14 @@ func buildMeshdns(t testing.TB) string {
 	return filepath.Join(buildDir, "meshdns")
 }
 
+// removeBuild deletes what buildMeshdns built; TestMain calls it after the
+// tests, since the binary is shared by all of them.
+func removeBuild() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+}
+
 // copySelf copies the test binary into dir so that a process running as
 // another uid can execute it (for the helper roles).
 func copySelf(t testing.TB, dir string) string {
