@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -193,11 +193,7 @@ func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, er
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				continue
-			}
-			return nil, err
+			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}
 	}
 	return m, nil
