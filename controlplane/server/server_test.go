@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
@@ -17,12 +18,12 @@ func TestMain(m *testing.M) {
 func TestFullThenDeltas(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"), entry("c.corp.example", "10.0.0.3"))
-	a := dial(t, h.addr, dialOpts{namespace: "ns"})
-	r := a.next()
-	if diff := cmp.Diff("full", kind(r)); diff != "" {
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns"})
+	r := a.Next()
+	if diff := cmp.Diff("full", cptest.Kind(r)); diff != "" {
 		t.Fatalf("first response kind (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"corp.example"}, a.zones); diff != "" {
+	if diff := cmp.Diff([]string{"corp.example"}, a.Zones); diff != "" {
 		t.Errorf("zones (-want +got):\n%s", diff)
 	}
 
@@ -55,15 +56,15 @@ func TestFullThenDeltas(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			h.publish(t, s.entries...)
-			r := a.next()
-			if diff := cmp.Diff("delta", kind(r)); diff != "" {
+			r := a.Next()
+			if diff := cmp.Diff("delta", cptest.Kind(r)); diff != "" {
 				t.Fatalf("kind (-want +got):\n%s", diff)
 			}
 			d := r.GetDelta()
 			if diff := cmp.Diff([2]int{s.upserted, s.removed}, [2]int{len(d.GetUpserted()), len(d.GetRemoved())}); diff != "" {
 				t.Errorf("upserted, removed (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(s.want, a.ips()); diff != "" {
+			if diff := cmp.Diff(s.want, a.IPs()); diff != "" {
 				t.Errorf("table (-want +got):\n%s", diff)
 			}
 		})
@@ -75,21 +76,21 @@ func TestFullThenDeltas(t *testing.T) {
 func TestNACKSendsFullTable(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := dial(t, h.addr, dialOpts{namespace: "ns"})
-	a.next()
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns"})
+	a.Next()
 
 	h.publish(t, entry("a.corp.example", "10.0.0.2"))
-	r := a.recv()
-	if kind(r) != "delta" {
-		t.Fatalf("got %s, want delta", kind(r))
+	r := a.Recv()
+	if cptest.Kind(r) != "delta" {
+		t.Fatalf("got %s, want delta", cptest.Kind(r))
 	}
-	a.nack(r, "bad address in a.corp.example") // keep the old table
+	a.Nack(r, "bad address in a.corp.example") // keep the old table
 
-	r = a.next()
-	if diff := cmp.Diff("full", kind(r)); diff != "" {
+	r = a.Next()
+	if diff := cmp.Diff("full", cptest.Kind(r)); diff != "" {
 		t.Fatalf("after NACK (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.0.2"}, a.ips()); diff != "" {
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.0.2"}, a.IPs()); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
 	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 1 {
@@ -97,16 +98,16 @@ func TestNACKSendsFullTable(t *testing.T) {
 	}
 	// The stream goes on with deltas.
 	h.publish(t, entry("a.corp.example", "10.0.0.3"))
-	if r := a.next(); kind(r) != "delta" {
-		t.Errorf("after recovery got %s, want delta", kind(r))
+	if r := a.Next(); cptest.Kind(r) != "delta" {
+		t.Errorf("after recovery got %s, want delta", cptest.Kind(r))
 	}
 
 	// A NACKed full table is not resent (the agent would reject it
 	// again); the next version comes as usual.
-	b := dial(t, h.addr, dialOpts{namespace: "ns", pod: "b"})
-	r = b.recv()
-	b.nack(r, "table too large")
-	b.none(100 * time.Millisecond)
+	b := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "b"})
+	r = b.Recv()
+	b.Nack(r, "table too large")
+	b.None(100 * time.Millisecond)
 	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 2 {
 		t.Errorf("nacks = %v, want 2", got)
 	}
@@ -115,10 +116,10 @@ func TestNACKSendsFullTable(t *testing.T) {
 func TestResume(t *testing.T) {
 	h := newHarness(t, harnessOpts{history: 3})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := dial(t, h.addr, dialOpts{namespace: "ns"})
-	a.next()
-	v1 := a.version
-	a.close()
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns"})
+	a.Next()
+	v1 := a.Version
+	a.Close()
 
 	h.publish(t, entry("a.corp.example", "10.0.0.2"))
 	v2 := h.views.Lookup(viewKey("ns")).Current().ID
@@ -136,9 +137,9 @@ func TestResume(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := dial(t, h.addr, dialOpts{namespace: "ns", resume: tc.resume})
-			r := b.recv()
-			if diff := cmp.Diff(tc.kind, kind(r)); diff != "" {
+			b := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Resume: tc.resume})
+			r := b.Recv()
+			if diff := cmp.Diff(tc.kind, cptest.Kind(r)); diff != "" {
 				t.Fatalf("kind (-want +got):\n%s", diff)
 			}
 			if tc.kind == "delta" {
@@ -156,9 +157,9 @@ func TestResume(t *testing.T) {
 		for i := range 4 {
 			h.publish(t, entry("a.corp.example", "10.0.1."+string(rune('1'+i))))
 		}
-		b := dial(t, h.addr, dialOpts{namespace: "ns", resume: v1})
-		if r := b.recv(); kind(r) != "full" {
-			t.Errorf("got %s, want full", kind(r))
+		b := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Resume: v1})
+		if r := b.Recv(); cptest.Kind(r) != "full" {
+			t.Errorf("got %s, want full", cptest.Kind(r))
 		}
 	})
 }
@@ -166,20 +167,20 @@ func TestResume(t *testing.T) {
 func TestDebounceBurstIsOneVersion(t *testing.T) {
 	h := newHarness(t, harnessOpts{debounce: 50 * time.Millisecond})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := dial(t, h.addr, dialOpts{namespace: "ns"})
-	a.next()
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns"})
+	a.Next()
 	before := h.metric(t, "meshdns_controlplane_versions_total")
 	for i := range 100 {
 		h.reg.Update("test", registry.Snapshot{Entries: []registry.Entry{entry("a.corp.example", "10.0.2."+itoa(i))}, Zones: []string{"corp.example"}})
 	}
-	r := a.next()
-	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.2.99"}, a.ips()); diff != "" {
+	r := a.Next()
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.2.99"}, a.IPs()); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
 	}
-	if kind(r) != "delta" {
-		t.Errorf("got %s, want delta", kind(r))
+	if cptest.Kind(r) != "delta" {
+		t.Errorf("got %s, want delta", cptest.Kind(r))
 	}
-	a.none(200 * time.Millisecond)
+	a.None(200 * time.Millisecond)
 	if got := h.metric(t, "meshdns_controlplane_versions_total") - before; got != 1 {
 		t.Errorf("versions for a burst of 100 = %v, want 1", got)
 	}
@@ -203,14 +204,14 @@ func TestNamespaceScoping(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.namespace, func(t *testing.T) {
-			a := dial(t, h.addr, dialOpts{namespace: tc.namespace})
-			a.next()
-			if diff := cmp.Diff(tc.want, a.ips()); diff != "" {
+			a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: tc.namespace})
+			a.Next()
+			if diff := cmp.Diff(tc.want, a.IPs()); diff != "" {
 				t.Errorf("table (-want +got):\n%s", diff)
 			}
 			// The zone stays authoritative, so hidden names get NXDOMAIN
 			// at the agent instead of leaking upstream.
-			if diff := cmp.Diff([]string{"corp.example"}, a.zones); diff != "" {
+			if diff := cmp.Diff([]string{"corp.example"}, a.Zones); diff != "" {
 				t.Errorf("zones (-want +got):\n%s", diff)
 			}
 		})
@@ -220,14 +221,14 @@ func TestNamespaceScoping(t *testing.T) {
 func TestMarshalOncePerView(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.publish(t, manyEntries(100)...)
-	var agents []*testAgent
+	var agents []*cptest.Agent
 	for i := range 10 {
 		ns := "ns-a"
 		if i >= 7 {
 			ns = "ns-b"
 		}
-		a := dial(t, h.addr, dialOpts{namespace: ns, pod: "p" + itoa(i)})
-		a.next()
+		a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: ns, Pod: "p" + itoa(i)})
+		a.Next()
 		agents = append(agents, a)
 	}
 	fullBefore := h.metric(t, "meshdns_controlplane_marshals_total", "kind", "full")
@@ -237,8 +238,8 @@ func TestMarshalOncePerView(t *testing.T) {
 	es[5] = entry("e5.corp.example", "10.9.9.9")
 	h.publish(t, es...)
 	for _, a := range agents {
-		a.next()
-		if got := a.ips()["e5.corp.example"]; got != "10.9.9.9" {
+		a.Next()
+		if got := a.IPs()["e5.corp.example"]; got != "10.9.9.9" {
 			t.Fatalf("e5 = %q", got)
 		}
 	}
@@ -259,18 +260,18 @@ func TestSlowAgentDoesNotBlockOthers(t *testing.T) {
 	// server's writes to the slow agent block.
 	es := manyEntries(20000)
 	h.publish(t, es...)
-	slow := dial(t, h.addr, dialOpts{namespace: "ns", pod: "slow", noRead: true})
-	fast := dial(t, h.addr, dialOpts{namespace: "ns", pod: "fast"})
-	fast.next()
+	slow := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "slow", NoRead: true})
+	fast := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fast"})
+	fast.Next()
 	for i := range 10 {
 		es[0] = entry("e0.corp.example", "10.8.0."+itoa(i))
 		h.publish(t, es...)
 		start := time.Now()
-		fast.next()
+		fast.Next()
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("update %d reached the fast agent after %v", i, d)
 		}
-		if got := fast.ips()["e0.corp.example"]; got != "10.8.0."+itoa(i) {
+		if got := fast.IPs()["e0.corp.example"]; got != "10.8.0."+itoa(i) {
 			t.Fatalf("fast agent has e0 = %q", got)
 		}
 	}
@@ -279,17 +280,17 @@ func TestSlowAgentDoesNotBlockOthers(t *testing.T) {
 	}
 	// The slow agent catches up: after what was already in flight it gets
 	// a full table of the current version.
-	go slow.read()
+	go slow.Read()
 	var last string
-	for last != fast.version {
-		r := slow.recv()
-		if err := slow.apply(r); err != nil {
+	for last != fast.Version {
+		r := slow.Recv()
+		if err := slow.Apply(r); err != nil {
 			t.Fatalf("slow agent: %v", err)
 		}
-		slow.ack(r)
+		slow.Ack(r)
 		last = r.GetVersionInfo()
 	}
-	if diff := cmp.Diff(fast.ips(), slow.ips()); diff != "" {
+	if diff := cmp.Diff(fast.IPs(), slow.IPs()); diff != "" {
 		t.Errorf("slow agent's table (-fast +slow):\n%s", diff)
 	}
 }
@@ -297,13 +298,13 @@ func TestSlowAgentDoesNotBlockOthers(t *testing.T) {
 func TestInvalidIdentity(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := dial(t, h.addr, dialOpts{namespace: ""})
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: ""})
 	select {
-	case <-a.resps:
+	case <-a.Resps:
 	case <-time.After(5 * time.Second):
 		t.Fatal("stream not closed")
 	}
-	if err := <-a.errs; err == nil {
+	if err := <-a.Errs; err == nil {
 		t.Fatal("want an error for a missing namespace")
 	}
 }

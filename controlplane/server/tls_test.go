@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/certs"
 	"github.com/meshdns/meshdns/controlplane/certs/certstest"
+	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 )
 
 func TestMTLS(t *testing.T) {
@@ -80,10 +81,10 @@ func TestMTLS(t *testing.T) {
 // canStream reports whether an agent gets its table over TLS.
 func canStream(t *testing.T, addr string, c *tls.Config) bool {
 	t.Helper()
-	a := dial(t, addr, dialOpts{namespace: "ns", tls: c})
-	defer a.close()
+	a := cptest.Dial(t, addr, cptest.DialOpts{Namespace: "ns", TLS: c})
+	defer a.Close()
 	select {
-	case r, ok := <-a.resps:
+	case r, ok := <-a.Resps:
 		return ok && r != nil
 	case <-timeAfter5s():
 		t.Fatal("no answer")
