@@ -127,6 +127,7 @@ func (a *Agent) Listen() error {
 			Namespace:     cfg.Namespace,
 			ClusterDomain: cfg.ClusterDomain,
 			AgentVersion:  cfg.Version,
+			InstanceID:    cfg.InstanceID,
 			OnTable: func(version string, nt *meshdnsv1.NameTable) error {
 				src := sourceControlPlane
 				if a.restoring.Load() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -77,6 +78,10 @@ type Config struct {
 
 	// Version is the build version, reported to the control plane.
 	Version string
+	// InstanceID names this agent process: it is sent to the control plane
+	// and tags every log line (per-query debug lines included) so both
+	// sides' logs can be joined; a new UUID.
+	InstanceID string
 	// Logger receives the agent's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// LogLevel, when set, is changed at runtime by /debug/loglevel.
@@ -143,9 +148,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return cfg, errors.New("--tls-cert and --tls-key go together")
 	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = uuid.NewString()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = cfg.Logger.With("instance_id", cfg.InstanceID)
 	if cfg.Registerer == nil {
 		reg := prometheus.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = reg, reg

@@ -31,6 +31,9 @@ func TestControlPlaneStream(t *testing.T) {
 	if got := first.GetIdentity(); got.GetNamespace() != "demo" || got.GetPodName() != "web-0" || got.GetClusterDomain() != "cluster.local" {
 		t.Errorf("identity = %v", got)
 	}
+	if got := first.GetIdentity().GetInstanceId(); got != a.cfg.InstanceID || got == "" {
+		t.Errorf("instance id %q, want the agent's %q", got, a.cfg.InstanceID)
+	}
 	if a.Ready() {
 		t.Error("ready before any table")
 	}

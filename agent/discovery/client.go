@@ -68,6 +68,7 @@ type Config struct {
 	KeepaliveTimeout time.Duration
 
 	// Logger receives connection and update logs; slog.Default() when nil.
+	// The caller tags it with the instance id when it wants that.
 	Logger *slog.Logger
 	// Registerer receives the client's metrics; none when nil.
 	Registerer prometheus.Registerer
@@ -126,7 +127,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		cfg:     cfg,
-		log:     cfg.Logger.With("instance_id", cfg.InstanceID),
+		log:     cfg.Logger,
 		metrics: m,
 		synced:  make(chan struct{}),
 	}, nil

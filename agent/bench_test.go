@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// benchTable is a table of n Kubernetes services with one port each, every
+// tenth headless with three endpoints.
+func benchTable(n int) *meshdnsv1.NameTable {
+	t := &meshdnsv1.NameTable{Table: make(map[string]*meshdnsv1.NameInfo, n), AuthoritativeZones: []string{"cluster.local"}}
+	for i := range n {
+		ns := fmt.Sprintf("ns%d", i%50)
+		svc := fmt.Sprintf("svc%d", i)
+		info := &meshdnsv1.NameInfo{Registry: "Kubernetes", Shortname: svc, Namespace: ns,
+			Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "TCP"}}}
+		if i%10 == 0 {
+			for e := range 3 {
+				info.Endpoints = append(info.Endpoints, &meshdnsv1.Endpoint{Ips: []string{fmt.Sprintf("10.%d.%d.%d", 100+e, i>>8&255, i&255)}})
+			}
+		} else {
+			info.Ips = []string{fmt.Sprintf("10.96.%d.%d", i>>8&255, i&255)}
+		}
+		t.Table[svc+"."+ns+".svc.cluster.local"] = info
+	}
+	return t
+}
+
+func BenchmarkConvert10k(b *testing.B) {
+	t := benchTable(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Convert(t, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApply10k is the whole off-hot-path cost of a new table version:
+// convert, validate, build and swap.
+func BenchmarkApply10k(b *testing.B) {
+	t := benchTable(10_000)
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := &tables{ctx: nametable.Context{Namespace: "ns1"}, m: m, now: time.Now, publish: func(*nametable.Table) {}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ts.apply(sourceControlPlane, "v", t); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
