@@ -427,7 +427,10 @@ func TestFakeTriggerTime(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("app").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got := rec.wait(t, "endpoint", func(s registry.Snapshot) bool { e, _ := find(s, "db.app.svc.cluster.local"); return len(e.Endpoints) == 1 })
+	got := rec.wait(t, "endpoint", func(s registry.Snapshot) bool {
+		e, _ := find(s, "db.app.svc.cluster.local")
+		return len(e.Endpoints) == 1
+	})
 	if !got.Changed.Equal(trigger) {
 		t.Errorf("Changed = %v, want the trigger time %v", got.Changed, trigger)
 	}
@@ -437,7 +440,10 @@ func TestFakeTriggerTime(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("app").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got = rec.wait(t, "second endpoint", func(s registry.Snapshot) bool { e, _ := find(s, "db.app.svc.cluster.local"); return len(e.Endpoints) == 2 })
+	got = rec.wait(t, "second endpoint", func(s registry.Snapshot) bool {
+		e, _ := find(s, "db.app.svc.cluster.local")
+		return len(e.Endpoints) == 2
+	})
 	if !got.Changed.Equal(clk.Now()) {
 		t.Errorf("Changed = %v, want the receipt time %v (stamp unchanged)", got.Changed, clk.Now())
 	}
