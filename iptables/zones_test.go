@@ -27,9 +27,10 @@ func TestConntrackZones(t *testing.T) {
 		{f: IPv4, ns: "198.18.0.1", pod: "198.18.0.2", agent: "127.0.0.1", nsCIDR: "198.18.0.1/24", podCIDR: "198.18.0.2/24"},
 		{f: IPv6, ns: "fd00:198:18::1", pod: "fd00:198:18::2", agent: "::1", nsCIDR: "fd00:198:18::1/64", podCIDR: "fd00:198:18::2/64"},
 	}
+	self := copyTestBinary(t)
 	for _, b := range []Backend{NFT, Legacy} {
 		for _, fam := range families {
-			t.Run(string(b)+" "+fam.f.String(), func(t *testing.T) { testZones(t, b, fam) })
+			t.Run(string(b)+" "+fam.f.String(), func(t *testing.T) { testZones(t, self, b, fam) })
 		}
 	}
 }
@@ -41,7 +42,7 @@ type zoneCase struct {
 	nsCIDR, podCIDR string
 }
 
-func testZones(t *testing.T, b Backend, c zoneCase) {
+func testZones(t *testing.T, self string, b Backend, c zoneCase) {
 	f, nsIP, podIP, agentIP := c.f, c.ns, c.pod, c.agent
 	testenv.RequireTool(t, b.binary(f, "restore"))
 	pod, r := newNetns(t)
@@ -63,7 +64,6 @@ func testZones(t *testing.T, b Backend, c zoneCase) {
 			t.Fatalf("ip %q: %v: %s", args, err, out)
 		}
 	}
-	self := copyTestBinary(t)
 	startRole(t, dnsNS, "udpecho", "ADDR="+net.JoinHostPort(nsIP, "53"), "REPLY=upstream")
 	startRole(t, pod, "udpecho", "ADDR="+net.JoinHostPort(agentIP, "15053"), "REPLY=agent")
 
