@@ -177,6 +177,23 @@ func (w *Webhook) watched() []string {
 	return files
 }
 
+// WatchTemplate loads the template file and re-reads it whenever it
+// changes, until ctx ends. It is for servers that serve the Webhook as an
+// http.Handler with their own TLS (the control plane's webhook listener);
+// Serve does the same by itself. A template file that cannot be loaded at
+// the start is an error; later bad versions are logged and skipped.
+func (w *Webhook) WatchTemplate(ctx context.Context) error {
+	if w.cfg.TemplateFile == "" {
+		<-ctx.Done()
+		return nil
+	}
+	if err := w.reloadTemplate(); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	watchFiles(ctx, w.log, []string{w.cfg.TemplateFile}, w.cfg.PollInterval, w.reloadTemplateLogged)
+	return nil
+}
+
 // reloadAll re-reads every file; errors are logged and counted, and the
 // last good certificate and template stay in use.
 func (w *Webhook) reloadAll() {
@@ -187,6 +204,10 @@ func (w *Webhook) reloadAll() {
 		w.metrics.reloads.WithLabelValues("certificate", "ok").Inc()
 		w.log.Info("reloaded serving certificate", "file", w.cfg.CertFile)
 	}
+	w.reloadTemplateLogged()
+}
+
+func (w *Webhook) reloadTemplateLogged() {
 	if err := w.reloadTemplate(); err != nil {
 		w.metrics.reloads.WithLabelValues("template", "error").Inc()
 		w.log.Error("reload injection template", "err", err)
