@@ -2,9 +2,9 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
