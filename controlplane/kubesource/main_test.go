@@ -1,0 +1,35 @@
+package kubesource
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
+)
+
+// cluster is one real etcd + kube-apiserver for the package's integration
+// tests, started by the first test that needs it.
+var cluster = kubetest.NewShared()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cluster.Stop()
+	if code == 0 {
+		// Every informer and Run goroutine must be gone once its test
+		// ended. Idle keep-alive connections of client-go's shared
+		// transports and klog's flush daemon are process-wide, not ours.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
