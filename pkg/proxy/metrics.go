@@ -168,8 +168,8 @@ func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, er
 		}, []string{"protocol", "qtype", "rcode", "source"}),
 		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meshdns_dns_request_duration_seconds",
-			Help: "Time from reading a query to having its reply, by protocol and source of the answer.",
-			// 10µs (a table answer) up to 2.6s (an upstream timing out).
+			Help: "Time from reading a forwarded query to having its reply, by protocol and source (cache, upstream); table answers are not timed.",
+			// 10µs (a cache hit) up to 2.6s (an upstream timing out).
 			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
 		}, []string{"protocol", "source"}),
 		droppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -200,10 +200,12 @@ func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, er
 }
 
 // observe counts one answered query.
-func (m *metrics) observe(p Protocol, qtype uint16, rcode int, src source, start time.Time) {
+func (m *metrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
 	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
 	m.requests[p][qt][rc][src].get(m.requestsVec, protocolNames[p], qtypeNames[qt], rcodeNames[rc], sourceNames[src]).Inc()
-	m.duration[p][src].get(m.durationVec, protocolNames[p], sourceNames[src]).Observe(time.Since(start).Seconds())
+	if timed {
+		m.duration[p][src].get(m.durationVec, protocolNames[p], sourceNames[src]).Observe(elapsed.Seconds())
+	}
 }
 
 func (m *metrics) drop(p Protocol, r dropReason) {

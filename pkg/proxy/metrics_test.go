@@ -82,7 +82,7 @@ func registeredNames(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	// Touch every vector so Gather reports it.
-	h.m.observe(UDP, dns.TypeA, 0, srcTable, time.Now())
+	h.m.observe(UDP, dns.TypeA, 0, srcCache, true, time.Millisecond)
 	h.m.drop(UDP, dropMalformed)
 	h.m.truncate(UDP)
 	mfs, err := reg.Gather()

@@ -15,7 +15,7 @@ import (
 // alone (a compressed question name, records in the answer or authority
 // section, extra additional records such as TSIG): miekg unpacks it, and a
 // canonical query (header, plain question, OPT) goes down the normal path.
-func (h *Handler) serveSlow(ctx context.Context, dst, pkt []byte, p Protocol, block bool, start time.Time) ([]byte, bool) {
+func (h *Handler) serveSlow(ctx context.Context, dst, pkt []byte, p Protocol, block bool, start time.Duration) ([]byte, bool) {
 	var q query
 	parseQuery(pkt, &q) // fills the ID and flags for a FORMERR
 	m := new(dns.Msg)
@@ -36,7 +36,10 @@ func (h *Handler) serveSlow(ctx context.Context, dst, pkt []byte, p Protocol, bl
 // chase answers an ExternalName: the CNAME chain from the table, then the
 // target's records of the asked type resolved upstream, in one reply so
 // the client needs one round trip (Result contract step 3).
-func (h *Handler) chase(ctx context.Context, dst []byte, q *query, res nametable.Result, p Protocol, start time.Time) []byte {
+func (h *Handler) chase(ctx context.Context, dst []byte, q *query, res nametable.Result, p Protocol, start time.Duration) []byte {
+	if start == 0 {
+		start = h.clock()
+	}
 	qname := strings.ToLower(wireName(q.name))
 	m := new(dns.Msg)
 	m.Response = true

@@ -25,7 +25,7 @@ type fwdJob struct {
 	conn  *net.UDPConn
 	addr  netip.AddrPort
 	pkt   []byte
-	start time.Time
+	start time.Duration
 }
 
 // serveUDP reads queries from c until it is closed. Table answers are
@@ -44,10 +44,9 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 			s.log.Warn("read udp", "err", err)
 			continue
 		}
-		start := time.Now()
-		reply, deferred := s.h.serve(ctx, out, buf[:n], UDP, false, start)
+		reply, deferred := s.h.serve(ctx, out, buf[:n], UDP, false, 0)
 		if deferred {
-			s.dispatch(ctx, wg, c, addr, buf[:n], start)
+			s.dispatch(ctx, wg, c, addr, buf[:n], s.h.clock())
 			continue
 		}
 		if reply != nil {
@@ -65,7 +64,7 @@ func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 // dispatch hands a query to an idle worker, starts one when there is none
 // and fewer than MaxForwarding run, or answers REFUSED (the bound of
 // DESIGN.md section 5: shed load rather than queue without limit).
-func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt []byte, start time.Time) {
+func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt []byte, start time.Duration) {
 	j := s.jobPool.Get().(*fwdJob)
 	j.conn, j.addr, j.start = c, addr, start
 	j.pkt = append(j.pkt[:0], pkt...)
@@ -81,7 +80,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	s.forwards.Add(-1)
 	s.jobPool.Put(j)
 	var out [maxNameLen + 64]byte
-	if reply := s.h.refuse(out[:0], pkt, UDP, start); reply != nil {
+	if reply := s.h.refuse(out[:0], pkt, UDP); reply != nil {
 		s.writeUDP(c, reply, addr)
 	}
 }

@@ -153,11 +153,13 @@ func parseQuery(pkt []byte, q *query) parseStatus {
 // appendLowerName appends the wire-form name lowercased. Length octets are
 // at most 63, below 'A', so the whole name can be folded byte by byte.
 func appendLowerName(dst, name []byte) []byte {
-	for _, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	n := len(dst)
+	dst = append(dst, name...)
+	b := dst[n:]
+	for i, c := range b {
+		if c-'A' < 26 {
+			b[i] = c + 'a' - 'A'
 		}
-		dst = append(dst, c)
 	}
 	return dst
 }
