@@ -120,6 +120,15 @@ func testCapture(t *testing.T, meshdns, backend string) {
 		} {
 			t.Run(c.db+" "+c.name, func(t *testing.T) { expectGetent(t, tp, c.db, c.name, c.want) })
 		}
+		// RES_OPTIONS=use-vc makes glibc ask over TCP.
+		for _, c := range []struct{ name, want string }{
+			{name: "web", want: tableWebIP},
+			{name: "external.example.org", want: externalIP},
+		} {
+			t.Run("tcp hosts "+c.name, func(t *testing.T) {
+				expectGetentEnv(t, tp, []string{"RES_OPTIONS=use-vc"}, "hosts", c.name, c.want)
+			})
+		}
 	})
 
 	t.Run("dig", func(t *testing.T) {
@@ -170,11 +179,18 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	})
 
 	t.Run("unknown cluster name is NXDOMAIN locally", func(t *testing.T) {
+		n := tp.queries.len()
 		for _, proto := range []string{"udp", "tcp"} {
 			if status, _ := dig(t, tp, proto, "nosuch.demo.svc.cluster.local."); status != "NXDOMAIN" {
 				t.Errorf("dig +%s nosuch.demo.svc.cluster.local. status %s, want NXDOMAIN", proto, status)
 			}
 		}
+		if lines, _ := tp.queries.since(n); len(lines) != 0 {
+			t.Errorf("the unknown cluster name reached the upstream %d times: %q", len(lines), lines)
+		}
+		// getent walks the search list (all NXDOMAIN in the pod), then asks
+		// for the bare name, which is outside the cluster zone and goes
+		// upstream.
 		if out, err := tp.inPod(nil, "getent", "hosts", "nosuch"); err == nil {
 			t.Errorf("getent hosts nosuch resolved: %s", out)
 		}
@@ -296,7 +312,14 @@ func startAgent(t *testing.T, tp *topology, meshdns, table string) *exec.Cmd {
 // expectGetent checks that getent DB NAME in the pod lists want.
 func expectGetent(t *testing.T, tp *topology, db, name, want string) {
 	t.Helper()
-	out, err := tp.inPod(nil, "getent", db, name)
+	expectGetentEnv(t, tp, nil, db, name, want)
+}
+
+// expectGetentEnv is expectGetent with extra environment variables, such
+// as RES_OPTIONS for glibc.
+func expectGetentEnv(t *testing.T, tp *topology, env []string, db, name, want string) {
+	t.Helper()
+	out, err := tp.inPod(env, "getent", db, name)
 	if err != nil {
 		t.Errorf("getent %s %s: %v", db, name, err)
 		return
