@@ -72,6 +72,7 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := newControlPlaneFlags(fs)
+	wf := newWebhookFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -84,9 +85,13 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	watchTemplate, err := wf.apply(&cfg, log)
+	if err != nil {
+		return err
+	}
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		return err
 	}
-	return cp.Run(ctx)
+	return runWithWebhook(ctx, cp.Run, watchTemplate)
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestControlPlaneServesWebhook runs `meshdns controlplane` with the
+// webhook flags on free loopback ports and sends it an AdmissionReview over
+// verified HTTPS: the patch must use the template file, a template change
+// must show in the next patch, and the webhook's metrics must be on the
+// admin port.
+func TestControlPlaneServesWebhook(t *testing.T) {
+	dir := t.TempDir()
+	caPEM := writeWebhookCert(t, dir)
+	tmpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tmpl, []byte("image: example/meshdns:one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, adminAddr, webhookAddr := freePort(t), freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch(ctx, []string{"controlplane", "--entries", "../../examples/entries",
+			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--webhook-addr", webhookAddr,
+			"--webhook-cert", filepath.Join(dir, "tls.crt"), "--webhook-key", filepath.Join(dir, "tls.key"),
+			"--inject-template", tmpl, "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controlplane: %v", err)
+		}
+	})
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(client.CloseIdleConnections)
+	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` +
+		`"resource":{"version":"v1","resource":"pods"},"operation":"CREATE","namespace":"demo",` +
+		`"object":{"spec":{"containers":[{"name":"app","image":"app"}]}}}}`)
+	patch := func() (string, error) {
+		res, err := client.Post("https://"+webhookAddr+"/inject", "application/json", bytes.NewReader(review))
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		var out struct {
+			Response struct {
+				Allowed bool   `json:"allowed"`
+				Patch   []byte `json:"patch"`
+			} `json:"response"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			return "", err
+		}
+		return string(out.Response.Patch), nil
+	}
+	var got string
+	waitFor(t, "webhook serving", func() bool {
+		p, err := patch()
+		got = p
+		return err == nil
+	})
+	if !strings.Contains(got, `"image":"example/meshdns:one"`) {
+		t.Fatalf("patch does not use the template file: %s", got)
+	}
+	if err := os.WriteFile(tmpl, []byte("image: example/meshdns:two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "template change in the patch", func() bool {
+		p, err := patch()
+		return err == nil && strings.Contains(p, `"image":"example/meshdns:two"`)
+	})
+	res, err := http.Get("http://" + adminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `meshdns_webhook_requests_total{outcome="injected"}`) {
+		t.Errorf("admin /metrics lacks the webhook's metrics")
+	}
+}
+
+func TestWebhookFlagErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "key without cert", args: []string{"--webhook-key", "k"}, wantErr: "go together"},
+		{name: "template without webhook", args: []string{"--inject-template", "t.yaml"}, wantErr: "need --webhook-cert"},
+		{name: "missing template file", args: []string{"--webhook-cert", "c", "--webhook-key", "k", "--inject-template", "/nonexistent/t.yaml"}, wantErr: "read template"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			args := append([]string{"controlplane", "--entries", "../../examples/entries", "--grpc-addr", freePort(t),
+				"--admin-addr", freePort(t), "--webhook-addr", freePort(t), "--log-level", "error"}, tt.args...)
+			err := dispatch(ctx, args, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writeWebhookCert writes a self-signed tls.crt/tls.key for 127.0.0.1
+// into dir and returns the certificate, its own CA.
+func writeWebhookCert(t *testing.T, dir string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM
+}
