@@ -85,7 +85,7 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	// Another tool's rules in the tables meshdns uses; clean must leave
 	// them, and only them, behind.
 	for _, tool := range []string{"iptables-" + backend + "-restore", "ip6tables-" + backend + "-restore"} {
-		if _, err := tryRun(nil, "sh", "-c", "printf '%s' \"$0\" | ip netns exec \"$1\" \"$2\" --noflush",
+		if _, err := tryRun(nil, "sh", "-c", "printf '%s' \"$0\" | ip netns exec \"$1\" \"$2\" --noflush --wait=10",
 			foreignRules, tp.pod, tool); err != nil {
 			t.Fatal(err)
 		}

@@ -38,6 +38,8 @@ func newNetns(t testing.TB) (string, ExecRunner) {
 }
 
 // mustRun runs a command in the namespace and fails the test on error.
+// Writers pass --wait: the legacy xtables lock is shared by every namespace
+// on the host, and other tests may hold it.
 func mustRun(t testing.TB, r Runner, stdin string, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,7 +97,7 @@ func TestApplyCleanNetns(t *testing.T) {
 			testenv.RequireTool(t, b.binary(IPv6, "restore"))
 			_, r := newNetns(t)
 			for _, f := range []Family{IPv4, IPv6} {
-				mustRun(t, r, foreignRules, b.binary(f, "restore"), "--noflush")
+				mustRun(t, r, foreignRules, b.binary(f, "restore"), "--noflush", "--wait=10")
 			}
 			before := saveAll(t, r, b)
 
@@ -133,8 +135,8 @@ func TestApplyCleanNetns(t *testing.T) {
 
 			// Drift: a rule of ours deleted and a second jump added behind
 			// our back; the reconciler sees it and repairs it.
-			mustRun(t, r, "", strings.TrimSuffix(b.binary(IPv4, "x"), "-x"), "-t", "nat", "-D", chainRedirect, "1")
-			mustRun(t, r, "", strings.TrimSuffix(b.binary(IPv6, "x"), "-x"), "-t", "raw", "-A", "OUTPUT",
+			mustRun(t, r, "", strings.TrimSuffix(b.binary(IPv4, "x"), "-x"), "-w", "10", "-t", "nat", "-D", chainRedirect, "1")
+			mustRun(t, r, "", strings.TrimSuffix(b.binary(IPv6, "x"), "-x"), "-w", "10", "-t", "raw", "-A", "OUTPUT",
 				"-m", "comment", "--comment", "meshdns conntrack zones for DNS queries", "-j", chainOutput)
 			drift, err := m.Check(ctx)
 			if err != nil || !drift {
@@ -211,7 +213,7 @@ func TestDetectNetns(t *testing.T) {
 	if b, err := Detect(ctx, r); err != nil || b != NFT {
 		t.Errorf("Detect(empty) = %q, %v; want nft", b, err)
 	}
-	mustRun(t, r, "", "iptables-legacy", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "--dport", "8080", "-j", "RETURN")
+	mustRun(t, r, "", "iptables-legacy", "-w", "10", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "--dport", "8080", "-j", "RETURN")
 	if b, err := Detect(ctx, r); err != nil || b != Legacy {
 		t.Errorf("Detect(legacy rule) = %q, %v; want legacy", b, err)
 	}

@@ -92,7 +92,7 @@ func testZones(t *testing.T, self string, b Backend, c zoneCase) {
 	// Control: the nat rules alone, without the raw-table zones.
 	natOnly := ApplyInput(m.Ruleset(f), nil)
 	natOnly = natOnly[strings.Index(natOnly, "*nat"):]
-	mustRun(t, r, natOnly, b.binary(f, "restore"), "--noflush")
+	mustRun(t, r, natOnly, b.binary(f, "restore"), "--noflush", "--wait=10")
 	if got := send(false, 40001); got != "agent" {
 		t.Fatalf("app query reached %q, want the agent", got)
 	}
