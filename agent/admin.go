@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // adminHandler serves the admin endpoints. It is bound to localhost by
@@ -68,7 +69,12 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no name table yet", http.StatusServiceUnavailable)
 		return
 	}
-	tb, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(cur.Proto)
+	nt, err := cur.Proto()
+	if err != nil {
+		http.Error(w, "table "+cur.Version+": "+err.Error(), http.StatusConflict)
+		return
+	}
+	tb, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(nt)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -78,7 +84,7 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 		Source:         cur.Source,
 		Applied:        cur.Applied,
 		Table:          tb,
-		AlternateNames: alternateNames(cur.Entries, cur.Table.Context()),
+		AlternateNames: alternateNames(nt, cur.Table.Context()),
 		Search:         cur.Table.Context().Search,
 		Zones:          cur.Table.Zones(),
 	}
@@ -94,20 +100,21 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 // alternateNames lists the names DESIGN.md section 4 derives from each
 // entry: svc.ns, svc.ns.svc and (same namespace) svc for a Kubernetes
 // service in the pod's cluster domain, plus its alt_hosts.
-func alternateNames(entries []nametable.Entry, ctx nametable.Context) map[string][]string {
+func alternateNames(nt *meshdnsv1.NameTable, ctx nametable.Context) map[string][]string {
 	out := map[string][]string{}
-	for _, e := range entries {
+	for host, e := range nt.GetTable() {
 		var alts []string
-		canonical := e.ShortName + "." + e.Namespace + ".svc." + ctx.ClusterDomain
-		if e.ShortName != "" && e.Namespace != "" && strings.EqualFold(e.Hostname, canonical) {
-			alts = append(alts, e.ShortName+"."+e.Namespace, e.ShortName+"."+e.Namespace+".svc")
-			if e.Namespace == ctx.Namespace {
-				alts = append(alts, e.ShortName)
+		short, ns := e.GetShortname(), e.GetNamespace()
+		canonical := short + "." + ns + ".svc." + ctx.ClusterDomain
+		if short != "" && ns != "" && strings.EqualFold(strings.TrimSuffix(host, "."), canonical) {
+			alts = append(alts, short+"."+ns, short+"."+ns+".svc")
+			if ns == ctx.Namespace {
+				alts = append(alts, short)
 			}
 		}
-		alts = append(alts, e.AltHosts...)
+		alts = append(alts, e.GetAltHosts()...)
 		if len(alts) > 0 {
-			out[e.Hostname] = alts
+			out[host] = alts
 		}
 	}
 	return out

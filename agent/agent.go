@@ -29,6 +29,7 @@ type Agent struct {
 	log *slog.Logger
 	m   *metrics
 
+	mem       *memoryReleaser
 	ready     atomic.Bool
 	restoring atomic.Bool // while Restore replays the persisted table
 
@@ -54,7 +55,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger, m: m}, nil
+	return &Agent{cfg: cfg, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}, nil
 }
 
 // Listen reads the resolv.conf files, builds the resolver, the DNS server
@@ -108,14 +109,15 @@ func (a *Agent) Listen() error {
 		m:       a.m,
 		now:     cfg.Now,
 		publish: func(t *nametable.Table) { a.server.SetTable(t) },
+		built:   a.mem.kick,
 	}
 	switch {
 	case cfg.NameTableFile != "":
 		a.file = &fileSource{
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
-			apply: func(version string, nt *meshdnsv1.NameTable) error {
-				return a.tables.apply(sourceFile, version, nt)
+			apply: func(version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
+				return a.tables.applyWith(sourceFile, version, nt, dump)
 			},
 			rejected: func() { a.m.rejections.WithLabelValues(sourceFile).Inc() },
 			log:      a.log,
@@ -218,7 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	run := func(name string, f func(context.Context) error) {
 		wg.Go(func() {
 			if err := f(ctx); err != nil {
@@ -228,6 +230,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 
+	run("memory", a.mem.Run)
 	// The table source starts before the DNS server answers, so a valid
 	// file or persisted table is in place for the first query.
 	switch {

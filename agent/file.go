@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,7 +31,7 @@ const maxTableFile = 256 << 20
 type fileSource struct {
 	path     string
 	interval time.Duration
-	apply    func(version string, nt *meshdnsv1.NameTable) error
+	apply    func(version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error
 	// rejected counts a file that never reached apply (unreadable, not
 	// protojson); apply counts its own rejections.
 	rejected func()
@@ -93,11 +94,26 @@ func (f *fileSource) load() error {
 		f.rejected()
 		return fmt.Errorf("name table file %s (version %s): %w", f.path, version, err)
 	}
-	if err := f.apply(version, nt); err != nil {
+	if err := f.apply(version, nt, f.dumper(sum)); err != nil {
 		return fmt.Errorf("name table file %s: %w", f.path, err)
 	}
 	f.log.Info("loaded name table file", "path", f.path, "version", version, "names", len(nt.GetTable()))
 	return nil
+}
+
+// dumper returns a function reading the file again for /debug/nametable,
+// failing when its content is no longer the version being served.
+func (f *fileSource) dumper(sum [sha256.Size]byte) func() (*meshdnsv1.NameTable, error) {
+	return func() (*meshdnsv1.NameTable, error) {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return nil, err
+		}
+		if sha256.Sum256(b) != sum {
+			return nil, errors.New("the file changed since this table was loaded (the new content was rejected or is being loaded)")
+		}
+		return parseTableFile(b)
+	}
 }
 
 // reload loads the file and logs a rejection. Unchanged files cost a read

@@ -61,6 +61,15 @@ func TestFileHotReload(t *testing.T) {
 			if !a.Ready() {
 				t.Error("not ready")
 			}
+			// The dump reads the file again: after a rejection it must say
+			// the file is no longer the table served, not show the bad one.
+			wantDump := 200
+			if st.wantName != "e.demo.svc.cluster.local" && st.wantRejections > 0 {
+				wantDump = 409
+			}
+			if code, body := httpGet(t, a.admin+"/debug/nametable"); code != wantDump {
+				t.Errorf("/debug/nametable = %d, want %d\n%s", code, wantDump, body)
+			}
 		})
 	}
 }

@@ -16,9 +16,14 @@ type served struct {
 	Version string
 	Source  string
 	Applied time.Time
-	Proto   *meshdnsv1.NameTable
-	Entries []nametable.Entry
-	Table   *nametable.Table
+	// Proto returns the NameTable for /debug/nametable. From the control
+	// plane it is the message the discovery client holds anyway for its
+	// deltas; a file table is read again on demand instead of being kept
+	// (a decoded 10,000-name table is ~5 MB the hot path never uses). The
+	// converted entries are dropped once built for the same reason.
+	Proto func() (*meshdnsv1.NameTable, error)
+	Names int
+	Table *nametable.Table
 }
 
 // tables holds the table being served. Builds happen on the caller's
@@ -31,6 +36,8 @@ type tables struct {
 	now    func() time.Time
 	// publish hands a new table to the DNS server.
 	publish func(*nametable.Table)
+	// built, or nil, runs after each table swap (memory release).
+	built func()
 
 	mu  sync.Mutex // serialises apply, so versions are published in order
 	cur atomic.Pointer[served]
@@ -42,6 +49,15 @@ func (ts *tables) current() *served { return ts.cur.Load() }
 // apply validates and builds nt, then swaps it in. On error the table being
 // served stays and the error says why; the caller logs it.
 func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
+	if nt == nil {
+		nt = &meshdnsv1.NameTable{}
+	}
+	return ts.applyWith(source, version, nt, func() (*meshdnsv1.NameTable, error) { return nt, nil })
+}
+
+// applyWith is apply with the function that gives the table back for
+// debugging; nt itself is not kept.
+func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	start := ts.now()
@@ -56,10 +72,7 @@ func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
 	}
 	now := ts.now()
 	ts.m.build.Observe(now.Sub(start).Seconds())
-	if nt == nil {
-		nt = &meshdnsv1.NameTable{}
-	}
-	s := &served{Version: version, Source: source, Applied: now, Proto: nt, Entries: entries, Table: t}
+	s := &served{Version: version, Source: source, Applied: now, Proto: dump, Names: len(entries), Table: t}
 	prev := ts.cur.Swap(s)
 	ts.publish(t)
 	if prev != nil {
@@ -69,5 +82,8 @@ func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
 	ts.m.entries.Set(float64(len(entries)))
 	ts.m.updates.WithLabelValues(source).Inc()
 	ts.m.lastUpdate.Set(float64(now.UnixNano()) / 1e9)
+	if ts.built != nil {
+		ts.built()
+	}
 	return nil
 }
