@@ -133,6 +133,9 @@ func (t *Template) agentContainer() corev1.Container {
 		"--dns-addr", "127.0.0.1:" + strconv.Itoa(int(t.DNSPort)),
 		"--admin-addr", admin,
 	}
+	if t.IPv6 {
+		args = append(args, "--dns-addr", "[::1]:"+strconv.Itoa(int(t.DNSPort)))
+	}
 	ready := &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: "/healthz/ready",

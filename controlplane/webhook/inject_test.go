@@ -80,6 +80,7 @@ func TestPatchGolden(t *testing.T) {
 		DNSPort:                   5353,
 		AdminPort:                 9901,
 		AgentArgs:                 []string{"--log-level", "debug"},
+		IPv6:                      true,
 		HoldApplicationUntilReady: true,
 	}.over(DefaultTemplate())
 	app := corev1.Container{Name: "app", Image: "app:1"}

@@ -32,6 +32,11 @@ type Template struct {
 	// DNSPort the agent listens on at 127.0.0.1 and the redirect targets;
 	// zero means 15053.
 	DNSPort int32 `json:"dnsPort,omitempty"`
+	// IPv6 makes the agent also listen on [::1]:DNSPort, where the
+	// redirect sends DNS for IPv6 nameservers. Turn it on in clusters whose
+	// pods have IPv6 nameservers (IPv6 and dual-stack DNS); off by default
+	// because binding ::1 fails in pods without IPv6.
+	IPv6 bool `json:"ipv6,omitempty"`
 	// AdminPort of the agent's admin HTTP server. The agent listens on
 	// 0.0.0.0 in a pod because the kubelet probes /healthz/ready on the pod
 	// IP, not on loopback. Zero means 15020.
@@ -135,6 +140,9 @@ func (t Template) over(base Template) Template {
 	}
 	if t.IptablesArgs == nil {
 		t.IptablesArgs = base.IptablesArgs
+	}
+	if !t.IPv6 {
+		t.IPv6 = base.IPv6
 	}
 	if !t.HoldApplicationUntilReady {
 		t.HoldApplicationUntilReady = base.HoldApplicationUntilReady
