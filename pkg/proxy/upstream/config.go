@@ -1,0 +1,108 @@
+package upstream
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Resolver. Every field documents its zero value.
+type Config struct {
+	// Upstreams are the resolvers as host:port (IPv6 in brackets). Required.
+	Upstreams []string
+	// Timeout bounds one try against one upstream (UDP, plus the TCP retry
+	// of a truncated reply). Zero means 2s.
+	Timeout time.Duration
+	// Attempts is the total number of tries across upstreams, taken in a
+	// random order and wrapping around. Zero means len(Upstreams), at least
+	// 2 (a single upstream gets one retry for a lost datagram). Ignored
+	// when Parallel is set.
+	Attempts int
+	// Parallel races one try to every upstream and takes the first good
+	// reply. Zero (false) tries them one after another.
+	Parallel bool
+	// MaxConcurrent bounds the upstream queries in flight (coalesced
+	// duplicates ride along for free). Beyond it AppendReply returns
+	// ErrOverloaded. Zero means 1000.
+	MaxConcurrent int
+	// CacheSize is the most replies the cache holds. Zero means 10000;
+	// negative turns the cache (and serve-stale) off.
+	CacheSize int
+	// MinTTL raises the TTL of cached positive replies. Zero means no floor
+	// (a TTL of 0 is then not cached).
+	MinTTL time.Duration
+	// MaxTTL caps the TTL of cached positive replies. Zero means 1h.
+	MaxTTL time.Duration
+	// MaxNegativeTTL caps the TTL of NXDOMAIN and NODATA replies, which is
+	// otherwise min(SOA TTL, SOA minimum) of the authority SOA (RFC 2308
+	// section 5). Zero means 5m.
+	MaxNegativeTTL time.Duration
+	// StaleWindow is how long after expiry a cached reply may still be
+	// served when every upstream fails (RFC 8767). Zero means 1h; negative
+	// turns serve-stale off.
+	StaleWindow time.Duration
+	// StaleTTL is the TTL written into stale replies. Zero means 30s, the
+	// value RFC 8767 section 4 recommends.
+	StaleTTL time.Duration
+	// Now is the clock for cache ages and expiry. Nil means time.Now.
+	// Network timeouts always use the real clock.
+	Now func() time.Time
+	// Logger receives per-query lines at Debug. Nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics. Nil means they are not registered.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults validates cfg and fills in the zero values.
+func (cfg Config) withDefaults() (Config, error) {
+	if len(cfg.Upstreams) == 0 {
+		return cfg, fmt.Errorf("no upstreams")
+	}
+	for _, u := range cfg.Upstreams {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return cfg, fmt.Errorf("upstream %q: %w", u, err)
+		}
+	}
+	// Copy so a caller reusing its slice cannot change ours.
+	cfg.Upstreams = append([]string(nil), cfg.Upstreams...)
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = max(len(cfg.Upstreams), 2)
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 1000
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = 10000
+	}
+	if cfg.MinTTL < 0 {
+		cfg.MinTTL = 0
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = time.Hour
+	}
+	if cfg.MaxTTL < cfg.MinTTL {
+		return cfg, fmt.Errorf("max ttl %v below min ttl %v", cfg.MaxTTL, cfg.MinTTL)
+	}
+	if cfg.MaxNegativeTTL <= 0 {
+		cfg.MaxNegativeTTL = 5 * time.Minute
+	}
+	if cfg.StaleWindow == 0 {
+		cfg.StaleWindow = time.Hour
+	}
+	if cfg.StaleTTL <= 0 {
+		cfg.StaleTTL = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}

@@ -1,0 +1,224 @@
+package upstream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ednsSize is the UDP payload size we advertise upstream: the DNS Flag Day
+// 2020 value, which avoids IP fragmentation on common paths.
+const ednsSize = 1232
+
+// upstream is one configured server with its metric children.
+type upstream struct {
+	addr     string
+	duration prometheus.Observer
+	errs     map[string]prometheus.Counter // by kind; fixed after New
+}
+
+// tryError is a failed try; kind is a metric label value.
+type tryError struct {
+	kind string
+	err  error
+}
+
+func (e *tryError) Error() string { return e.kind + ": " + e.err.Error() }
+func (e *tryError) Unwrap() error { return e.err }
+
+// bufPool holds read buffers big enough for any DNS message, so a miss does
+// not allocate 64 KiB.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0xFFFF); return &b }}
+
+// appendQuery appends a query for the question q (wire form) with the given
+// ID, RD set and an OPT record advertising ednsSize.
+func appendQuery(dst []byte, id uint16, q []byte) []byte {
+	dst = append(dst, byte(id>>8), byte(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1)
+	dst = append(dst, q...)
+	// OPT (RFC 6891 section 6.1.2): root owner, type 41, class = UDP size,
+	// TTL = extended rcode 0, version 0, no flags; no options.
+	return append(dst, 0, 0, byte(dns.TypeOPT), byte(ednsSize>>8), byte(ednsSize&0xFF), 0, 0, 0, 0, 0, 0)
+}
+
+// checkReply decides whether b answers our query (id, question q whose name
+// is the first nameLen bytes, lowercased). It returns "" for a reply to take,
+// kindTruncated for one with TC set, or the kind to count and ignore.
+func checkReply(b []byte, id uint16, q []byte, nameLen int) string {
+	if len(b) < 12 {
+		return kindGarbage
+	}
+	if binary.BigEndian.Uint16(b) != id || b[2]&0x80 == 0 {
+		return kindMismatch
+	}
+	if binary.BigEndian.Uint16(b[4:]) != 1 || len(b) < 12+len(q) {
+		return kindMismatch
+	}
+	got := b[12 : 12+len(q)]
+	if !equalFoldWire(got[:nameLen], q[:nameLen]) || string(got[nameLen:]) != string(q[nameLen:]) {
+		return kindMismatch
+	}
+	if b[2]&0x02 != 0 {
+		return kindTruncated
+	}
+	return ""
+}
+
+// unpackReply turns an accepted reply into a message; a reply that does not
+// unpack is garbage.
+func unpackReply(b []byte) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// try runs one try against up: UDP from a fresh socket, TCP when truncated.
+func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+	start := time.Now()
+	m, err := r.exchangeUDP(ctx, up, q, nameLen)
+	var te *tryError
+	if errors.As(err, &te) && te.kind == kindTruncated {
+		up.errs[kindTruncated].Inc()
+		m, err = r.exchangeTCP(ctx, up, q, nameLen)
+	}
+	up.duration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
+			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
+		}
+	}
+	if err != nil {
+		if errors.As(err, &te) {
+			up.errs[te.kind].Inc()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// deadline is the earlier of now+Timeout and ctx's deadline.
+func (r *Resolver) deadline(ctx context.Context) time.Time {
+	d := time.Now().Add(r.cfg.Timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
+}
+
+// ioError classifies a socket error; a passed deadline is a timeout.
+func ioError(op string, up *upstream, err error) error {
+	kind := kindNetwork
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		kind = kindTimeout
+	}
+	return &tryError{kind, fmt.Errorf("%s %s: %w", op, up.addr, err)}
+}
+
+// exchangeUDP sends the query from a new socket (so a new random source port,
+// RFC 5452 section 9.2) and reads until a matching reply or the deadline.
+// Replies with the wrong ID or question are counted and ignored: a spoofer
+// racing the real server does not end the wait.
+func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "udp", up.addr)
+	if err != nil {
+		return nil, &tryError{kindNetwork, fmt.Errorf("dial udp %s: %w", up.addr, err)}
+	}
+	defer conn.Close()
+	// Close (via ctx) interrupts a blocked read at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := conn.SetDeadline(r.deadline(ctx)); err != nil {
+		return nil, ioError("deadline udp", up, err)
+	}
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	id := uint16(rand.Uint32())
+	if _, err := conn.Write(appendQuery(buf[:0], id, q)); err != nil {
+		return nil, ioError("write udp", up, err)
+	}
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, ioError("read udp", up, err)
+		}
+		switch kind := checkReply(buf[:n], id, q, nameLen); kind {
+		case "":
+		case kindTruncated:
+			return nil, &tryError{kindTruncated, fmt.Errorf("udp reply from %s truncated", up.addr)}
+		default:
+			up.errs[kind].Inc()
+			r.debug("ignored upstream reply", q, "upstream", up.addr, "err", kind)
+			continue
+		}
+		m, err := unpackReply(buf[:n])
+		if err != nil {
+			up.errs[kindGarbage].Inc()
+			r.debug("ignored upstream reply", q, "upstream", up.addr, "err", kindGarbage)
+			continue
+		}
+		return m, nil
+	}
+}
+
+// exchangeTCP asks up over TCP, for a reply that did not fit in UDP. The
+// connection is not reused: truncation is rare and a fresh one needs no
+// pipelining bookkeeping.
+func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", up.addr)
+	if err != nil {
+		return nil, &tryError{kindNetwork, fmt.Errorf("dial tcp %s: %w", up.addr, err)}
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := conn.SetDeadline(r.deadline(ctx)); err != nil {
+		return nil, ioError("deadline tcp", up, err)
+	}
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	id := uint16(rand.Uint32())
+	msg := appendQuery(buf[:2], id, q)
+	binary.BigEndian.PutUint16(msg, uint16(len(msg)-2))
+	if _, err := conn.Write(msg); err != nil {
+		return nil, ioError("write tcp", up, err)
+	}
+	if _, err := io.ReadFull(conn, buf[:2]); err != nil {
+		return nil, ioError("read tcp", up, err)
+	}
+	n := int(binary.BigEndian.Uint16(buf))
+	if _, err := io.ReadFull(conn, buf[:n]); err != nil {
+		return nil, ioError("read tcp", up, err)
+	}
+	// Over TCP nobody can race the server, so anything but our reply is the
+	// server misbehaving: fail the try rather than wait.
+	switch kind := checkReply(buf[:n], id, q, nameLen); kind {
+	case "", kindTruncated: // TC over TCP: take what came
+	default:
+		return nil, &tryError{kind, fmt.Errorf("tcp reply from %s: %s", up.addr, kind)}
+	}
+	m, err := unpackReply(buf[:n])
+	if err != nil {
+		return nil, &tryError{kindGarbage, fmt.Errorf("tcp reply from %s: %w", up.addr, err)}
+	}
+	return m, nil
+}

@@ -1,0 +1,79 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// answer is what a flight produces: an entry to build replies from and the
+// TTL to write, or an error.
+type answer struct {
+	e   *cache.Entry
+	ttl uint32
+	src Source
+	err error
+}
+
+// call is one in-flight question.
+type call struct {
+	done chan struct{} // closed when res is set
+	res  answer
+}
+
+// flights coalesces identical in-flight questions: the first asker starts
+// the work, later ones wait for its answer (a hand-rolled singleflight so
+// that waiters can give up on their own context).
+type flights struct {
+	mu     sync.Mutex       // guards following
+	m      map[string]*call // by lowercased question
+	closed bool             // no new calls; set before the WaitGroup is waited on
+
+	joined prometheus.Counter // counts callers that joined a call in flight
+}
+
+// close refuses new calls, so the WaitGroup gains no goroutine once Close
+// waits on it.
+func (f *flights) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+}
+
+// do returns fn's answer for key, running fn at most once for concurrent
+// callers. fn runs in its own goroutine owned by wg, so an asker whose ctx
+// ends returns at once while the others still get the answer. shared reports
+// whether this caller joined a call already in flight.
+func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, fn func() answer) (res answer, shared bool) {
+	f.mu.Lock()
+	c, shared := f.m[key]
+	if !shared && f.closed {
+		f.mu.Unlock()
+		return answer{src: SourceUpstream, err: ErrClosed}, false
+	}
+	if !shared {
+		c = &call{done: make(chan struct{})}
+		f.m[key] = c
+		wg.Go(func() {
+			res := fn()
+			f.mu.Lock()
+			delete(f.m, key)
+			f.mu.Unlock()
+			c.res = res
+			close(c.done)
+		})
+	}
+	f.mu.Unlock()
+	if shared {
+		// Counted at once, not on return, so the metric shows waiters.
+		f.joined.Inc()
+	}
+	select {
+	case <-c.done:
+		return c.res, shared
+	case <-ctx.Done():
+		return answer{err: ctx.Err()}, shared
+	}
+}

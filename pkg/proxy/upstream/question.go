@@ -1,0 +1,77 @@
+package upstream
+
+import (
+	"github.com/miekg/dns"
+)
+
+// maxQuestion is the longest question section: a 255-byte name, type, class.
+const maxQuestion = 255 + 4
+
+// lowerQuestion checks that qwire is one question section (uncompressed
+// labels, root label, type, class and nothing else) and writes it into key
+// with ASCII letters lowercased. It returns the name's wire length. It
+// allocates nothing, so the cache-hit path can build its key on the stack.
+func lowerQuestion(key *[maxQuestion]byte, qwire []byte) (nameLen int, err error) {
+	if len(qwire) > maxQuestion {
+		return 0, ErrBadQuestion
+	}
+	i := 0
+	for {
+		if i >= len(qwire) {
+			return 0, ErrBadQuestion
+		}
+		l := int(qwire[i])
+		if l == 0 {
+			i++
+			break
+		}
+		// Compression pointers (0xC0) and the retired 0x40/0x80 label
+		// types all exceed 63.
+		if l > 63 {
+			return 0, ErrBadQuestion
+		}
+		i += 1 + l
+		if i > 254 { // the name, with its root byte, must fit in 255
+			return 0, ErrBadQuestion
+		}
+	}
+	if len(qwire) != i+4 {
+		return 0, ErrBadQuestion
+	}
+	for j, b := range qwire {
+		// Length bytes are at most 63, below 'A', so they pass through.
+		if j < i && 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		key[j] = b
+	}
+	return i, nil
+}
+
+// questionWire packs q into the question-section form AppendReply takes.
+func questionWire(q dns.Question) ([]byte, error) {
+	buf := make([]byte, maxQuestion)
+	n, err := dns.PackDomainName(dns.Fqdn(q.Name), buf, 0, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	buf = append(buf[:n], byte(q.Qtype>>8), byte(q.Qtype), byte(q.Qclass>>8), byte(q.Qclass))
+	return buf, nil
+}
+
+// equalFoldWire compares a name in wire form with a lowercased one. Length
+// bytes never fall in 'A'..'Z', so a byte-wise fold is exact.
+func equalFoldWire(got, lower []byte) bool {
+	if len(got) != len(lower) {
+		return false
+	}
+	for i, b := range got {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != lower[i] {
+			return false
+		}
+	}
+	return true
+}
