@@ -203,3 +203,39 @@ func TestDiff(t *testing.T) {
 		})
 	}
 }
+
+// TestIPv6Unavailable: a node without ip6tables support still gets its
+// IPv4 rules unless an IPv6 nameserver needs capturing.
+func TestIPv6Unavailable(t *testing.T) {
+	tests := []struct {
+		name        string
+		nameservers []string
+		wantSteps   int
+		wantErr     bool
+	}{
+		{name: "IPv4 nameservers only: IPv6 skipped", nameservers: []string{"10.96.0.10"}, wantSteps: 1},
+		{name: "IPv6 nameserver: error", nameservers: []string{"10.96.0.10", "fd00::a"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeRunner{out: map[string]string{"iptables-nft-save": ""}}
+			m, err := New(Config{ProxyUIDs: []uint32{1337}, Nameservers: addrs(tc.nameservers...), Backend: NFT, Runner: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := m.PlanApply(context.Background())
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("PlanApply() error = %v, wantErr %v", err, tc.wantErr)
+			}
+			if len(steps) != tc.wantSteps {
+				t.Errorf("PlanApply() = %d steps, want %d", len(steps), tc.wantSteps)
+			}
+			if _, err := m.Diff(context.Background()); (err != nil) != tc.wantErr {
+				t.Errorf("Diff() error = %v, wantErr %v", err, tc.wantErr)
+			}
+			if _, err := m.PlanClean(context.Background()); err != nil {
+				t.Errorf("PlanClean() = %v, want IPv6 skipped", err)
+			}
+		})
+	}
+}

@@ -94,12 +94,29 @@ func (m *Manager) PlanApply(ctx context.Context) ([]Step, error) {
 	var steps []Step
 	for _, f := range m.cfg.families() {
 		cur, err := m.dump(ctx, b, f)
+		if m.skipFamily(f, err) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		steps = append(steps, restoreStep(b, f, ApplyInput(Build(m.cfg, f), cur)))
 	}
 	return steps, nil
+}
+
+// skipFamily reports whether family f is left out because its tables
+// cannot be read (err from dump) although nothing requires it: IPv6 on a
+// node booted without IPv6 netfilter support, when no IPv6 nameserver is
+// configured. Such a pod has no IPv6 DNS to capture, and failing the init
+// container would keep the pod from starting. With an IPv6 nameserver the
+// error stands.
+func (m *Manager) skipFamily(f Family, err error) bool {
+	if err == nil || f != IPv6 || len(hostPrefixes(m.cfg.Nameservers, IPv6)) > 0 {
+		return false
+	}
+	m.cfg.Logger.Warn("skipping IPv6 rules: ip6tables does not work here and no IPv6 nameserver is configured", "err", err)
+	return true
 }
 
 // PlanOffline returns what Apply would run on a host without any rules of
@@ -148,6 +165,11 @@ func (m *Manager) PlanClean(ctx context.Context) ([]Step, error) {
 	for _, b := range backends {
 		for _, f := range m.cfg.families() {
 			cur, err := m.dump(ctx, b, f)
+			if f == IPv6 && err != nil {
+				// Nothing can be installed where nothing can be read.
+				m.cfg.Logger.Warn("skipping IPv6 clean: ip6tables does not work here", "err", err)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

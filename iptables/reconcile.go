@@ -23,6 +23,9 @@ func (m *Manager) Diff(ctx context.Context) ([]string, error) {
 	var out []string
 	for _, f := range m.cfg.families() {
 		cur, err := m.dump(ctx, b, f)
+		if m.skipFamily(f, err) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
