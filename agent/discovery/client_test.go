@@ -483,3 +483,30 @@ func TestBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestCertificateRotation replaces the client certificate files while the
+// agent runs: the control plane refuses the old one, and the next reconnect
+// reads the new files without a restart.
+func TestCertificateRotation(t *testing.T) {
+	ca := newTestCA(t, "meshdns-ca")
+	old := newTestCA(t, "retired-ca")
+	dir := t.TempDir()
+	badCert, badKey := old.issue(t, "agent", false)
+	certFile := writeFile(t, dir, "tls.crt", badCert)
+	keyFile := writeFile(t, dir, "tls.key", badKey)
+	srv := discoverytest.Start(t, "127.0.0.1:0", serverTLS(t, ca, ca))
+	rec := &recorder{}
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable,
+		CACert: writeFile(t, dir, "ca.pem", ca.pem), TLSCert: certFile, TLSKey: keyFile})
+	srv.NoRecv(t, 500*time.Millisecond)
+
+	goodCert, goodKey := ca.issue(t, "agent", false)
+	writeFile(t, dir, "tls.key", goodKey)
+	writeFile(t, dir, "tls.crt", goodCert)
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" {
+		t.Fatalf("ack = %v", got)
+	}
+	<-c.Synced()
+}
