@@ -73,6 +73,7 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	f := newControlPlaneFlags(fs)
 	wf := newWebhookFlags(fs)
+	kf := newKubeFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -87,6 +88,9 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 	}
 	watchTemplate, err := wf.apply(&cfg, log)
 	if err != nil {
+		return err
+	}
+	if err := kf.apply(&cfg, log); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)
