@@ -1,0 +1,259 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/internal/cptest"
+	"github.com/meshdns/meshdns/controlplane/server"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(benchServerEnv); dir != "" {
+		runBenchServer(dir)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"))
+}
+
+type running struct {
+	grpc, admin string
+	cp          *controlplane.ControlPlane
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func start(t *testing.T, cfg controlplane.Config) *running {
+	t.Helper()
+	gl, al := listen(t), listen(t)
+	cfg.GRPCListener, cfg.AdminListener = gl, al
+	cfg.Debounce = 10 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cp, err := controlplane.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := cp.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &running{grpc: gl.Addr().String(), admin: "http://" + al.Addr().String(), cp: cp}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndToEnd runs the control plane as the command does, with an entries
+// folder, and drives it through real gRPC and HTTP on loopback.
+func TestEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "entries.yaml")
+	writeFile(t, file, `
+zones: [corp.example]
+entries:
+  - {hostname: api.corp.example, addresses: [10.1.2.3]}
+  - {hostname: secret.corp.example, addresses: [10.1.2.4], namespaces: [team-a]}
+  - {hostname: vip.corp.example, ports: [{name: http, port: 80}]}
+`)
+	r := start(t, controlplane.Config{Entries: []string{dir}})
+	waitFor(t, "ready", func() bool { code, _ := get(t, r.admin+"/healthz/ready"); return code == 200 })
+
+	a := cptest.Dial(t, r.grpc, cptest.DialOpts{Namespace: "team-a", Pod: "pod-a"})
+	b := cptest.Dial(t, r.grpc, cptest.DialOpts{Namespace: "team-b", Pod: "pod-b"})
+	a.Next()
+	b.Next()
+	if _, ok := a.Table["secret.corp.example"]; !ok {
+		t.Error("team-a lacks secret.corp.example")
+	}
+	if _, ok := b.Table["secret.corp.example"]; ok {
+		t.Error("team-b sees secret.corp.example")
+	}
+	vip := a.Table["vip.corp.example"].GetIps()
+	if len(vip) != 2 || !strings.HasPrefix(vip[0], "240.240.") || !strings.HasPrefix(vip[1], "fd00:240:240:") {
+		t.Errorf("vip.corp.example ips = %v, want one from each default pool", vip)
+	}
+
+	t.Run("admin", func(t *testing.T) {
+		tests := []struct {
+			name     string
+			path     string
+			code     int
+			contains string
+			absent   string
+		}{
+			{name: "agent view", path: "/debug/nametable?agent=team-a/pod-a", code: 200, contains: `"secret.corp.example"`},
+			{name: "scoped agent view", path: "/debug/nametable?agent=team-b/pod-b", code: 200, contains: `"api.corp.example"`, absent: "secret"},
+			{name: "namespace view", path: "/debug/nametable?namespace=team-b", code: 200, contains: `"authoritativeZones"`},
+			{name: "unknown agent", path: "/debug/nametable?agent=team-c/x", code: 404},
+			{name: "bad agent", path: "/debug/nametable?agent=nopod", code: 400},
+			{name: "agents", path: "/debug/agents", code: 200, contains: `"pod": "pod-b"`},
+			{name: "metrics", path: "/metrics", code: 200, contains: "meshdns_controlplane_agents_connected 2"},
+			{name: "log level", path: "/debug/loglevel", code: 404},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				code, body := get(t, r.admin+tc.path)
+				if code != tc.code {
+					t.Fatalf("code %d, want %d: %s", code, tc.code, body)
+				}
+				if !strings.Contains(body, tc.contains) {
+					t.Errorf("body lacks %q:\n%s", tc.contains, body)
+				}
+				if tc.absent != "" && strings.Contains(body, tc.absent) {
+					t.Errorf("body has %q:\n%s", tc.absent, body)
+				}
+			})
+		}
+		_, body := get(t, r.admin+"/debug/agents")
+		var agents []server.AgentInfo
+		if err := json.Unmarshal([]byte(body), &agents); err != nil {
+			t.Fatal(err)
+		}
+		var pods []string
+		for _, ag := range agents {
+			pods = append(pods, ag.Namespace+"/"+ag.Pod)
+			if ag.Sent != ag.View {
+				t.Errorf("%s: sent %s, view %s", ag.Pod, ag.Sent, ag.View)
+			}
+		}
+		if diff := cmp.Diff([]string{"team-a/pod-a", "team-b/pod-b"}, pods); diff != "" {
+			t.Errorf("agents (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("file change reaches the agents as a delta", func(t *testing.T) {
+		writeFile(t, file, `
+zones: [corp.example]
+entries:
+  - {hostname: api.corp.example, addresses: [10.1.2.30]}
+  - {hostname: secret.corp.example, addresses: [10.1.2.4], namespaces: [team-a]}
+  - {hostname: vip.corp.example, ports: [{name: http, port: 80}]}
+`)
+		for _, ag := range []*cptest.Agent{a, b} {
+			resp := ag.Next()
+			if got := cptest.Kind(resp); got != "delta" || len(resp.GetDelta().GetUpserted()) != 1 {
+				t.Errorf("got %s with %d upserted, want a delta of 1", got, len(resp.GetDelta().GetUpserted()))
+			}
+			if got := ag.IPs()["api.corp.example"]; got != "10.1.2.30" {
+				t.Errorf("api.corp.example = %s", got)
+			}
+		}
+	})
+
+	t.Run("bad file keeps the last good table", func(t *testing.T) {
+		writeFile(t, file, "entries: [{hostname: api.corp.example, addresses: [not-an-ip]}]")
+		waitFor(t, "reload error metric", func() bool {
+			_, body := get(t, r.admin+"/metrics")
+			return strings.Contains(body, "meshdns_controlplane_file_reload_errors_total 1")
+		})
+		a.None(200 * time.Millisecond)
+		if got := a.IPs()["api.corp.example"]; got != "10.1.2.30" {
+			t.Errorf("api.corp.example = %s", got)
+		}
+	})
+}
+
+// TestREADMEMetrics checks that the README's Metrics section lists exactly
+// the metrics the control plane registers.
+func TestREADMEMetrics(t *testing.T) {
+	r := start(t, controlplane.Config{Entries: []string{t.TempDir()}})
+	waitFor(t, "ready", func() bool { code, _ := get(t, r.admin+"/healthz/ready"); return code == 200 })
+	_, body := get(t, r.admin+"/metrics")
+	name := regexp.MustCompile(`(?m)^# TYPE (meshdns_\w+) `)
+	var registered []string
+	for _, m := range name.FindAllStringSubmatch(body, -1) {
+		registered = append(registered, m[1])
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(readme)
+	if i := strings.Index(sec, "## Metrics"); i >= 0 {
+		sec = sec[i+len("## Metrics"):]
+		if j := strings.Index(sec, "\n## "); j >= 0 {
+			sec = sec[:j]
+		}
+	} else {
+		t.Fatal("README.md has no Metrics section")
+	}
+	seen := map[string]bool{}
+	var documented []string
+	for _, m := range regexp.MustCompile("`(meshdns_\\w+)").FindAllStringSubmatch(sec, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			documented = append(documented, m[1])
+		}
+	}
+	sort.Strings(registered)
+	sort.Strings(documented)
+	if diff := cmp.Diff(registered, documented); diff != "" {
+		t.Errorf("README metrics (-registered +documented):\n%s", diff)
+	}
+	for _, n := range registered {
+		if !regexp.MustCompile(`^meshdns_controlplane_[a-z_]+$`).MatchString(n) {
+			t.Errorf("metric %s does not follow meshdns_<subsystem>_<name>", n)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
