@@ -75,6 +75,10 @@ func (a *Agent) Listen() error {
 		return err
 	}
 	a.resolv = in
+	if cfg.dnsDefault {
+		cfg.DNSAddrs = withV6Listener(cfg.DNSAddrs, in.Upstreams, ipv6Loopback())
+		a.cfg.DNSAddrs = cfg.DNSAddrs
+	}
 	a.resolver, err = upstream.New(upstream.Config{
 		Upstreams:  in.Upstreams,
 		Timeout:    cfg.UpstreamTimeout,

@@ -16,7 +16,9 @@ import (
 // them; the command line (cmd/meshdns/agent.go) maps one flag to one field.
 type Config struct {
 	// DNSAddrs are the addresses served over UDP and TCP;
-	// 127.0.0.1:15053.
+	// 127.0.0.1:15053, plus [::1]:15053 when the upstreams include an IPv6
+	// nameserver and the host has IPv6 loopback (the pod's resolver may
+	// then send queries over IPv6, which ip6tables redirects there).
 	DNSAddrs []string
 	// AdminAddr serves /healthz/ready, /debug/* and /metrics;
 	// 127.0.0.1:15020. "-" turns the admin server off.
@@ -92,6 +94,8 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 	// Now is the clock; time.Now.
 	Now func() time.Time
+
+	dnsDefault bool // DNSAddrs was defaulted
 }
 
 const (
@@ -104,6 +108,7 @@ const (
 func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.DNSAddrs) == 0 {
 		cfg.DNSAddrs = []string{defaultDNSAddr}
+		cfg.dnsDefault = true
 	}
 	for _, a := range cfg.DNSAddrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {

@@ -110,3 +110,35 @@ func isSelf(up string, listen []string) bool {
 	}
 	return false
 }
+
+// defaultV6Addr is the IPv6 twin of the default DNS address.
+const defaultV6Addr = "[::1]:15053"
+
+// withV6Listener adds [::1]:15053 to the default listen address when an
+// upstream is IPv6 and v6 loopback works.
+func withV6Listener(addrs, upstreams []string, v6 bool) []string {
+	if !v6 {
+		return addrs
+	}
+	for _, u := range upstreams {
+		h, _, err := net.SplitHostPort(u)
+		if err != nil {
+			continue
+		}
+		if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+			return append(append([]string(nil), addrs...), defaultV6Addr)
+		}
+	}
+	return addrs
+}
+
+// ipv6Loopback reports whether [::1] can be bound (IPv6 may be disabled in
+// the pod).
+func ipv6Loopback() bool {
+	c, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

@@ -100,3 +100,25 @@ func TestConfigRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestWithV6Listener(t *testing.T) {
+	def := []string{"127.0.0.1:15053"}
+	tests := []struct {
+		name      string
+		upstreams []string
+		v6        bool
+		want      []string
+	}{
+		{name: "v4 upstreams", upstreams: []string{"10.96.0.10:53"}, v6: true, want: def},
+		{name: "v6 upstream", upstreams: []string{"10.96.0.10:53", "[fd00::10]:53"}, v6: true, want: []string{"127.0.0.1:15053", "[::1]:15053"}},
+		{name: "v6 upstream without v6 loopback", upstreams: []string{"[fd00::10]:53"}, v6: false, want: def},
+		{name: "v4-mapped is v4", upstreams: []string{"[::ffff:10.0.0.1]:53"}, v6: true, want: def},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, withV6Listener(def, tt.upstreams, tt.v6)); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
