@@ -74,6 +74,6 @@ bench: ## run the Go benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: bench-dns
-bench-dns: ## measure the DNS data plane against a UDP reflector with dnsperf (issue 3 bar; needs dnsperf, taskset)
+bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsperf (issue 3 bar; needs dnsperf, taskset)
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns $(BENCHDNS_FLAGS)
