@@ -1,0 +1,35 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestExampleTemplate: the ConfigMap users apply parses with the
+// webhook's own strict parser and spells out the defaults, so editing it
+// starts from what pods get today.
+func TestExampleTemplate(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "kubernetes", "20-inject-template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseTemplate([]byte(cm.Data["template.yaml"]), Template{})
+	if err != nil {
+		t.Fatalf("example template: %v", err)
+	}
+	// Command is not spelled out in the example; compare the rest.
+	want := DefaultTemplate()
+	want.Command = nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("example template differs from the defaults (-default +example):\n%s", diff)
+	}
+}
