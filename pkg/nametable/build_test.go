@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/miekg/dns"
 )
 
@@ -153,6 +154,12 @@ func TestNewAccepts(t *testing.T) {
 			want: []string{"_http._tcp.web.example.com. 30 IN SRV 10 100 80 web.example.com.", "_http._tcp.web.example.com. 30 IN SRV 10 100 81 web.example.com."},
 		},
 		{
+			name:    "a headless service without endpoints has no SRV records",
+			entries: []Entry{{Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns", Ports: []Port{{Name: "sql", Port: 5432}}}},
+			zones:   []string{"cluster.local"},
+			q:       q("_sql._tcp.db.ns.svc.cluster.local.", dns.TypeSRV),
+		},
+		{
 			name: "a ClusterIP service with endpoints keeps its own address",
 			entries: []Entry{{
 				Hostname: "web.ns.svc.cluster.local", IPs: addrs("10.0.0.1"),
@@ -168,8 +175,12 @@ func TestNewAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			got := viewOf(table.Lookup(tc.q), tc.q.Name).Answer
-			if diff := cmp.Diff(rrs(t, tc.want...), got); diff != "" {
+			r := table.Lookup(tc.q)
+			if r.Action != Answer || r.Rcode != dns.RcodeSuccess {
+				t.Fatalf("Lookup(%s) = %+v, want a NOERROR answer", tc.q.Name, r)
+			}
+			got := viewOf(r, tc.q.Name).Answer
+			if diff := cmp.Diff(rrs(t, tc.want...), got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("answer mismatch (-want +got):\n%s", diff)
 			}
 		})

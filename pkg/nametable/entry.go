@@ -80,6 +80,11 @@ func (b *builder) addEntry(e *Entry) error {
 	// additional section.
 	targets := []string{fqdn}
 	targetRRs := d.addrs()
+	if headless && len(eps) == 0 {
+		// A headless service without ready endpoints exists (NODATA)
+		// but has no SRV targets.
+		targets = nil
+	}
 	if len(eps) > 0 {
 		targets, targetRRs, err = b.addEndpoints(d, eps, host, alts, ttl, headless)
 		if err != nil {
