@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestListenTakenPort(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	cfg := testConfig(&fakeResolver{})
+	cfg.Addrs = []string{pc.LocalAddr().String()}
+	cfg.UDPSockets = 1
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err == nil || !strings.Contains(err.Error(), "listen udp") {
+		t.Errorf("Listen on a taken port: %v, want a listen udp error", err)
+	}
+	if err := s.Run(context.Background()); err == nil {
+		t.Errorf("Run on a taken port returned nil")
+	}
+}
+
+func TestCloseIdempotentAndStopsRun(t *testing.T) {
+	s, err := New(testConfig(&fakeResolver{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	// Let Run start serving, then stop it with Close instead of its ctx.
+	exchange(t, "udp", udpAddr(s), newQuery("www.example.org.", dns.TypeA))
+	for range 2 {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run still running after Close")
+	}
+	if err := s.Run(context.Background()); err == nil {
+		t.Errorf("Run after Close: nil, want an error")
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{name: "no resolver", cfg: Config{}},
+		{name: "bad cluster domain", cfg: Config{Resolver: &fakeResolver{}, ClusterDomain: "bad..domain"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil {
+				t.Errorf("New(%+v) = nil error", tc.cfg)
+			}
+		})
+	}
+}
+
+func TestIPv6Loopback(t *testing.T) {
+	c, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	c.Close()
+	cfg := testConfig(&fakeResolver{})
+	cfg.Addrs = []string{"127.0.0.1:0", "[::1]:0"}
+	s := startServer(t, cfg)
+	s.SetTable(demoTable(t))
+	for _, a := range s.UDPAddrs() {
+		if r := exchange(t, "udp", a.String(), newQuery("web.demo.svc.cluster.local.", dns.TypeA)); len(r.Answer) != 3 {
+			t.Errorf("%s: %d answers, want 3", a, len(r.Answer))
+		}
+	}
+	for _, a := range s.TCPAddrs() {
+		if r := exchange(t, "tcp", a.String(), newQuery("web.demo.svc.cluster.local.", dns.TypeA)); len(r.Answer) != 3 {
+			t.Errorf("%s: %d answers, want 3", a, len(r.Answer))
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestDebugLogs(t *testing.T) {
+	tests := []struct {
+		name  string
+		level slog.Level
+		want  []string
+	}{
+		{name: "debug logs each query", level: slog.LevelDebug, want: []string{"qname=web.demo.svc.cluster.local.", "qtype=A", "rcode=NOERROR", "source=table", "protocol=udp"}},
+		{name: "info logs nothing per query", level: slog.LevelInfo},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf syncBuffer
+			cfg := testConfig(&fakeResolver{})
+			cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.level}))
+			s := startServer(t, cfg)
+			s.SetTable(demoTable(t))
+			exchange(t, "udp", udpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+			out := buf.String()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("log lacks %q:\n%s", w, out)
+				}
+			}
+			if len(tc.want) == 0 && strings.Contains(out, "dns query") {
+				t.Errorf("per-query line at %s:\n%s", tc.level, out)
+			}
+		})
+	}
+}
