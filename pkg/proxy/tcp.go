@@ -51,18 +51,28 @@ func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPLis
 	}
 }
 
-// serveConn answers the length-prefixed queries on c in order (RFC 7766
-// 6.2.1.1 allows pipelining; answering in order keeps it simple and a
-// client matches by ID anyway) until the client closes, idles past
-// TCPIdleTimeout, or ctx ends.
+// tcpInflight bounds the forwarded queries one connection may have
+// waiting for the Resolver; the connection stops reading beyond it.
+const tcpInflight = 16
+
+// serveConn answers the length-prefixed queries on c (RFC 7766 6.2.1.1
+// pipelining) until the client closes, idles past TCPIdleTimeout, or ctx
+// ends. Table answers and Resolver cache hits are written in order from
+// this goroutine; queries that wait for an upstream are answered by their
+// own goroutine when ready, out of order (RFC 7766 7: clients match by ID),
+// so one slow name does not hold up the rest of the pipeline.
 func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	defer c.Close()
+	w := &tcpWriter{c: c, timeout: s.cfg.TCPIdleTimeout, frame: make([]byte, 0, 4096)}
+	var inflight sync.WaitGroup
+	defer inflight.Wait() // before Close: pending answers still go out
+	sem := make(chan struct{}, tcpInflight)
+
 	r := bufio.NewReaderSize(c, 4096)
 	pkt := make([]byte, maxUDPPacket)
 	out := make([]byte, 0, 4096)
-	frame := make([]byte, 0, 4096)
 	var lenBuf [2]byte
 	for {
 		if err := c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout)); err != nil {
@@ -75,21 +85,61 @@ func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 		if _, err := io.ReadFull(r, pkt[:n]); err != nil {
 			return
 		}
-		reply := s.h.Serve(ctx, out, pkt[:n], TCP)
+		reply, deferred := s.h.serve(ctx, out, pkt[:n], TCP, false, 0)
+		if deferred {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			q, start := append([]byte(nil), pkt[:n]...), s.h.clock()
+			inflight.Go(func() {
+				defer func() { <-sem }()
+				if reply, _ := s.h.serve(ctx, nil, q, TCP, true, start); reply != nil {
+					w.write(reply)
+				}
+			})
+			continue
+		}
 		if reply == nil {
 			continue
 		}
 		if cap(reply) > cap(out) {
 			out = reply[:0]
 		}
-		// One write per reply: the length and the message in one segment.
-		frame = append(frame[:0], byte(len(reply)>>8), byte(len(reply)))
-		frame = append(frame, reply...)
-		if err := c.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdleTimeout)); err != nil {
-			return
-		}
-		if _, err := c.Write(frame); err != nil {
+		if !w.write(reply) {
 			return
 		}
 	}
+}
+
+// tcpWriter serializes the replies of one connection.
+type tcpWriter struct {
+	mu      sync.Mutex // guards following
+	c       *net.TCPConn
+	timeout time.Duration
+	frame   []byte
+	failed  bool
+}
+
+// write sends one length-prefixed reply in one segment; false once the
+// connection failed.
+func (w *tcpWriter) write(reply []byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed {
+		return false
+	}
+	w.frame = append(w.frame[:0], byte(len(reply)>>8), byte(len(reply)))
+	w.frame = append(w.frame, reply...)
+	if err := w.c.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		w.failed = true
+		return false
+	}
+	if _, err := w.c.Write(w.frame); err != nil {
+		w.failed = true
+		_ = w.c.Close() // unblocks the reader
+		return false
+	}
+	return true
 }

@@ -148,3 +148,26 @@ func TestTCPConnectionLimit(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A forwarded query waiting for a slow upstream does not hold up the
+// table answers pipelined behind it on the same connection.
+func TestTCPSlowForwardOutOfOrder(t *testing.T) {
+	res := &fakeResolver{answer: staticAnswer(t, "A 192.0.2.9"), block: make(chan struct{})}
+	s := startServer(t, testConfig(res))
+	s.SetTable(demoTable(t))
+	c := dialTCP(t, s)
+	slow := newQuery("slow.example.org.", dns.TypeA)
+	slow.Id = 1
+	fast := newQuery("web.demo.svc.cluster.local.", dns.TypeA)
+	fast.Id = 2
+	if _, err := c.Write(append(frame(t, slow), frame(t, fast)...)); err != nil {
+		t.Fatal(err)
+	}
+	if r := readFrame(t, c); r.Id != 2 || len(r.Answer) != 3 {
+		t.Fatalf("first reply id %d with %d answers, want the table answer (id 2)", r.Id, len(r.Answer))
+	}
+	close(res.block)
+	if r := readFrame(t, c); r.Id != 1 || len(r.Answer) != 1 {
+		t.Fatalf("second reply id %d with %d answers, want the forwarded answer (id 1)", r.Id, len(r.Answer))
+	}
+}
