@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"source"}),
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_invalid_entries_total",
-			Help: "Entries the registry dropped because they have no hostname or cannot be encoded.",
+			Help: "Entries the registry dropped: no hostname, not UTF-8, or not encodable.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.versions, m.version, m.names, m.sourceUpdates, m.invalid} {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -222,9 +223,11 @@ func (r *Registry) convert(source string, s *Snapshot, old *sourceState) *source
 	st := &sourceState{zones: normalizeZones(s.Zones), names: make(map[string][]*Candidate, len(s.Entries))}
 	for _, e := range s.Entries {
 		host := CanonicalHost(e.Hostname)
-		if host == "" {
+		// The hostname is a proto3 string map key in every table, and
+		// the agent rejects a whole table with invalid UTF-8 in one.
+		if host == "" || !utf8.ValidString(host) {
 			r.m.invalid.Inc()
-			r.log.Warn("dropping entry without hostname", "source", source)
+			r.log.Warn("dropping entry without a valid hostname", "source", source, "hostname", host)
 			continue
 		}
 		c, err := newCandidate(source, e)
