@@ -224,8 +224,9 @@ func (r *Registry) convert(source string, s *Snapshot, old *sourceState) *source
 	for _, e := range s.Entries {
 		host := CanonicalHost(e.Hostname)
 		// The hostname is a proto3 string map key in every table, and
-		// the agent rejects a whole table with invalid UTF-8 in one.
-		if host == "" || !utf8.ValidString(host) {
+		// the agent rejects a whole table with invalid UTF-8 in one (check
+		// before lowering: ToLower turns bad bytes into U+FFFD).
+		if host == "" || !utf8.ValidString(e.Hostname) {
 			r.m.invalid.Inc()
 			r.log.Warn("dropping entry without a valid hostname", "source", source, "hostname", host)
 			continue
