@@ -225,6 +225,32 @@ func testCapture(t *testing.T, meshdns, backend string) {
 		t.Logf("upstream received %d queries during the captured phase, %d for external.example.org: %q", len(lines), external, lines)
 	})
 
+	t.Run("only the listed nameservers are captured, unless capture-all-dns", func(t *testing.T) {
+		// 198.18.0.99 is on the pod's link but nobody has it: a query that
+		// is not captured times out.
+		const other = "198.18.0.99"
+		direct := func() (string, error) {
+			return tp.inPod(nil, "dig", "@"+other, "+time=1", "+tries=1", "+short", "web.demo.svc.cluster.local.")
+		}
+		if out, err := direct(); err == nil && strings.TrimSpace(out) != "" {
+			t.Errorf("dig @%s was answered (%q) although it is not a nameserver of the pod", other, out)
+		}
+		if out, err := tp.inPod(nil, meshdns, append(append([]string{}, apply...), "--capture-all-dns")...); err != nil {
+			t.Fatalf("apply --capture-all-dns: %v\n%s", err, out)
+		}
+		if out, err := direct(); err != nil || strings.TrimSpace(out) != tableWebIP {
+			t.Errorf("with --capture-all-dns, dig @%s = %q, %v; want the agent's %s", other, out, err, tableWebIP)
+		}
+		// Back to the pod's nameservers: the rules are exactly the first
+		// apply's again.
+		if out, err := tp.inPod(nil, meshdns, apply...); err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+		if diff := cmp.Diff(applied, tp.save(t, backend)); diff != "" {
+			t.Errorf("switching back from --capture-all-dns left other rules (-want +got):\n%s", diff)
+		}
+	})
+
 	t.Run("apply is idempotent", func(t *testing.T) {
 		// print and --dry-run show the transaction and change nothing.
 		for _, args := range [][]string{
