@@ -14,6 +14,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
 // ednsSize is the UDP payload size we advertise upstream: the DNS Flag Day
@@ -83,8 +85,16 @@ func unpackReply(b []byte) (*dns.Msg, error) {
 	return m, nil
 }
 
+// reply is an upstream's acceptable answer, ready to serve and cache.
+type reply struct {
+	e         *cache.Entry
+	cacheable bool
+	rcode     int
+}
+
 // try runs one try against up: UDP from a fresh socket, TCP when truncated.
-func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+// A reply that cannot be turned into a servable entry counts as garbage.
+func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*reply, error) {
 	start := time.Now()
 	m, err := r.exchangeUDP(ctx, up, q, nameLen)
 	var te *tryError
@@ -93,9 +103,15 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 		m, err = r.exchangeTCP(ctx, up, q, nameLen)
 	}
 	up.duration.Observe(time.Since(start).Seconds())
+	var rep *reply
 	if err == nil {
 		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
+		} else {
+			rep = &reply{rcode: m.Rcode}
+			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.cfg.Now()); err != nil {
+				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
+			}
 		}
 	}
 	if err != nil {
@@ -104,7 +120,7 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 		}
 		return nil, err
 	}
-	return m, nil
+	return rep, nil
 }
 
 // deadline is the earlier of now+Timeout and ctx's deadline.

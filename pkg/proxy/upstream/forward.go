@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/miekg/dns"
 )
 
 // forward asks the upstreams for question q (lowercased wire form, name
 // nameLen bytes) until one gives an acceptable reply.
-func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*dns.Msg, error) {
+func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, error) {
 	if r.cfg.Parallel && len(r.ups) > 1 {
 		return r.race(ctx, q, nameLen)
 	}
@@ -34,10 +32,10 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*dns.Msg
 // race sends one try to every upstream at once and returns the first good
 // reply. The losers are cancelled and waited for, so no goroutine outlives
 // the call.
-func (r *Resolver) race(ctx context.Context, q []byte, nameLen int) (*dns.Msg, error) {
+func (r *Resolver) race(ctx context.Context, q []byte, nameLen int) (*reply, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type result struct {
-		m   *dns.Msg
+		m   *reply
 		err error
 	}
 	results := make(chan result, len(r.ups))

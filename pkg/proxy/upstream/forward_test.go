@@ -142,8 +142,8 @@ func TestTimeoutThenNextUpstream(t *testing.T) {
 	}
 }
 
-// reply builds a raw reply to req; mutate changes it before packing.
-func reply(t testing.TB, req []byte, mutate func(m *dns.Msg)) []byte {
+// rawReply builds a raw reply to req; mutate changes it before packing.
+func rawReply(t testing.TB, req []byte, mutate func(m *dns.Msg)) []byte {
 	t.Helper()
 	q := new(dns.Msg)
 	if err := q.Unpack(req); err != nil {
@@ -178,11 +178,11 @@ func TestLyingUpstream(t *testing.T) {
 	for _, lie := range lies {
 		t.Run(lie.name, func(t *testing.T) {
 			srv := rawServer(t, func(req []byte) [][]byte {
-				bad := reply(t, req, func(m *dns.Msg) {
+				bad := rawReply(t, req, func(m *dns.Msg) {
 					lie.mutate(m)
 					m.Answer = []dns.RR{mustRR(t, "evil.example. 60 IN A 203.0.113.66")}
 				})
-				return [][]byte{bad, bad, reply(t, req, nil)}
+				return [][]byte{bad, bad, rawReply(t, req, nil)}
 			})
 			r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
 			m, _ := ask(t, r, "Good.Example.", dns.TypeA)
@@ -228,7 +228,7 @@ func TestGarbageFromUpstream(t *testing.T) {
 			srv := rawServer(t, func(req []byte) [][]byte {
 				out := [][]byte{tc.garbage(req)}
 				if tc.thenAnswer {
-					out = append(out, reply(t, req, nil))
+					out = append(out, rawReply(t, req, nil))
 				}
 				return out
 			})

@@ -82,6 +82,12 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now time.Time) (
 	if len(packed) < 12+len(q) || !equalFoldWire(packed[12:12+nameLen], q[:nameLen]) {
 		return nil, false, fmt.Errorf("repack reply: question changed")
 	}
+	// miekg unpacks some records it cannot pack back into something
+	// parseable (an SOA with empty rdata, found by FuzzUpstreamReply); never
+	// serve or cache such a reply.
+	if err := new(dns.Msg).Unpack(packed); err != nil {
+		return nil, false, fmt.Errorf("repacked reply does not unpack: %w", err)
+	}
 	e, err := cache.NewEntry(packed, len(q), ttl, now.UnixNano(), negative)
 	if err != nil {
 		return nil, false, fmt.Errorf("walk reply: %w", err)

@@ -132,27 +132,21 @@ func (r *Resolver) resolve(q []byte, nameLen int) answer {
 	}
 	r.metrics.inflight.Inc()
 	start := time.Now()
-	m, err := r.forward(r.ctx, q, nameLen)
+	rep, err := r.forward(r.ctx, q, nameLen)
 	r.metrics.inflight.Dec()
 	r.inflight.Add(-1)
 
-	now := r.cfg.Now()
 	if err == nil {
-		var e *cache.Entry
-		var cacheable bool
-		e, cacheable, err = r.makeEntry(m, q, nameLen, now)
-		if err == nil {
-			if cacheable && r.cache != nil && r.cache.Set(string(q), e) {
-				r.metrics.evictions.Inc()
-			}
-			r.debug("upstream answered", q, "rcode", dns.RcodeToString[m.Rcode], "duration", time.Since(start))
-			return answer{e: e, ttl: e.TTL, src: SourceUpstream}
+		if rep.cacheable && r.cache != nil && r.cache.Set(string(q), rep.e) {
+			r.metrics.evictions.Inc()
 		}
+		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
+		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream}
 	}
 	// RFC 8767 section 4: when resolution fails, an expired answer within
 	// the stale window beats SERVFAIL.
 	if r.cache != nil && r.cfg.StaleWindow > 0 && !errors.Is(err, context.Canceled) {
-		if e, _, st := r.cache.Get(q, now.UnixNano()); st == cache.Stale {
+		if e, _, st := r.cache.Get(q, r.cfg.Now().UnixNano()); st == cache.Stale {
 			r.metrics.stale.Inc()
 			r.debug("served stale", q, "err", err)
 			return answer{e: e, ttl: uint32(r.cfg.StaleTTL / time.Second), src: SourceCache}
