@@ -150,3 +150,21 @@ func TestDebugLogs(t *testing.T) {
 		})
 	}
 }
+
+// Two servers on one port fail loudly even with SO_REUSEPORT sockets.
+func TestSecondServerOnSamePortFails(t *testing.T) {
+	cfg := testConfig(&fakeResolver{})
+	cfg.UDPSockets = 2
+	first := startServer(t, cfg)
+	cfg2 := testConfig(&fakeResolver{})
+	cfg2.UDPSockets = 2
+	cfg2.Addrs = []string{udpAddr(first)}
+	second, err := New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Listen(); err == nil {
+		second.Close()
+		t.Fatalf("second server bound %s too", udpAddr(first))
+	}
+}

@@ -34,10 +34,19 @@ func listenAddr(addr string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 
 func listenOnce(addr, host string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 	lc := net.ListenConfig{}
+	ctx := context.Background()
 	if n > 1 {
 		lc.Control = reusePort
+		// With SO_REUSEPORT a second agent of the same user could bind the
+		// same port and silently take half the queries. A plain bind
+		// first makes a taken port fail loudly, as it does with n == 1.
+		probe, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		addr = probe.LocalAddr().String()
+		_ = probe.Close()
 	}
-	ctx := context.Background()
 	var conns []*net.UDPConn
 	closeAll := func() {
 		for _, c := range conns {
