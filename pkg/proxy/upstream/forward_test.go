@@ -285,8 +285,10 @@ func TestAllUpstreamsFail(t *testing.T) {
 	tests := []struct {
 		name     string
 		handlers []func(dns.ResponseWriter, *dns.Msg) // nil: nobody listening
+		parallel bool
 		wantKind string
 	}{
+		{name: "nobody listening, parallel", handlers: []func(dns.ResponseWriter, *dns.Msg){nil, nil}, parallel: true, wantKind: kindNetwork},
 		{name: "nobody listening", handlers: []func(dns.ResponseWriter, *dns.Msg){nil, nil}, wantKind: kindNetwork},
 		{name: "SERVFAIL", handlers: []func(dns.ResponseWriter, *dns.Msg){answerWith(t, dns.RcodeServerFailure, nil, nil), answerWith(t, dns.RcodeServerFailure, nil, nil)}, wantKind: kindRcode},
 		{name: "REFUSED", handlers: []func(dns.ResponseWriter, *dns.Msg){answerWith(t, dns.RcodeRefused, nil, nil), answerWith(t, dns.RcodeRefused, nil, nil)}, wantKind: kindRcode},
@@ -301,7 +303,7 @@ func TestAllUpstreamsFail(t *testing.T) {
 					addrs = append(addrs, newServer(t, h).Addr)
 				}
 			}
-			r, _ := newTestResolver(t, Config{Upstreams: addrs})
+			r, _ := newTestResolver(t, Config{Upstreams: addrs, Parallel: tc.parallel})
 			b, _, err := r.AppendReply(context.Background(), []byte("keep"), qwire(t, "f.example.", dns.TypeA))
 			if !errors.Is(err, ErrUpstreamFailed) {
 				t.Fatalf("err %v, want ErrUpstreamFailed", err)
@@ -331,6 +333,7 @@ func TestParallelRacePicksFastest(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	fast := newServer(t, answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1"}, nil))
 	r, _ := newTestResolver(t, Config{Upstreams: []string{slow.Addr, fast.Addr}, Parallel: true, Timeout: 3 * time.Second})
+	fixedOrder(r) // sequential tries would wait for the slow one first
 	start := time.Now()
 	m, _ := ask(t, r, "race.example.", dns.TypeA)
 	if d := time.Since(start); d > time.Second {
@@ -340,8 +343,9 @@ func TestParallelRacePicksFastest(t *testing.T) {
 	if diff := cmp.Diff(want, viewOf(m)); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
-	if slow.Queries.Load() != 1 || fast.Queries.Load() != 1 {
-		t.Errorf("queries slow=%d fast=%d, want both asked once", slow.Queries.Load(), fast.Queries.Load())
+	// The slow upstream's try may be cancelled before its query leaves.
+	if slow.Queries.Load() > 1 || fast.Queries.Load() != 1 {
+		t.Errorf("queries slow=%d fast=%d, want at most 1 and 1", slow.Queries.Load(), fast.Queries.Load())
 	}
 }
 
