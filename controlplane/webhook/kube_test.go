@@ -117,11 +117,16 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 		t.Fatalf("register labeler: %v", err)
 	}
 
-	for name, label := range map[string]string{"labelled": "enabled", "plain": "", "disabled": "disabled"} {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if label != "" {
-			ns.Labels = map[string]string{LabelInject: label}
-		}
+	for name, labels := range map[string]map[string]string{
+		"labelled": {LabelInject: "enabled"},
+		"plain":    nil,
+		"disabled": {LabelInject: "disabled"},
+		// The API server's PodSecurity admission would reject the init
+		// container's NET_ADMIN here: the selectors must keep meshdns out.
+		"baseline":       {LabelInject: "enabled", "pod-security.kubernetes.io/enforce": "baseline"},
+		"baseline-plain": {"pod-security.kubernetes.io/enforce": "baseline"},
+	} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -152,6 +157,8 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 		{name: "plain namespace, opt out", namespace: "plain", pod: testPod("opt-out", map[string]string{AnnotationInject: "false"}, false)},
 		{name: "plain namespace, host network opt in", namespace: "plain", pod: testPod("host", map[string]string{AnnotationInject: "true"}, true)},
 		{name: "disabled namespace, opt in", namespace: "disabled", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false)},
+		{name: "pod security baseline, labelled namespace", namespace: "baseline", pod: testPod("plain", nil, false)},
+		{name: "pod security baseline, opt in", namespace: "baseline-plain", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false)},
 	}
 	injectedBefore := testutil.ToFloat64(w.metrics.requests.WithLabelValues("injected"))
 	wantInjected := 0
