@@ -22,6 +22,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 func TestMain(m *testing.M) {
@@ -188,6 +189,11 @@ entries:
 				t.Errorf("api.corp.example = %s", got)
 			}
 		}
+		// Both ACKs feed the DNS programming latency (file change -> agent).
+		waitFor(t, "programming latency samples", func() bool {
+			_, body := get(t, r.admin+"/metrics")
+			return strings.Contains(body, "meshdns_controlplane_dns_programming_duration_seconds_count 2")
+		})
 	})
 
 	t.Run("bad file keeps the last good table", func(t *testing.T) {
@@ -255,5 +261,67 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestResumeOnAnotherReplica: versions are content hashes, so an agent
+// failing over to a second replica that serves the same entries resumes
+// with an empty delta, or a delta when it is behind, instead of a full
+// table.
+func TestResumeOnAnotherReplica(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "entries.yaml")
+	writeFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.1]}, {hostname: b.corp.example}]")
+	r1 := start(t, controlplane.Config{Entries: []string{dir}})
+	r2 := start(t, controlplane.Config{Entries: []string{dir}})
+
+	a := cptest.Dial(t, r1.grpc, cptest.DialOpts{Namespace: "ns", Pod: "p"})
+	a.Next()
+	v1 := a.Version
+	a.Close()
+
+	b := cptest.Dial(t, r2.grpc, cptest.DialOpts{Namespace: "ns", Pod: "p", Resume: v1})
+	resp := b.Recv()
+	if got := cptest.Kind(resp); got != "delta" || len(resp.GetDelta().GetUpserted())+len(resp.GetDelta().GetRemoved()) != 0 {
+		t.Fatalf("resume on replica 2 got %s %v, want an empty delta", got, resp.GetDelta())
+	}
+	if resp.GetVersionInfo() != v1 {
+		t.Errorf("replica 2 version %s, replica 1 %s", resp.GetVersionInfo(), v1)
+	}
+	b.Close()
+
+	// Both replicas see the change; an agent still at v1 resumes on
+	// replica 1 with a one-name delta.
+	writeFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.2]}, {hostname: b.corp.example}]")
+	c := cptest.Dial(t, r2.grpc, cptest.DialOpts{Namespace: "ns", Pod: "q"})
+	waitFor(t, "replica 2 has the change", func() bool {
+		_, body := get(t, r2.admin+"/debug/nametable?namespace=ns")
+		return strings.Contains(body, "10.0.0.2")
+	})
+	c.Close()
+	d := cptest.Dial(t, r1.grpc, cptest.DialOpts{Namespace: "ns", Pod: "p", Resume: v1})
+	waitFor(t, "replica 1 has the change", func() bool {
+		_, body := get(t, r1.admin+"/debug/nametable?namespace=ns")
+		return strings.Contains(body, "10.0.0.2")
+	})
+	// The first response may predate replica 1's reload; apply until the
+	// agent holds the new address, counting full tables.
+	d.Version = v1
+	d.Table = map[string]*meshdnsv1.NameInfo{}
+	for range 2 {
+		resp := d.Recv()
+		if got := cptest.Kind(resp); got != "delta" {
+			t.Fatalf("got %s, want deltas only", got)
+		}
+		if err := d.Apply(resp); err != nil {
+			t.Fatal(err)
+		}
+		d.Ack(resp)
+		if _, ok := d.Table["a.corp.example"]; ok {
+			break
+		}
+	}
+	if got := d.IPs()["a.corp.example"]; got != "10.0.0.2" {
+		t.Errorf("a.corp.example = %q", got)
 	}
 }
