@@ -1,0 +1,52 @@
+package upstream
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestMetricsDocumented checks that README.md's Metrics section lists exactly
+// the metrics a Resolver registers, and that the names follow STYLE.md.
+func TestMetricsDocumented(t *testing.T) {
+	_, reg := newTestResolver(t, Config{Upstreams: []string{"127.0.0.1:1"}})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	for _, mf := range families {
+		n := mf.GetName()
+		registered = append(registered, n)
+		if !strings.HasPrefix(n, "meshdns_upstream_") && !strings.HasPrefix(n, "meshdns_cache_") {
+			t.Errorf("metric %s: want prefix meshdns_upstream_ or meshdns_cache_", n)
+		}
+		if (mf.GetType() == dto.MetricType_COUNTER) != strings.HasSuffix(n, "_total") {
+			t.Errorf("metric %s: counters, and only counters, end in _total", n)
+		}
+		if mf.GetType() == dto.MetricType_HISTOGRAM && !strings.HasSuffix(n, "_seconds") {
+			t.Errorf("metric %s: durations end in _seconds", n)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	section = section[strings.Index(section, "## Metrics"):]
+	section = section[:strings.Index(section, "## Examples")]
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^- `(meshdns_[a-z_]+)").FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(registered)
+	slices.Sort(documented)
+	if diff := cmp.Diff(registered, documented); diff != "" {
+		t.Errorf("README metrics (-registered +documented):\n%s", diff)
+	}
+}
