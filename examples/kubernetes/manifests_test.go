@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 )
 
@@ -86,7 +88,13 @@ func merge(a, b map[string]string) map[string]string {
 func TestManifestsDryRun(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(c.Config)
+	// Warnings fail the test: Pod Security admission warns (without
+	// rejecting) about a Deployment whose pods the namespace's level would
+	// refuse, and deprecated fields warn too.
+	warned := &warnings{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WarningHandler = warned
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +107,9 @@ func TestManifestsDryRun(t *testing.T) {
 	objs := manifests(t)
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
-			if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}, metav1.CreateOptions{}); err != nil {
+			// With the manifest's labels, so the Pod Security level is enforced.
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetName(), Labels: o.GetLabels()}}
+			if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 				t.Fatalf("create namespace %s: %v", o.GetName(), err)
 			}
 		}
@@ -128,6 +138,9 @@ func TestManifestsDryRun(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("server-side dry run: %v", err)
+			}
+			if w := warned.take(); len(w) > 0 {
+				t.Errorf("API server warnings: %q", w)
 			}
 			if got.GetUID() == "" {
 				t.Errorf("dry run returned no uid: the server did not process the object")
@@ -282,4 +295,24 @@ func TestManifestPolicies(t *testing.T) {
 			t.Errorf("meshdns-system labels = %v, want injection disabled", sys.Labels)
 		}
 	})
+}
+
+// warnings collects the API server's warnings (rest.WarningHandler).
+type warnings struct {
+	mu   sync.Mutex // guards list
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
 }
