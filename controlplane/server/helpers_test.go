@@ -51,7 +51,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom, KeepaliveTime: o.keepalive})
+	srv, err := server.New(server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom,
+		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive})
 	if err != nil {
 		t.Fatal(err)
 	}
