@@ -140,10 +140,16 @@ func TestLookupAllocatesNothing(t *testing.T) {
 		"web.demo.demo.svc.cluster.local.",           // search-expanded
 		"x.apps.example.com.demo.svc.cluster.local.", // search-expanded wildcard
 		"x.apps.example.com.",                        // wildcard
+		"_http._tcp.web.demo.svc.cluster.local.",     // SRV port name
+		"_tcp.web.demo.svc.cluster.local.",           // protocol label
+		"_dns._udp.web.demo.cluster.local.",          // search-expanded port name
 		"nope.demo.svc.cluster.local.",               // NXDOMAIN
 		"google.com.",                                // forward
 	} {
 		q := dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET}
+		if name[0] == '_' {
+			q.Qtype = dns.TypeSRV
+		}
 		if n := testing.AllocsPerRun(100, func() { table.Lookup(q) }); n != 0 {
 			t.Errorf("Lookup(%s): %v allocs/op, want 0", name, n)
 		}

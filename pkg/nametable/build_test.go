@@ -73,6 +73,8 @@ func TestNewAccepts(t *testing.T) {
 		ctx     Context
 		q       dns.Question
 		want    []string // answer section as zone-file text
+		// wantRcode is the expected rcode (NOERROR unless set).
+		wantRcode int
 	}{
 		{
 			name:    "a trailing dot on hostnames is tolerated",
@@ -154,10 +156,26 @@ func TestNewAccepts(t *testing.T) {
 			want: []string{"_http._tcp.web.example.com. 30 IN SRV 10 100 80 web.example.com.", "_http._tcp.web.example.com. 30 IN SRV 10 100 81 web.example.com."},
 		},
 		{
-			name:    "a headless service without endpoints has no SRV records",
+			name:      "a headless service without endpoints has no SRV records",
+			entries:   []Entry{{Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns", Ports: []Port{{Name: "sql", Port: 5432}}}},
+			zones:     []string{"cluster.local"},
+			q:         q("_sql._tcp.db.ns.svc.cluster.local.", dns.TypeSRV),
+			wantRcode: dns.RcodeNameError,
+		},
+		{
+			name:    "a headless service without endpoints still exists",
 			entries: []Entry{{Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns", Ports: []Port{{Name: "sql", Port: 5432}}}},
 			zones:   []string{"cluster.local"},
-			q:       q("_sql._tcp.db.ns.svc.cluster.local.", dns.TypeSRV),
+			q:       q("db.ns.svc.cluster.local.", dns.TypeA),
+		},
+		{
+			name: "alt hosts answer SRV on their port names",
+			entries: []Entry{{
+				Hostname: "web.example.com", IPs: addrs("10.0.0.1"), AltHosts: []string{"www.example.com"},
+				Ports: []Port{{Name: "http", Port: 80}},
+			}},
+			q:    q("_http._tcp.www.example.com.", dns.TypeSRV),
+			want: []string{"_http._tcp.www.example.com. 30 IN SRV 10 100 80 web.example.com."},
 		},
 		{
 			name: "a ClusterIP service with endpoints keeps its own address",
@@ -176,8 +194,8 @@ func TestNewAccepts(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			r := table.Lookup(tc.q)
-			if r.Action != Answer || r.Rcode != dns.RcodeSuccess {
-				t.Fatalf("Lookup(%s) = %+v, want a NOERROR answer", tc.q.Name, r)
+			if r.Action != Answer || r.Rcode != tc.wantRcode {
+				t.Fatalf("Lookup(%s) = %+v, want an answer with rcode %s", tc.q.Name, r, dns.RcodeToString[tc.wantRcode])
 			}
 			got := viewOf(r, tc.q.Name).Answer
 			if diff := cmp.Diff(rrs(t, tc.want...), got, cmpopts.EquateEmpty()); diff != "" {
@@ -235,8 +253,9 @@ func TestNames(t *testing.T) {
 	if diff := cmp.Diff(want, table.Names()); diff != "" {
 		t.Errorf("Names() mismatch (-want +got):\n%s", diff)
 	}
-	if table.Len() != len(want) {
-		t.Errorf("Len() = %d, want %d", table.Len(), len(want))
+	// Len counts stored names only; the two SRV names are derived.
+	if table.Len() != len(want)-2 {
+		t.Errorf("Len() = %d, want %d", table.Len(), len(want)-2)
 	}
 	if diff := cmp.Diff([]string{"cluster.local"}, table.Zones()); diff != "" {
 		t.Errorf("Zones() mismatch (-want +got):\n%s", diff)

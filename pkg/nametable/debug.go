@@ -1,10 +1,14 @@
 package nametable
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
-// Len returns how many names the table stores (including wildcards,
-// generated SRV, endpoint and reverse names, and empty non-terminals; not
-// the alternate and search-path names derived at query time).
+// Len returns how many names the table stores: hostnames, alt hosts,
+// wildcards, endpoint and reverse names, empty non-terminals. Names derived
+// at query time are not counted: SRV owners of named ports, alternate and
+// search-path names.
 func (t *Table) Len() int {
 	if t == nil {
 		return 0
@@ -12,15 +16,31 @@ func (t *Table) Len() int {
 	return len(t.names) + len(t.wild)
 }
 
-// Names returns every stored name, sorted, lowercase without trailing dot;
-// wildcards with their "*." prefix. It allocates: for debug dumps only.
+// Names returns every name the table answers as written, sorted,
+// lowercase without trailing dot, wildcards with their "*." prefix: the
+// stored names plus the SRV owners of named ports (_http._tcp.<service>)
+// and the protocol names above them (_tcp.<service>). Not the alternate
+// and search-path names. It allocates: for debug dumps only.
 func (t *Table) Names() []string {
 	if t == nil {
 		return nil
 	}
 	out := make([]string, 0, t.Len())
-	for k := range t.names {
+	seen := make(map[string]bool)
+	for k, n := range t.names {
 		out = append(out, k)
+		for _, rr := range n.set(setSRV) {
+			o := strings.TrimSuffix(rr.Header().Name, ".")
+			if !strings.HasPrefix(o, "_") || seen[o] {
+				continue
+			}
+			seen[o] = true
+			out = append(out, o)
+			if p := parent(o); !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
 	}
 	for k := range t.wild {
 		out = append(out, "*."+k)

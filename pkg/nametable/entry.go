@@ -94,7 +94,7 @@ func (b *builder) addEntry(e *Entry) error {
 			targets, targetRRs = []string{fqdn}, d.addrs()
 		}
 	}
-	if err := b.addPorts(d, e.Ports, host, alts, targets, targetRRs, ttl); err != nil {
+	if err := addPorts(d, e.Ports, targets, targetRRs, ttl); err != nil {
 		return err
 	}
 	return b.defineAll(d, host, alts)
@@ -224,11 +224,14 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 	return targets, rrs, nil
 }
 
-// addPorts adds SRV records: every port on the service name, and each
-// named port on _name._proto.<service>.
-func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, targets []string, targetRRs []dns.RR, ttl uint32) error {
-	byOwner := make(map[string]*draft, len(ports))
-	extra := &targetRRs // shared by the service and its port names
+// addPorts adds SRV records to the service: every port, named or not,
+// answers SRV on the service name; a named port also answers on
+// _name._proto.<service>. Those names are not stored: Lookup finds the
+// service and returns the run of its SRV records whose owner is the port
+// name, so the records are grouped by owner here.
+func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl uint32) error {
+	var owners []string
+	byOwner := make(map[string][]dns.RR, len(ports))
 	for _, p := range ports {
 		if p.Port == 0 {
 			return fmt.Errorf("port %q: number 0", p.Name)
@@ -242,36 +245,28 @@ func (b *builder) addPorts(d *draft, ports []Port, host string, alts []string, t
 			return fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 		}
 		owner := d.canonical
-		var pd *draft
 		if p.Name != "" {
 			name := strings.ToLower(p.Name)
 			if err := checkLabel(name, false); err != nil {
 				return fmt.Errorf("port %q: %w", p.Name, err)
 			}
-			label := "_" + name + "._" + proto
-			owner = label + "." + d.canonical
+			owner = "_" + name + "._" + proto + "." + d.canonical
 			if err := checkGenerated(owner[:len(owner)-1]); err != nil {
 				return err
 			}
-			pd = byOwner[owner]
-			if pd == nil {
-				pd = &draft{canonical: owner, owner: host, apex: d.apex, alt: d.alt, extra: extra, srvOf: d}
-				byOwner[owner] = pd
-				if err := b.defineUnder(pd, label, alts); err != nil {
-					return err
-				}
-			}
+		}
+		if _, ok := byOwner[owner]; !ok {
+			owners = append(owners, owner)
 		}
 		for _, t := range targets {
-			rr := srvRR(owner, t, p.Port, ttl)
-			d.sets[setSRV] = append(d.sets[setSRV], rr)
-			if pd != nil {
-				pd.sets[setSRV] = append(pd.sets[setSRV], rr)
-			}
+			byOwner[owner] = append(byOwner[owner], srvRR(owner, t, p.Port, ttl))
 		}
 	}
+	for _, o := range owners {
+		d.sets[setSRV] = append(d.sets[setSRV], byOwner[o]...)
+	}
 	if len(ports) > 0 {
-		d.extra = extra
+		d.extra = &targetRRs // shared by the service and its port names
 	}
 	return nil
 }

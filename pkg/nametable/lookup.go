@@ -1,6 +1,11 @@
 package nametable
 
-import "github.com/miekg/dns"
+import (
+	"bytes"
+	"strings"
+
+	"github.com/miekg/dns"
+)
 
 // Lookup answers q. The question name may be in any case, with or without
 // the trailing dot. Lookup allocates nothing: the name is lowercased into
@@ -8,8 +13,9 @@ import "github.com/miekg/dns"
 // returned slice is precomputed and shared.
 //
 // The order of the rules (DESIGN.md section 4):
-//  1. the name itself: a stored name, a Kubernetes alternate name
-//     (svc, svc.ns, svc.ns.svc), or the most specific wildcard;
+//  1. the name itself: a stored name, a named port of a service
+//     (_name._proto.<service>), a Kubernetes alternate name (svc, svc.ns,
+//     svc.ns.svc), or the most specific wildcard;
 //  2. search-path expansion: for each search domain in resolv.conf order,
 //     a name X.<search domain> where X is known by rule 1 answers with
 //     Alias = canonical name of X;
@@ -27,26 +33,26 @@ func (t *Table) Lookup(q dns.Question) Result {
 	if !ok {
 		return Result{Action: Forward}
 	}
-	if n, _ := t.find(key); n != nil {
-		return n.answer(q.Qtype, "")
+	if m := t.find(key); m.n != nil {
+		return m.answer(q.Qtype, "")
 	}
 	for _, s := range t.search {
 		if len(key) <= len(s) || string(key[len(key)-len(s):]) != s {
 			continue
 		}
 		x := key[:len(key)-len(s)]
-		n, wild := t.find(x)
-		if n == nil || n.canonical == "" {
+		m := t.find(x)
+		alias := m.canonical()
+		if alias == "" {
 			continue // unknown, or a name that exists only to say NODATA
 		}
-		alias := n.canonical
-		if wild {
+		if m.wild {
 			// The canonical name of a wildcard match is X itself: the
 			// question's own bytes up to and including the dot before
 			// the search domain, so no allocation.
 			alias = q.Name[:len(x)+1]
 		}
-		return n.answer(q.Qtype, alias)
+		return m.answer(q.Qtype, alias)
 	}
 	for i := range t.zones {
 		z := &t.zones[i]
@@ -57,16 +63,45 @@ func (t *Table) Lookup(q dns.Question) Result {
 	return Result{Action: Forward}
 }
 
-// find returns the node answering for key (lowercase, no trailing dot):
-// the stored name, a Kubernetes alternate name, or the most specific
-// wildcard (wild is then true).
-func (t *Table) find(key []byte) (n *node, wild bool) {
+// match is what a name resolves to: a node, or part of a service's node
+// for the names under it that are not stored (SRV owners).
+type match struct {
+	n *node // nil: no match
+	// port is set for _name._proto.<service>: the service's SRV records
+	// of that port.
+	port []dns.RR
+	// proto is set for _proto.<service>: an empty non-terminal above the
+	// port names.
+	proto bool
+	// wild is set for a wildcard match.
+	wild bool
+}
+
+// canonical is the name search-path expansion aliases to, or "" for names
+// that only say NODATA.
+func (m match) canonical() string {
+	switch {
+	case m.n == nil || m.proto:
+		return ""
+	case m.port != nil:
+		return m.port[0].Header().Name
+	}
+	return m.n.canonical
+}
+
+// find resolves key (lowercase, no trailing dot) by rule 1 of Lookup.
+func (t *Table) find(key []byte) match {
 	if n, ok := t.names[string(key)]; ok {
-		return n, false
+		return match{n: n}
+	}
+	if len(key) > 0 && key[0] == '_' {
+		if m := t.findPort(key); m.n != nil {
+			return m
+		}
 	}
 	if t.altNs != "" {
 		if n := t.findAlt(key); n != nil {
-			return n, false
+			return match{n: n}
 		}
 	}
 	if len(t.wild) > 0 {
@@ -77,11 +112,79 @@ func (t *Table) find(key []byte) (n *node, wild bool) {
 				continue
 			}
 			if n, ok := t.wild[string(key[i+1:])]; ok {
-				return n, true
+				return match{n: n, wild: true}
 			}
 		}
 	}
-	return nil, false
+	return match{}
+}
+
+// findService finds a stored or alternate name, not a wildcard: the
+// service a port name is under.
+func (t *Table) findService(key []byte) *node {
+	if n, ok := t.names[string(key)]; ok {
+		return n
+	}
+	if t.altNs != "" {
+		return t.findAlt(key)
+	}
+	return nil
+}
+
+// findPort resolves the SRV names of a service: _name._proto.<service> is
+// the run of the service's SRV records owned by that name (New groups
+// them), and _proto.<service> exists when a named port uses the protocol.
+// Deriving these names from the service keeps two map entries and two
+// nodes per service out of the table, and makes every alternate name and
+// alt host of the service answer SRV too.
+func (t *Table) findPort(key []byte) match {
+	i := bytes.IndexByte(key, '.')
+	if i < 0 {
+		return match{}
+	}
+	rest := key[i+1:]
+	if len(rest) > 0 && rest[0] == '_' {
+		j := bytes.IndexByte(rest, '.')
+		if j < 0 {
+			return match{}
+		}
+		n := t.findService(rest[j+1:])
+		if n == nil {
+			return match{}
+		}
+		prefix := key[:i+1+j+1] // "_name._proto."
+		srv := n.set(setSRV)
+		lo, hi := -1, -1
+		for k, rr := range srv {
+			if o := rr.Header().Name; len(o) > len(prefix) && o[:len(prefix)] == string(prefix) {
+				if lo < 0 {
+					lo = k
+				}
+				hi = k + 1
+			} else if lo >= 0 {
+				break
+			}
+		}
+		if lo < 0 {
+			return match{}
+		}
+		return match{n: n, port: srv[lo:hi:hi]}
+	}
+	n := t.findService(rest)
+	if n == nil {
+		return match{}
+	}
+	proto := key[:i+1] // "_tcp."
+	for _, rr := range n.set(setSRV) {
+		o := rr.Header().Name
+		if len(o) == 0 || o[0] != '_' {
+			continue
+		}
+		if k := strings.IndexByte(o, '.'); k >= 0 && len(o) > k+1+len(proto) && o[k+1:k+1+len(proto)] == string(proto) {
+			return match{n: n, proto: true}
+		}
+	}
+	return match{}
 }
 
 // findAlt resolves a Kubernetes alternate name by appending what the
@@ -108,38 +211,24 @@ func (t *Table) findAlt(key []byte) *node {
 	return nil
 }
 
-// answer is the Result for a question of type qtype on n.
-func (n *node) answer(qtype uint16, alias string) Result {
+// answer is the Result for a question of type qtype on m.
+func (m match) answer(qtype uint16, alias string) Result {
+	n := m.n
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
 	if n.chase {
 		r.Chase = n.chaseTarget()
 		return r
 	}
 	var ans []dns.RR
-	switch qtype {
-	case dns.TypeA:
-		ans = n.set(setA)
-	case dns.TypeAAAA:
-		ans = n.set(setAAAA)
-	case dns.TypeSRV:
-		ans = n.set(setSRV)
-		if len(ans) > 0 && n.extra != nil {
-			r.Extra = *n.extra
+	switch {
+	case m.proto:
+		// An empty non-terminal: NODATA for every type.
+	case m.port != nil:
+		if qtype == dns.TypeSRV || qtype == dns.TypeANY {
+			ans = m.port
 		}
-	case dns.TypePTR:
-		ans = n.set(setPTR)
-	case dns.TypeTXT:
-		ans = n.set(setTXT)
-	case dns.TypeSOA:
-		ans = n.set(setSOA)
-	case dns.TypeANY:
-		// RFC 8482 section 4.2: answer ANY with one RRset of our choice
-		// rather than everything.
-		for i := range numSets {
-			if ans = n.set(i); len(ans) > 0 {
-				break
-			}
-		}
+	default:
+		ans = n.records(qtype)
 	}
 	if len(ans) == 0 {
 		// NODATA (RFC 2308 section 2.2): the name exists, the type does
@@ -149,5 +238,35 @@ func (n *node) answer(qtype uint16, alias string) Result {
 		return r
 	}
 	r.Answer = ans
+	if ans[0].Header().Rrtype == dns.TypeSRV && n.extra != nil {
+		r.Extra = *n.extra
+	}
 	return r
+}
+
+// records returns n's records of type qtype.
+func (n *node) records(qtype uint16) []dns.RR {
+	switch qtype {
+	case dns.TypeA:
+		return n.set(setA)
+	case dns.TypeAAAA:
+		return n.set(setAAAA)
+	case dns.TypeSRV:
+		return n.set(setSRV)
+	case dns.TypePTR:
+		return n.set(setPTR)
+	case dns.TypeTXT:
+		return n.set(setTXT)
+	case dns.TypeSOA:
+		return n.set(setSOA)
+	case dns.TypeANY:
+		// RFC 8482 section 4.2: answer ANY with one RRset of our choice
+		// rather than everything.
+		for i := range numSets {
+			if s := n.set(i); len(s) > 0 {
+				return s
+			}
+		}
+	}
+	return nil
 }

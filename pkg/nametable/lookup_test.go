@@ -330,6 +330,26 @@ func TestLookup(t *testing.T) {
 			want: nxdomain(soaCluster),
 		},
 		{
+			name: "NODATA for a protocol label used by a UDP port", qname: "_udp.web.demo.svc.cluster.local.", qtype: dns.TypeA,
+			want: nodata(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for a protocol label no port uses", qname: "_sctp.web.demo.svc.cluster.local.", qtype: dns.TypeSRV,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for a port name under an endpoint", qname: "_https._tcp.my-pet.headless.default.svc.cluster.local.", qtype: dns.TypeSRV,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "SRV port names match case-insensitively", qname: "_HTTP._Tcp.Web.Demo.svc.cluster.local.", qtype: dns.TypeSRV,
+			want: view{
+				Action: Answer,
+				Answer: rrs(t, "_HTTP._Tcp.Web.Demo.svc.cluster.local. 30 IN SRV 10 100 80 web.demo.svc.cluster.local."),
+				Extra:  webSRVExtra,
+			},
+		},
+		{
 			name: "A on an SRV owner is NODATA", qname: "_http._tcp.web.demo.svc.cluster.local.", qtype: dns.TypeA,
 			want: nodata(soaCluster),
 		},

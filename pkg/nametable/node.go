@@ -16,8 +16,8 @@ const (
 // node holds the precomputed answers of one name. It is immutable once the
 // table is built and shared by every name that answers like it.
 //
-// A table holds several nodes per service (the service, one per named
-// port, one per address for PTR), so the layout is kept to 80 bytes: the
+// A table holds two or more nodes per service (the service, one per address
+// for PTR, one per endpoint), so the layout is kept to 80 bytes: the
 // record sets sit back to back in one slice (set i is rrs[end[i-1]:end[i]]),
 // the sections shared between nodes are pointers, and an ExternalName
 // target lives in a CNAME record instead of its own string field.
@@ -79,9 +79,6 @@ type draft struct {
 	// duplicates; "" for names that only exist as reverse names or zone
 	// apexes, which an entry may take over.
 	owner string
-	// srvOf is the service whose SRV set holds this port's records as a
-	// contiguous run, so the port's node can share that memory; or nil.
-	srvOf *draft
 	built *node
 }
 
@@ -103,13 +100,6 @@ func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
 		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}
 		return n
 	}
-	if shared := d.sharedSRV(soa); shared != nil {
-		n.rrs = shared
-		for i := setSRV; i < len(n.end); i++ {
-			n.end[i] = uint32(len(shared))
-		}
-		return n
-	}
 	total := 0
 	for _, s := range d.sets {
 		total += len(s)
@@ -124,32 +114,4 @@ func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
 		}
 	}
 	return n
-}
-
-// sharedSRV returns the run of the service node's records that equals this
-// port draft's SRV set, or nil when the draft is not such a port or the
-// records are not contiguous there (a port listed twice).
-func (d *draft) sharedSRV(soa func(apex string) *[]dns.RR) []dns.RR {
-	srv := d.sets[setSRV]
-	if d.srvOf == nil || len(srv) == 0 {
-		return nil
-	}
-	for i, s := range d.sets {
-		if i != setSRV && len(s) > 0 {
-			return nil
-		}
-	}
-	svc := d.srvOf.pack(soa).set(setSRV)
-	for off := 0; off+len(srv) <= len(svc); off++ {
-		if svc[off] != srv[0] {
-			continue
-		}
-		for i := range srv {
-			if svc[off+i] != srv[i] {
-				return nil
-			}
-		}
-		return svc[off : off+len(srv) : off+len(srv)]
-	}
-	return nil
 }
