@@ -76,7 +76,6 @@ func (b *blackhole) pipe(dst, src net.Conn) {
 	}
 }
 
-
 // TestServerPingsDropDeadAgents: an agent whose node vanished (no FIN, no
 // RST) is detected by the server's keepalive pings and its stream ends.
 func TestServerPingsDropDeadAgents(t *testing.T) {
