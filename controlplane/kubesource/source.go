@@ -72,6 +72,10 @@ type Source struct {
 	changed time.Time           // earliest change time among dirty; zero if unknown
 
 	kick chan struct{} // capacity 1: "dirty is not empty"
+
+	// keepFull turns the informer transforms off; the memory test sets it
+	// to measure what the transforms save.
+	keepFull bool
 }
 
 var _ registry.Source = (*Source)(nil)
@@ -231,8 +235,8 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 		func(o *metav1.ListOptions) { o.LabelSelector = sliceSel })
 
 	for _, err := range []error{
-		svc.SetTransform(transformService),
-		eps.SetTransform(transformEndpointSlice),
+		svc.SetTransform(s.transform(transformService)),
+		eps.SetTransform(s.transform(transformEndpointSlice)),
 	} {
 		if err != nil {
 			return nil, fmt.Errorf("kubesource: set transform: %w", err)
@@ -280,6 +284,13 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 		return nil, fmt.Errorf("kubesource: endpointslice handler: %w", err)
 	}
 	return &informers{svc: svc, eps: eps}, nil
+}
+
+func (s *Source) transform(f cache.TransformFunc) cache.TransformFunc {
+	if s.keepFull {
+		return nil
+	}
+	return f
 }
 
 // eventTime is when a change happened as far as the source can tell: the

@@ -70,16 +70,16 @@ func transformEndpointSlice(obj any) (any, error) {
 	return out, nil
 }
 
-// slimMeta keeps the identity of an object and the named annotations and
+// slimMeta keeps the name of an object and the named annotations and
 // labels.
 func slimMeta(m *metav1.ObjectMeta, annotations, labels []string) metav1.ObjectMeta {
+	// Not even UID and ResourceVersion: nothing reads them from the
+	// cache (the reflector tracks the list's resource version itself).
 	return metav1.ObjectMeta{
-		Name:            m.Name,
-		Namespace:       m.Namespace,
-		UID:             m.UID,
-		ResourceVersion: m.ResourceVersion,
-		Annotations:     pick(m.Annotations, annotations),
-		Labels:          pick(m.Labels, labels),
+		Name:        m.Name,
+		Namespace:   m.Namespace,
+		Annotations: pick(m.Annotations, annotations),
+		Labels:      pick(m.Labels, labels),
 	}
 }
 

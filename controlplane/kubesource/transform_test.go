@@ -47,7 +47,7 @@ func TestTransformService(t *testing.T) {
 	}
 	want := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns", Name: "web", UID: "uid-1", ResourceVersion: "42",
+			Namespace: "ns", Name: "web",
 			Annotations: map[string]string{AnnotationExportTo: "a"},
 		},
 		Spec: corev1.ServiceSpec{
@@ -89,7 +89,7 @@ func TestTransformEndpointSlice(t *testing.T) {
 	port, name, proto := int32(5432), "db", corev1.ProtocolTCP
 	want := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns", Name: "db-1", UID: "uid-1", ResourceVersion: "42",
+			Namespace: "ns", Name: "db-1",
 			Labels:      map[string]string{discoveryv1.LabelServiceName: "db"},
 			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-01-02T03:04:05.123456789Z"},
 		},
