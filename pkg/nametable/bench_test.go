@@ -84,6 +84,7 @@ func BenchmarkNew(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	services := float64(benchServices + benchHeadless)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/services, "heap-B/service")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/services, "build-ns/service")
 	b.ReportMetric(float64(t.Len()), "names")
 	runtime.KeepAlive(t)
 	runtime.KeepAlive(entries)

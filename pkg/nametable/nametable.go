@@ -109,8 +109,9 @@ type Table struct {
 
 	// names maps every stored name (lowercase, no trailing dot) to its
 	// records; several names may share one node (AltHosts). Kubernetes
-	// alternate names and search-path names are not stored: Lookup
-	// derives them from the question (see lookup.go).
+	// alternate names, SRV port names and search-path names are not
+	// stored: Lookup derives them from the question (see lookup.go), so
+	// they cost no memory.
 	names map[string]*node
 	// wild maps the domain of a wildcard ("example.com" for
 	// "*.example.com") to its records.
