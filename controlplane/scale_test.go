@@ -282,6 +282,7 @@ func BenchmarkScale(b *testing.B) {
 	var deltaBytes, iters int
 	var ticks int64
 	heapMax, rssMax := 0.0, 0.0
+	marshals0 := scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`)
 	b.ResetTimer()
 	for b.Loop() {
 		iters++
@@ -312,6 +313,7 @@ func BenchmarkScale(b *testing.B) {
 		rssMax = max(rssMax, rssBytes(b, pid))
 	}
 	b.StopTimer()
+	marshals := (scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`) - marshals0) / float64(iters)
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
@@ -325,7 +327,8 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(heapMax/(1<<20), "cp-heap-MiB")
 	b.ReportMetric(rssMax/(1<<20), "cp-rss-MiB")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
-	b.Logf("%d agents, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms; delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB",
+	b.ReportMetric(marshals, "encodings/update")
+	b.Logf("%d agents, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms; delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
 		nAgents, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, deltaBytes, fullBytes,
-		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20))
+		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20), marshals, nAgents)
 }

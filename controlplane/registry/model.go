@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -46,6 +47,8 @@ type Candidate struct {
 	Hash uint64
 	// Namespaces that may see the name, sorted; empty means every namespace.
 	Namespaces []string
+
+	entry Entry // as the source gave it, to spot unchanged entries cheaply
 }
 
 // VisibleTo reports whether a pod in namespace ns may see the candidate.
@@ -78,5 +81,17 @@ func newCandidate(source string, e Entry) (*Candidate, error) {
 	ns := slices.Clone(e.Namespaces)
 	slices.Sort(ns)
 	ns = slices.Compact(ns)
-	return &Candidate{Source: source, Info: info, Bytes: b, Hash: h.Sum64(), Namespaces: ns}, nil
+	return &Candidate{Source: source, Info: info, Bytes: b, Hash: h.Sum64(), Namespaces: ns, entry: e}, nil
+}
+
+// entryEqual reports whether a and b are the same entry, field by field.
+func entryEqual(a, b Entry) bool {
+	x, y := &a.Entry, &b.Entry
+	return x.Hostname == y.Hostname && x.Registry == y.Registry && x.ShortName == y.ShortName &&
+		x.Namespace == y.Namespace && x.CanonicalName == y.CanonicalName && x.TTL == y.TTL &&
+		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.AltHosts, y.AltHosts) && slices.Equal(x.Ports, y.Ports) &&
+		slices.EqualFunc(x.Endpoints, y.Endpoints, func(p, q nametable.Endpoint) bool {
+			return p.Hostname == q.Hostname && slices.Equal(p.IPs, q.IPs)
+		}) &&
+		slices.Equal(a.Namespaces, b.Namespaces)
 }
