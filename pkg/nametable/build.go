@@ -68,9 +68,12 @@ func normalizeContext(ctx Context) (Context, error) {
 	}
 	search := make([]string, 0, len(ctx.Search))
 	for _, s := range ctx.Search {
+		// resolv.conf is the pod's, not ours: a search domain we cannot
+		// use (the root ".", odd characters) is skipped rather than
+		// failing every table the agent will ever get.
 		n, err := normalizeName(s, false)
 		if err != nil {
-			return ctx, fmt.Errorf("search domain %q: %w", s, err)
+			continue
 		}
 		if !slices.Contains(search, n) {
 			search = append(search, n)

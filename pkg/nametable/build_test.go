@@ -50,7 +50,6 @@ func TestNewRejects(t *testing.T) {
 		{name: "bad zone", zones: []string{"cluster..local"}, wantErr: "zone"},
 		{name: "bad cluster domain", ctx: Context{ClusterDomain: "-bad domain"}, wantErr: "cluster domain"},
 		{name: "namespace with a dot", ctx: Context{Namespace: "a.b"}, wantErr: "namespace"},
-		{name: "bad search domain", ctx: Context{Search: []string{"a..b"}}, wantErr: "search domain"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,6 +227,16 @@ func TestSearchDomainsCostNoMemory(t *testing.T) {
 	r := t2.Lookup(dns.Question{Name: "web.demo.b.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
 	if r.Alias != "web.demo.svc.cluster.local." || len(r.Answer) != 1 {
 		t.Errorf("web.demo.b.example: got %+v, want alias to web.demo.svc.cluster.local.", r)
+	}
+}
+
+func TestUnusableSearchDomainsAreSkipped(t *testing.T) {
+	table, err := New(nil, nil, Context{Search: []string{".", "a..b", "Svc.Cluster.Local.", "svc.cluster.local"}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if diff := cmp.Diff([]string{"svc.cluster.local"}, table.Context().Search); diff != "" {
+		t.Errorf("search list mismatch (-want +got):\n%s", diff)
 	}
 }
 

@@ -58,7 +58,8 @@ type Context struct {
 	Namespace string
 	// ClusterDomain of the pod; zero means "cluster.local".
 	ClusterDomain string
-	// Search is the pod's resolv.conf search list, without trailing dots.
+	// Search is the pod's resolv.conf search list, with or without
+	// trailing dots; entries that are not valid names (".") are ignored.
 	Search []string
 	// TTL of answers in seconds when an entry has none; zero means 30. It
 	// is also the TTL and negative-caching time (MINIMUM) of the SOA.
