@@ -25,9 +25,10 @@ import (
 // Agent is one running agent. Create it with New; Listen opens the sockets
 // (optional: Run does it), Run serves until its context ends.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	m   *metrics
+	cfg        Config
+	dnsDefault bool // DNSAddrs was not given: an IPv6 twin may be added
+	log        *slog.Logger
+	m          *metrics
 
 	mem       *memoryReleaser
 	ready     atomic.Bool
@@ -47,6 +48,7 @@ type Agent struct {
 
 // New checks cfg and registers the agent's metrics; it does no other I/O.
 func New(cfg Config) (*Agent, error) {
+	dnsDefault := len(cfg.DNSAddrs) == 0
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
@@ -55,7 +57,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}, nil
+	return &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}, nil
 }
 
 // Listen reads the resolv.conf files, builds the resolver, the DNS server
@@ -75,7 +77,7 @@ func (a *Agent) Listen() error {
 		return err
 	}
 	a.resolv = in
-	if cfg.dnsDefault {
+	if a.dnsDefault {
 		cfg.DNSAddrs = withV6Listener(cfg.DNSAddrs, in.Upstreams, ipv6Loopback())
 		a.cfg.DNSAddrs = cfg.DNSAddrs
 	}

@@ -94,8 +94,6 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 	// Now is the clock; time.Now.
 	Now func() time.Time
-
-	dnsDefault bool // DNSAddrs was defaulted
 }
 
 const (
@@ -108,7 +106,6 @@ const (
 func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.DNSAddrs) == 0 {
 		cfg.DNSAddrs = []string{defaultDNSAddr}
-		cfg.dnsDefault = true
 	}
 	for _, a := range cfg.DNSAddrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
