@@ -47,8 +47,10 @@ type Config struct {
 	// StaleTTL is the TTL written into stale replies. Zero means 30s, the
 	// value RFC 8767 section 4 recommends.
 	StaleTTL time.Duration
-	// Now is the clock for cache ages and expiry. Nil means time.Now.
-	// Network timeouts always use the real clock.
+	// Now is the clock for cache ages and expiry. Nil means the wall clock,
+	// read by a goroutine every 100ms (cheaper than a reading per cache
+	// hit) that starts with the first query and stops at Close. Network
+	// timeouts always use the real clock.
 	Now func() time.Time
 	// Logger receives per-query lines at Debug. Nil means slog.Default().
 	Logger *slog.Logger
@@ -97,9 +99,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.StaleTTL <= 0 {
 		cfg.StaleTTL = 30 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

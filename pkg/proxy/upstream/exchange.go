@@ -109,7 +109,7 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
 		} else {
 			rep = &reply{rcode: m.Rcode}
-			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.cfg.Now()); err != nil {
+			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -511,4 +512,55 @@ func waitFor(t testing.TB, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+func TestLowerQuestion(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      []byte
+		want    []byte
+		wantLen int
+	}{
+		{name: "root", in: []byte{0, 0, 1, 0, 1}, want: []byte{0, 0, 1, 0, 1}, wantLen: 1},
+		{name: "mixed case", in: []byte("\x03WwW\x07ExAMPLE\x00\x00\x01\x00\x01"), want: []byte("\x03www\x07example\x00\x00\x01\x00\x01"), wantLen: 13},
+		{name: "type and class untouched", in: []byte("\x01A\x00\x00\x41\x00\x5A"), want: []byte("\x01a\x00\x00\x41\x00\x5A"), wantLen: 3},
+		{name: "binary label bytes", in: []byte("\x02\x00\xff\x00\x00\x01\x00\x01"), want: []byte("\x02\x00\xff\x00\x00\x01\x00\x01"), wantLen: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var kb [maxQuestion]byte
+			n, err := lowerQuestion(&kb, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.wantLen {
+				t.Errorf("name length %d, want %d", n, tc.wantLen)
+			}
+			if diff := cmp.Diff(tc.want, kb[:len(tc.in)]); diff != "" {
+				t.Errorf("key (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// FuzzLowerQuestion checks the hand-written question parser against miekg.
+func FuzzLowerQuestion(f *testing.F) {
+	f.Add([]byte("\x03www\x07example\x00\x00\x01\x00\x01"))
+	f.Add([]byte{0xC0, 12, 0, 1, 0, 1})
+	f.Add([]byte{0, 0, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var kb [maxQuestion]byte
+		n, err := lowerQuestion(&kb, in)
+		if err != nil {
+			return
+		}
+		name, off, err := dns.UnpackDomainName(in, 0)
+		if err != nil || off != n || len(in) != n+4 {
+			t.Fatalf("accepted %q; miekg: name %q off %d err %v", in, name, off, err)
+		}
+		lname, _, err := dns.UnpackDomainName(kb[:n], 0)
+		if err != nil || !strings.EqualFold(lname, name) {
+			t.Fatalf("key name %q, want %q folded (err %v)", lname, name, err)
+		}
+	})
 }

@@ -21,7 +21,7 @@ import (
 // SOA minimum) from the authority section, capped by MaxNegativeTTL
 // (RFC 2308 section 5); without an SOA they are not cached (section 5
 // says SHOULD NOT). Other rcodes are passed on, never cached.
-func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now time.Time) (*cache.Entry, bool, error) {
+func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cache.Entry, bool, error) {
 	if len(m.Question) != 1 {
 		return nil, false, fmt.Errorf("reply has %d questions", len(m.Question))
 	}
@@ -88,7 +88,7 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now time.Time) (
 	if err := new(dns.Msg).Unpack(packed); err != nil {
 		return nil, false, fmt.Errorf("repacked reply does not unpack: %w", err)
 	}
-	e, err := cache.NewEntry(packed, len(q), ttl, now.UnixNano(), negative)
+	e, err := cache.NewEntry(packed, len(q), ttl, now, negative)
 	if err != nil {
 		return nil, false, fmt.Errorf("walk reply: %w", err)
 	}

@@ -41,6 +41,7 @@ type Resolver struct {
 	// the order deterministic.
 	perm     func(n int) []int
 	inflight atomic.Int64
+	clock    coarseClock // when cfg.Now is nil
 
 	ctx       context.Context // ends at Close; parent of every upstream query
 	cancel    context.CancelFunc
@@ -103,7 +104,7 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 	}
 	key := kb[:len(qwire)]
 	if r.cache != nil {
-		if e, ttl, st := r.cache.Get(key, r.cfg.Now().UnixNano()); st == cache.Fresh {
+		if e, ttl, st := r.cache.Get(key, r.now()); st == cache.Fresh {
 			r.metrics.hits.Inc()
 			return e.AppendTo(dst, qwire, ttl), SourceCache, nil
 		}
@@ -146,7 +147,7 @@ func (r *Resolver) resolve(q []byte, nameLen int) answer {
 	// RFC 8767 section 4: when resolution fails, an expired answer within
 	// the stale window beats SERVFAIL.
 	if r.cache != nil && r.cfg.StaleWindow > 0 && !errors.Is(err, context.Canceled) {
-		if e, _, st := r.cache.Get(q, r.cfg.Now().UnixNano()); st == cache.Stale {
+		if e, _, st := r.cache.Get(q, r.now()); st == cache.Stale {
 			r.metrics.stale.Inc()
 			r.debug("served stale", q, "err", err)
 			return answer{e: e, ttl: uint32(r.cfg.StaleTTL / time.Second), src: SourceCache}
@@ -191,7 +192,7 @@ func (r *Resolver) Peek(q dns.Question) (*dns.Msg, bool) {
 	if _, err := lowerQuestion(&kb, qwire); err != nil {
 		return nil, false
 	}
-	e, ttl, st := r.cache.Get(kb[:len(qwire)], r.cfg.Now().UnixNano())
+	e, ttl, st := r.cache.Get(kb[:len(qwire)], r.now())
 	if st != cache.Fresh {
 		return nil, false
 	}
@@ -202,11 +203,20 @@ func (r *Resolver) Peek(q dns.Question) (*dns.Msg, bool) {
 	return m, true
 }
 
+// now reads the cache clock in unix nanoseconds.
+func (r *Resolver) now() int64 {
+	if r.cfg.Now != nil {
+		return r.cfg.Now().UnixNano()
+	}
+	return r.clock.now(r.ctx, &r.wg)
+}
+
 // Close cancels the queries in flight and waits for them. It is idempotent.
 // Cache hits keep working after Close; misses fail with ErrClosed.
 func (r *Resolver) Close() error {
 	r.closeOnce.Do(func() {
 		r.flights.close()
+		r.clock.stop()
 		r.cancel()
 		r.wg.Wait()
 	})

@@ -9,6 +9,7 @@
 package cache
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,7 @@ const evictionSamples = 4
 type Cache struct {
 	shards []shard
 	mask   uint64
+	seed   maphash.Seed
 	// stale is how long after expiry an entry may still be served stale,
 	// in nanoseconds; entries older than that are treated as absent.
 	stale     int64
@@ -59,7 +61,7 @@ func New(size int, staleWindow time.Duration) *Cache {
 	for n < 64 && size/(n*2) >= 128 {
 		n *= 2
 	}
-	c := &Cache{shards: make([]shard, n), mask: uint64(n - 1), stale: int64(staleWindow)}
+	c := &Cache{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), stale: int64(staleWindow)}
 	for i := range c.shards {
 		limit := size / n
 		if i < size%n {
@@ -70,17 +72,14 @@ func New(size int, staleWindow time.Duration) *Cache {
 	return c
 }
 
-// hash is FNV-1a; the key is already lowercased.
-func hash(key []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, b := range key {
-		h ^= uint64(b)
-		h *= 1099511628211
+// shard picks key's shard with the runtime's AES-based hash (maphash): a
+// byte-at-a-time FNV was the largest item in a cache-hit profile.
+func (c *Cache) shard(key []byte) *shard {
+	if c.mask == 0 {
+		return &c.shards[0]
 	}
-	return h
+	return &c.shards[maphash.Bytes(c.seed, key)&c.mask]
 }
-
-func (c *Cache) shard(key []byte) *shard { return &c.shards[hash(key)&c.mask] }
 
 // Get looks key up at time now (unix nanoseconds). For a Fresh entry ttl is
 // the TTL left; for Stale and Miss it is zero. Get allocates nothing.

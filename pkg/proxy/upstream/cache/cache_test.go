@@ -154,13 +154,16 @@ func TestGetStates(t *testing.T) {
 }
 
 func TestSetBoundAndEviction(t *testing.T) {
+	// Shards fill unevenly, so a sharded cache may hold a little less than
+	// size once full; never more, and every set is either held or evicted.
 	tests := []struct {
-		name string
-		size int
-		sets int
+		name    string
+		size    int
+		sets    int
+		wantMin int
 	}{
-		{name: "one shard", size: 3, sets: 10},
-		{name: "sharded", size: 10000, sets: 12000},
+		{name: "one shard", size: 3, sets: 10, wantMin: 3},
+		{name: "sharded", size: 10000, sets: 12000, wantMin: 9700},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,11 +173,11 @@ func TestSetBoundAndEviction(t *testing.T) {
 			}
 			// Re-setting a present key replaces without evicting.
 			c.Set(fmt.Sprintf("k%d", tc.sets-1), &Entry{TTL: 1})
-			if c.Len() != tc.size {
-				t.Errorf("Len %d, want %d", c.Len(), tc.size)
+			if c.Len() > tc.size || c.Len() < tc.wantMin {
+				t.Errorf("Len %d, want %d..%d", c.Len(), tc.wantMin, tc.size)
 			}
-			if got := c.Evictions(); got != uint64(tc.sets-tc.size) {
-				t.Errorf("Evictions %d, want %d", got, tc.sets-tc.size)
+			if got := c.Evictions(); got != uint64(tc.sets-c.Len()) {
+				t.Errorf("Evictions %d, want %d (sets - Len)", got, tc.sets-c.Len())
 			}
 		})
 	}
