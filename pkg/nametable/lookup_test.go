@@ -231,6 +231,10 @@ func TestLookup(t *testing.T) {
 			want: answer("kubernetes.default.svc.cluster.local. 30 IN A 10.3.0.1"),
 		},
 		{
+			name: "search: bare name under the second search domain", qname: "web.svc.cluster.local.", qtype: dns.TypeA,
+			want: view{Action: Answer, Alias: "web.demo.svc.cluster.local.", Answer: rrs(t, "web.demo.svc.cluster.local. 30 IN A 10.3.0.10")},
+		},
+		{
 			name: "search: svc.ns under the third search domain", qname: "kubernetes.default.cluster.local.", qtype: dns.TypeA,
 			want: view{Action: Answer, Alias: "kubernetes.default.svc.cluster.local.", Answer: rrs(t, "kubernetes.default.svc.cluster.local. 30 IN A 10.3.0.1")},
 		},
