@@ -190,31 +190,38 @@ func (c *Client) markSynced() {
 }
 
 // Run keeps a stream open until ctx ends. Every round tries the addresses
-// in order; a round in which none delivered a response is followed by a
+// in order, so the first reachable one wins. Between rounds it waits a
 // jittered exponential backoff, so a control plane outage does not become a
-// reconnect storm of every agent at once. It returns nil when ctx ends.
+// reconnect storm of every agent at once; the backoff starts over after a
+// stream that delivered responses and lived at least stableSession, and
+// even then the reconnect waits a random part of MinBackoff so the agents
+// of a restarted replica do not all land on the next one in the same
+// instant. It returns nil when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
 	failures := 0
 	for {
-		progressed := false
+		stable := false
 		for _, addr := range c.cfg.Addrs {
+			start := time.Now()
 			got, err := c.session(ctx, addr)
 			if ctx.Err() != nil {
 				return nil
 			}
 			if got {
-				progressed = true
+				stable = time.Since(start) >= stableSession
 				c.log.Warn("control plane stream ended", "addr", addr, "err", err)
 				break // start again from the first address
 			}
 			c.log.Warn("control plane unavailable", "addr", addr, "err", err)
 		}
-		if progressed {
+		var d time.Duration
+		if stable {
 			failures = 0
-			continue
+			d = time.Duration(rand.Int64N(int64(c.cfg.MinBackoff) + 1))
+		} else {
+			d = backoff(c.cfg.MinBackoff, c.cfg.MaxBackoff, failures)
+			failures++
 		}
-		d := backoff(c.cfg.MinBackoff, c.cfg.MaxBackoff, failures)
-		failures++
 		c.metrics.backoff.Set(d.Seconds())
 		t := time.NewTimer(d)
 		select {
@@ -225,6 +232,11 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// stableSession is how long a stream must have lived for its end to count
+// as a disconnect rather than a failure: a control plane that accepts and
+// drops streams at once must not be hammered in a tight loop.
+const stableSession = 10 * time.Second
 
 // backoff returns min*2^n capped at max, with "equal jitter": half fixed,
 // half random, so agents spread out but never retry at once.
