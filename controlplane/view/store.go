@@ -72,9 +72,23 @@ type View struct {
 	enc *encoder
 
 	mu        sync.Mutex // guards following
-	history   []*Version // oldest first; the last is current
+	cur       *Version
+	steps     []*step // oldest first; the last made cur
 	subs      map[*Sub]struct{}
 	idleSince time.Time
+}
+
+// step records how one version of a view came from the one before: only
+// the names that changed, with their old entries. The history is a log of
+// steps rather than of whole tables, so keeping 16 versions of a 10,000
+// name view costs the changed names, not 16 maps of 10,000. A delta from
+// any logged version to a later one is composed from the steps between.
+type step struct {
+	id    string   // the version this step produced
+	zones []string // that version's zones
+	// before maps each name the step changed to its entry in the previous
+	// version (nil: the name did not exist). Nil for the first step.
+	before map[string]*registry.Candidate
 }
 
 // Sub is one agent's subscription to its view.
@@ -213,21 +227,29 @@ func (s *Store) Lookup(key Key) *View {
 func (v *View) advance(nv *Version, history int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if n := len(v.history); n > 0 {
-		cur := v.history[n-1]
+	nv.enc = v.enc
+	st := &step{id: nv.ID, zones: nv.Zones}
+	if cur := v.cur; cur != nil {
 		if cur.ID == nv.ID {
 			return
 		}
-		nv.prev = cur
+		st.before = map[string]*registry.Candidate{}
+		for k, c := range nv.Names {
+			if o := cur.Names[k]; o != c {
+				st.before[k] = o // nil when k is new
+			}
+		}
+		for k, o := range cur.Names {
+			if _, ok := nv.Names[k]; !ok {
+				st.before[k] = o
+			}
+		}
 	}
-	nv.enc = v.enc
-	v.history = append(v.history, nv)
-	if len(v.history) > history {
-		// Drop the oldest; clear its prev so a long chain is not kept
-		// alive through the pointers.
-		v.history[0] = nil
-		v.history = v.history[1:]
-		v.history[0].prev = nil
+	v.cur = nv
+	v.steps = append(v.steps, st)
+	if len(v.steps) > history {
+		v.steps[0] = nil
+		v.steps = v.steps[1:]
 	}
 	for sub := range v.subs {
 		sub.push(nv)
@@ -241,31 +263,50 @@ func (v *View) Key() Key { return v.key }
 func (v *View) Current() *Version {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.history[len(v.history)-1]
-}
-
-// find returns the version with id from the history, or nil.
-func (v *View) find(id string) *Version {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for i := len(v.history) - 1; i >= 0; i-- {
-		if v.history[i].ID == id {
-			return v.history[i]
-		}
-	}
-	return nil
+	return v.cur
 }
 
 // Response returns what takes an agent holding version base to target: a
 // delta when base is in the history (an empty one when base is target),
 // else a full table.
 func (v *View) Response(base string, target *Version) *Prepared {
-	if base != "" {
-		if b := v.find(base); b != nil {
-			return target.DeltaFrom(b)
+	if base == "" {
+		return target.Full()
+	}
+	if base == target.ID {
+		return target.DeltaFrom(base, nil, target.Zones)
+	}
+	if p := target.cachedDelta(base); p != nil {
+		return p
+	}
+	v.mu.Lock()
+	from, to := -1, -1
+	for i, st := range v.steps {
+		switch st.id {
+		case base:
+			from = i
+		case target.ID:
+			to = i
 		}
 	}
-	return target.Full()
+	if from < 0 || to <= from {
+		v.mu.Unlock()
+		return target.Full()
+	}
+	// The entry a name had at base is its "before" in the first step
+	// after base that changed it; names no step changed are the same in
+	// base and target.
+	baseOf := map[string]*registry.Candidate{}
+	for _, st := range v.steps[from+1 : to+1] {
+		for k, c := range st.before {
+			if _, seen := baseOf[k]; !seen {
+				baseOf[k] = c
+			}
+		}
+	}
+	baseZones := v.steps[from].zones
+	v.mu.Unlock()
+	return target.DeltaFrom(base, baseOf, baseZones)
 }
 
 // C delivers the versions queued for the agent, oldest first.

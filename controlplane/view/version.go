@@ -32,8 +32,6 @@ type Version struct {
 	// Changed is the model's earliest source change, zero if unknown.
 	Changed time.Time
 
-	prev *Version // the version this one replaced in its view, or nil
-
 	enc *encoder // shared with the view, counts marshals
 
 	fullOnce sync.Once
@@ -144,37 +142,45 @@ func (v *Version) Full() *Prepared {
 	return v.full
 }
 
-// DeltaFrom returns the delta that turns base into v, encoding it once per
-// base. base may be v itself (an empty delta tells a resuming agent it is
-// current).
-func (v *Version) DeltaFrom(base *Version) *Prepared {
+func (v *Version) cachedDelta(base string) *Prepared {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if p, ok := v.deltas[base.ID]; ok {
+	return v.deltas[base]
+}
+
+// DeltaFrom returns the delta that turns version base into v, encoding it
+// once per base. baseOf holds, for every name that differs between base
+// and v, its entry in base (nil: absent); baseZones are base's zones. A
+// name whose entry is the same in both is skipped, so baseOf may hold more
+// names than changed. base may be v itself with a nil baseOf: an empty
+// delta tells a resuming agent that it is current.
+func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, baseZones []string) *Prepared {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.deltas[base]; ok {
 		return p
 	}
 	var up, rm []string
-	for k, c := range v.Names {
-		if o, ok := base.Names[k]; !ok || (o != c && !bytes.Equal(o.Bytes, c.Bytes)) {
-			up = append(up, k)
-		}
-	}
-	for k := range base.Names {
-		if _, ok := v.Names[k]; !ok {
+	for k, o := range baseOf {
+		c, ok := v.Names[k]
+		switch {
+		case !ok && o != nil:
 			rm = append(rm, k)
+		case ok && (o == nil || (o != c && !bytes.Equal(o.Bytes, c.Bytes))):
+			up = append(up, k)
 		}
 	}
 	sort.Strings(up)
 	sort.Strings(rm)
 	var body []byte
-	body = appendString(body, deltaBase, base.ID)
+	body = appendString(body, deltaBase, base)
 	for _, k := range up {
 		body = appendMapEntry(body, deltaUpserted, k, v.Names[k].Bytes)
 	}
 	for _, k := range rm {
 		body = appendString(body, deltaRemoved, k)
 	}
-	if !slices.Equal(base.Zones, v.Zones) {
+	if !slices.Equal(baseZones, v.Zones) {
 		var zs []byte
 		for _, z := range v.Zones {
 			zs = appendString(zs, zoneSetZones, z)
@@ -184,11 +190,11 @@ func (v *Version) DeltaFrom(base *Version) *Prepared {
 	b := make([]byte, 0, len(body)+len(v.ID)+16)
 	b = appendString(b, respVersionInfo, v.ID)
 	b = appendMessage(b, respDelta, body)
-	p := &Prepared{Version: v, Kind: "delta", Base: base.ID, Bytes: b, Upserted: len(up), Removed: len(rm)}
+	p := &Prepared{Version: v, Kind: "delta", Base: base, Bytes: b, Upserted: len(up), Removed: len(rm)}
 	if v.deltas == nil {
 		v.deltas = map[string]*Prepared{}
 	}
-	v.deltas[base.ID] = p
+	v.deltas[base] = p
 	v.enc.marshalled("delta", len(b))
 	return p
 }

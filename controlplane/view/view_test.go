@@ -90,7 +90,7 @@ func TestEncoding(t *testing.T) {
 		},
 		{
 			name: "delta with zones",
-			p:    v2.DeltaFrom(v1),
+			p:    sub.View().Response(v1.ID, v2),
 			want: &meshdnsv1.StreamNameTableResponse{VersionInfo: v2.ID, Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{
 				BaseVersion: v1.ID,
 				Upserted: map[string]*meshdnsv1.NameInfo{
@@ -103,7 +103,7 @@ func TestEncoding(t *testing.T) {
 		},
 		{
 			name: "empty delta",
-			p:    v2.DeltaFrom(v2),
+			p:    sub.View().Response(v2.ID, v2),
 			want: &meshdnsv1.StreamNameTableResponse{VersionInfo: v2.ID, Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{
 				BaseVersion: v2.ID,
 			}}},
@@ -116,7 +116,7 @@ func TestEncoding(t *testing.T) {
 			}
 		})
 	}
-	if v2.DeltaFrom(v1) != v2.DeltaFrom(v1) || v1.Full() != v1.Full() {
+	if sub.View().Response(v1.ID, v2) != sub.View().Response(v1.ID, v2) || v1.Full() != v1.Full() {
 		t.Error("a response was encoded twice")
 	}
 }
@@ -191,11 +191,11 @@ func TestHistoryAndOverflow(t *testing.T) {
 	if p := sub.View().Response(first.ID, cur); p.Kind != "full" {
 		t.Errorf("version out of the history got a %s", p.Kind)
 	}
-	if got := len(sub.View().history); got != 3 {
+	if got := len(sub.View().steps); got != 3 {
 		t.Errorf("history holds %d versions, want 3", got)
 	}
-	prev := sub.View().history[1]
-	if p := sub.View().Response(prev.ID, cur); p.Kind != "delta" || p.Upserted != 1 {
+	prev := sub.View().steps[0].id
+	if p := sub.View().Response(prev, cur); p.Kind != "delta" || p.Upserted != 1 {
 		t.Errorf("got %s with %d upserted, want a delta of 1", p.Kind, p.Upserted)
 	}
 }
@@ -254,7 +254,8 @@ func BenchmarkFull10k(b *testing.B) {
 	}
 }
 
-// BenchmarkDelta10k: finding and encoding a one-name change among 10,000.
+// BenchmarkDelta10k: a new version of a 10,000-name view with one name
+// changed: build it, log the step, and encode the delta.
 func BenchmarkDelta10k(b *testing.B) {
 	m1 := bigModel(b, 10000, 1, "10.200.0.0")
 	m2 := &registry.Model{Version: 2, Names: map[string][]*registry.Candidate{}, Zones: m1.Zones}
@@ -266,10 +267,72 @@ func BenchmarkDelta10k(b *testing.B) {
 	v1 := build(m1, Key{Namespace: "ns"}, "cluster.local", time.Time{})
 	b.ReportAllocs()
 	for b.Loop() {
+		v := &View{enc: enc, cur: v1, steps: []*step{{id: v1.ID, zones: v1.Zones}}}
 		v2 := build(m2, Key{Namespace: "ns"}, "cluster.local", time.Time{})
-		v2.enc = enc
-		if p := v2.DeltaFrom(v1); p.Upserted != 1 {
+		v.advance(v2, 16)
+		if p := v.Response(v1.ID, v2); p.Upserted != 1 {
 			b.Fatal(p.Upserted)
+		}
+	}
+}
+
+// TestComposedDeltas checks deltas across several steps against the
+// tables they connect: apply the delta to the base table and compare with
+// the target table.
+func TestComposedDeltas(t *testing.T) {
+	tables := [][]registry.Entry{
+		{ent("a.x", "10.0.0.1"), ent("b.x", "10.0.0.2"), ent("c.x", "10.0.0.3")},
+		{ent("a.x", "10.0.0.1"), ent("b.x", "10.0.0.20")},                                 // change b, remove c
+		{ent("a.x", "10.0.0.1"), ent("b.x", "10.0.0.2"), ent("d.x", "10.0.0.4")},          // b back, add d
+		{ent("a.x", "10.0.0.9"), ent("c.x", "10.0.0.3"), ent("d.x", "10.0.0.4")},          // change a, c back, remove b
+		{ent("a.x", "10.0.0.9"), ent("c.x", "10.0.0.3"), ent("d.x", "10.0.0.4", "other")}, // d hidden
+	}
+	s := newStore(t, Config{})
+	var versions []*Version
+	var view *View
+	for i, es := range tables {
+		m := model(t, uint64(i+1), []string{"x"}, es...)
+		// Share unchanged candidates with the previous model, as the
+		// registry does.
+		if i > 0 {
+			for k, cs := range m.Names {
+				if prev, ok := s.model.Names[k]; ok && string(prev[0].Bytes) == string(cs[0].Bytes) && len(cs[0].Namespaces) == 0 {
+					m.Names[k] = prev
+				}
+			}
+		}
+		s.Apply(m)
+		if view == nil {
+			view = s.Subscribe(Key{Namespace: "ns"}, 16).View()
+		}
+		versions = append(versions, view.Current())
+	}
+	toMap := func(v *Version) map[string]string {
+		out := map[string]string{}
+		for k, c := range v.Names {
+			out[k] = c.Info.GetIps()[0]
+		}
+		return out
+	}
+	for i := range versions {
+		for j := i + 1; j < len(versions); j++ {
+			t.Run(fmt.Sprintf("%d to %d", i, j), func(t *testing.T) {
+				r := decode(t, view.Response(versions[i].ID, versions[j]))
+				d := r.GetDelta()
+				if d == nil {
+					t.Fatalf("got %v, want a delta", r)
+				}
+				got := toMap(versions[i])
+				for k, ni := range d.GetUpserted() {
+					got[k] = ni.GetIps()[0]
+				}
+				for _, k := range d.GetRemoved() {
+					delete(got, k)
+				}
+				if diff := cmp.Diff(toMap(versions[j]), got); diff != "" {
+					t.Errorf("base + delta (-target +got):\n%s", diff)
+				}
+			})
 		}
 	}
 }
