@@ -395,3 +395,30 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 		t.Errorf("cache hit allocates %v times, want 0", allocs)
 	}
 }
+
+// TestDoneContextHitOnly is the contract pkg/proxy relies on to answer hits
+// on its reader goroutine: with a done ctx a hit is answered and a miss fails
+// at once without reaching upstream or counting a miss.
+func TestDoneContextHitOnly(t *testing.T) {
+	srv := newServer(t, answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1"}, nil))
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	q := qwire(t, "hot.example.", dns.TypeA)
+	if _, _, err := r.AppendReply(done, nil, q); !errors.Is(err, context.Canceled) {
+		t.Fatalf("miss with done ctx: err %v, want Canceled", err)
+	}
+	if got := srv.Queries.Load(); got != 0 {
+		t.Errorf("miss with done ctx sent %d upstream queries", got)
+	}
+	if got := counter(t, r.metrics.misses); got != 0 {
+		t.Errorf("misses %v, want 0", got)
+	}
+	ask(t, r, "hot.example.", dns.TypeA)
+	b, src, err := r.AppendReply(done, nil, q)
+	if err != nil || src != SourceCache {
+		t.Fatalf("hit with done ctx: src %v err %v", src, err)
+	}
+	checkContract(t, b, q)
+}

@@ -93,9 +93,10 @@ func New(cfg Config) (*Resolver, error) {
 // AppendReply appends to dst a complete DNS reply for the question whose
 // wire bytes are qwire (uncompressed name labels, type, class; any case).
 // The reply has ID 0, the question exactly as qwire, RD and RA set, the
-// upstream's rcode and no OPT record. A cache hit allocates nothing. On
-// error dst is returned unchanged: ErrOverloaded means answer REFUSED,
-// anything else SERVFAIL.
+// upstream's rcode and no OPT record. A cache hit allocates nothing and is
+// answered whatever the state of ctx; with a done ctx anything else fails at
+// once with ctx.Err() and nothing is sent upstream. On error dst is returned
+// unchanged: ErrOverloaded means answer REFUSED, anything else SERVFAIL.
 func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (reply []byte, src Source, err error) {
 	var kb [maxQuestion]byte
 	nameLen, err := lowerQuestion(&kb, qwire)
@@ -108,6 +109,12 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 			r.metrics.hits.Inc()
 			return e.AppendTo(dst, qwire, ttl), SourceCache, nil
 		}
+	}
+	// A done ctx asks for a hit or nothing (pkg/proxy tries hits on its
+	// reader goroutine this way): fail before counting a miss or starting
+	// an upstream query the caller will not wait for.
+	if err := ctx.Err(); err != nil {
+		return dst, SourceUpstream, err
 	}
 	r.metrics.misses.Inc()
 	return r.miss(ctx, dst, qwire, string(key), nameLen)
