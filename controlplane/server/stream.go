@@ -39,6 +39,9 @@ type agent struct {
 	overflows int
 }
 
+// maxInflight bounds the responses remembered per agent while unanswered.
+const maxInflight = 64
+
 type inflight struct {
 	version *view.Version
 	kind    string
@@ -180,6 +183,9 @@ func (s *Server) write(st grpc.ServerStream, a *agent, p *view.Prepared) error {
 	a.nonce++
 	n := a.nonce
 	a.inflight[n] = inflight{version: p.Version, kind: p.Kind, sentAt: s.cfg.Now()}
+	// An agent that reads but never answers must not grow the map
+	// without bound; answers that old only lose their latency sample.
+	delete(a.inflight, n-maxInflight)
 	if p.Kind == "full" {
 		a.lastFull = n
 	}
