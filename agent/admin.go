@@ -189,13 +189,23 @@ func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 			}
 			rep.Ns, rep.Extra = rrStrings(res.Ns), rrStrings(res.Extra)
 			if res.Chase != "" {
+				// As the DNS server does (pkg/proxy slowpath.go): owner
+				// CNAME target, then the target's records from upstream.
 				rep.Chase = res.Chase
-				m, src, err := a.resolver.Exchange(ctx, dns.Question{Name: dns.Fqdn(res.Chase), Qtype: q.Qtype, Qclass: q.Qclass})
-				rep.ChaseSource = src.String()
-				if err != nil {
-					rep.Error = "chase " + res.Chase + ": " + err.Error()
-				} else {
-					rep.Answer = append(rep.Answer, rrStrings(m.Answer)...)
+				target := dns.Fqdn(res.Chase)
+				rep.Answer = append(rep.Answer, (&dns.CNAME{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeCNAME,
+					Class: dns.ClassINET, Ttl: aliasTTL(res)}, Target: target}).String())
+				if q.Qtype != dns.TypeCNAME {
+					m, src, err := a.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: q.Qtype, Qclass: q.Qclass})
+					rep.ChaseSource = src.String()
+					if err != nil {
+						rep.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
+						rep.Error = "chase " + res.Chase + ": " + err.Error()
+					} else {
+						rep.Rcode = dns.RcodeToString[m.Rcode]
+						rep.Answer = append(rep.Answer, rrStrings(m.Answer)...)
+						rep.Ns = rrStrings(m.Ns)
+					}
 				}
 			}
 			return rep
@@ -217,11 +227,15 @@ func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 	return rep
 }
 
+// aliasTTL is the TTL the DNS server gives a synthesized CNAME: that of
+// the records after it, else 30 (pkg/proxy answers.go).
 func aliasTTL(res nametable.Result) uint32 {
-	if len(res.Answer) > 0 {
-		return res.Answer[0].Header().Ttl
+	for _, rrs := range [][]dns.RR{res.Answer, res.Ns} {
+		if len(rrs) > 0 {
+			return rrs[0].Header().Ttl
+		}
 	}
-	return 0
+	return 30
 }
 
 func fillFromMsg(rep *lookupReport, m *dns.Msg) {

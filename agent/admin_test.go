@@ -77,6 +77,11 @@ func TestAdminEndpoints(t *testing.T) {
 		{name: "first forward goes upstream", query: "name=example.com&type=a", wantSource: "upstream", wantRcode: "NOERROR",
 			wantAnswer: []string{"example.com.\t300\tIN\tA\t192.0.2.80"}},
 		{name: "second comes from the cache", query: "name=example.com&type=A", wantSource: "cache", wantRcode: "NOERROR"},
+		{name: "ExternalName chased", query: "name=search.demo.svc.cluster.local", wantSource: "table", wantRcode: "NOERROR",
+			wantAnswer: []string{
+				"search.demo.svc.cluster.local.\t30\tIN\tCNAME\twww.example.com.",
+				"www.example.com.\t300\tIN\tA\t192.0.2.81",
+			}},
 	}
 	for _, tt := range lookups {
 		t.Run("lookup "+tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -48,6 +49,18 @@ func TestControlPlaneStream(t *testing.T) {
 	eventually(t, "ready", a.Ready)
 	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
+	}
+	var dump struct {
+		Version      string `json:"version"`
+		Source       string `json:"source"`
+		ControlPlane string `json:"control_plane"`
+	}
+	_, body := httpGet(t, a.admin+"/debug/nametable")
+	if err := json.Unmarshal([]byte(body), &dump); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(struct{ V, S, CP string }{"v1", "controlplane", cp.Addr}, struct{ V, S, CP string }{dump.Version, dump.Source, dump.ControlPlane}); diff != "" {
+		t.Errorf("/debug/nametable (-want +got)\n%s", diff)
 	}
 
 	// A table the agent's validation rejects is NACKed with the reason;
