@@ -330,6 +330,29 @@ func TestServeStale(t *testing.T) {
 	}
 }
 
+func TestServeStaleWhenOverloaded(t *testing.T) {
+	srv, release := blockingServer(t)
+	clk := newClock()
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, MaxConcurrent: 1, Timeout: 5 * time.Second, Now: clk.Now})
+	close(release)
+	runSteps(t, r, clk, []step{{qname: "s.example.", want: view{Rcode: "NOERROR", Answer: []string{"s.example.\t60\tIN\tA\t192.0.2.5"}}, wantSrc: SourceUpstream}})
+	// Hold the only slot with a question the server never answers.
+	block := rawServer(t, func([]byte) [][]byte { return nil })
+	r.ups[0].addr = block.Addr
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := r.AppendReply(context.Background(), nil, qwire(t, "held.example.", dns.TypeA))
+		done <- err
+	}()
+	waitFor(t, func() bool { return counter(t, r.metrics.inflight) == 1 })
+	runSteps(t, r, clk, []step{
+		{advance: 2 * time.Minute, qname: "s.example.", want: view{Rcode: "NOERROR", Answer: []string{"s.example.\t30\tIN\tA\t192.0.2.5"}}, wantSrc: SourceCache},
+		{qname: "other.example.", wantErr: ErrOverloaded},
+	})
+	r.Close()
+	<-done
+}
+
 func TestServfailNotCached(t *testing.T) {
 	srv, up := flakyServer(t, false)
 	up.Store(false)

@@ -133,15 +133,19 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 // resolve is the work of one flight: ask upstream within the concurrency
 // bound, cache what may be cached, fall back to a stale entry.
 func (r *Resolver) resolve(q []byte, nameLen int) answer {
-	if r.inflight.Add(1) > int64(r.cfg.MaxConcurrent) {
-		r.inflight.Add(-1)
-		r.metrics.overload.Inc()
-		return answer{src: SourceUpstream, err: ErrOverloaded}
-	}
-	r.metrics.inflight.Inc()
 	start := time.Now()
-	rep, err := r.forward(r.ctx, q, nameLen)
-	r.metrics.inflight.Dec()
+	var (
+		rep *reply
+		err error
+	)
+	if r.inflight.Add(1) > int64(r.cfg.MaxConcurrent) {
+		r.metrics.overload.Inc()
+		err = ErrOverloaded
+	} else {
+		r.metrics.inflight.Inc()
+		rep, err = r.forward(r.ctx, q, nameLen)
+		r.metrics.inflight.Dec()
+	}
 	r.inflight.Add(-1)
 
 	if err == nil {
@@ -151,10 +155,14 @@ func (r *Resolver) resolve(q []byte, nameLen int) answer {
 		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
 		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream}
 	}
-	// RFC 8767 section 4: when resolution fails, an expired answer within
-	// the stale window beats SERVFAIL.
+	// RFC 8767 section 4: when resolution fails (or cannot start: the
+	// in-flight bound), an expired answer within the stale window beats
+	// SERVFAIL and REFUSED.
 	if r.cache != nil && r.cfg.StaleWindow > 0 && !errors.Is(err, context.Canceled) {
-		if e, _, st := r.cache.Get(q, r.now()); st == cache.Stale {
+		switch e, ttl, st := r.cache.Get(q, r.now()); st {
+		case cache.Fresh: // another flight refreshed it meanwhile
+			return answer{e: e, ttl: ttl, src: SourceCache}
+		case cache.Stale:
 			r.metrics.stale.Inc()
 			r.debug("served stale", q, "err", err)
 			return answer{e: e, ttl: uint32(r.cfg.StaleTTL / time.Second), src: SourceCache}
