@@ -308,6 +308,26 @@ func TestProtocolHygiene(t *testing.T) {
 			wantRcode: dns.RcodeSuccess, wantQ: true,
 		},
 		{
+			name: "two opt records get formerr",
+			msg: func() *dns.Msg {
+				m := newQuery("web.demo.svc.cluster.local.", dns.TypeA)
+				m.SetEdns0(4096, false)
+				m.Extra = append(m.Extra, m.Extra[0])
+				return m
+			},
+			wantRcode: dns.RcodeFormatError,
+		},
+		{
+			name: "extra non-opt record takes the slow path",
+			msg: func() *dns.Msg {
+				m := newQuery("web.demo.svc.cluster.local.", dns.TypeA)
+				m.SetEdns0(4096, false)
+				m.Extra = append(m.Extra, mustRR(t, "extra. 0 IN TXT \"x\""))
+				return m
+			},
+			wantRcode: dns.RcodeSuccess, wantOPT: true, wantQ: true,
+		},
+		{
 			name: "chaos class is forwarded",
 			msg: func() *dns.Msg {
 				m := newQuery("version.bind.", dns.TypeTXT)

@@ -23,7 +23,15 @@ func (h *Handler) serveSlow(ctx context.Context, dst, pkt []byte, p Protocol, bl
 		return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeFormatError, false, srcLocal, start), false
 	}
 	c := &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
-	if opt := m.IsEdns0(); opt != nil {
+	for _, rr := range m.Extra {
+		opt, ok := rr.(*dns.OPT)
+		if !ok {
+			continue
+		}
+		// RFC 6891 6.1.1: one OPT at most, owned by the root.
+		if len(c.Extra) > 0 || opt.Hdr.Name != "." {
+			return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeFormatError, false, srcLocal, start), false
+		}
 		c.Extra = []dns.RR{opt}
 	}
 	buf, err := c.Pack()
