@@ -96,6 +96,9 @@ type reply struct {
 // A reply that cannot be turned into a servable entry counts as garbage.
 func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*reply, error) {
 	start := time.Now()
+	// One deadline for the whole try, TCP retry included.
+	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
+	defer cancel()
 	m, err := r.exchangeUDP(ctx, up, q, nameLen)
 	var te *tryError
 	if errors.As(err, &te) && te.kind == kindTruncated {
@@ -115,6 +118,9 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 		}
 	}
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, ctx.Err() // Close or a lost race: not the upstream's fault
+		}
 		if errors.As(err, &te) {
 			up.errs[te.kind].Inc()
 		}
@@ -169,7 +175,9 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 	for {
 		n, err := conn.Read(buf)
 		if err != nil {
-			if ctx.Err() != nil {
+			// Cancelled (Close, or a lost race) is not the upstream's
+			// fault; a passed deadline is a timeout.
+			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, ctx.Err()
 			}
 			return nil, ioError("read udp", up, err)
