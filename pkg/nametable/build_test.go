@@ -2,6 +2,7 @@ package nametable
 
 import (
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -292,15 +293,20 @@ func TestResultSlicesAreIsolated(t *testing.T) {
 // tables the way the agent does (atomic.Pointer); with -race it proves a
 // Table is safe to share and a swap never blocks readers.
 func TestConcurrentLookupsAndSwaps(t *testing.T) {
+	tables := make([]*Table, 20)
+	for i := range tables {
+		tables[i] = newFixture(t)
+	}
 	var cur atomic.Pointer[Table]
-	cur.Store(newFixture(t))
+	cur.Store(tables[0])
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; i < 20; i++ {
-			cur.Store(newFixture(t))
+		for i := 0; i < 2000; i++ {
+			cur.Store(tables[i%len(tables)])
+			runtime.Gosched()
 		}
 		close(stop)
 	}()
