@@ -43,10 +43,17 @@ func (e *tryError) Unwrap() error { return e.err }
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0xFFFF); return &b }}
 
 // appendQuery appends a query for the question q (wire form) with the given
-// ID, RD set and an OPT record advertising ednsSize.
-func appendQuery(dst []byte, id uint16, q []byte) []byte {
-	dst = append(dst, byte(id>>8), byte(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1)
+// ID, RD set and, with edns, an OPT record advertising ednsSize.
+func appendQuery(dst []byte, id uint16, q []byte, edns bool) []byte {
+	var arcount byte
+	if edns {
+		arcount = 1
+	}
+	dst = append(dst, byte(id>>8), byte(id), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, arcount)
 	dst = append(dst, q...)
+	if !edns {
+		return dst
+	}
 	// OPT (RFC 6891 section 6.1.2): root owner, type 41, class = UDP size,
 	// TTL = extended rcode 0, version 0, no flags; no options.
 	return append(dst, 0, 0, byte(dns.TypeOPT), byte(ednsSize>>8), byte(ednsSize&0xFF), 0, 0, 0, 0, 0, 0)
@@ -99,7 +106,13 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 	// One deadline for the whole try, TCP retry included.
 	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
 	defer cancel()
-	m, err := r.exchangeUDP(ctx, up, q, nameLen)
+	m, err := r.exchangeUDP(ctx, up, q, nameLen, true)
+	if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
+		// RFC 6891 section 7: a server that does not know EDNS answers
+		// FORMERR without OPT; ask again without it, in the same try.
+		up.errs[kindFormerr].Inc()
+		m, err = r.exchangeUDP(ctx, up, q, nameLen, false)
+	}
 	var te *tryError
 	if errors.As(err, &te) && te.kind == kindTruncated {
 		up.errs[kindTruncated].Inc()
@@ -147,11 +160,11 @@ func ioError(op string, up *upstream, err error) error {
 	return &tryError{kind, fmt.Errorf("%s %s: %w", op, up.addr, err)}
 }
 
-// exchangeUDP sends the query from a new socket (so a new random source port,
+// exchangeUDP sends the query (with OPT when edns) from a new socket (so a new random source port,
 // RFC 5452 section 9.2) and reads until a matching reply or the deadline.
 // Replies with the wrong ID or question are counted and ignored: a spoofer
 // racing the real server does not end the wait.
-func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool) (*dns.Msg, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "udp", up.addr)
 	if err != nil {
@@ -169,7 +182,7 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 	defer bufPool.Put(bp)
 	buf := *bp
 	id := uint16(rand.Uint32())
-	if _, err := conn.Write(appendQuery(buf[:0], id, q)); err != nil {
+	if _, err := conn.Write(appendQuery(buf[:0], id, q, edns)); err != nil {
 		return nil, ioError("write udp", up, err)
 	}
 	for {
@@ -221,7 +234,7 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 	defer bufPool.Put(bp)
 	buf := *bp
 	id := uint16(rand.Uint32())
-	msg := appendQuery(buf[:2], id, q)
+	msg := appendQuery(buf[:2], id, q, true)
 	binary.BigEndian.PutUint16(msg, uint16(len(msg)-2))
 	if _, err := conn.Write(msg); err != nil {
 		return nil, ioError("write tcp", up, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -594,5 +595,34 @@ func TestTryDeadlineCoversTCP(t *testing.T) {
 	}
 	if got := errCount(r, 0, kindTimeout); got != 1 {
 		t.Errorf("timeouts %v, want 1", got)
+	}
+}
+
+func TestNoEDNSUpstream(t *testing.T) {
+	var withOPT, without atomic.Int64
+	srv := rawServer(t, func(req []byte) [][]byte {
+		q := new(dns.Msg)
+		if err := q.Unpack(req); err != nil {
+			t.Errorf("server: %v", err)
+			return nil
+		}
+		if q.IsEdns0() != nil {
+			withOPT.Add(1)
+			return [][]byte{rawReply(t, req, func(m *dns.Msg) { m.Rcode = dns.RcodeFormatError; m.Answer = nil })}
+		}
+		without.Add(1)
+		return [][]byte{rawReply(t, req, nil)}
+	})
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
+	m, _ := ask(t, r, "old.example.", dns.TypeA)
+	want := view{Rcode: "NOERROR", Answer: []string{"old.example.\t60\tIN\tA\t192.0.2.9"}}
+	if diff := cmp.Diff(want, viewOf(m)); diff != "" {
+		t.Errorf("reply (-want +got):\n%s", diff)
+	}
+	if withOPT.Load() != 1 || without.Load() != 1 {
+		t.Errorf("queries with OPT %d, without %d; want 1 and 1", withOPT.Load(), without.Load())
+	}
+	if got := errCount(r, 0, kindFormerr); got != 1 {
+		t.Errorf("formerr counted %v, want 1", got)
 	}
 }

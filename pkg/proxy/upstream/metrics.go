@@ -12,9 +12,10 @@ const (
 	kindGarbage   = "garbage"   // a reply that does not parse (ignored)
 	kindTruncated = "truncated" // TC=1 over UDP, retried over TCP
 	kindRcode     = "rcode"     // SERVFAIL or REFUSED: try the next upstream
+	kindFormerr   = "formerr"   // FORMERR without OPT: asked again without EDNS
 )
 
-var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode}
+var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode, kindFormerr}
 
 // metrics are the resolver's collectors. Per-upstream children are resolved
 // once in New so the query path never looks up a label.
@@ -41,7 +42,7 @@ func newMetrics(entries func() float64) *metrics {
 		}, []string{"upstream"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshdns", Subsystem: "upstream", Name: "errors_total",
-			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode.",
+			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr.",
 		}, []string{"upstream", "kind"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "meshdns", Subsystem: "upstream", Name: "inflight_queries",
