@@ -14,13 +14,14 @@ import (
 // name nameLen bytes) into an Entry and says whether it may be cached.
 //
 // The reply is repacked with QR, RD and RA (AA, AD and CD are dropped: the
-// agent is a forwarder, not an authority or a validator), without its OPT record (the proxy owns client-side
-// EDNS) and with one TTL for every record, the one the cache counts down,
-// the way CoreDNS's cache does. Positive replies live for the smallest
-// record TTL within [MinTTL, MaxTTL]; NXDOMAIN and NODATA for min(SOA TTL,
-// SOA minimum) from the authority section, capped by MaxNegativeTTL
-// (RFC 2308 section 5); without an SOA they are not cached (section 5
-// says SHOULD NOT). Other rcodes are passed on, never cached.
+// agent is a forwarder, not an authority or a validator), without its OPT
+// record (the proxy owns client-side EDNS), and with one TTL for every
+// record, the one the cache counts down, the way CoreDNS's cache does.
+// Positive replies live for the smallest record TTL within [MinTTL, MaxTTL];
+// NXDOMAIN and NODATA for min(SOA TTL, SOA minimum) from the authority
+// section, capped by MaxNegativeTTL (RFC 2308 section 5); without an SOA
+// they are not cached (section 5 says SHOULD NOT). Other rcodes are passed
+// on, never cached.
 func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cache.Entry, bool, error) {
 	if len(m.Question) != 1 {
 		return nil, false, fmt.Errorf("reply has %d questions", len(m.Question))
