@@ -2,7 +2,6 @@ package nametable
 
 import (
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,28 +298,28 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 	}
 	var cur atomic.Pointer[Table]
 	cur.Store(tables[0])
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	// The swapper runs until the readers are done; readers do a fixed
+	// number of lookups so the test is bounded in time.
+	done := make(chan struct{})
+	swapped := make(chan int)
 	go func() {
-		defer wg.Done()
-		for i := 0; i < 2000; i++ {
-			cur.Store(tables[i%len(tables)])
-			runtime.Gosched()
+		for n := 1; ; n++ {
+			cur.Store(tables[n%len(tables)])
+			select {
+			case <-done:
+				swapped <- n
+				return
+			default:
+			}
 		}
-		close(stop)
 	}()
 	names := []string{"web.demo.svc.cluster.local.", "web.", "web.demo.demo.svc.cluster.local.", "nope.cluster.local.", "x.apps.example.com."}
+	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; i < 5000; i++ {
 				r := cur.Load().Lookup(dns.Question{Name: names[i%len(names)], Qtype: dns.TypeA, Qclass: dns.ClassINET})
 				if r.Action != Answer {
 					t.Errorf("%s: forwarded", names[i%len(names)])
@@ -330,6 +329,8 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(done)
+	t.Logf("%d table swaps during %d lookups", <-swapped, 4*5000)
 }
 
 // TestNodeSize keeps the per-name cost in check: a table holds several
