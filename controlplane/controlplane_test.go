@@ -69,6 +69,52 @@ func start(t *testing.T, cfg controlplane.Config) *running {
 	return &running{grpc: gl.Addr().String(), admin: "http://" + al.Addr().String(), cp: cp}
 }
 
+func do(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestLogLevelEndpoint(t *testing.T) {
+	level := new(slog.LevelVar)
+	r := start(t, controlplane.Config{Entries: []string{t.TempDir()}, Level: level})
+	tests := []struct {
+		name   string
+		method string
+		query  string
+		code   int
+		body   string
+		want   slog.Level
+	}{
+		{name: "show", method: "GET", code: 200, body: "INFO\n", want: slog.LevelInfo},
+		{name: "set debug", method: "PUT", query: "?level=debug", code: 200, body: "DEBUG\n", want: slog.LevelDebug},
+		{name: "bad level", method: "PUT", query: "?level=loud", code: 400, want: slog.LevelDebug},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := do(t, tc.method, r.admin+"/debug/loglevel"+tc.query)
+			if code != tc.code || (tc.body != "" && body != tc.body) {
+				t.Errorf("got %d %q, want %d %q", code, body, tc.code, tc.body)
+			}
+			if level.Level() != tc.want {
+				t.Errorf("level = %v, want %v", level.Level(), tc.want)
+			}
+		})
+	}
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
