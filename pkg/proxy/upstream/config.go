@@ -31,6 +31,11 @@ type Config struct {
 	// CacheSize is the most replies the cache holds. Zero means 10000;
 	// negative turns the cache (and serve-stale) off.
 	CacheSize int
+	// MaxEntrySize is the largest reply, in bytes, the cache keeps; larger
+	// ones are served but not cached, so CacheSize bounds memory to about
+	// CacheSize x MaxEntrySize even against an upstream sending 64 KiB
+	// replies. Zero means 4096.
+	MaxEntrySize int
 	// MinTTL raises the TTL of cached positive replies. Zero means no floor
 	// (a TTL of 0 is then not cached).
 	MinTTL time.Duration
@@ -81,6 +86,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = 10000
+	}
+	if cfg.MaxEntrySize <= 0 {
+		cfg.MaxEntrySize = 4096
 	}
 	if cfg.MinTTL < 0 {
 		cfg.MinTTL = 0

@@ -281,6 +281,24 @@ func TestTruncatedRetriedOverTCP(t *testing.T) {
 	if got := errCount(r, 0, kindTruncated); got != 1 {
 		t.Errorf("truncated counted = %v, want 1", got)
 	}
+	// Over MaxEntrySize (4096 by default)? ~1.6 KB is not: cached.
+	if _, src := ask(t, r, "big.example.", dns.TypeA); src != SourceCache {
+		t.Errorf("second ask: src %v, want cache", src)
+	}
+}
+
+func TestMaxEntrySize(t *testing.T) {
+	var answer []string
+	for i := range 100 {
+		answer = append(answer, fmt.Sprintf("$QNAME 60 IN A 10.0.%d.%d", i/250, i%250))
+	}
+	srv := newServer(t, answerWith(t, 0, answer, nil))
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, MaxEntrySize: 1000})
+	for range 2 {
+		if m, src := ask(t, r, "big.example.", dns.TypeA); src != SourceUpstream || len(m.Answer) != 100 {
+			t.Errorf("src %v with %d records, want upstream with 100 (too big to cache)", src, len(m.Answer))
+		}
+	}
 }
 
 func TestAllUpstreamsFail(t *testing.T) {

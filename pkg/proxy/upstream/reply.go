@@ -93,6 +93,9 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cac
 	if err != nil {
 		return nil, false, fmt.Errorf("walk reply: %w", err)
 	}
+	if len(packed) > r.cfg.MaxEntrySize {
+		cacheable = false
+	}
 	return e, cacheable, nil
 }
 
