@@ -113,6 +113,38 @@ func TestNACKSendsFullTable(t *testing.T) {
 	}
 }
 
+// TestPipelinedNACKsGetOneFullTable: deltas are pipelined, so when the
+// agent rejects one, the ones already on the way fail too (wrong base);
+// only the first NACK may cause a full table.
+func TestPipelinedNACKsGetOneFullTable(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns"})
+	a.Next()
+	h.publish(t, entry("a.corp.example", "10.0.0.2"))
+	h.publish(t, entry("a.corp.example", "10.0.0.3"))
+	r1, r2 := a.Recv(), a.Recv()
+	if cptest.Kind(r1) != "delta" || cptest.Kind(r2) != "delta" {
+		t.Fatalf("got %s and %s, want two deltas", cptest.Kind(r1), cptest.Kind(r2))
+	}
+	a.Nack(r1, "rejected")
+	if err := a.Apply(r2); err == nil {
+		t.Fatal("second delta applied on top of a rejected one")
+	}
+	a.Nack(r2, "wrong base")
+	r := a.Next()
+	if diff := cmp.Diff("full", cptest.Kind(r)); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	a.None(200 * time.Millisecond)
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.0.3"}, a.IPs()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+	if got := h.metric(t, "meshdns_controlplane_pushes_total", "kind", "full"); got != 2 {
+		t.Errorf("full tables sent = %v, want 2 (connect + one repair)", got)
+	}
+}
+
 func TestResume(t *testing.T) {
 	h := newHarness(t, harnessOpts{history: 3})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))

@@ -139,17 +139,21 @@ func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resum
 		case target = <-a.sub.C():
 		case <-a.wake:
 		}
+		overflow := a.sub.Overflowed()
 		a.mu.Lock()
-		full := a.needFull
+		full := a.needFull || overflow
 		a.needFull = false
+		if overflow {
+			a.overflows++
+		}
+		if full {
+			// Claim the full table's nonce now (only this goroutine
+			// sends), so a NACK of an older response arriving before
+			// the write sees that a repair is on its way.
+			a.lastFull = a.nonce + 1
+		}
 		sent := a.sent
 		a.mu.Unlock()
-		if a.sub.Overflowed() {
-			a.mu.Lock()
-			a.overflows++
-			a.mu.Unlock()
-			full = true
-		}
 		var p *view.Prepared
 		switch {
 		case full:
