@@ -77,3 +77,7 @@ bench: ## run the Go benchmarks (-benchmem)
 bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsperf (issue 3 bar; needs dnsperf, taskset)
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns $(BENCHDNS_FLAGS)
+
+.PHONY: e2e
+e2e: ## end-to-end tests only: network namespaces, real iptables, real kube-apiserver (root)
+	$(GO) test -count=1 -v ./e2e/
