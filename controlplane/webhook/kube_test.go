@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -185,6 +187,32 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 	if got := testutil.ToFloat64(w.metrics.skipped.WithLabelValues(string(skipInjected))); got < float64(wantInjected) {
 		t.Errorf("already_injected skips = %v, want at least %d reinvocations", got, wantInjected)
 	}
+
+	// Every template switch yields a pod the API server accepts: a patch
+	// it rejects would fail the pod whatever the failurePolicy.
+	t.Run("template variants are valid pods", func(t *testing.T) {
+		variants := map[string]Template{
+			"defaults": DefaultTemplate(),
+			"everything on": Template{
+				ProxyUID: math.MaxInt32, ProxyGID: 1, DNSPort: 53, AdminPort: 65535, IPv6: true,
+				HoldApplicationUntilReady: true, AgentArgs: []string{"--log-level", "debug"}, IptablesArgs: []string{"--disable-ipv6"},
+				StateSizeLimit: ptr(resource.MustParse("1Ki")),
+			}.over(DefaultTemplate()),
+		}
+		for name, tmpl := range variants {
+			base := testPod("variant", nil, false)
+			base.Spec.InitContainers = []corev1.Container{{Name: "migrate", Image: "migrate"}}
+			base.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			patch, err := tmpl.patch(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := applyPatch(t, base, patch)
+			if _, err := c.Client.CoreV1().Pods("plain").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("%s: API server rejects the injected pod: %v", name, err)
+			}
+		}
+	})
 
 	t.Run("webhook down admits pods uninjected", func(t *testing.T) {
 		stopWebhook()

@@ -52,6 +52,11 @@ func TestParseTemplate(t *testing.T) {
 		{name: "relative state dir", in: "stateDir: run\n", wantErr: `stateDir "run" is not absolute`},
 		{name: "negative uid", in: "proxyUID: -1\n", wantErr: "must be positive"},
 		{name: "not yaml", in: "image: [\n", wantErr: "parse template"},
+		{name: "uid beyond int32", in: "proxyUID: 2147483648\n", wantErr: "must be positive"},
+		{name: "image with space", in: "image: \"a b\"\n", wantErr: "contains white space"},
+		{name: "zero state size", in: "stateSizeLimit: \"0\"\n", wantErr: "stateSizeLimit 0 must be positive"},
+		{name: "negative request", in: "agentResources: {requests: {cpu: -1m}}\n", wantErr: "agentResources: request cpu -1m is negative"},
+		{name: "request above limit", in: "initResources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}\n", wantErr: "initResources: request memory 2Gi is above the limit 1Gi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,10 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -160,8 +163,20 @@ func (t Template) validate() error {
 	if t.ControlPlane == "" {
 		errs = append(errs, errors.New("controlPlane is empty"))
 	}
-	if t.ProxyUID <= 0 || t.ProxyGID <= 0 {
+	// The API server accepts ids up to 2^31-1 (runAsUser validation).
+	if t.ProxyUID <= 0 || t.ProxyGID <= 0 || t.ProxyUID > math.MaxInt32 || t.ProxyGID > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("proxyUID %d and proxyGID %d must be positive", t.ProxyUID, t.ProxyGID))
+	}
+	if strings.ContainsFunc(t.Image, unicode.IsSpace) {
+		errs = append(errs, fmt.Errorf("image %q contains white space", t.Image))
+	}
+	if t.StateSizeLimit != nil && t.StateSizeLimit.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("stateSizeLimit %s must be positive", t.StateSizeLimit))
+	}
+	for name, r := range map[string]corev1.ResourceRequirements{"agentResources": t.AgentResources, "initResources": t.InitResources} {
+		if err := validateResources(r); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
 	}
 	for name, p := range map[string]int32{"dnsPort": t.DNSPort, "adminPort": t.AdminPort} {
 		if p <= 0 || p > 65535 {
@@ -175,6 +190,26 @@ func (t Template) validate() error {
 		errs = append(errs, fmt.Errorf("stateDir %q is not absolute", t.StateDir))
 	}
 	return errors.Join(errs...)
+}
+
+// validateResources checks what the API server would reject after the
+// patch (and so fail the pod, whatever the failurePolicy): negative
+// quantities and requests above limits.
+func validateResources(r corev1.ResourceRequirements) error {
+	for name, q := range r.Requests {
+		if q.Sign() < 0 {
+			return fmt.Errorf("request %s %s is negative", name, q.String())
+		}
+		if l, ok := r.Limits[name]; ok && q.Cmp(l) > 0 {
+			return fmt.Errorf("request %s %s is above the limit %s", name, q.String(), l.String())
+		}
+	}
+	for name, q := range r.Limits {
+		if q.Sign() < 0 {
+			return fmt.Errorf("limit %s %s is negative", name, q.String())
+		}
+	}
+	return nil
 }
 
 // parseTemplate reads a template file's content, layered on base. Unknown
