@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,5 +160,70 @@ func TestBadFileAtStart(t *testing.T) {
 	eventually(t, "ready", a.Ready)
 	if code, _ := httpGet(t, a.admin+"/healthz/ready"); code != 200 {
 		t.Errorf("ready = %d, want 200", code)
+	}
+}
+
+// TestReloadUnderLoad swaps tables while queries run: every answer must
+// come from one table or the other, never an error or an empty answer.
+func TestReloadUnderLoad(t *testing.T) {
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", tableJSON("web.demo.svc.cluster.local", "10.0.0.1"))
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+
+	stop := make(chan struct{})
+	errs := make(chan string, 1)
+	var queries atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			c := &dns.Client{Timeout: 2 * time.Second}
+			m := new(dns.Msg)
+			m.SetQuestion("web.demo.svc.cluster.local.", dns.TypeA)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, _, err := c.Exchange(m, a.dns)
+				queries.Add(1)
+				var bad string
+				switch {
+				case err != nil:
+					bad = err.Error()
+				case r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1:
+					bad = r.String()
+				default:
+					if ip := r.Answer[0].(*dns.A).A.String(); ip != "10.0.0.1" && ip != "10.0.0.2" {
+						bad = "unexpected address " + ip
+					}
+				}
+				if bad != "" {
+					select {
+					case errs <- bad:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		replaceFile(t, path, tableJSON("web.demo.svc.cluster.local", fmt.Sprintf("10.0.0.%d", 1+(i+1)%2)))
+		want := float64(i + 2)
+		eventually(t, "reload", func() bool {
+			return testutil.ToFloat64(a.m.updates.WithLabelValues(sourceFile)) >= want
+		})
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case e := <-errs:
+		t.Fatalf("bad answer during reloads: %s", e)
+	default:
+	}
+	if queries.Load() < 20 {
+		t.Errorf("only %d queries during the reloads", queries.Load())
 	}
 }

@@ -510,3 +510,21 @@ func TestCertificateRotation(t *testing.T) {
 	}
 	<-c.Synced()
 }
+
+// TestStateWriteFailureStillAcks: a state directory that cannot be written
+// costs the restart shortcut, not the update: the table is applied and
+// ACKed, and the failure is counted.
+func TestStateWriteFailureStillAcks(t *testing.T) {
+	notADir := writeFile(t, t.TempDir(), "file", []byte("x"))
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: notADir})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", got)
+	}
+	if got := testutil.ToFloat64(c.metrics.stateWrites.WithLabelValues("error")); got != 1 {
+		t.Errorf("state write errors = %v, want 1", got)
+	}
+}
