@@ -288,11 +288,11 @@ func TestMarshalOncePerView(t *testing.T) {
 
 func TestSlowAgentDoesNotBlockOthers(t *testing.T) {
 	h := newHarness(t, harnessOpts{queue: 2})
-	// Big enough that one full table exceeds the HTTP/2 windows, so the
+	// ~180KB: one full table exceeds the 64KB HTTP/2 stream window, so the
 	// server's writes to the slow agent block.
-	es := manyEntries(20000)
+	es := manyEntries(3000)
 	h.publish(t, es...)
-	slow := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "slow", NoRead: true})
+	slow := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "slow", NoRead: true, Window: 64 << 10})
 	fast := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fast"})
 	fast.Next()
 	for i := range 10 {

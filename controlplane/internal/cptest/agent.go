@@ -43,6 +43,10 @@ type DialOpts struct {
 	TLS *tls.Config
 	// NoRead leaves responses unread until Read is called (a slow agent).
 	NoRead bool
+	// Window, when set, fixes the HTTP/2 stream and connection windows
+	// (and so turns off gRPC's growing them), so an agent that does not
+	// read blocks the server after that many bytes.
+	Window int32
 }
 
 // Dial opens a stream and sends the identity. A refused connection is
@@ -53,7 +57,11 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 	if o.TLS != nil {
 		creds = credentials.NewTLS(o.TLS)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Window > 0 {
+		opts = append(opts, grpc.WithInitialWindowSize(o.Window), grpc.WithInitialConnWindowSize(o.Window))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
