@@ -29,7 +29,7 @@ import (
 // admin port.
 func TestControlPlaneServesWebhook(t *testing.T) {
 	dir := t.TempDir()
-	caPEM := writeWebhookCert(t, dir)
+	caPEM := writeWebhookCert(t, dir, 1)
 	tmpl := filepath.Join(dir, "template.yaml")
 	if err := os.WriteFile(tmpl, []byte("image: example/meshdns:one\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -89,6 +89,22 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 		p, err := patch()
 		return err == nil && strings.Contains(p, `"image":"example/meshdns:two"`)
 	})
+	// Certificate rotation: the next handshakes get the new certificate,
+	// without a restart.
+	servedSerial := func() int64 {
+		conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{InsecureSkipVerify: true}) // only the serial is read
+		if err != nil {
+			return 0
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := servedSerial(); got != 1 {
+		t.Fatalf("served certificate serial %d, want 1", got)
+	}
+	writeWebhookCert(t, dir, 2)
+	waitFor(t, "rotated certificate served", func() bool { return servedSerial() == 2 })
+
 	res, err := http.Get("http://" + adminAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +153,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // writeWebhookCert writes a self-signed tls.crt/tls.key for 127.0.0.1
 // into dir and returns the certificate, its own CA.
-func writeWebhookCert(t *testing.T, dir string) []byte {
+func writeWebhookCert(t *testing.T, dir string, serial int64) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-test"},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "webhook-test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
