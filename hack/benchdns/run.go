@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -200,24 +201,22 @@ func bench(cfg *runConfig) error {
 		ok = ok && m <= 1.15
 	}
 
-	fmt.Printf("\n# latency at %d QPS (%s runs), known names, SCHED_FIFO: %v\n", cfg.p99QPS, cfg.p99Duration, cfg.chrt != "")
+	fmt.Printf("\n# latency at %d QPS each (%s runs, reflector and meshdns measured side by side), known names, SCHED_FIFO: %v\n",
+		cfg.p99QPS, cfg.p99Duration, cfg.chrt != "")
 	var p99Ratios []float64
 	for round := 1; round <= cfg.rounds; round++ {
-		// Alternate which server goes first, so neither always follows
-		// the other's load.
-		order := []*child{refl, srv}
-		if round%2 == 0 {
-			order = []*child{srv, refl}
+		// Both servers are measured at the same time, each by its own
+		// dnsperf: a stall of the machine (other processes, the
+		// hypervisor) then lands on both, not on whichever ran during it.
+		var rp, mp perfResult
+		var rerr, merr error
+		var wg sync.WaitGroup
+		wg.Go(func() { rp, rerr = measureRT(cfg, refl, files[0]) })
+		wg.Go(func() { mp, merr = measureRT(cfg, srv, files[0]) })
+		wg.Wait()
+		if err := errors.Join(rerr, merr); err != nil {
+			return err
 		}
-		res := map[*child]perfResult{}
-		for _, c := range order {
-			r, err := measureRT(cfg, c, files[0])
-			if err != nil {
-				return err
-			}
-			res[c] = r
-		}
-		rp, mp := res[refl], res[srv]
 		r99, m99 := percentile(rp.lats, 0.99), percentile(mp.lats, 0.99)
 		p99Ratios = append(p99Ratios, m99/r99)
 		fmt.Printf("round %d reflector p50 %7.1f µs p99 %8.1f µs | meshdns p50 %7.1f µs p99 %8.1f µs | p99 ratio %.2f\n",
