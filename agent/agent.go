@@ -173,6 +173,26 @@ func (a *Agent) Listen() error {
 	return nil
 }
 
+// Close releases what Listen opened when Run will not be called (Run
+// releases everything itself). It is idempotent.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if a.server != nil {
+		errs = append(errs, a.server.Close())
+	}
+	if a.resolver != nil {
+		errs = append(errs, a.resolver.Close())
+	}
+	if a.adminLis != nil {
+		if err := a.adminLis.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // DNSAddr returns the first bound UDP address, or nil before Listen.
 func (a *Agent) DNSAddr() net.Addr {
 	a.mu.Lock()
@@ -268,6 +288,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		// dns-version and forwards the rest, and there is nothing to wait
 		// for.
 		if err := a.tables.apply(sourceNone, "none", nil); err != nil {
+			cancel()
+			wg.Wait()
 			return err
 		}
 		a.setReady("no table source")

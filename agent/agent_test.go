@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -128,5 +129,73 @@ func TestNoTableSourceForwards(t *testing.T) {
 	m := exchange(t, "udp", a.dns, "example.com", dns.TypeA)
 	if diff := cmp.Diff([]string{"example.com. A 192.0.2.80"}, answerData(m)); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestListenTwiceAndClose(t *testing.T) {
+	up := startUpstream(t)
+	a, err := New(Config{Upstreams: []string{up.addr}, DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "127.0.0.1:0",
+		ResolvConf: writeFile(t, t.TempDir(), "resolv.conf", "nameserver 127.0.0.1\n"), Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Listen(); err == nil {
+		t.Error("second Listen succeeded")
+	}
+	addr := a.AdminAddr().String()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// The admin port is free again.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("admin port still taken after Close: %v", err)
+	}
+	l.Close()
+}
+
+func TestListenErrors(t *testing.T) {
+	up := startUpstream(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	resolv := writeFile(t, t.TempDir(), "resolv.conf", "nameserver 127.0.0.1\n")
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{name: "admin port taken", cfg: Config{AdminAddr: taken.Addr().String()}, wantErr: "admin"},
+		{name: "no resolv.conf", cfg: Config{ResolvConf: "/nonexistent/resolv.conf"}, wantErr: "read resolv.conf"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Upstreams = []string{up.addr}
+			cfg.DNSAddrs = []string{"127.0.0.1:0"}
+			if cfg.AdminAddr == "" {
+				cfg.AdminAddr = "127.0.0.1:0"
+			}
+			if cfg.ResolvConf == "" {
+				cfg.ResolvConf = resolv
+			}
+			cfg.Logger = quietLogger(t)
+			a, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = a.Listen()
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Listen = %v, want %q", err, tt.wantErr)
+			}
+		})
 	}
 }
