@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -160,6 +161,7 @@ func (s *Store) Apply(m *registry.Model) {
 	}
 	s.model = m
 	now := s.cfg.Now()
+	var live []*View
 	for key, v := range s.views {
 		v.mu.Lock()
 		idle := len(v.subs) == 0 && now.Sub(v.idleSince) > s.cfg.IdleTTL
@@ -168,8 +170,26 @@ func (s *Store) Apply(m *registry.Model) {
 			delete(s.views, key)
 			continue
 		}
-		v.advance(build(m, key, s.cfg.ClusterDomain, now), s.cfg.History)
+		live = append(live, v)
 	}
+	// Views are independent: build them on every core, so a cluster with
+	// many namespaces does not hold new subscribers for the sum of them.
+	var wg sync.WaitGroup
+	work := make(chan *View)
+	for range min(runtime.GOMAXPROCS(0), len(live)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := range work {
+				v.advance(build(m, v.key, s.cfg.ClusterDomain, now), s.cfg.History)
+			}
+		}()
+	}
+	for _, v := range live {
+		work <- v
+	}
+	close(work)
+	wg.Wait()
 	s.enc.views.Set(float64(len(s.views)))
 	s.readyOnce.Do(func() { close(s.ready) })
 }
