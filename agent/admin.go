@@ -23,6 +23,9 @@ import (
 func (a *Agent) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz/ready", a.handleReady)
+	// Liveness says only that the process serves HTTP: a pod waiting for
+	// its first table must not be restarted for it.
+	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /debug/nametable", a.handleNameTable)
 	mux.HandleFunc("GET /debug/lookup", a.handleLookup)
 	mux.HandleFunc("/debug/loglevel", a.handleLogLevel)

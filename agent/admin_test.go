@@ -23,6 +23,12 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 	})
 
+	t.Run("live", func(t *testing.T) {
+		if code, body := httpGet(t, a.admin+"/healthz/live"); code != 200 || body != "ok\n" {
+			t.Errorf("got %d %q", code, body)
+		}
+	})
+
 	t.Run("nametable", func(t *testing.T) {
 		code, body := httpGet(t, a.admin+"/debug/nametable")
 		if code != 200 {
