@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -642,5 +643,48 @@ func TestNoEDNSUpstream(t *testing.T) {
 	}
 	if got := errCount(r, 0, kindFormerr); got != 1 {
 		t.Errorf("formerr counted %v, want 1", got)
+	}
+}
+
+// TestReplyFromOtherAddressIgnored: a correct-looking reply (right ID and
+// question) sent from another port than the upstream's never reaches the
+// resolver, because each query's socket is connected to its upstream; a
+// spoofer must also forge the source address. The real reply that follows
+// is taken.
+func TestReplyFromOtherAddressIgnored(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer other.Close()
+	defer pc.Close()
+	wg.Go(func() {
+		buf := make([]byte, 512)
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		req := buf[:n]
+		spoof := rawReply(t, req, func(m *dns.Msg) {
+			m.Answer = []dns.RR{mustRR(t, m.Question[0].Name+" 60 IN A 203.0.113.66")}
+		})
+		_, _ = other.WriteTo(spoof, from)
+		time.Sleep(50 * time.Millisecond) // let the spoof arrive first
+		_, _ = pc.WriteTo(rawReply(t, req, nil), from)
+	})
+	r, _ := newTestResolver(t, Config{Upstreams: []string{pc.LocalAddr().String()}, Attempts: 1, Timeout: time.Second})
+	m, _ := ask(t, r, "real.example.", dns.TypeA)
+	want := view{Rcode: "NOERROR", Answer: []string{"real.example.\t60\tIN\tA\t192.0.2.9"}}
+	if diff := cmp.Diff(want, viewOf(m)); diff != "" {
+		t.Errorf("reply (-want +got):\n%s", diff)
+	}
+	if got := errCount(r, 0, kindMismatch) + errCount(r, 0, kindGarbage); got != 0 {
+		t.Errorf("the spoof reached the resolver (%v mismatches/garbage counted)", got)
 	}
 }
