@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -225,6 +226,30 @@ func FuzzConvert(f *testing.F) {
 					t.Fatalf("address %v accepted", a)
 				}
 			}
+		}
+	})
+}
+
+// FuzzTableFile feeds arbitrary --nametable-file content through the
+// parser and the converter, the path a hand-edited file takes.
+func FuzzTableFile(f *testing.F) {
+	// The demo table, a table with a wrong type, deep nesting and an
+	// unknown field.
+	if b, err := os.ReadFile("../examples/nametable.json"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"table": {"a.example": {"ips": "10.0.0.1"}}}`))
+	f.Add([]byte(`{"table": {"a.example": {"ports": [{"port": 99999999999}]}}}`))
+	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`))
+	f.Add([]byte(`{"tabel": {}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nt, err := parseTableFile(data)
+		if err != nil {
+			return
+		}
+		entries, _, err := Convert(nt, Limits{})
+		if err == nil && len(entries) != len(nt.GetTable()) {
+			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))
 		}
 	})
 }
