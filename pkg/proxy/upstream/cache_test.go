@@ -445,3 +445,37 @@ func TestDoneContextHitOnly(t *testing.T) {
 	}
 	checkContract(t, b, q)
 }
+
+// TestStaleAnswerTimer: with an expired entry and an upstream slower than
+// StaleAnswerAfter, the asker gets the stale answer at the timer, and the
+// refresh still lands in the cache.
+func TestStaleAnswerTimer(t *testing.T) {
+	var slow atomic.Bool
+	release := make(chan struct{})
+	good := answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1"}, nil)
+	srv := newServer(t, func(w dns.ResponseWriter, req *dns.Msg) {
+		if slow.Load() {
+			<-release
+		}
+		good(w, req)
+	})
+	clk := newClock()
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, Now: clk.Now, Timeout: 5 * time.Second, StaleAnswerAfter: 100 * time.Millisecond})
+	runSteps(t, r, clk, []step{{want: a("c.example.", 60), wantSrc: SourceUpstream}})
+	slow.Store(true)
+	clk.Advance(2 * time.Minute)
+	start := time.Now()
+	runSteps(t, r, clk, []step{{want: a("c.example.", 30), wantSrc: SourceCache}})
+	if d := time.Since(start); d < 100*time.Millisecond || d > time.Second {
+		t.Errorf("stale answer after %v, want about 100ms", d)
+	}
+	if got := counter(t, r.metrics.stale); got != 1 {
+		t.Errorf("stale served %v, want 1", got)
+	}
+	close(release)
+	waitFor(t, func() bool { _, ok := r.Peek(dns.Question{Name: "c.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}); return ok })
+	runSteps(t, r, clk, []step{{want: a("c.example.", 60), wantSrc: SourceCache}})
+	if got := srv.Queries.Load(); got != 2 {
+		t.Errorf("upstream queries %d, want 2", got)
+	}
+}

@@ -49,6 +49,12 @@ type Config struct {
 	// served when every upstream fails (RFC 8767). Zero means 1h; negative
 	// turns serve-stale off.
 	StaleWindow time.Duration
+	// StaleAnswerAfter is how long a question with only a stale entry waits
+	// for the upstreams before it is answered from that entry, the refresh
+	// continuing in the background (RFC 8767 section 5, the client response
+	// timer). Zero means 1.8s, the RFC's suggestion; negative turns it off
+	// (stale entries are then served only when every try failed).
+	StaleAnswerAfter time.Duration
 	// StaleTTL is the TTL written into stale replies. Zero means 30s, the
 	// value RFC 8767 section 4 recommends.
 	StaleTTL time.Duration
@@ -104,6 +110,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.StaleWindow == 0 {
 		cfg.StaleWindow = time.Hour
+	}
+	if cfg.StaleAnswerAfter == 0 {
+		cfg.StaleAnswerAfter = 1800 * time.Millisecond
 	}
 	if cfg.StaleTTL <= 0 {
 		cfg.StaleTTL = 30 * time.Second

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,9 +45,10 @@ func (f *flights) close() {
 
 // do returns fn's answer for key, running fn at most once for concurrent
 // callers. fn runs in its own goroutine owned by wg, so an asker whose ctx
-// ends returns at once while the others still get the answer. shared reports
-// whether this caller joined a call already in flight.
-func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, fn func() answer) (res answer, shared bool) {
+// ends, or whose giveUp fires (errSlow), returns at once while the others
+// still get the answer. shared reports whether this caller joined a call
+// already in flight.
+func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, giveUp <-chan time.Time, fn func() answer) (res answer, shared bool) {
 	f.mu.Lock()
 	c, shared := f.m[key]
 	if !shared && f.closed {
@@ -75,5 +77,7 @@ func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, fn fun
 		return c.res, shared
 	case <-ctx.Done():
 		return answer{err: ctx.Err()}, shared
+	case <-giveUp: // nil unless the caller has something better to say
+		return answer{err: errSlow}, shared
 	}
 }

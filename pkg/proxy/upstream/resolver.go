@@ -26,6 +26,9 @@ var (
 	ErrBadQuestion = errors.New("malformed question")
 	// ErrClosed means the Resolver was closed.
 	ErrClosed = errors.New("resolver closed")
+	// errSlow: the upstreams took longer than StaleAnswerAfter; internal,
+	// turned into a stale answer.
+	errSlow = errors.New("upstream slower than the stale answer timer")
 )
 
 // Resolver forwards questions upstream and caches the replies. It is safe
@@ -104,10 +107,15 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 		return dst, SourceUpstream, err
 	}
 	key := kb[:len(qwire)]
+	var stale *cache.Entry
 	if r.cache != nil {
-		if e, ttl, st := r.cache.Get(key, r.now()); st == cache.Fresh {
+		e, ttl, st := r.cache.Get(key, r.now())
+		if st == cache.Fresh {
 			r.metrics.hits.Inc()
 			return e.AppendTo(dst, qwire, ttl), SourceCache, nil
+		}
+		if st == cache.Stale && r.cfg.StaleWindow > 0 {
+			stale = e
 		}
 	}
 	// A done ctx asks for a hit or nothing (pkg/proxy tries hits on its
@@ -117,13 +125,26 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 		return dst, SourceUpstream, err
 	}
 	r.metrics.misses.Inc()
-	return r.miss(ctx, dst, qwire, string(key), nameLen)
+	return r.miss(ctx, dst, qwire, string(key), nameLen, stale)
 }
 
 // miss resolves a question the cache could not answer. It is a separate
 // function so that the key array of AppendReply stays on the stack.
-func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, nameLen int) ([]byte, Source, error) {
-	res, _ := r.flights.do(ctx, &r.wg, key, func() answer { return r.resolve([]byte(key), nameLen) })
+// stale, when not nil, is an expired entry to answer with if the upstreams
+// are slower than StaleAnswerAfter (RFC 8767 section 5, the client response
+// timer); the refresh goes on and lands in the cache.
+func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, nameLen int, stale *cache.Entry) ([]byte, Source, error) {
+	var giveUp <-chan time.Time
+	if stale != nil && r.cfg.StaleAnswerAfter > 0 {
+		t := time.NewTimer(r.cfg.StaleAnswerAfter)
+		defer t.Stop()
+		giveUp = t.C
+	}
+	res, _ := r.flights.do(ctx, &r.wg, key, giveUp, func() answer { return r.resolve([]byte(key), nameLen) })
+	if errors.Is(res.err, errSlow) {
+		r.metrics.stale.Inc()
+		return stale.AppendTo(dst, qwire, uint32(r.cfg.StaleTTL/time.Second)), SourceCache, nil
+	}
 	if res.err != nil {
 		return dst, res.src, res.err
 	}
