@@ -473,7 +473,10 @@ func TestStaleAnswerTimer(t *testing.T) {
 		t.Errorf("stale served %v, want 1", got)
 	}
 	close(release)
-	waitFor(t, func() bool { _, ok := r.Peek(dns.Question{Name: "c.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}); return ok })
+	waitFor(t, func() bool {
+		_, ok := r.Peek(dns.Question{Name: "c.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
+		return ok
+	})
 	runSteps(t, r, clk, []step{{want: a("c.example.", 60), wantSrc: SourceCache}})
 	if got := srv.Queries.Load(); got != 2 {
 		t.Errorf("upstream queries %d, want 2", got)

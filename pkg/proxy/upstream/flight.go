@@ -5,8 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
 // answer is what a flight produces: an entry to build replies from and the

@@ -88,8 +88,13 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range m.collectors() {
+	cs := m.collectors()
+	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
+			// Leave the registry as it was, so a retry can succeed.
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
 			return err
 		}
 	}

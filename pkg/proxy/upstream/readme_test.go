@@ -50,3 +50,19 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Errorf("README metrics (-registered +documented):\n%s", diff)
 	}
 }
+
+// TestRegisterTwice: a second Resolver on the same registry fails cleanly
+// (duplicate metrics) and leaves the first one's metrics in place.
+func TestRegisterTwice(t *testing.T) {
+	_, reg := newTestResolver(t, Config{Upstreams: []string{"127.0.0.1:1"}})
+	if _, err := New(Config{Upstreams: []string{"127.0.0.1:1"}, Registerer: reg}); err == nil {
+		t.Fatal("second Resolver on one registry: no error")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(families) != 10 {
+		t.Errorf("%d metric families after the failed New, want the first Resolver's 10", len(families))
+	}
+}
