@@ -283,6 +283,22 @@ func TestManifestPolicies(t *testing.T) {
 		}
 	})
 
+	t.Run("README lists and applies every file", func(t *testing.T) {
+		readme, err := os.ReadFile("README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob("*.yaml")
+		for _, f := range append(files, "gen-certs.sh") {
+			if !strings.Contains(string(readme), "`"+f+"`") {
+				t.Errorf("README does not describe %s", f)
+			}
+			if strings.HasSuffix(f, ".yaml") && !strings.Contains(string(readme), "-f "+f) {
+				t.Errorf("README never applies %s", f)
+			}
+		}
+	})
+
 	t.Run("sample namespace is labelled", func(t *testing.T) {
 		var ns corev1.Namespace
 		typed(t, objs, "Namespace", "demo", &ns)
