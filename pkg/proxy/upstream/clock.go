@@ -61,9 +61,12 @@ func (c *coarseClock) start(ctx context.Context, wg *sync.WaitGroup) int64 {
 	return now
 }
 
-// stop keeps a ticker from starting; the caller then ends ctx and waits.
+// stop keeps a ticker from starting and sends later readings to the exact
+// clock (the ticker is about to end, and a frozen clock would keep cache
+// entries fresh forever); the caller then ends ctx and waits.
 func (c *coarseClock) stop() {
 	c.mu.Lock()
 	c.closed = true
+	c.running.Store(false)
 	c.mu.Unlock()
 }

@@ -29,7 +29,7 @@ func TestCoarseClock(t *testing.T) {
 		t.Fatal("clock goroutine not started by the first query")
 	}
 	first := r.now()
-	if d := time.Since(time.Unix(0, first)); d < -clockTick || d > 2*clockTick {
+	if d := time.Since(time.Unix(0, first)); d < -clockTick || d > time.Second {
 		t.Errorf("coarse clock off by %v", d)
 	}
 	m, src := ask(t, r, "clock.example.", dns.TypeA)
@@ -41,7 +41,10 @@ func TestCoarseClock(t *testing.T) {
 		t.Errorf("coarse clock did not advance in %v", 3*clockTick)
 	}
 	r.Close()
-	if got := r.now(); time.Since(time.Unix(0, got)) > 2*clockTick {
+	if r.clock.running.Load() {
+		t.Error("coarse clock still in use after Close: it would freeze")
+	}
+	if got := r.now(); time.Since(time.Unix(0, got)) > 50*time.Millisecond {
 		t.Errorf("after Close the clock reads %v ago", time.Since(time.Unix(0, got)))
 	}
 
