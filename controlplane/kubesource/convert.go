@@ -79,7 +79,7 @@ func clusterIPs(svc *corev1.Service) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range raw {
 		a, err := netip.ParseAddr(s)
-		if err != nil {
+		if err != nil || a.Zone() != "" {
 			continue // "None" or garbage; the API server validates real IPs
 		}
 		out = append(out, a.Unmap())
@@ -162,7 +162,9 @@ func endpoints(eps []*discoveryv1.EndpointSlice, publishNotReady bool) []nametab
 			}
 			for _, raw := range ep.Addresses {
 				a, err := netip.ParseAddr(raw)
-				if err != nil {
+				if err != nil || a.Zone() != "" {
+					// The API server rejects both; a zone would make
+					// the agent refuse the whole table.
 					continue
 				}
 				a = a.Unmap()
