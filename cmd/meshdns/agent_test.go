@@ -144,3 +144,31 @@ func freePort(t testing.TB) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestAgentFlagsDocumented checks that every agent flag is in the
+// Configuration table of agent/README.md.
+func TestAgentFlagsDocumented(t *testing.T) {
+	var usage strings.Builder
+	if _, err := agentConfig([]string{"-h"}, &usage); err == nil {
+		t.Fatal("-h did not stop parsing")
+	}
+	readme, err := os.ReadFile("../../agent/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(usage.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "-") || strings.HasPrefix(line, "\t") {
+			continue
+		}
+		n++
+		name := "--" + strings.TrimPrefix(f[0], "-")
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("flag %s is not documented in agent/README.md", name)
+		}
+	}
+	if n < 20 {
+		t.Errorf("found %d flags in the usage text, want the whole contract (>= 20)\n%s", n, usage.String())
+	}
+}
