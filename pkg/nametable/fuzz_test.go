@@ -74,6 +74,9 @@ func FuzzLookup(f *testing.F) {
 		q := dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}
 		r := table.Lookup(q)
 		checkResult(t, q, r)
+		if r.Action == Answer {
+			packResult(t, q, r)
+		}
 
 		// Case never changes the outcome.
 		q2 := dns.Question{Name: asciiCase(name, mask), Qtype: qtype, Qclass: dns.ClassINET}

@@ -1,6 +1,7 @@
 package nametable
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,6 +136,22 @@ func TestLookup(t *testing.T) {
 		{
 			name: "forward a name with escapes", qname: `kubernetes\.default.svc.cluster.local.`, qtype: dns.TypeA,
 			want: forward,
+		},
+		{
+			name: "forward a name with an empty label", qname: "a..cluster.local.", qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "forward a name with a leading dot", qname: ".cluster.local.", qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "forward a name with a label over 63 characters", qname: strings.Repeat("a", 64) + ".cluster.local.", qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "NXDOMAIN for a 63-character label in a zone", qname: strings.Repeat("a", 63) + ".cluster.local.", qtype: dns.TypeA,
+			want: nxdomain(soaCluster),
 		},
 		{
 			name: "per-entry TTL", qname: "v6.demo.svc.cluster.local.", qtype: dns.TypeAAAA,

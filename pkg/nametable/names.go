@@ -118,10 +118,11 @@ func parent(name string) string {
 }
 
 // lowerKey writes name lowercased, without its trailing dot, into buf and
-// returns the written bytes. ok is false for names the table never holds:
-// the root, names too long for buf, and names with escapes ('\'), whose
-// label boundaries a byte scan cannot see. Only ASCII letters are folded
-// (RFC 4343: DNS case-insensitivity is ASCII only).
+// returns the written bytes. ok is false for names the table never holds
+// and that no DNS message can carry: the root, names over 253 characters,
+// empty labels or labels over 63 characters, and names with escapes ('\\'),
+// whose label boundaries a byte scan cannot see. Only ASCII letters are
+// folded (RFC 4343: DNS case-insensitivity is ASCII only).
 func lowerKey(buf *[maxName + 2]byte, name string) (key []byte, ok bool) {
 	n := len(name)
 	if n > 0 && name[n-1] == '.' {
@@ -130,12 +131,21 @@ func lowerKey(buf *[maxName + 2]byte, name string) (key []byte, ok bool) {
 	if n == 0 || n > maxName {
 		return nil, false
 	}
+	label := 0
 	for i := 0; i < n; i++ {
 		c := name[i]
 		switch {
 		case c >= 'A' && c <= 'Z':
 			c += 'a' - 'A'
+		case c == '.':
+			if label == 0 {
+				return nil, false
+			}
+			label = -1
 		case c == '\\':
+			return nil, false
+		}
+		if label++; label > maxLabel {
 			return nil, false
 		}
 		buf[i] = c
