@@ -30,6 +30,10 @@ type Model struct {
 	Changed time.Time
 	// Built is when the model was built.
 	Built time.Time
+	// Touched holds the hostnames whose candidates differ from the
+	// previous model's (added, removed or changed); nil for the first
+	// model. Views use it to update in proportion to the change.
+	Touched map[string]struct{}
 }
 
 // Candidate is one source's definition of a hostname. Candidates are shared

@@ -185,6 +185,7 @@ func (r *Registry) build() {
 	m.Changed = changed
 	m.Built = r.cfg.Now()
 	if prev != nil {
+		m.Touched = touched(prev, m)
 		m.Version = prev.Version + 1
 	} else {
 		m.Version = 1
@@ -309,4 +310,22 @@ func reuse(old *sourceState, host string, e Entry) *Candidate {
 		}
 	}
 	return nil
+}
+
+// touched returns the hostnames whose candidate lists differ between the
+// models. Unchanged entries keep their Candidate pointers (see convert), so
+// comparing pointers finds the change among 10,000 names in one pass.
+func touched(prev, m *Model) map[string]struct{} {
+	t := map[string]struct{}{}
+	for h, cs := range m.Names {
+		if !slices.Equal(prev.Names[h], cs) {
+			t[h] = struct{}{}
+		}
+	}
+	for h := range prev.Names {
+		if _, ok := m.Names[h]; !ok {
+			t[h] = struct{}{}
+		}
+	}
+	return t
 }

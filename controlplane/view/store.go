@@ -72,6 +72,8 @@ type View struct {
 	key Key
 	enc *encoder
 
+	model uint64 // the registry model the view reflects; guarded by Store.mu
+
 	mu        sync.Mutex // guards following
 	cur       *Version
 	steps     []*step // oldest first; the last made cur
@@ -181,7 +183,7 @@ func (s *Store) Apply(m *registry.Model) {
 		go func() {
 			defer wg.Done()
 			for v := range work {
-				v.advance(build(m, v.key, s.cfg.ClusterDomain, now), s.cfg.History)
+				s.applyTo(v, m, now)
 			}
 		}()
 	}
@@ -210,7 +212,7 @@ func (s *Store) Subscribe(key Key, queue int) *Sub {
 	v, ok := s.views[key]
 	if !ok {
 		v = &View{key: key, enc: s.enc, subs: map[*Sub]struct{}{}}
-		v.advance(build(s.model, key, s.cfg.ClusterDomain, s.cfg.Now()), s.cfg.History)
+		s.applyTo(v, s.model, s.cfg.Now())
 		s.views[key] = v
 		s.enc.views.Set(float64(len(s.views)))
 	}
@@ -243,16 +245,34 @@ func (s *Store) Lookup(key Key) *View {
 	return s.views[key]
 }
 
-// advance makes nv current unless it equals the current version.
-func (v *View) advance(nv *Version, history int) {
+// applyTo brings v to model m: incrementally when v reflects the model
+// just before m, else by a full build. Called with s.mu held.
+func (s *Store) applyTo(v *View, m *registry.Model, now time.Time) {
+	cur := v.Current()
+	if cur != nil && m.Touched != nil && v.model+1 == m.Version {
+		if nv, before := update(cur, m, v.key, s.cfg.ClusterDomain, now); nv != nil {
+			v.advance(nv, before, s.cfg.History)
+		}
+	} else {
+		v.advance(build(m, v.key, s.cfg.ClusterDomain, now), nil, s.cfg.History)
+	}
+	v.model = m.Version
+}
+
+// advance makes nv current unless it equals the current version. before
+// holds the entries the names nv changed had in the current version; nil
+// means unknown (a full build), and the two tables are compared.
+func (v *View) advance(nv *Version, before map[string]*registry.Candidate, history int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	nv.enc = v.enc
-	st := &step{id: nv.ID, zones: nv.Zones}
+	st := &step{id: nv.ID, zones: nv.Zones, before: before}
 	if cur := v.cur; cur != nil {
 		if cur.ID == nv.ID {
 			return
 		}
+	}
+	if cur := v.cur; cur != nil && before == nil {
 		st.before = map[string]*registry.Candidate{}
 		for k, c := range nv.Names {
 			if o := cur.Names[k]; o != c {

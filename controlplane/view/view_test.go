@@ -269,7 +269,7 @@ func BenchmarkDelta10k(b *testing.B) {
 	for b.Loop() {
 		v := &View{enc: enc, cur: v1, steps: []*step{{id: v1.ID, zones: v1.Zones}}}
 		v2 := build(m2, Key{Namespace: "ns"}, "cluster.local", time.Time{})
-		v.advance(v2, 16)
+		v.advance(v2, nil, 16)
 		if p := v.Response(v1.ID, v2); p.Upserted != 1 {
 			b.Fatal(p.Upserted)
 		}
