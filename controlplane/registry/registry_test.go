@@ -112,26 +112,26 @@ func TestDebounce(t *testing.T) {
 		maxDelay time.Duration
 		updates  int
 		every    time.Duration
-		want     uint64 // versions
+		min, max uint64 // versions
 	}{
-		{name: "burst folds into one", debounce: 50 * time.Millisecond, updates: 50, want: 1},
+		{name: "burst folds into one", debounce: 50 * time.Millisecond, updates: 50, min: 1, max: 1},
+		// 30 updates 10ms apart never go quiet for 40ms, so only MaxDelay
+		// publishes: about 3 versions. A loaded machine stretches the
+		// sleeps (and may open 40ms gaps), so bound loosely: more than
+		// one, far fewer than one per update.
 		{name: "endless trickle still publishes", debounce: 40 * time.Millisecond, maxDelay: 100 * time.Millisecond,
-			updates: 30, every: 10 * time.Millisecond, want: 3},
+			updates: 30, every: 10 * time.Millisecond, min: 2, max: 15},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, Config{Debounce: tc.debounce, MaxDelay: tc.maxDelay})
-			for i := range tc.updates {
+			for range tc.updates {
 				r.Update("file", Snapshot{Entries: []Entry{ent("a.x", "10.0.0.1")}, Changed: time.Now()})
-				_ = i
 				time.Sleep(tc.every)
 			}
 			time.Sleep(3 * tc.debounce)
-			got := r.Latest().Version
-			// Timers on a loaded machine can stretch a trickle; allow one
-			// more version but never one per update.
-			if got < tc.want || got > tc.want+1 {
-				t.Errorf("versions = %d, want %d", got, tc.want)
+			if got := r.Latest().Version; got < tc.min || got > tc.max {
+				t.Errorf("versions = %d, want %d to %d", got, tc.min, tc.max)
 			}
 		})
 	}
