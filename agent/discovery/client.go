@@ -61,6 +61,9 @@ type Config struct {
 	// a round in which no address delivered a response; 250ms and 30s.
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
+	// MaxMessageSize bounds one response; 256 MiB. gRPC's own default of
+	// 4 MiB would refuse the full table of a cluster with ~60,000 services.
+	MaxMessageSize int
 	// KeepaliveTime is the idle time before a keepalive ping and
 	// KeepaliveTimeout the wait for its ack; 30s and 10s. The control plane
 	// must permit pings this often (keepalive.EnforcementPolicy).
@@ -112,6 +115,9 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.MaxBackoff, 30*time.Second)
 	def(&cfg.KeepaliveTime, 30*time.Second)
 	def(&cfg.KeepaliveTimeout, 10*time.Second)
+	if cfg.MaxMessageSize <= 0 {
+		cfg.MaxMessageSize = 256 << 20
+	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = uuid.NewString()
 	}

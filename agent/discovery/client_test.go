@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"log/slog"
 	"net"
@@ -526,5 +528,32 @@ func TestStateWriteFailureStillAcks(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(c.metrics.stateWrites.WithLabelValues("error")); got != 1 {
 		t.Errorf("state write errors = %v, want 1", got)
+	}
+}
+
+// TestLargeTable streams a full table bigger than gRPC's default 4 MiB
+// message limit, as a cluster with tens of thousands of services produces.
+func TestLargeTable(t *testing.T) {
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable})
+	big := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}}
+	const n = 30_000
+	for i := range n {
+		ip := func(j int) string { return fmt.Sprintf("fd00:%x::%x:%x", j, i>>8, i&255) }
+		big.Table[fmt.Sprintf("service-%d.namespace-%d.svc.cluster.local", i, i%50)] = &meshdnsv1.NameInfo{
+			Ips: []string{ip(1), ip(2), ip(3), ip(4)}, Registry: "Kubernetes",
+			Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "TCP"}, {Name: "grpc", Port: 9090, Protocol: "TCP"}}}
+	}
+	if size := proto.Size(big); size <= 4<<20 {
+		t.Fatalf("table is %d bytes, not above the 4 MiB default", size)
+	}
+	srv.Recv(t)
+	srv.Send(full("big", "n1", big))
+	if got := srv.Recv(t); got.GetVersionInfo() != "big" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", got)
+	}
+	if got := len(rec.names()); got != n {
+		t.Errorf("applied %d names, want %d", got, n)
 	}
 }

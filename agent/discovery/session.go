@@ -24,6 +24,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                c.cfg.KeepaliveTime,
 			Timeout:             c.cfg.KeepaliveTimeout,
