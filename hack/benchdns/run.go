@@ -134,7 +134,7 @@ func bench(cfg *runConfig) error {
 	fmt.Printf("# benchdns: %d services, %d names per scenario, %d rounds of %s runs, server on cpu %s, dnsperf on cpu %s\n",
 		cfg.services, cfg.names, cfg.rounds, cfg.duration, cfg.serverCPU, cfg.clientCPU)
 	fmt.Printf("# CPU/query = server utime+stime over the run / queries completed; ratio = meshdns / reflector of the same round\n")
-	fmt.Printf("%-16s %-5s %10s %10s %14s %8s\n", "scenario", "round", "queries", "QPS", "CPU/query µs", "ratio")
+	fmt.Printf("%-16s %-5s %10s %10s %12s %14s %8s\n", "scenario", "round", "queries", "QPS", "avg lat µs", "CPU/query µs", "ratio")
 
 	scs := scenarios()
 	files := make([]string, len(scs))
@@ -278,7 +278,7 @@ func verdict(ok bool) string {
 }
 
 func printRow(name string, round int, r perfResult, ratio float64) {
-	fmt.Printf("%-16s %-5d %10d %10.0f %14.2f %8.2f\n", name, round, r.completed, r.qps, 1e6*r.cpuPerQuery(), ratio)
+	fmt.Printf("%-16s %-5d %10d %10.0f %12.1f %14.2f %8.2f\n", name, round, r.completed, r.qps, 1e6*r.avgLat, 1e6*r.cpuPerQuery(), ratio)
 }
 
 func median(v []float64) float64 {
