@@ -2,6 +2,8 @@ package filesource
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -141,4 +143,27 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestExamples keeps examples/entries valid.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/entries/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example files: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, _, err := Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) == 0 {
+				t.Error("no entries")
+			}
+		})
+	}
 }
