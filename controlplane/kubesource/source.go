@@ -175,14 +175,14 @@ func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 	// Everything is built once now; events of the initial list are folded
 	// into this build.
 	s.takeDirty()
-	entries := map[string]registry.Entry{}
+	entries := newEntrySet()
 	for ns, w := range watches {
 		for _, key := range w.svc.GetIndexer().ListKeys() {
 			s.rebuild(entries, watches, ns, key)
 		}
 	}
 	s.send(sink, entries, time.Time{})
-	s.log.Info("informers synced", "services", len(entries), "zone", s.cfg.ClusterDomain)
+	s.log.Info("informers synced", "services", entries.len(), "zone", s.cfg.ClusterDomain)
 
 	coalesce := time.NewTimer(time.Hour)
 	coalesce.Stop()
@@ -363,12 +363,12 @@ func (s *Source) takeDirty() ([]string, time.Time) {
 
 // rebuild recomputes the entry of one service into entries and reports
 // whether its answers changed.
-func (s *Source) rebuild(entries map[string]registry.Entry, watches map[string]*informers, ns, key string) bool {
+func (s *Source) rebuild(entries *entrySet, watches map[string]*informers, ns, key string) bool {
 	w := watches[ns]
 	if w == nil {
 		w = watches[metav1.NamespaceAll]
 	}
-	old, had := entries[key]
+	old, had := entries.get(key)
 	var svc *corev1.Service
 	if w != nil {
 		if obj, ok, _ := w.svc.GetIndexer().GetByKey(key); ok {
@@ -376,8 +376,7 @@ func (s *Source) rebuild(entries map[string]registry.Entry, watches map[string]*
 		}
 	}
 	if svc == nil {
-		delete(entries, key)
-		return had
+		return entries.remove(key)
 	}
 	var eps []*discoveryv1.EndpointSlice
 	if objs, err := w.eps.GetIndexer().ByIndex(indexService, key); err == nil {
@@ -393,21 +392,19 @@ func (s *Source) rebuild(entries map[string]registry.Entry, watches map[string]*
 		s.log.Warn("ignoring invalid namespaces in annotation", "service", key, "annotation", AnnotationExportTo, "values", bad)
 	}
 	if !ok {
-		delete(entries, key)
-		return had
+		return entries.remove(key)
 	}
-	entries[key] = e
-	return !had || !sameEntry(old, e)
+	if had && sameEntry(old, e) {
+		return false // keep the old entry: nothing DNS shows changed
+	}
+	entries.set(key, e)
+	return true
 }
 
-// send hands the registry a new snapshot of all entries, sorted by
-// hostname so equal states give equal snapshots.
-func (s *Source) send(sink registry.Sink, entries map[string]registry.Entry, changed time.Time) {
-	out := make([]registry.Entry, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b registry.Entry) int { return strings.Compare(a.Hostname, b.Hostname) })
+// send hands the registry a new snapshot of all entries, in ns/name order
+// so equal states give equal snapshots.
+func (s *Source) send(sink registry.Sink, entries *entrySet, changed time.Time) {
+	out := entries.snapshot()
 	sink.Update(s.cfg.Name, registry.Snapshot{Entries: out, Zones: []string{s.cfg.ClusterDomain}, Changed: changed})
 	s.m.snapshots.Inc()
 	s.m.entries.Set(float64(len(out)))

@@ -400,7 +400,8 @@ func TestFakeNamespaces(t *testing.T) {
 	for _, e := range s.Entries {
 		hosts = append(hosts, e.Hostname)
 	}
-	if diff := cmp.Diff([]string{"db.c.svc.cluster.local", "web.a.svc.cluster.local", "web.c.svc.cluster.local"}, hosts); diff != "" {
+	// Snapshots are in ns/name order.
+	if diff := cmp.Diff([]string{"web.a.svc.cluster.local", "db.c.svc.cluster.local", "web.c.svc.cluster.local"}, hosts); diff != "" {
 		t.Errorf("hostnames (-want +got):\n%s", diff)
 	}
 	db, _ := find(s, "db.c.svc.cluster.local")
