@@ -99,18 +99,28 @@ func FuzzLookup(f *testing.F) {
 	})
 }
 
-// FuzzNew builds a one-entry table from an arbitrary hostname: New must
-// reject it or answer it.
+// FuzzNew builds a table from an arbitrary entry (hostname, endpoint
+// hostname, port name, address): New must reject it, or answer its
+// hostname and pack every answer for every name it lists.
 func FuzzNew(f *testing.F) {
-	for _, s := range []string{"a.example.com", "*.example.com", "A.B.", "a..b", "*", "a.*.b", strings.Repeat("x", 64), "_http._tcp.x", "1.0.0.10.in-addr.arpa", "dns-version.cluster.local"} {
-		f.Add(s, []byte{10, 0, 0, 1})
+	for _, s := range []string{"a.example.com", "*.example.com", "A.B.", "a..b", "*", "a.*.b", strings.Repeat("x", 64), "_http._tcp.x", "1.0.0.10.in-addr.arpa", "dns-version.cluster.local", strings.Repeat("abcdefghi.", 24) + "com"} {
+		f.Add(s, "", "", []byte{10, 0, 0, 1})
 	}
-	f.Fuzz(func(t *testing.T, host string, ip []byte) {
+	f.Add("db.ns.svc.cluster.local", "db-0", "sql", []byte{10, 0, 0, 2})
+	f.Add("db.ns.svc.cluster.local", "", "h", []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3})
+	f.Add(strings.Repeat("abcdefghi.", 22)+"com", strings.Repeat("e", 20), strings.Repeat("p", 15), []byte{10, 0, 0, 3})
+	f.Fuzz(func(t *testing.T, host, epHost, portName string, ip []byte) {
 		a, ok := netip.AddrFromSlice(ip)
 		if !ok {
 			a = netip.MustParseAddr("10.0.0.1")
 		}
-		table, err := New([]Entry{{Hostname: host, IPs: []netip.Addr{a}}}, []string{"cluster.local"}, Context{})
+		e := Entry{Hostname: host, IPs: []netip.Addr{a}}
+		if epHost != "" || portName != "" {
+			e.IPs = nil
+			e.Endpoints = []Endpoint{{Hostname: epHost, IPs: []netip.Addr{a}}}
+			e.Ports = []Port{{Name: portName, Port: 80}}
+		}
+		table, err := New([]Entry{e}, []string{"cluster.local"}, Context{Search: []string{"cluster.local"}})
 		if err != nil {
 			return
 		}
@@ -122,9 +132,19 @@ func FuzzNew(f *testing.F) {
 		if !a.Unmap().Is4() {
 			qtype = dns.TypeAAAA
 		}
-		r := table.Lookup(dns.Question{Name: dns.Fqdn(name), Qtype: qtype, Qclass: dns.ClassINET})
-		if r.Action != Answer || len(r.Answer) != 1 {
-			t.Fatalf("accepted %q but answers %+v", host, r)
+		q := dns.Question{Name: dns.Fqdn(name), Qtype: qtype, Qclass: dns.ClassINET}
+		if r := table.Lookup(q); r.Action != Answer || len(r.Answer) != 1 {
+			t.Fatalf("accepted %+v but answers %+v", e, r)
+		}
+		for _, n := range table.Names() {
+			for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR} {
+				q := dns.Question{Name: n + ".", Qtype: qt, Qclass: dns.ClassINET}
+				r := table.Lookup(q)
+				checkResult(t, q, r)
+				if r.Action == Answer {
+					packResult(t, q, r)
+				}
+			}
 		}
 	})
 }
