@@ -83,12 +83,19 @@ func (s *tableState) get(key []byte) *answer {
 }
 
 // put stores a; when the shard is full it drops an arbitrary entry (map
-// iteration order is random), which keeps memory bounded against a client
-// walking random names without any bookkeeping on the hit path.
+// iteration order is random), which keeps memory bounded without any
+// bookkeeping on the hit path. Forward markers never evict: a client
+// walking random external names (random subdomains of a CDN) must not push
+// out the table's answers, so once the shard is full such names pay a
+// Lookup per query instead.
 func (s *tableState) put(key []byte, a *answer) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	if len(sh.m) >= s.perShard {
+		if a.kind == kindForward {
+			sh.mu.Unlock()
+			return
+		}
 		for k := range sh.m {
 			delete(sh.m, k)
 			break

@@ -190,3 +190,29 @@ func TestAnswerCacheBound(t *testing.T) {
 		t.Errorf("answer cache holds %d entries, bound 32", n)
 	}
 }
+
+// Random forwarded names do not evict the table's answers.
+func TestForwardedNamesDoNotEvictAnswers(t *testing.T) {
+	cfg := testConfig(&fakeResolver{answer: staticAnswer(t, "A 192.0.2.1")})
+	cfg.MaxAnswers = answerShards // one entry per shard
+	h, err := NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := demoTable(t)
+	h.SetTable(tbl)
+	known := packMsg(t, newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+	h.Serve(t.Context(), nil, known, UDP)
+	for i := range 300 {
+		h.Serve(t.Context(), nil, packMsg(t, newQuery(fmt.Sprintf("r%d.cdn.example.", i), dns.TypeA)), UDP)
+	}
+	before := tbl.lookups.Load()
+	for range 10 {
+		if r := h.Serve(t.Context(), nil, known, UDP); r == nil || binary.BigEndian.Uint16(r[6:]) != 3 {
+			t.Fatalf("known name: %x", r)
+		}
+	}
+	if n := tbl.lookups.Load() - before; n != 0 {
+		t.Errorf("known name looked up %d more times: its answer was evicted", n)
+	}
+}
