@@ -1,17 +1,23 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
+	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshdns/meshdns/controlplane"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 func TestControlPlaneFlags(t *testing.T) {
@@ -80,4 +86,110 @@ func TestControlPlaneFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControlPlaneCommandServesAgents runs `meshdns controlplane` on the
+// sample entries, on free loopback ports, and streams tables to two agents
+// of different namespaces over real gRPC.
+func TestControlPlaneCommandServesAgents(t *testing.T) {
+	grpcAddr, adminAddr := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch(ctx, []string{"controlplane", "--entries", "../../examples/entries",
+			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--debounce", "10ms", "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controlplane: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get("http://" + adminAddr + "/healthz/ready")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tests := []struct {
+		namespace string
+		want      map[string]string // hostname -> first IP; "vip" for a 240.240/16 address
+	}{
+		{namespace: "team-a", want: map[string]string{"api.corp.example": "10.1.2.3", "legacy-billing.corp.example": "vip",
+			"*.dev.corp.example": "10.9.0.10", "payroll-db.corp.example": "10.1.5.20", "cache.corp.example": "10.1.6.1"}},
+		{namespace: "team-b", want: map[string]string{"api.corp.example": "10.1.2.3", "legacy-billing.corp.example": "vip",
+			"*.dev.corp.example": "10.9.0.10", "cache.corp.example": "10.1.6.2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.namespace, func(t *testing.T) {
+			table := fetchTable(t, grpcAddr, tc.namespace)
+			got := map[string]string{}
+			for h, ni := range table.GetTable() {
+				ip := ni.GetIps()[0]
+				if strings.HasPrefix(ip, "240.240.") {
+					ip = "vip"
+				}
+				got[h] = ip
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("table (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"corp.example"}, table.GetAuthoritativeZones()); diff != "" {
+				t.Errorf("zones (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fetchTable opens a stream as an agent of namespace and returns the first
+// (full) table.
+func fetchTable(t *testing.T, addr, namespace string) *meshdnsv1.NameTable {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&meshdnsv1.StreamNameTableRequest{Identity: &meshdnsv1.AgentIdentity{Namespace: namespace, PodName: "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetFull() == nil {
+		t.Fatalf("first response %v is not a full table", r)
+	}
+	return r.GetFull()
+}
+
+// TestControlPlaneFlagsDocumented checks that every flag of
+// newControlPlaneFlags is in the Configuration table of
+// controlplane/README.md.
+func TestControlPlaneFlagsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../controlplane/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	newControlPlaneFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "| `--"+f.Name+"`") {
+			t.Errorf("--%s is not in the Configuration table of controlplane/README.md", f.Name)
+		}
+	})
 }
