@@ -228,14 +228,17 @@ func envInt(name string, def int) int {
 
 // BenchmarkScale: MESHDNS_BENCH_AGENTS (1,000) agent streams over loopback
 // against one control plane process serving MESHDNS_BENCH_ENTRIES (10,000)
-// entries from MESHDNS_BENCH_FILES (100) files. Each iteration rewrites the
-// file holding one entry with that entry changed and waits until every agent has applied and ACKed it. Times count
-// from the file rename, so they include the file watch settle (20ms) and
-// the registry debounce (100ms).
+// entries from MESHDNS_BENCH_FILES (100) files, the agents spread over
+// MESHDNS_BENCH_NAMESPACES (1) namespaces (one view each). Each iteration
+// rewrites the file holding one entry with that entry changed and waits
+// until every agent has applied and ACKed it. Times count from the file
+// rename, so they include the file watch settle (20ms) and the registry
+// debounce (100ms).
 func BenchmarkScale(b *testing.B) {
 	nAgents := envInt("MESHDNS_BENCH_AGENTS", 1000)
 	nEntries := envInt("MESHDNS_BENCH_ENTRIES", 10000)
 	nFiles := envInt("MESHDNS_BENCH_FILES", 100)
+	nNamespaces := envInt("MESHDNS_BENCH_NAMESPACES", 1)
 	dir := b.TempDir()
 	writeEntries(b, dir, nEntries, nFiles, "10.200.0.0", true)
 
@@ -263,7 +266,7 @@ func BenchmarkScale(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = benchAgent(ctx, grpcAddr, "bench", fmt.Sprintf("pod-%d", i), events)
+			_ = benchAgent(ctx, grpcAddr, fmt.Sprintf("ns-%d", i%nNamespaces), fmt.Sprintf("pod-%d", i), events)
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
@@ -328,7 +331,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(rssMax/(1<<20), "cp-rss-MiB")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
 	b.ReportMetric(marshals, "encodings/update")
-	b.Logf("%d agents, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms; delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
-		nAgents, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, deltaBytes, fullBytes,
+	b.Logf("%d agents in %d namespaces, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms; delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
+		nAgents, nNamespaces, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, deltaBytes, fullBytes,
 		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20), marshals, nAgents)
 }
