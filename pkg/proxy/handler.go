@@ -28,8 +28,10 @@ type Handler struct {
 	// query loads it once, so a swap never waits for queries.
 	state atomic.Pointer[tableState]
 	ready atomic.Bool
-	// expired is a context that is already done (see forward).
+	// expired is a context that is already done (see appendCached).
 	expired context.Context
+	// cached is the Resolver's cache-only fast path, or nil.
+	cached CacheAppender
 	// epoch anchors clock.
 	epoch time.Time
 }
@@ -55,6 +57,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
 	h.expired = expired
+	h.cached, _ = cfg.Resolver.(CacheAppender)
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers))
 	h.m, err = newMetrics(cfg.Registerer, func() float64 { return float64(h.state.Load().len()) })
@@ -165,6 +168,19 @@ func (h *Handler) fill(st *tableState, key []byte, q *query) (*answer, error) {
 	return a, nil
 }
 
+// appendCached answers from the Resolver's cache without blocking: through
+// CacheAppender when the Resolver has it, else with AppendReply and an
+// expired context (the Resolver contract says that answers a cache hit and
+// fails anything else at once; a miss may start resolving in the
+// background, which the worker that gets the query then joins).
+func (h *Handler) appendCached(dst, qwire []byte) ([]byte, upstream.Source, bool) {
+	if h.cached != nil {
+		return h.cached.AppendCached(dst, qwire)
+	}
+	out, s, err := h.resolver.AppendReply(h.expired, dst, qwire)
+	return out, s, err == nil
+}
+
 // rotate turns the run of A/AAAA records in out by a random amount: the
 // records have equal length, so this is a copy with no re-packing, and
 // each address comes first equally often.
@@ -199,8 +215,8 @@ func (h *Handler) forward(ctx context.Context, dst []byte, q *query, p Protocol,
 		start = h.clock()
 	}
 	if !block {
-		out, s, err := h.resolver.AppendReply(h.expired, dst[:0], q.qwire)
-		if err != nil || len(out) < headerLen+len(q.qwire) {
+		out, s, ok := h.appendCached(dst[:0], q.qwire)
+		if !ok || len(out) < headerLen+len(q.qwire) {
 			return nil, true
 		}
 		return h.forwarded(ctx, out, q, p, s, start), false

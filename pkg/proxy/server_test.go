@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -583,5 +586,41 @@ func TestTableSwap(t *testing.T) {
 	r := exchange(t, "udp", udpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
 	if diff := cmp.Diff([]string{"web.demo.svc.cluster.local.\t5\tIN\tA\t10.1.1.1"}, rrStrings(r.Answer)); diff != "" {
 		t.Errorf("after swap (-want +got):\n%s", diff)
+	}
+}
+
+// cacheOnly is a Resolver with the CacheAppender fast path: it has
+// "www.example.org A" cached and fails AppendReply with a done context, so
+// the test sees which path the UDP reader took.
+type cacheOnly struct {
+	*fakeResolver
+	hits atomic.Int64
+}
+
+func (c *cacheOnly) AppendCached(dst, qwire []byte) ([]byte, upstream.Source, bool) {
+	if !strings.EqualFold(string(qwire[:len(qwire)-4]), "\x03www\x07example\x03org\x00") {
+		return dst, upstream.SourceCache, false
+	}
+	c.hits.Add(1)
+	out, _, err := c.fakeResolver.AppendReply(context.Background(), dst, qwire)
+	return out, upstream.SourceCache, err == nil
+}
+
+func TestCacheAppenderUsed(t *testing.T) {
+	res := &cacheOnly{fakeResolver: &fakeResolver{answer: staticAnswer(t, "A 192.0.2.3")}}
+	s := startServer(t, testConfig(res))
+	s.SetTable(demoTable(t))
+	for _, qname := range []string{"WWW.example.org.", "other.example.org."} {
+		if r := exchange(t, "udp", udpAddr(s), newQuery(qname, dns.TypeA)); len(r.Answer) != 1 {
+			t.Errorf("%s: %d answers, want 1", qname, len(r.Answer))
+		}
+	}
+	if got := res.hits.Load(); got != 1 {
+		t.Errorf("AppendCached hits = %d, want 1", got)
+	}
+	// The cached name never reached AppendReply's blocking path; the other
+	// one did, once, from a worker.
+	if got := res.calls.Load(); got != 2 {
+		t.Errorf("resolver calls = %d, want 2 (one inside AppendCached, one from the worker)", got)
 	}
 }
