@@ -72,7 +72,9 @@ type View struct {
 	key Key
 	enc *encoder
 
-	model uint64 // the registry model the view reflects; guarded by Store.mu
+	// model is the registry model the view reflects; only touched while
+	// Store.mu is held (by Apply, one worker per view, or Subscribe).
+	model uint64
 
 	mu        sync.Mutex // guards following
 	cur       *Version
