@@ -15,9 +15,9 @@ type endpointName struct {
 	ips   []netip.Addr
 }
 
-// addEntry validates e and adds its names: the hostname and AltHosts, the
-// SRV owners of its named ports, the names of its endpoints, and the PTR
-// records of its addresses.
+// addEntry validates e and adds its names: the hostname and AltHosts with
+// their records (SRV records grouped by port name, see addPorts), the
+// names of its endpoints, and the PTR records of its addresses.
 func (b *builder) addEntry(e *Entry) error {
 	host, err := normalizeName(e.Hostname, true)
 	if err != nil {

@@ -25,7 +25,7 @@ type node struct {
 	// canonical is the FQDN with trailing dot that search-path expansion
 	// aliases to; "" for nodes that only exist to say NODATA.
 	canonical string
-	// rrs holds the record sets; for a chase node, only the CNAME.
+	// rrs holds the record sets; a chase node has none (see chaseTarget).
 	rrs []dns.RR
 	// extra is the additional section of an SRV answer (the A/AAAA
 	// records of the targets), shared by a service and its port names; or
@@ -38,7 +38,7 @@ type node struct {
 	// domain: only they answer to the alternate names svc.ns, svc.ns.svc
 	// and svc.
 	alt bool
-	// chase marks an ExternalName: rrs[0] is a *dns.CNAME to its target.
+	// chase marks an ExternalName or a wildcard with a canonical name.
 	chase bool
 }
 
@@ -59,9 +59,10 @@ func (n *node) set(i int) []dns.RR {
 	return n.rrs[lo:hi:hi]
 }
 
-// chaseTarget is the ExternalName target, FQDN with trailing dot.
+// chaseTarget is the ExternalName target, FQDN with trailing dot, from
+// the CNAME pack keeps just beyond the length of a chase node's rrs.
 func (n *node) chaseTarget() string {
-	return n.rrs[0].(*dns.CNAME).Target
+	return n.rrs[:1][0].(*dns.CNAME).Target
 }
 
 // draft is a node under construction: separate growable sets plus what
@@ -97,7 +98,9 @@ func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
 	d.built = n
 	if d.chase != "" {
 		n.chase = true
-		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}
+		// Length 0, capacity 1: every record set reads empty, and only
+		// chaseTarget reaches the CNAME.
+		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}[:0]
 		return n
 	}
 	total := 0
