@@ -202,7 +202,8 @@ func (b *builder) addVersion() {
 
 // addEmptyNonTerminals defines, inside authoritative zones, every ancestor
 // of a defined name that is not defined itself (ns.svc.cluster.local,
-// _tcp.web.ns.svc.cluster.local, the domain of a wildcard): such names
+// svc.cluster.local, the domain of a wildcard; _tcp.<service> is derived
+// at query time, see findPort): such names
 // exist and must get NODATA, not NXDOMAIN, or resolvers that trust RFC
 // 8020 would treat the whole subtree as gone. Ancestors outside the zones
 // stay unknown and are forwarded. One shared node per zone serves all.
