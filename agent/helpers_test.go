@@ -178,10 +178,10 @@ func answerData(m *dns.Msg) []string {
 	return out
 }
 
-// eventually polls cond every 20ms for up to 5s.
+// eventually polls cond every 20ms for up to 15s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -114,14 +114,15 @@ func (s *Server) DropStream() {
 // Stop stops the server; agents see their stream fail.
 func (s *Server) Stop() { s.srv.Stop() }
 
-// Recv returns the next request, failing the test after 10s.
+// Recv returns the next request, failing the test after 30s (generous:
+// CI machines run many race-enabled tests at once).
 func (s *Server) Recv(t testing.TB) *meshdnsv1.StreamNameTableRequest {
 	t.Helper()
 	select {
 	case r := <-s.Requests:
 		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request from the agent within 10s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request from the agent within 30s")
 		return nil
 	}
 }
