@@ -126,6 +126,28 @@ func TestNewAccepts(t *testing.T) {
 			want: []string{"db-0.db.ns.svc.cluster.local. 30 IN AAAA fd00::1"},
 		},
 		{
+			name: "a dual-stack endpoint without hostname gets a dashed name per address",
+			entries: []Entry{{
+				Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns",
+				Endpoints: []Endpoint{{IPs: addrs("10.0.0.1", "fd00::1")}},
+			}},
+			q:    q("fd00--1.db.ns.svc.cluster.local.", dns.TypeAAAA),
+			want: []string{"fd00--1.db.ns.svc.cluster.local. 30 IN AAAA fd00::1"},
+		},
+		{
+			name: "a dual-stack endpoint without hostname is one SRV target per address",
+			entries: []Entry{{
+				Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns",
+				Endpoints: []Endpoint{{IPs: addrs("10.0.0.1", "fd00::1")}},
+				Ports:     []Port{{Name: "sql", Port: 5432}},
+			}},
+			q: q("_sql._tcp.db.ns.svc.cluster.local.", dns.TypeSRV),
+			want: []string{
+				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 10 100 5432 10-0-0-1.db.ns.svc.cluster.local.",
+				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 10 100 5432 fd00--1.db.ns.svc.cluster.local.",
+			},
+		},
+		{
 			name:    "a custom cluster domain moves the alternate names",
 			entries: []Entry{{Hostname: "web.ns.svc.corp.example", ShortName: "web", Namespace: "ns", IPs: addrs("10.0.0.1")}},
 			ctx:     Context{ClusterDomain: "corp.example."},
