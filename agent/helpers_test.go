@@ -20,11 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The upstream resolver's cache may run a janitor owned by the
-		// process; it is not the agent's goroutine.
-		goleak.IgnoreTopFunction("github.com/fsnotify/fsnotify.(*inotify).readEvents"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // upstreamServer is a real DNS server on 127.0.0.1:0 standing in for the
