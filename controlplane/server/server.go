@@ -99,6 +99,11 @@ func New(cfg Config) (*Server, error) {
 		// control plane without being cut off as abusive.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		// Thousands of mostly idle connections: return each connection's
+		// write buffer to a pool after a flush instead of keeping 32KB per
+		// agent, and read with small buffers (agents send only ACKs).
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(4 << 10),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
