@@ -79,7 +79,7 @@ func (b *builder) addEntry(e *Entry) error {
 	// targets are the SRV targets; targetRRs their A/AAAA records for the
 	// additional section.
 	targets := []string{fqdn}
-	targetRRs := d.addrs()
+	var targetRRs []dns.RR // nil: the service is its own target
 	if headless && len(eps) == 0 {
 		// A headless service without ready endpoints exists (NODATA)
 		// but has no SRV targets.
@@ -91,7 +91,7 @@ func (b *builder) addEntry(e *Entry) error {
 			return err
 		}
 		if !headless {
-			targets, targetRRs = []string{fqdn}, d.addrs()
+			targets, targetRRs = []string{fqdn}, nil
 		}
 	}
 	if err := addPorts(d, e.Ports, targets, targetRRs, ttl); err != nil {
@@ -265,8 +265,14 @@ func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl 
 	for _, o := range owners {
 		d.sets[setSRV] = append(d.sets[setSRV], byOwner[o]...)
 	}
-	if len(ports) > 0 {
-		d.extra = &targetRRs // shared by the service and its port names
+	switch {
+	case len(ports) == 0:
+	case len(targets) == 1 && targets[0] == d.canonical:
+		// The service is its own target: its A/AAAA records, already at
+		// the front of the node's records, are the additional section.
+		d.extraSelf = true
+	default:
+		d.extra = &targetRRs
 	}
 	return nil
 }

@@ -238,8 +238,8 @@ func (m match) answer(qtype uint16, alias string) Result {
 		return r
 	}
 	r.Answer = ans
-	if ans[0].Header().Rrtype == dns.TypeSRV && n.extra != nil {
-		r.Extra = *n.extra
+	if ans[0].Header().Rrtype == dns.TypeSRV {
+		r.Extra = n.srvExtra()
 	}
 	return r
 }

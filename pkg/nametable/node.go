@@ -27,9 +27,8 @@ type node struct {
 	canonical string
 	// rrs holds the record sets; a chase node has none (see chaseTarget).
 	rrs []dns.RR
-	// extra is the additional section of an SRV answer (the A/AAAA
-	// records of the targets), shared by a service and its port names; or
-	// nil.
+	// extra is the additional section of an SRV answer when the targets
+	// are endpoints (their A/AAAA records); or nil.
 	extra *[]dns.RR
 	// ns is the SOA of the enclosing zone, for NODATA answers; shared.
 	ns  *[]dns.RR
@@ -40,6 +39,21 @@ type node struct {
 	alt bool
 	// chase marks an ExternalName or a wildcard with a canonical name.
 	chase bool
+	// extraSelf marks a service that is its own SRV target: the
+	// additional section is its own A and AAAA sets, so it costs nothing.
+	extraSelf bool
+}
+
+// srvExtra is the additional section of an SRV answer from n.
+func (n *node) srvExtra() []dns.RR {
+	if n.extraSelf {
+		hi := n.end[setAAAA]
+		return n.rrs[:hi:hi]
+	}
+	if n.extra != nil {
+		return *n.extra
+	}
+	return nil
 }
 
 // set returns record set i, capacity-limited so that an append by a
@@ -72,6 +86,7 @@ type draft struct {
 	chase     string
 	sets      [numSets][]dns.RR
 	extra     *[]dns.RR
+	extraSelf bool
 	alt       bool
 	ttl       uint32
 	// apex is the zone whose SOA goes into negative answers.
@@ -92,6 +107,7 @@ func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
 	n := &node{
 		canonical: d.canonical,
 		extra:     d.extra,
+		extraSelf: d.extraSelf,
 		ns:        soa(d.apex),
 		alt:       d.alt,
 	}
