@@ -186,6 +186,7 @@ entries:
 			{name: "agents", path: "/debug/agents", code: 200, contains: `"pod": "pod-b"`},
 			{name: "metrics", path: "/metrics", code: 200, contains: "meshdns_controlplane_agents_connected 2"},
 			{name: "log level", path: "/debug/loglevel", code: 404},
+			{name: "heap profile", path: "/debug/pprof/heap?debug=1", code: 200, contains: "heap profile"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {

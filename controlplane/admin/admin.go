@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,13 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /debug/nametable", h.nametable)
 	mux.HandleFunc("GET /debug/loglevel", h.logLevel)
 	mux.HandleFunc("PUT /debug/loglevel", h.logLevel)
+	// Profiles on our own mux; importing net/http/pprof registers them on
+	// http.DefaultServeMux too, which nothing here serves.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux, nil
 }
 
