@@ -103,13 +103,30 @@ func TestNACKSendsFullTable(t *testing.T) {
 	}
 
 	// A NACKed full table is not resent (the agent would reject it
-	// again); the next version comes as usual.
+	// again); the next version comes as a delta from the table the agent
+	// kept.
+	h.publish(t, entry("a.corp.example", "10.0.0.4"))
+	r = a.Recv()
+	a.Nack(r, "bad address")
+	r = a.Recv()
+	if cptest.Kind(r) != "full" {
+		t.Fatalf("after a NACKed delta got %s, want full", cptest.Kind(r))
+	}
+	a.Nack(r, "still bad")
+	a.None(100 * time.Millisecond)
+	h.publish(t, entry("a.corp.example", "10.0.0.5"))
+	if r := a.Next(); cptest.Kind(r) != "delta" {
+		t.Errorf("after a NACKed full table got %s, want a delta from the kept table", cptest.Kind(r))
+	}
+	if diff := cmp.Diff(map[string]string{"a.corp.example": "10.0.0.5"}, a.IPs()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
 	b := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "b"})
 	r = b.Recv()
 	b.Nack(r, "table too large")
 	b.None(100 * time.Millisecond)
-	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 2 {
-		t.Errorf("nacks = %v, want 2", got)
+	if got := h.metric(t, "meshdns_controlplane_nacks_total"); got != 4 {
+		t.Errorf("nacks = %v, want 4", got)
 	}
 }
 

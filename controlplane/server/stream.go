@@ -26,9 +26,10 @@ type agent struct {
 
 	wake chan struct{} // the receiver asks the sender for a full table
 
-	mu        sync.Mutex // guards following
-	nonce     uint64     // last nonce sent
-	sent      *view.Version
+	mu        sync.Mutex          // guards following
+	nonce     uint64              // last nonce sent
+	sentID    string              // version the agent holds once it applies what was sent
+	sentSeq   uint64              // model sequence of the newest version sent
 	inflight  map[uint64]inflight // sent, not yet answered, by nonce
 	lastFull  uint64              // nonce of the last full table sent
 	needFull  bool
@@ -57,9 +58,7 @@ func (a *agent) info() AgentInfo {
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Overflows: a.overflows,
 		View: a.sub.View().Current().ID,
 	}
-	if a.sent != nil {
-		i.Sent = a.sent.ID
-	}
+	i.Sent = a.sentID
 	return i
 }
 
@@ -152,7 +151,7 @@ func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resum
 			// the write sees that a repair is on its way.
 			a.lastFull = a.nonce + 1
 		}
-		sent := a.sent
+		sentID, sentSeq := a.sentID, a.sentSeq
 		a.mu.Unlock()
 		var p *view.Prepared
 		switch {
@@ -161,10 +160,10 @@ func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resum
 			// version, which the full table carries.
 			drain(a.sub.C())
 			p = v.Current().Full()
-		case target == nil || target.Seq <= sent.Seq:
+		case target == nil || target.Seq <= sentSeq:
 			continue // stale: a newer table already went out
 		default:
-			p = v.Response(sent.ID, target)
+			p = v.Response(sentID, target)
 		}
 		if err := s.write(st, a, p); err != nil {
 			return err
@@ -193,7 +192,7 @@ func (s *Server) write(st grpc.ServerStream, a *agent, p *view.Prepared) error {
 	if p.Kind == "full" {
 		a.lastFull = n
 	}
-	a.sent = p.Version
+	a.sentID, a.sentSeq = p.Version.ID, p.Version.Seq
 	a.mu.Unlock()
 	if err := st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)}); err != nil {
 		return err
@@ -244,6 +243,10 @@ func (s *Server) receive(st grpc.ServerStream, a *agent, log *slog.Logger) error
 		resend := (!known || f.kind != "full") && a.lastFull < n
 		if resend {
 			a.needFull = true
+		} else if known && f.kind == "full" && n == a.nonce {
+			// The agent kept its table: base the next delta on it
+			// (a full table again if it is not in the history).
+			a.sentID = req.GetVersionInfo()
 		}
 		a.mu.Unlock()
 		s.m.nacks.Inc()
