@@ -19,7 +19,8 @@
 #                 [--binary PATH]
 # Environment (for tests and unusual layouts): RESOLV_CONF (/etc/resolv.conf),
 # STATE_DIR (/var/lib/meshdns), SYSTEMD_DIR (/etc/systemd/system),
-# DEFAULTS_FILE (/etc/default/meshdns-agent), LISTEN_ADDR (127.0.0.1).
+# DEFAULTS_FILE (/etc/default/meshdns-agent), LISTEN_ADDR (127.0.0.1),
+# AGENT_WAIT_SECONDS (10).
 set -euo pipefail
 
 RESOLV_CONF=${RESOLV_CONF:-/etc/resolv.conf}
@@ -99,14 +100,14 @@ if [ "$systemd" = 1 ]; then
   fi
   systemctl daemon-reload
   systemctl enable --now meshdns-agent.service
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $((${AGENT_WAIT_SECONDS:-10} * 5))); do
     if timeout 1 bash -c "exec 3<>/dev/tcp/$LISTEN_ADDR/53" 2>/dev/null; then
       up=1
       break
     fi
     sleep 0.2
   done
-  [ "${up:-0}" = 1 ] || die "the agent does not listen on $LISTEN_ADDR:53 after 10s; $RESOLV_CONF is unchanged (journalctl -u meshdns-agent)"
+  [ "${up:-0}" = 1 ] || die "the agent does not listen on $LISTEN_ADDR:53 after ${AGENT_WAIT_SECONDS:-10}s; $RESOLV_CONF is unchanged (journalctl -u meshdns-agent)"
 fi
 
 # 3. Point the resolver at the agent, keeping the search list and options.
