@@ -282,6 +282,7 @@ func BenchmarkScale(b *testing.B) {
 	connectAll := time.Since(connectStart)
 
 	var lat []time.Duration
+	var fanout time.Duration // sum over iterations of last minus first agent
 	var deltaBytes, iters int
 	var ticks int64
 	heapMax, rssMax := 0.0, 0.0
@@ -293,6 +294,7 @@ func BenchmarkScale(b *testing.B) {
 		t0 := cpuTicks(b, pid)
 		start := time.Now()
 		writeEntries(b, dir, nEntries, nFiles, ip, false)
+		first, last := time.Duration(0), time.Duration(0)
 		for got := 0; got < nAgents; {
 			select {
 			case e := <-events:
@@ -300,7 +302,12 @@ func BenchmarkScale(b *testing.B) {
 					continue
 				}
 				got++
-				lat = append(lat, e.at.Sub(start))
+				d := e.at.Sub(start)
+				lat = append(lat, d)
+				if got == 1 {
+					first = d
+				}
+				last = d
 				if e.kind != "delta" {
 					b.Errorf("agent got a %s table for a one-entry change", e.kind)
 				}
@@ -309,6 +316,7 @@ func BenchmarkScale(b *testing.B) {
 				b.Fatalf("iteration %d: not all agents updated within 30s", iters)
 			}
 		}
+		fanout += last - first
 		// Let the ACKs land before reading the CPU counters.
 		time.Sleep(50 * time.Millisecond)
 		ticks += cpuTicks(b, pid) - t0
@@ -331,7 +339,8 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(rssMax/(1<<20), "cp-rss-MiB")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
 	b.ReportMetric(marshals, "encodings/update")
-	b.Logf("%d agents in %d namespaces, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms; delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
-		nAgents, nNamespaces, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, deltaBytes, fullBytes,
+	b.ReportMetric(float64(fanout.Microseconds())/1000/float64(iters), "first-to-last-ms")
+	b.Logf("%d agents in %d namespaces, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
+		nAgents, nNamespaces, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes,
 		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20), marshals, nAgents)
 }
