@@ -100,21 +100,24 @@ func FuzzLookup(f *testing.F) {
 }
 
 // FuzzNew builds a table from an arbitrary entry (hostname, endpoint
-// hostname, port name, address): New must reject it, or answer its
+// hostname, port name, alt host, address): New must reject it, or answer its
 // hostname and pack every answer for every name it lists.
 func FuzzNew(f *testing.F) {
 	for _, s := range []string{"a.example.com", "*.example.com", "A.B.", "a..b", "*", "a.*.b", strings.Repeat("x", 64), "_http._tcp.x", "1.0.0.10.in-addr.arpa", "dns-version.cluster.local", strings.Repeat("abcdefghi.", 24) + "com"} {
-		f.Add(s, "", "", []byte{10, 0, 0, 1})
+		f.Add(s, "", "", "", []byte{10, 0, 0, 1})
 	}
-	f.Add("db.ns.svc.cluster.local", "db-0", "sql", []byte{10, 0, 0, 2})
-	f.Add("db.ns.svc.cluster.local", "", "h", []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3})
-	f.Add(strings.Repeat("abcdefghi.", 22)+"com", strings.Repeat("e", 20), strings.Repeat("p", 15), []byte{10, 0, 0, 3})
-	f.Fuzz(func(t *testing.T, host, epHost, portName string, ip []byte) {
+	f.Add("db.ns.svc.cluster.local", "db-0", "sql", "db.example.com", []byte{10, 0, 0, 2})
+	f.Add("db.ns.svc.cluster.local", "", "h", "*.db.example.com", []byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3})
+	f.Add(strings.Repeat("abcdefghi.", 22)+"com", strings.Repeat("e", 20), strings.Repeat("p", 15), "", []byte{10, 0, 0, 3})
+	f.Fuzz(func(t *testing.T, host, epHost, portName, alt string, ip []byte) {
 		a, ok := netip.AddrFromSlice(ip)
 		if !ok {
 			a = netip.MustParseAddr("10.0.0.1")
 		}
 		e := Entry{Hostname: host, IPs: []netip.Addr{a}}
+		if alt != "" {
+			e.AltHosts = []string{alt}
+		}
 		if epHost != "" || portName != "" {
 			e.IPs = nil
 			e.Endpoints = []Endpoint{{Hostname: epHost, IPs: []netip.Addr{a}}}
