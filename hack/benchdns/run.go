@@ -251,7 +251,7 @@ func bench(cfg *runConfig) error {
 		}
 		rss, err := rssMB(agent.cmd.Process.Pid)
 		if err != nil {
-			return err
+			return fmt.Errorf("agent gone before the RSS reading: %w (%v)", err, agent.exitStatus())
 		}
 		fmt.Printf("agent with %d services after the runs: %s; bar RSS < 30 MB %s\n", cfg.services, memReport(agent.cmd.Process.Pid), verdict(rss < 30))
 		ok = ok && (cfg.services != 10000 || rss < 30)
@@ -303,6 +303,12 @@ func writeNames(cfg *runConfig, sc scenario) (string, error) {
 type child struct {
 	cmd  *exec.Cmd
 	addr string
+}
+
+// exitStatus reaps a child that has exited and says how it ended.
+func (c *child) exitStatus() string {
+	err := c.cmd.Wait()
+	return fmt.Sprintf("%v: %v", c.cmd.ProcessState, err)
 }
 
 func (c *child) stop() {
