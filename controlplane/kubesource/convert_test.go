@@ -222,7 +222,7 @@ func TestBuildEntry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _, ok := buildEntry(tt.svc, tt.slices, "cluster.local")
+			got, _, ok := build(tt.svc, tt.slices)
 			if ok != tt.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
 			}
@@ -246,8 +246,8 @@ func TestBuildEntryOrderIndependent(t *testing.T) {
 	svc := headlessService("ns", "db")
 	a := slice("ns", "a", "db", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.0.0.2"}}, ep{addrs: []string{"10.0.0.1"}, hostname: "x"})
 	b := slice("ns", "b", "db", discoveryv1.AddressTypeIPv6, ep{addrs: []string{"fd00::1"}, hostname: "x"}, ep{addrs: []string{"fd00::9"}})
-	e1, _, _ := buildEntry(svc, []*discoveryv1.EndpointSlice{a, b}, "cluster.local")
-	e2, _, _ := buildEntry(svc, []*discoveryv1.EndpointSlice{b, a}, "cluster.local")
+	e1, _, _ := build(svc, []*discoveryv1.EndpointSlice{a, b})
+	e2, _, _ := build(svc, []*discoveryv1.EndpointSlice{b, a})
 	if !sameEntry(e1, e2) {
 		t.Errorf("entries differ by slice order:\n%s", cmp.Diff(e1, e2, entryOpts()))
 	}

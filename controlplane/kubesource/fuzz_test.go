@@ -44,7 +44,7 @@ func FuzzEndpoints(f *testing.F) {
 				inputs[p.Unmap()] = true
 			}
 		}
-		got := endpoints(in, false)
+		got := endpoints(cached(in), false)
 		if !ready && len(got) > 0 {
 			t.Fatalf("not-ready endpoints published: %v", got)
 		}

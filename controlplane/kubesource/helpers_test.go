@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
 // Object constructors shared by the unit and integration tests.
@@ -71,6 +73,19 @@ func slice(ns, name, service string, family discoveryv1.AddressType, eps ...ep) 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// build is buildEntry on API objects, through the cache transforms.
+func build(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (registry.Entry, []string, bool) {
+	return buildEntry(newService(svc), cached(slices), "cluster.local")
+}
+
+func cached(slices []*discoveryv1.EndpointSlice) []*endpointSlice {
+	out := make([]*endpointSlice, len(slices))
+	for i, s := range slices {
+		out[i] = newEndpointSlice(s)
+	}
+	return out
+}
 
 func addrs(ss ...string) []netip.Addr {
 	out := make([]netip.Addr, len(ss))

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -312,8 +311,8 @@ func (s *Source) eventTime(initial bool) time.Time {
 // fallback. The annotation is read only when it changed, as kube-proxy
 // does: an unrelated update keeps the old stamp.
 func triggerTime(old, obj any, fallback time.Time) time.Time {
-	v := sliceAnnotation(obj, corev1.EndpointsLastChangeTriggerTime)
-	if v == "" || (old != nil && sliceAnnotation(old, corev1.EndpointsLastChangeTriggerTime) == v) {
+	v := sliceTriggerTime(obj)
+	if v == "" || (old != nil && sliceTriggerTime(old) == v) {
 		return fallback
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
@@ -323,9 +322,9 @@ func triggerTime(old, obj any, fallback time.Time) time.Time {
 	return t
 }
 
-func sliceAnnotation(obj any, key string) string {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		return s.Annotations[key]
+func sliceTriggerTime(obj any) string {
+	if s := asEndpointSlice(obj); s != nil {
+		return s.triggerTime
 	}
 	return ""
 }
@@ -369,19 +368,19 @@ func (s *Source) rebuild(entries *entrySet, watches map[string]*informers, ns, k
 		w = watches[metav1.NamespaceAll]
 	}
 	old, had := entries.get(key)
-	var svc *corev1.Service
+	var svc *service
 	if w != nil {
 		if obj, ok, _ := w.svc.GetIndexer().GetByKey(key); ok {
-			svc, _ = obj.(*corev1.Service)
+			svc = asService(obj)
 		}
 	}
 	if svc == nil {
 		return entries.remove(key)
 	}
-	var eps []*discoveryv1.EndpointSlice
+	var eps []*endpointSlice
 	if objs, err := w.eps.GetIndexer().ByIndex(indexService, key); err == nil {
 		for _, o := range objs {
-			if e, ok := o.(*discoveryv1.EndpointSlice); ok {
+			if e := asEndpointSlice(o); e != nil {
 				eps = append(eps, e)
 			}
 		}
@@ -428,15 +427,17 @@ func sliceServiceKey(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return ""
+	var ns, name string
+	switch s := obj.(type) {
+	case *endpointSlice:
+		ns, name = s.namespace, s.serviceName
+	case *discoveryv1.EndpointSlice: // transforms off (memory test)
+		ns, name = s.Namespace, s.Labels[discoveryv1.LabelServiceName]
 	}
-	name := s.Labels[discoveryv1.LabelServiceName]
 	if name == "" {
 		return ""
 	}
-	return s.Namespace + "/" + name
+	return ns + "/" + name
 }
 
 func sliceServiceIndex(obj any) ([]string, error) {

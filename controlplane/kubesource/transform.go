@@ -1,97 +1,235 @@
 package kubesource
 
 import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
 // The informer caches hold every Service and EndpointSlice for the life of
-// the control plane, so they keep only what buildEntry and the event
-// handlers read. The transforms build a new, small object rather than
-// clearing fields of the decoded one: the decoded object (managedFields,
-// last-applied-configuration annotations, selectors, status, topology,
-// target references) becomes garbage at once.
+// the control plane, so the transforms replace each decoded object, before
+// it enters the cache, with a small struct of only what buildEntry and the
+// event handlers read, already parsed. A corev1.Service is about 800 bytes
+// even with every optional field empty; a service here is about 150. The
+// decoded object (managedFields, last-applied-configuration, selectors,
+// status, target references, topology) becomes garbage at once.
 //
-// Both transforms are idempotent, as client-go requires.
+// client-go's cache needs only a key from a stored object, which it gets
+// through metav1.ObjectMetaAccessor; nothing in the informer path asserts
+// runtime.Object (only listers and the debug mutation detector would, and
+// this package uses neither).
+//
+// Both transforms leave anything else (tombstones, objects already
+// transformed) alone, which makes them idempotent as client-go requires.
 
-// keepServiceAnnotations are the Service annotations read after the
-// transform.
-var keepServiceAnnotations = []string{AnnotationExportTo}
+// serviceKind is how a Service answers.
+type serviceKind uint8
 
-// keepSliceAnnotations are the EndpointSlice annotations read after the
-// transform: the trigger time gives the DNS programming latency its start.
-var keepSliceAnnotations = []string{corev1.EndpointsLastChangeTriggerTime}
+const (
+	kindClusterIP    serviceKind = iota // ClusterIP, NodePort, LoadBalancer
+	kindHeadless                        // clusterIP: None
+	kindExternalName                    // type: ExternalName
+)
+
+// service is what the cache keeps of a Service.
+type service struct {
+	name, namespace string
+	exportTo        string // the meshdns.io/export-to annotation, "" if absent
+	kind            serviceKind
+	publishNotReady bool
+	clusterIPs      []netip.Addr     // kindClusterIP: in the API's order
+	externalName    string           // kindExternalName: without trailing dot
+	ports           []nametable.Port // named ports, sorted; shared with entries
+}
+
+// endpointSlice is what the cache keeps of an EndpointSlice.
+type endpointSlice struct {
+	name, namespace string
+	serviceName     string // the kubernetes.io/service-name label
+	triggerTime     string // endpoints.kubernetes.io/last-change-trigger-time
+	ports           []nametable.Port
+	endpoints       []endpoint
+}
+
+// endpoint is one endpoint of a slice.
+type endpoint struct {
+	hostname string
+	addrs    []netip.Addr
+	ready    bool
+}
+
+// GetObjectMeta gives client-go the key of a cached service. It allocates;
+// the cache calls it once per event, not per lookup.
+func (s *service) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}
+}
+
+// GetObjectMeta gives client-go the key of a cached slice.
+func (s *endpointSlice) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}
+}
+
+var (
+	_ metav1.ObjectMetaAccessor = (*service)(nil)
+	_ metav1.ObjectMetaAccessor = (*endpointSlice)(nil)
+)
 
 func transformService(obj any) (any, error) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return obj, nil // a tombstone or something else; leave it
+	if svc, ok := obj.(*corev1.Service); ok {
+		return newService(svc), nil
 	}
-	out := &corev1.Service{
-		ObjectMeta: slimMeta(&svc.ObjectMeta, keepServiceAnnotations, nil),
-		Spec: corev1.ServiceSpec{
-			Type:                     svc.Spec.Type,
-			ClusterIP:                svc.Spec.ClusterIP,
-			ClusterIPs:               svc.Spec.ClusterIPs,
-			ExternalName:             svc.Spec.ExternalName,
-			PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses,
-		},
-	}
-	for _, p := range svc.Spec.Ports {
-		if p.Name == "" {
-			continue // only named ports make SRV records
-		}
-		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port})
-	}
-	return out, nil
+	return obj, nil
 }
 
 func transformEndpointSlice(obj any) (any, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return obj, nil
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		return newEndpointSlice(s), nil
 	}
-	out := &discoveryv1.EndpointSlice{
-		ObjectMeta:  slimMeta(&s.ObjectMeta, keepSliceAnnotations, []string{discoveryv1.LabelServiceName}),
-		AddressType: s.AddressType,
-		Ports:       s.Ports,
+	return obj, nil
+}
+
+func newService(svc *corev1.Service) *service {
+	out := &service{
+		name:            svc.Name,
+		namespace:       svc.Namespace,
+		exportTo:        svc.Annotations[AnnotationExportTo],
+		publishNotReady: svc.Spec.PublishNotReadyAddresses,
 	}
-	if len(s.Endpoints) > 0 {
-		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
-		for i, ep := range s.Endpoints {
-			out.Endpoints[i] = discoveryv1.Endpoint{
-				Addresses:  ep.Addresses,
-				Conditions: discoveryv1.EndpointConditions{Ready: ep.Conditions.Ready},
-				Hostname:   ep.Hostname,
-			}
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		out.kind = kindExternalName
+		out.externalName = strings.TrimSuffix(svc.Spec.ExternalName, ".")
+	case svc.Spec.ClusterIP == corev1.ClusterIPNone:
+		out.kind = kindHeadless
+	default:
+		out.kind = kindClusterIP
+		out.clusterIPs = clusterIPs(svc)
+	}
+	for _, p := range svc.Spec.Ports {
+		// SRV records exist only for named ports (DNS specification,
+		// section 2.3.1).
+		if p.Name == "" || p.Port <= 0 || p.Port > 65535 {
+			continue
 		}
+		out.ports = append(out.ports, nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: protocol(p.Protocol)})
 	}
-	return out, nil
+	out.ports = sortPorts(out.ports)
+	return out
 }
 
-// slimMeta keeps the name of an object and the named annotations and
-// labels.
-func slimMeta(m *metav1.ObjectMeta, annotations, labels []string) metav1.ObjectMeta {
-	// Not even UID and ResourceVersion: nothing reads them from the
-	// cache (the reflector tracks the list's resource version itself).
-	return metav1.ObjectMeta{
-		Name:        m.Name,
-		Namespace:   m.Namespace,
-		Annotations: pick(m.Annotations, annotations),
-		Labels:      pick(m.Labels, labels),
+// clusterIPs returns the service's ClusterIPs in the API's order (primary
+// family first). Spec.ClusterIPs is authoritative since dual-stack; the
+// singular field is read only for objects that lack the list.
+func clusterIPs(svc *corev1.Service) []netip.Addr {
+	raw := svc.Spec.ClusterIPs
+	if len(raw) == 0 && svc.Spec.ClusterIP != "" {
+		raw = []string{svc.Spec.ClusterIP}
 	}
-}
-
-func pick(m map[string]string, keys []string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
+	var out []netip.Addr
+	for _, s := range raw {
+		if a, ok := parseAddr(s); ok {
+			out = append(out, a)
 		}
 	}
 	return out
+}
+
+func newEndpointSlice(s *discoveryv1.EndpointSlice) *endpointSlice {
+	out := &endpointSlice{
+		name:        s.Name,
+		namespace:   s.Namespace,
+		serviceName: s.Labels[discoveryv1.LabelServiceName],
+		triggerTime: s.Annotations[corev1.EndpointsLastChangeTriggerTime],
+	}
+	for _, p := range s.Ports {
+		if p.Name == nil || *p.Name == "" || p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
+			continue
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		out.ports = append(out.ports, nametable.Port{Name: *p.Name, Port: uint16(*p.Port), Protocol: protocol(proto)})
+	}
+	out.ports = sortPorts(out.ports)
+	if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		return out // FQDN slices are deprecated and have no DNS meaning here
+	}
+	for _, ep := range s.Endpoints {
+		e := endpoint{
+			// A nil Ready means ready (API documentation of
+			// EndpointConditions.Ready).
+			ready: ep.Conditions.Ready == nil || *ep.Conditions.Ready,
+		}
+		if ep.Hostname != nil {
+			e.hostname = *ep.Hostname
+		}
+		for _, raw := range ep.Addresses {
+			if a, ok := parseAddr(raw); ok {
+				e.addrs = append(e.addrs, a)
+			}
+		}
+		if len(e.addrs) > 0 {
+			out.endpoints = append(out.endpoints, e)
+		}
+	}
+	return out
+}
+
+// parseAddr parses an API address, unmapped. The API server rejects
+// garbage and zones; a zone would make the agent refuse the whole table,
+// so it is dropped here too.
+func parseAddr(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+func protocol(p corev1.Protocol) string {
+	if p == "" {
+		return string(corev1.ProtocolTCP) // the API default
+	}
+	return string(p)
+}
+
+// sortPorts sorts and removes repeats, so equal services give equal
+// entries whatever the API's order (the registry compares entries by their
+// encoding).
+func sortPorts(ps []nametable.Port) []nametable.Port {
+	slices.SortFunc(ps, func(a, b nametable.Port) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
+	})
+	return slices.Clip(slices.Compact(ps))
+}
+
+// asService returns the cached form of a stored Service: the cache holds
+// *service, or *corev1.Service when the transforms are off (memory test).
+func asService(obj any) *service {
+	switch o := obj.(type) {
+	case *service:
+		return o
+	case *corev1.Service:
+		return newService(o)
+	}
+	return nil
+}
+
+// asEndpointSlice is asService for EndpointSlices.
+func asEndpointSlice(obj any) *endpointSlice {
+	switch o := obj.(type) {
+	case *endpointSlice:
+		return o
+	case *discoveryv1.EndpointSlice:
+		return newEndpointSlice(o)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package kubesource
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -9,11 +10,14 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 
-	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// fat adds what a real API object carries and the table does not need.
+var cmpCached = cmp.Options{cmp.AllowUnexported(service{}, endpointSlice{}, endpoint{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })}
+
+// fatMeta adds what a real API object carries and the table does not need.
 func fatMeta(m *metav1.ObjectMeta) {
 	m.ResourceVersion = "42"
 	m.UID = "uid-1"
@@ -33,44 +37,79 @@ func fatMeta(m *metav1.ObjectMeta) {
 }
 
 func TestTransformService(t *testing.T) {
-	svc := clusterIPService("ns", "web", "10.96.0.10", "fd00::a")
-	fatMeta(&svc.ObjectMeta)
-	svc.Annotations[AnnotationExportTo] = "a"
-	svc.Spec.Selector = map[string]string{"app": "web"}
-	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Port: 9, TargetPort: intstr.FromInt(9), NodePort: 30009})
-	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}
-
-	got, err := transformService(svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns", Name: "web",
-			Annotations: map[string]string{AnnotationExportTo: "a"},
+	tests := []struct {
+		name string
+		svc  func() *corev1.Service
+		want *service
+	}{
+		{
+			name: "dual-stack cluster IP with annotations, selector, status and unnamed ports",
+			svc: func() *corev1.Service {
+				svc := clusterIPService("ns", "web", "10.96.0.10", "::ffff:10.96.0.11", "fd00::a")
+				fatMeta(&svc.ObjectMeta)
+				svc.Annotations[AnnotationExportTo] = "a"
+				svc.Spec.Selector = map[string]string{"app": "web"}
+				svc.Spec.Ports = append(svc.Spec.Ports,
+					corev1.ServicePort{Port: 9, TargetPort: intstr.FromInt(9), NodePort: 30009},
+					corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
+				svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}
+				return svc
+			},
+			want: &service{
+				name: "web", namespace: "ns", exportTo: "a", kind: kindClusterIP,
+				clusterIPs: addrs("10.96.0.10", "10.96.0.11", "fd00::a"),
+				ports:      []nametable.Port{{Name: "dns", Port: 53, Protocol: "UDP"}, {Name: "http", Port: 80, Protocol: "TCP"}},
+			},
 		},
-		Spec: corev1.ServiceSpec{
-			Type:       corev1.ServiceTypeClusterIP,
-			ClusterIP:  "10.96.0.10",
-			ClusterIPs: []string{"10.96.0.10", "fd00::a"},
-			Ports:      []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+		{
+			name: "zoned and garbage cluster IPs are dropped",
+			svc:  func() *corev1.Service { return clusterIPService("ns", "web", "fe80::1%eth0", "nonsense") },
+			want: &service{name: "web", namespace: "ns", kind: kindClusterIP, ports: []nametable.Port{{Name: "http", Port: 80, Protocol: "TCP"}}},
+		},
+		{
+			name: "headless with publishNotReadyAddresses",
+			svc: func() *corev1.Service {
+				s := headlessService("ns", "db")
+				s.Spec.PublishNotReadyAddresses = true
+				return s
+			},
+			want: &service{name: "db", namespace: "ns", kind: kindHeadless, publishNotReady: true,
+				ports: []nametable.Port{{Name: "db", Port: 5432, Protocol: "TCP"}}},
+		},
+		{
+			name: "external name loses its trailing dot",
+			svc:  func() *corev1.Service { return externalNameService("ns", "ext", "db.example.com.") },
+			want: &service{name: "ext", namespace: "ns", kind: kindExternalName, externalName: "db.example.com"},
 		},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("transformService (-want +got):\n%s", diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := transformService(tt.svc())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpCached); diff != "" {
+				t.Errorf("transformService (-want +got):\n%s", diff)
+			}
+			again, _ := transformService(got)
+			if again != got {
+				t.Errorf("transform of a cached service changed it")
+			}
+			key, err := cache.MetaNamespaceKeyFunc(got)
+			if want := tt.want.namespace + "/" + tt.want.name; err != nil || key != want {
+				t.Errorf("cache key = %q, %v; want %q", key, err, want)
+			}
+		})
 	}
-	again, _ := transformService(got)
-	if diff := cmp.Diff(got, again); diff != "" {
-		t.Errorf("transform not idempotent (-first +second):\n%s", diff)
-	}
-	assertSameEntry(t, svc, got.(*corev1.Service), nil, nil)
 }
 
 func TestTransformEndpointSlice(t *testing.T) {
 	s := slice("ns", "db-1", "db", discoveryv1.AddressTypeIPv4,
 		ep{addrs: []string{"10.1.0.2"}, hostname: "db-0", ready: ptr(true)},
-		ep{addrs: []string{"10.1.0.3"}, ready: ptr(false)},
+		ep{addrs: []string{"10.1.0.3", "junk"}, ready: ptr(false)},
+		ep{addrs: []string{"10.1.0.4"}},
+		ep{addrs: []string{"junk"}},
 	)
 	fatMeta(&s.ObjectMeta)
 	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = "2026-01-02T03:04:05.123456789Z"
@@ -81,53 +120,45 @@ func TestTransformEndpointSlice(t *testing.T) {
 		s.Endpoints[i].Conditions.Serving = ptr(true)
 		s.Endpoints[i].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
 	}
+	unnamed := int32(1)
+	s.Ports = append(s.Ports, discoveryv1.EndpointPort{Port: &unnamed})
 
 	got, err := transformEndpointSlice(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, name, proto := int32(5432), "db", corev1.ProtocolTCP
-	want := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns", Name: "db-1",
-			Labels:      map[string]string{discoveryv1.LabelServiceName: "db"},
-			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-01-02T03:04:05.123456789Z"},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
-		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.1.0.2"}, Hostname: ptr("db-0"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
-			{Addresses: []string{"10.1.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)}},
+	want := &endpointSlice{
+		name: "db-1", namespace: "ns", serviceName: "db", triggerTime: "2026-01-02T03:04:05.123456789Z",
+		ports: []nametable.Port{{Name: "db", Port: 5432, Protocol: "TCP"}},
+		endpoints: []endpoint{
+			{hostname: "db-0", addrs: addrs("10.1.0.2"), ready: true},
+			{addrs: addrs("10.1.0.3"), ready: false},
+			{addrs: addrs("10.1.0.4"), ready: true},
 		},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpCached); diff != "" {
 		t.Errorf("transformEndpointSlice (-want +got):\n%s", diff)
 	}
-	again, _ := transformEndpointSlice(got)
-	if diff := cmp.Diff(got, again); diff != "" {
-		t.Errorf("transform not idempotent (-first +second):\n%s", diff)
+	if again, _ := transformEndpointSlice(got); again != got {
+		t.Errorf("transform of a cached slice changed it")
 	}
-	svc := headlessService("ns", "db")
-	assertSameEntry(t, svc, svc, []*discoveryv1.EndpointSlice{s}, []*discoveryv1.EndpointSlice{got.(*discoveryv1.EndpointSlice)})
+	if k := sliceServiceKey(got); k != "ns/db" {
+		t.Errorf("service key = %q, want ns/db", k)
+	}
+
+	fqdn := slice("ns", "db-f", "db", discoveryv1.AddressTypeFQDN, ep{addrs: []string{"a.example.com"}})
+	if got := newEndpointSlice(fqdn); len(got.endpoints) != 0 {
+		t.Errorf("FQDN slice kept endpoints: %v", got.endpoints)
+	}
 }
 
 func TestTransformLeavesOtherObjects(t *testing.T) {
-	for _, obj := range []any{"x", &corev1.Pod{}} {
-		if got, _ := transformService(obj); got != obj {
+	for _, obj := range []any{"x", &corev1.Pod{}, cache.DeletedFinalStateUnknown{Key: "a/b"}} {
+		if got, _ := transformService(obj); !cmp.Equal(got, obj) {
 			t.Errorf("transformService changed %T", obj)
 		}
-		if got, _ := transformEndpointSlice(obj); got != obj {
+		if got, _ := transformEndpointSlice(obj); !cmp.Equal(got, obj) {
 			t.Errorf("transformEndpointSlice changed %T", obj)
 		}
-	}
-}
-
-// assertSameEntry checks that the transform kept everything buildEntry reads.
-func assertSameEntry(t *testing.T, full, slim *corev1.Service, fullEPs, slimEPs []*discoveryv1.EndpointSlice) {
-	t.Helper()
-	a, _, okA := buildEntry(full, fullEPs, "cluster.local")
-	b, _, okB := buildEntry(slim, slimEPs, "cluster.local")
-	if okA != okB || !sameEntry(a, b) {
-		t.Errorf("entry changed by the transform:\n%s", cmp.Diff([]registry.Entry{a}, []registry.Entry{b}, entryOpts()))
 	}
 }
