@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
@@ -45,6 +46,10 @@ func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger) error {
 		log.Info("no kubeconfig and not in a pod: Kubernetes source off")
 		return nil
 	}
+	// client-go logs (watch errors, relists) through klog; send them to
+	// the control plane's logger so every line has one format. klog is
+	// process-global, which only main may touch.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	// One registry for every component, so /metrics shows the source's
 	// metrics too; the same default controlplane.New would make.
 	if cfg.Registerer == nil && cfg.Gatherer == nil {
