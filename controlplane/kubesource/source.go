@@ -243,8 +243,9 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 	}
 	if _, err := svc.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
+			t := s.eventTime(initial) // first: the receipt time
 			s.m.events.WithLabelValues("service", "add").Inc()
-			s.mark(serviceKey(obj), s.eventTime(initial))
+			s.mark(serviceKey(obj), t)
 		},
 		UpdateFunc: func(_, obj any) {
 			s.m.events.WithLabelValues("service", "update").Inc()

@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -451,3 +452,41 @@ func TestFakeTriggerTime(t *testing.T) {
 }
 
 var _ kubernetes.Interface = (*fake.Clientset)(nil)
+
+// TestFakeCoalesce writes a burst of services faster than the coalescing
+// period and checks that they arrive in far fewer snapshots than events,
+// with the earliest event's time.
+func TestFakeCoalesce(t *testing.T) {
+	client, watches := fakeClient()
+	clk := &clock{t: time.Unix(1_800_000_300, 0)}
+	src := newSource(t, Config{Client: client, Now: clk.Now, Coalesce: 300 * time.Millisecond})
+	rec := run(t, src)
+	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
+	waitWatches(t, watches, 2)
+	first := clk.Now()
+	const n = 20
+	for i := range n {
+		svc := clusterIPService("app", fmt.Sprintf("svc-%02d", i), fmt.Sprintf("10.96.1.%d", i+1))
+		if _, err := client.CoreV1().Services("app").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// Later events must not move Changed: once the first is
+			// received, the clock moves on.
+			for testutil.ToFloat64(src.m.events.WithLabelValues("service", "add")) < 1 {
+				time.Sleep(time.Millisecond)
+			}
+			clk.Set(first.Add(time.Second))
+		}
+	}
+	s := rec.wait(t, "all services", func(s registry.Snapshot) bool { return len(s.Entries) == n })
+	if got := rec.count() - 1; got > 3 {
+		t.Errorf("%d snapshots for a burst of %d services, want at most 3", got, n)
+	}
+	if got := testutil.ToFloat64(src.m.events.WithLabelValues("service", "add")); got != n {
+		t.Errorf("add events = %v, want %d", got, n)
+	}
+	if rec.count() == 2 && !s.Changed.Equal(first) {
+		t.Errorf("Changed = %v, want the first event's time %v", s.Changed, first)
+	}
+}
