@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +94,19 @@ func TestControlPlaneWatchesKubernetes(t *testing.T) {
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
+	})
+}
+
+func TestKubeFlagsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../controlplane/kubesource/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	newKubeFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "| `--"+f.Name+"`") {
+			t.Errorf("--%s is not in the Configuration table of controlplane/kubesource/README.md", f.Name)
+		}
 	})
 }
