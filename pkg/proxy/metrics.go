@@ -168,8 +168,8 @@ func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, er
 		}, []string{"protocol", "qtype", "rcode", "source"}),
 		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meshdns_dns_request_duration_seconds",
-			Help: "Time from reading a forwarded query to having its reply, by protocol and source (cache, upstream); table answers are not timed.",
-			// 10µs (a cache hit) up to 2.6s (an upstream timing out).
+			Help: "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
+			// 10µs up to 2.6s (an upstream timing out).
 			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
 		}, []string{"protocol", "source"}),
 		droppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{

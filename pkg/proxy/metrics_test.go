@@ -47,8 +47,20 @@ func TestMetricsCount(t *testing.T) {
 			}
 		})
 	}
-	if n, err := testutil.GatherAndCount(reg, "meshdns_dns_request_duration_seconds"); err != nil || n == 0 {
-		t.Errorf("duration histogram series = %d, %v", n, err)
+	// Table answers and cache hits on the reader are not timed; a query
+	// that waits for the Resolver (Serve blocks) is.
+	if n, err := testutil.GatherAndCount(reg, "meshdns_dns_request_duration_seconds"); err != nil || n != 0 {
+		t.Errorf("duration histogram series before a waiting query = %d, %v; want 0", n, err)
+	}
+	pkt, err := newQuery("www.example.org.", dns.TypeA).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Serve(t.Context(), nil, pkt, UDP) == nil {
+		t.Fatal("no reply")
+	}
+	if n, err := testutil.GatherAndCount(reg, "meshdns_dns_request_duration_seconds"); err != nil || n != 1 {
+		t.Errorf("duration histogram series = %d, %v; want 1", n, err)
 	}
 	if got := gaugeValue(t, reg, "meshdns_dns_answer_cache_entries"); got < 3 {
 		t.Errorf("answer cache entries = %v, want >= 3", got)
