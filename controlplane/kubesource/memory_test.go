@@ -266,6 +266,7 @@ func TestMemoryAPIServer(t *testing.T) {
 	if slim*3 > full {
 		t.Errorf("transforms save too little: %d bytes with, %d without", slim, full)
 	}
+	measureControlPlane(t, c.Client)
 }
 
 // TestMemoryControlPlane runs the whole control plane in-process on the
@@ -275,7 +276,12 @@ func TestMemoryControlPlane(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 12,000 objects")
 	}
-	client := fake.NewClientset(memObjects()...)
+	measureControlPlane(t, fake.NewClientset(memObjects()...))
+}
+
+// measureControlPlane runs the control plane with a source on client and
+// logs its heap once the first version is built.
+func measureControlPlane(t *testing.T, client kubernetes.Interface) {
 	base := heapAlloc()
 	src := newSource(t, Config{Client: client})
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
