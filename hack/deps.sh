@@ -15,6 +15,7 @@ need kdig knot-dnsutils
 need dnsperf dnsperf
 need getent libc-bin
 need taskset util-linux
+need openssl openssl
 if [ ${#pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
