@@ -173,8 +173,16 @@ func start(assets string, o options) (*Cluster, error) {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		base = "/dev/shm"
 	}
+	if base == "" {
+		base = os.TempDir()
+	}
+	sweepStale(base)
 	dir, err := os.MkdirTemp(base, "kubetest-")
 	if err != nil {
+		return nil, err
+	}
+	if err := claim(dir); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	c := &Cluster{Dir: dir}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -119,5 +121,37 @@ func TestStartStop(t *testing.T) {
 	}
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("Dir %s still exists after Stop (stat err %v)", c.Dir, err)
+	}
+}
+
+func TestSweepStale(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name, owner string) string {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if owner != "" {
+			if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(owner), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	// A PID that cannot exist: above the kernel's maximum.
+	dead := mk("kubetest-dead", "4194305")
+	alive := mk("kubetest-alive", strconv.Itoa(os.Getppid()))
+	self := mk("kubetest-self", strconv.Itoa(os.Getpid()))
+	unowned := mk("kubetest-new", "")
+	other := mk("other-dead", "4194305")
+	sweepStale(base)
+	for _, tt := range []struct {
+		dir  string
+		want bool
+	}{{dead, false}, {alive, true}, {self, true}, {unowned, true}, {other, true}} {
+		_, err := os.Stat(tt.dir)
+		if got := err == nil; got != tt.want {
+			t.Errorf("%s exists = %v, want %v", filepath.Base(tt.dir), got, tt.want)
+		}
 	}
 }
