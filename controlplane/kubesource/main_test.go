@@ -27,7 +27,6 @@ func TestMain(m *testing.M) {
 			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
