@@ -24,6 +24,7 @@ import (
 type runConfig struct {
 	duration    time.Duration
 	rounds      int
+	sideBySide  bool
 	p99Duration time.Duration
 	p99QPS      int
 	services    int
@@ -43,6 +44,7 @@ func runBench(args []string) error {
 	var cfg runConfig
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	fs.DurationVar(&cfg.duration, "duration", 4*time.Second, "length of each throughput run")
+	fs.BoolVar(&cfg.sideBySide, "side-by-side", false, "run each reflector/meshdns pair at the same time (both servers share the server core) instead of one after the other")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds of reflector/meshdns pairs per scenario (and latency runs)")
 	fs.DurationVar(&cfg.p99Duration, "p99-duration", 5*time.Second, "length of each fixed-rate latency run")
 	fs.IntVar(&cfg.p99QPS, "p99-qps", 10000, "rate of the latency runs")
@@ -170,15 +172,27 @@ func bench(cfg *runConfig) error {
 	// and goes lands on both sides of most pairs.
 	for round := 1; round <= cfg.rounds; round++ {
 		pair := func(name, file string, c *child) (float64, error) {
-			base, err := measure(cfg, refl, file, cfg.duration, 0)
-			if err != nil {
-				return 0, fmt.Errorf("reflector: %w", err)
+			var base, r perfResult
+			var berr, err error
+			if cfg.sideBySide {
+				// Both at once, each with its own dnsperf: they share the
+				// server core, and a burst of other load hits both.
+				var wg sync.WaitGroup
+				wg.Go(func() { base, berr = measure(cfg, refl, file, cfg.duration, 0) })
+				wg.Go(func() { r, err = measure(cfg, c, file, cfg.duration, 0) })
+				wg.Wait()
+			} else {
+				if base, berr = measure(cfg, refl, file, cfg.duration, 0); berr == nil {
+					r, err = measure(cfg, c, file, cfg.duration, 0)
+				}
 			}
-			baseCPU = append(baseCPU, base.cpuPerQuery())
-			r, err := measure(cfg, c, file, cfg.duration, 0)
+			if berr != nil {
+				return 0, fmt.Errorf("reflector: %w", berr)
+			}
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", name, err)
 			}
+			baseCPU = append(baseCPU, base.cpuPerQuery())
 			ratio := r.cpuPerQuery() / base.cpuPerQuery()
 			printRow("  reflector", round, base, 1)
 			printRow(name, round, r, ratio)
