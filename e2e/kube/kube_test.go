@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -228,6 +230,20 @@ var cluster = kubetest.NewShared()
 func TestMain(m *testing.M) {
 	code := m.Run()
 	cluster.Stop()
+	if code == 0 {
+		// The control plane, its source and the agent must stop every
+		// goroutine they started. Idle keep-alive connections of
+		// client-go's shared transports and klog's flush daemon are
+		// process-wide, not theirs.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
