@@ -135,9 +135,15 @@ func run(t testing.TB, src *Source) *recorder {
 func fakeClient(objs ...runtime.Object) (*fake.Clientset, <-chan struct{}) {
 	c := fake.NewClientset(objs...)
 	watches := make(chan struct{}, 16)
-	c.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+	// Open the watch on the tracker here, as the default reactor would,
+	// and signal only once it is registered.
+	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
 		watches <- struct{}{}
-		return false, nil, nil // fall through to the object tracker
+		return true, w, nil
 	})
 	return c, watches
 }
@@ -151,8 +157,6 @@ func waitWatches(t testing.TB, ch <-chan struct{}, n int) {
 			t.Fatalf("informer watches not opened")
 		}
 	}
-	// The reactor runs just before the tracker registers the watcher.
-	time.Sleep(50 * time.Millisecond)
 }
 
 // clock is a settable Config.Now.
