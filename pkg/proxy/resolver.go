@@ -55,3 +55,10 @@ func resolverSource(s upstream.Source) source {
 }
 
 var _ Lookuper = (*nametable.Table)(nil)
+
+// The real upstream Resolver has the cache-only fast path; losing it would
+// silently double-count misses (see CacheAppender).
+var (
+	_ Resolver      = (*upstream.Resolver)(nil)
+	_ CacheAppender = (*upstream.Resolver)(nil)
+)

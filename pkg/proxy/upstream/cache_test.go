@@ -482,3 +482,39 @@ func TestStaleAnswerTimer(t *testing.T) {
 		t.Errorf("upstream queries %d, want 2", got)
 	}
 }
+
+// TestAppendCached checks the proxy's reader-side probe: a miss answers
+// nothing, sends nothing upstream and counts no miss; a hit is the same
+// reply AppendReply gives and allocates nothing.
+func TestAppendCached(t *testing.T) {
+	srv := newServer(t, answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1"}, nil))
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
+	q := qwire(t, "Probe.Example.", dns.TypeA)
+	if out, _, ok := r.AppendCached(nil, q); ok || len(out) != 0 {
+		t.Fatalf("AppendCached on an empty cache: ok %v, %d bytes", ok, len(out))
+	}
+	if got := counter(t, r.metrics.misses); got != 0 {
+		t.Errorf("misses after a probe %v, want 0", got)
+	}
+	want, _, err := r.AppendReply(context.Background(), nil, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, src, ok := r.AppendCached(nil, q)
+	if !ok || src != SourceCache {
+		t.Fatalf("AppendCached after AppendReply: ok %v src %v", ok, src)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("AppendCached differs from AppendReply (-want +got):\n%s", diff)
+	}
+	if n := srv.Queries.Load(); n != 1 {
+		t.Errorf("upstream queries %d, want 1", n)
+	}
+	if got := counter(t, r.metrics.misses); got != 1 {
+		t.Errorf("misses %v, want 1", got)
+	}
+	buf := make([]byte, 0, 512)
+	if allocs := testing.AllocsPerRun(1000, func() { r.AppendCached(buf[:0], q) }); allocs != 0 {
+		t.Errorf("AppendCached hit allocates %v times, want 0", allocs)
+	}
+}

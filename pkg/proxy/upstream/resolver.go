@@ -107,16 +107,9 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 		return dst, SourceUpstream, err
 	}
 	key := kb[:len(qwire)]
-	var stale *cache.Entry
-	if r.cache != nil {
-		e, ttl, st := r.cache.Get(key, r.now())
-		if st == cache.Fresh {
-			r.metrics.hits.Inc()
-			return e.AppendTo(dst, qwire, ttl), SourceCache, nil
-		}
-		if st == cache.Stale && r.cfg.StaleWindow > 0 {
-			stale = e
-		}
+	out, hit, stale := r.fromCache(dst, qwire, key)
+	if hit {
+		return out, SourceCache, nil
 	}
 	// A done ctx asks for a hit or nothing (pkg/proxy tries hits on its
 	// reader goroutine this way): fail before counting a miss or starting
@@ -126,6 +119,38 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 	}
 	r.metrics.misses.Inc()
 	return r.miss(ctx, dst, qwire, string(key), nameLen, stale)
+}
+
+// AppendCached appends the reply AppendReply would give when the cache
+// holds a fresh one, and reports whether it did. It never blocks, never asks
+// an upstream and allocates nothing. A miss is not counted: the proxy probes
+// here on its reader goroutine and then hands the question to AppendReply,
+// which counts it once.
+func (r *Resolver) AppendCached(dst, qwire []byte) ([]byte, Source, bool) {
+	var kb [maxQuestion]byte
+	if _, err := lowerQuestion(&kb, qwire); err != nil {
+		return dst, SourceCache, false
+	}
+	out, hit, _ := r.fromCache(dst, qwire, kb[:len(qwire)])
+	return out, SourceCache, hit
+}
+
+// fromCache appends a fresh cached reply for key to dst (hit true, hits
+// counted), or returns dst with the expired entry still within the stale
+// window, if any, for serve-stale.
+func (r *Resolver) fromCache(dst, qwire, key []byte) (out []byte, hit bool, stale *cache.Entry) {
+	if r.cache == nil {
+		return dst, false, nil
+	}
+	e, ttl, st := r.cache.Get(key, r.now())
+	switch {
+	case st == cache.Fresh:
+		r.metrics.hits.Inc()
+		return e.AppendTo(dst, qwire, ttl), true, nil
+	case st == cache.Stale && r.cfg.StaleWindow > 0:
+		return dst, false, e
+	}
+	return dst, false, nil
 }
 
 // miss resolves a question the cache could not answer. It is a separate
