@@ -20,7 +20,7 @@ func (discard) Update(string, registry.Snapshot) {}
 // test's objects, transformed, and builds every entry once.
 func benchSource(b *testing.B) (*Source, map[string]*informers, *entrySet) {
 	b.Helper()
-	s := newSource(b, Config{Client: fake.NewClientset()})
+	s := newSource(b, Config{Client: typed(fake.NewClientset())})
 	w, err := s.newWatch(metav1.NamespaceAll)
 	if err != nil {
 		b.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -39,16 +38,12 @@ func withUserAgent(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// NewClient returns a clientset for RESTConfig(kubeconfig), or nil when the
+// NewClient returns a Client for RESTConfig(kubeconfig), or nil when the
 // Kubernetes source is off.
-func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+func NewClient(kubeconfig string) (Client, error) {
 	cfg, err := RESTConfig(kubeconfig)
 	if err != nil || cfg == nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
+	return NewClientForConfig(cfg)
 }

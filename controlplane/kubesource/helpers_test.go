@@ -1,11 +1,18 @@
 package kubesource
 
 import (
+	"context"
 	"net/netip"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
@@ -93,4 +100,46 @@ func addrs(ss ...string) []netip.Addr {
 		out[i] = netip.MustParseAddr(s)
 	}
 	return out
+}
+
+// clientset is a Client on client-go's typed clients, so the fake
+// clientset (and its reactors) drives the source in unit tests. Production
+// uses NewClientForConfig, which the integration tests run.
+type clientset struct{ cs kubernetes.Interface }
+
+var _ Client = clientset{}
+
+// typed returns a Client on cs.
+func typed(cs kubernetes.Interface) Client { return clientset{cs: cs} }
+
+func (c clientset) Services(ns string) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.cs.CoreV1().Services(ns).List(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			return c.cs.CoreV1().Services(ns).Watch(context.Background(), o)
+		},
+	}
+}
+
+func (c clientset) EndpointSlices(ns string) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.cs.DiscoveryV1().EndpointSlices(ns).List(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			return c.cs.DiscoveryV1().EndpointSlices(ns).Watch(context.Background(), o)
+		},
+	}
+}
+
+// restClientFor is the production Client for cfg.
+func restClientFor(t testing.TB, cfg *rest.Config) Client {
+	t.Helper()
+	c, err := NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatalf("NewClientForConfig: %v", err)
+	}
+	return c
 }

@@ -46,7 +46,7 @@ func TestAPIServerServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, Config{Client: c.Client, Namespaces: []string{ns}})
+	src := newSource(t, Config{Client: restClientFor(t, c.Config), Namespaces: []string{ns}})
 	rec := run(t, src)
 	first := rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	if diff := cmp.Diff([]string{"cluster.local"}, first.Zones); diff != "" {
@@ -256,7 +256,7 @@ func TestAPIServerLabelSelector(t *testing.T) {
 	defer cancel()
 	svcs := c.Client.CoreV1().Services(ns)
 
-	src := newSource(t, Config{Client: c.Client, LabelSelector: "meshdns.io/watch=yes", ClusterDomain: "example.internal"})
+	src := newSource(t, Config{Client: restClientFor(t, c.Config), LabelSelector: "meshdns.io/watch=yes", ClusterDomain: "example.internal"})
 	rec := run(t, src)
 	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 

@@ -19,7 +19,6 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/meshdns/meshdns/controlplane"
@@ -144,7 +143,7 @@ func heapAlloc() uint64 {
 
 // measureSource returns the heap the source keeps (informer caches,
 // entries, the last snapshot) once synced.
-func measureSource(t *testing.T, client kubernetes.Interface, keepFull bool) (bytes uint64, entries int) {
+func measureSource(t *testing.T, client Client, keepFull bool) (bytes uint64, entries int) {
 	src := newSource(t, Config{Client: client})
 	src.keepFull = keepFull
 	sink := &latest{ch: make(chan struct{}, 1)}
@@ -176,7 +175,7 @@ func TestMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 12,000 objects")
 	}
-	client := fake.NewClientset(memObjects()...)
+	client := typed(fake.NewClientset(memObjects()...))
 	slim, full := compareHeaps(t, client)
 	// The fake clientset's objects share their strings with its tracker,
 	// so "without" undercounts what decoding API responses costs: the
@@ -192,7 +191,7 @@ func TestMemory(t *testing.T) {
 // compareHeaps measures the source with and without transforms and logs
 // the figures. The client may hold a few more services (the API server's
 // default/kubernetes, other tests').
-func compareHeaps(t *testing.T, client kubernetes.Interface) (slim, full uint64) {
+func compareHeaps(t *testing.T, client Client) (slim, full uint64) {
 	slim, n := measureSource(t, client, false)
 	if n < memServices+memHeadless || n > memServices+memHeadless+100 {
 		t.Fatalf("snapshot has %d entries, want %d (+ a few)", n, memServices+memHeadless)
@@ -262,11 +261,12 @@ func TestMemoryAPIServer(t *testing.T) {
 	}
 	t.Logf("wrote %d objects in %v", len(objs), time.Since(begin).Round(time.Second))
 	objs = nil
-	slim, full := compareHeaps(t, c.Client)
+	client := restClientFor(t, c.Config)
+	slim, full := compareHeaps(t, client)
 	if slim*3 > full {
 		t.Errorf("transforms save too little: %d bytes with, %d without", slim, full)
 	}
-	measureControlPlane(t, c.Client)
+	measureControlPlane(t, client)
 }
 
 // TestMemoryControlPlane runs the whole control plane in-process on the
@@ -276,12 +276,12 @@ func TestMemoryControlPlane(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 12,000 objects")
 	}
-	measureControlPlane(t, fake.NewClientset(memObjects()...))
+	measureControlPlane(t, typed(fake.NewClientset(memObjects()...)))
 }
 
 // measureControlPlane runs the control plane with a source on client and
 // logs its heap once the first version is built.
-func measureControlPlane(t *testing.T, client kubernetes.Interface) {
+func measureControlPlane(t *testing.T, client Client) {
 	base := heapAlloc()
 	src := newSource(t, Config{Client: client})
 	gl, err := net.Listen("tcp", "127.0.0.1:0")

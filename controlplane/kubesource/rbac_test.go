@@ -7,7 +7,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -31,7 +30,7 @@ func TestRBAC(t *testing.T) {
 	const user = "system:serviceaccount:meshdns:controlplane"
 	asUser := rest.CopyConfig(c.Config)
 	asUser.Impersonate = rest.ImpersonationConfig{UserName: user}
-	client, err := kubernetes.NewForConfig(asUser)
+	client, err := NewClientForConfig(asUser) // the production client
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // the source registers, and every name follows the convention.
 func TestREADMEMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	src := newSource(t, Config{Client: fake.NewClientset(), Registerer: reg})
+	src := newSource(t, Config{Client: typed(fake.NewClientset()), Registerer: reg})
 	// Vectors without children are not gathered: give them one.
 	src.m.events.WithLabelValues("service", "add")
 	mfs, err := reg.Gather()

@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -33,8 +33,9 @@ import (
 
 // Config configures a Source.
 type Config struct {
-	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	// Client lists and watches the API server (NewClient,
+	// NewClientForConfig). Required.
+	Client Client
 	// Namespaces to watch; empty means every namespace. Each namespace
 	// gets its own pair of watches.
 	Namespaces []string
@@ -218,10 +219,8 @@ func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 // newWatch creates (but does not start) the informers for namespace ns.
 func (s *Source) newWatch(ns string) (*informers, error) {
 	client := s.cfg.Client
-	// The typed list/watch (not a REST client) so client-go's fake
-	// clientset drives the same code in unit tests.
-	svc := coreinformers.NewFilteredServiceInformer(client, ns, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = s.cfg.LabelSelector })
+	svc := cache.NewSharedIndexInformer(withLabelSelector(client.Services(ns), s.cfg.LabelSelector),
+		&corev1.Service{}, 0, cache.Indexers{})
 	// Only slices owned by a Service: the label is set by the
 	// EndpointSlice controller and by anyone who writes slices by hand for
 	// a selectorless Service.
@@ -230,8 +229,8 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 		return nil, err
 	}
 	sliceSel := labels.NewSelector().Add(*req).String()
-	eps := discoveryinformers.NewFilteredEndpointSliceInformer(client, ns, 0, cache.Indexers{indexService: sliceServiceIndex},
-		func(o *metav1.ListOptions) { o.LabelSelector = sliceSel })
+	eps := cache.NewSharedIndexInformer(withLabelSelector(client.EndpointSlices(ns), sliceSel),
+		&discoveryv1.EndpointSlice{}, 0, cache.Indexers{indexService: sliceServiceIndex})
 
 	for _, err := range []error{
 		svc.SetTransform(s.transform(transformService)),
@@ -284,6 +283,21 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 		return nil, fmt.Errorf("kubesource: endpointslice handler: %w", err)
 	}
 	return &informers{svc: svc, eps: eps}, nil
+}
+
+// withLabelSelector returns lw listing and watching only the objects
+// matching selector (label query syntax; empty: all).
+func withLabelSelector(lw cache.ListerWatcher, selector string) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return lw.List(o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return lw.Watch(o)
+		},
+	}
 }
 
 func (s *Source) transform(f cache.TransformFunc) cache.TransformFunc {

@@ -187,7 +187,7 @@ func TestNewRejects(t *testing.T) {
 		cfg  Config
 	}{
 		{name: "no client", cfg: Config{}},
-		{name: "bad selector", cfg: Config{Client: fake.NewClientset(), LabelSelector: "a in (b"}},
+		{name: "bad selector", cfg: Config{Client: typed(fake.NewClientset()), LabelSelector: "a in (b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,7 +209,7 @@ func TestFakeLifecycle(t *testing.T) {
 	)
 	clk := &clock{t: time.Unix(1_800_000_000, 0)}
 	reg := prometheus.NewRegistry()
-	src := newSource(t, Config{Client: client, Now: clk.Now, Registerer: reg, ClusterDomain: "Cluster.Local."})
+	src := newSource(t, Config{Client: typed(client), Now: clk.Now, Registerer: reg, ClusterDomain: "Cluster.Local."})
 	rec := run(t, src)
 
 	first := rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
@@ -330,7 +330,7 @@ func TestFakeZoneOnlyAfterSync(t *testing.T) {
 		<-release
 		return false, nil, nil
 	})
-	src := newSource(t, Config{Client: client})
+	src := newSource(t, Config{Client: typed(client)})
 	rec := run(t, src)
 	time.Sleep(300 * time.Millisecond)
 	if n := rec.count(); n != 0 {
@@ -357,7 +357,7 @@ func TestFakeNoSnapshotWithoutChange(t *testing.T) {
 		clusterIPService("app", "web", "10.96.0.10"),
 		slice("app", "web-1", "web", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.1.0.2"}}),
 	)
-	src := newSource(t, Config{Client: client, Coalesce: 5 * time.Millisecond})
+	src := newSource(t, Config{Client: typed(client), Coalesce: 5 * time.Millisecond})
 	rec := run(t, src)
 	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	waitWatches(t, watches, 2)
@@ -398,7 +398,7 @@ func TestFakeNamespaces(t *testing.T) {
 		slice("c", "db-1", "db", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.1.0.2"}}),
 		slice("b", "db-1", "db", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.1.0.9"}}),
 	)
-	src := newSource(t, Config{Client: client, Namespaces: []string{"c", "a", "c"}})
+	src := newSource(t, Config{Client: typed(client), Namespaces: []string{"c", "a", "c"}})
 	rec := run(t, src)
 	s := rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	var hosts []string
@@ -421,7 +421,7 @@ func TestFakeNamespaces(t *testing.T) {
 func TestFakeTriggerTime(t *testing.T) {
 	client, watches := fakeClient(headlessService("app", "db"))
 	clk := &clock{t: time.Unix(1_800_000_100, 0)}
-	src := newSource(t, Config{Client: client, Now: clk.Now})
+	src := newSource(t, Config{Client: typed(client), Now: clk.Now})
 	rec := run(t, src)
 	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	waitWatches(t, watches, 2)
@@ -463,7 +463,7 @@ var _ kubernetes.Interface = (*fake.Clientset)(nil)
 func TestFakeCoalesce(t *testing.T) {
 	client, watches := fakeClient()
 	clk := &clock{t: time.Unix(1_800_000_300, 0)}
-	src := newSource(t, Config{Client: client, Now: clk.Now, Coalesce: 300 * time.Millisecond})
+	src := newSource(t, Config{Client: typed(client), Now: clk.Now, Coalesce: 300 * time.Millisecond})
 	rec := run(t, src)
 	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	waitWatches(t, watches, 2)

@@ -90,7 +90,11 @@ func startStack(t *testing.T, c *kubetest.Cluster, podNS, upstream string) *stac
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	reg := prometheus.NewRegistry()
-	src, err := kubesource.New(kubesource.Config{Client: c.Client, Logger: log, Registerer: reg})
+	client, err := kubesource.NewClientForConfig(c.Config) // the production client, as cmd/meshdns builds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,18 @@ func TestViolations(t *testing.T) {
 			want: []string{"controlplane/view depends on github.com/meshdns/meshdns/agent/discovery: the agent and the control plane only meet through the protocol"},
 		},
 		{
+			name: "binary linking the clientset through a control plane package",
+			pkgs: []Package{{ImportPath: m + "cmd/meshdns", Deps: []string{m + "controlplane/kubesource", "k8s.io/client-go/informers/core/v1", "k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme", "k8s.io/client-go/rest"}}},
+			want: []string{
+				"cmd/meshdns depends on k8s.io/client-go/informers/core/v1: " + leanWhy,
+				"cmd/meshdns depends on k8s.io/client-go/kubernetes: " + leanWhy,
+			},
+		},
+		{
+			name: "binary on REST clients, tests on the clientset",
+			pkgs: []Package{{ImportPath: m + "cmd/meshdns", Deps: []string{"k8s.io/client-go/rest", "k8s.io/client-go/tools/cache"}, TestImports: []string{"k8s.io/client-go/kubernetes/fake"}}},
+		},
+		{
 			name: "something importing cmd",
 			pkgs: []Package{{ImportPath: m + "internal/kubetest", Deps: []string{m + "cmd/meshdns"}}},
 			want: []string{"internal/kubetest depends on github.com/meshdns/meshdns/cmd/meshdns: nothing imports cmd/"},
@@ -89,6 +101,8 @@ func TestViolations(t *testing.T) {
 		})
 	}
 }
+
+var leanWhy = lean[0].why
 
 func withStd(a []Package, more ...Package) []Package {
 	return append(append([]Package(nil), a...), more...)
