@@ -31,6 +31,7 @@ type Agent struct {
 	m          *metrics
 
 	mem       *memoryReleaser
+	rules     *rulesCheck // or nil when the iptables rules are not checked
 	ready     atomic.Bool
 	restoring atomic.Bool // while Restore replays the persisted table
 
@@ -57,7 +58,13 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}, nil
+	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}
+	if cfg.IPTablesCheckInterval > 0 {
+		if a.rules, err = newRulesCheck(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Listen reads the resolv.conf files, builds the resolver, the DNS server
@@ -257,6 +264,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	run("memory", a.mem.Run)
+	if a.rules != nil {
+		run("iptables check", a.rules.Run)
+	}
 	// The table source starts before the DNS server answers, so a valid
 	// file or persisted table is in place for the first query.
 	switch {

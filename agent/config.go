@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/iptables"
 )
 
 // Config configures an Agent. Zero fields take the default named beside
@@ -77,6 +79,20 @@ type Config struct {
 
 	// Limits bound the tables accepted.
 	Limits Limits
+
+	// IPTablesCheckInterval, when positive, re-checks the pod's capture
+	// rules (IPTables) that often and reports drift in the
+	// meshdns_iptables_* metrics; 0 (the default) checks nothing. Reading
+	// the rules needs CAP_NET_ADMIN: without it every check fails and
+	// counts as an error.
+	IPTablesCheckInterval time.Duration
+	// IPTablesRepair re-applies the rules when a check finds drift; off by
+	// default (writing the rules needs CAP_NET_ADMIN too).
+	IPTablesRepair bool
+	// IPTables describes the rules as the init container applied them
+	// (cmd/meshdns builds both from the same flags); used only when
+	// IPTablesCheckInterval is positive. A nil Logger is the agent's.
+	IPTables iptables.Config
 
 	// Version is the build version, reported to the control plane.
 	Version string
@@ -157,6 +173,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Logger = cfg.Logger.With("instance_id", cfg.InstanceID)
+	if cfg.IPTablesCheckInterval < 0 {
+		return cfg, fmt.Errorf("iptables check interval %v is negative", cfg.IPTablesCheckInterval)
+	}
+	if cfg.IPTables.Logger == nil {
+		cfg.IPTables.Logger = cfg.Logger
+	}
 	if cfg.Registerer == nil {
 		reg := prometheus.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = reg, reg

@@ -69,3 +69,51 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// Results of one iptables check, the bounded values of the result label.
+const (
+	checkOK    = "ok"
+	checkDrift = "drift"
+	checkError = "error"
+)
+
+// iptablesMetrics are registered only when the agent checks its rules, so
+// an agent that does not check exports no drift gauge that reads "no
+// drift".
+type iptablesMetrics struct {
+	drift   prometheus.Gauge
+	checks  *prometheus.CounterVec // result: ok, drift, error
+	repairs *prometheus.CounterVec // result: ok, error; nil without repair
+}
+
+func newIPTablesMetrics(reg prometheus.Registerer, repair bool) (*iptablesMetrics, error) {
+	m := &iptablesMetrics{
+		drift: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_iptables_drift",
+			Help: "1 while the capture rules differ from the wanted ones (after any repair), as of the last successful check.",
+		}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_iptables_checks_total",
+			Help: "Checks of the capture rules, by result (ok, drift, error).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{checkOK, checkDrift, checkError} {
+		m.checks.WithLabelValues(r)
+	}
+	cs := []prometheus.Collector{m.drift, m.checks}
+	if repair {
+		m.repairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_iptables_repairs_total",
+			Help: "Re-applications of drifted capture rules, by result (ok, error).",
+		}, []string{"result"})
+		m.repairs.WithLabelValues(checkOK)
+		m.repairs.WithLabelValues(checkError)
+		cs = append(cs, m.repairs)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register iptables metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -39,11 +39,14 @@ func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
 func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
 
 // TestMetricsDocumented checks that the README's Metrics section lists
-// exactly the metrics this package and agent/discovery register, and that
-// their names follow STYLE.md.
+// exactly the metrics this package (the iptables check's included) and
+// agent/discovery register, and that their names follow STYLE.md.
 func TestMetricsDocumented(t *testing.T) {
 	rec := &descRecorder{names: map[string]bool{}}
 	if _, err := newMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newIPTablesMetrics(rec, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := discovery.New(discovery.Config{
@@ -56,8 +59,8 @@ func TestMetricsDocumented(t *testing.T) {
 	var registered []string
 	for n := range rec.names {
 		registered = append(registered, n)
-		if !strings.HasPrefix(n, "meshdns_agent_") && !strings.HasPrefix(n, "meshdns_discovery_") {
-			t.Errorf("metric %s lacks the meshdns_agent_ or meshdns_discovery_ prefix", n)
+		if !strings.HasPrefix(n, "meshdns_agent_") && !strings.HasPrefix(n, "meshdns_discovery_") && !strings.HasPrefix(n, "meshdns_iptables_") {
+			t.Errorf("metric %s lacks the meshdns_agent_, meshdns_discovery_ or meshdns_iptables_ prefix", n)
 		}
 	}
 	sort.Strings(registered)
@@ -72,7 +75,7 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	metricsSection, _, _ = strings.Cut(metricsSection, "\n## ")
 	seen := map[string]bool{}
-	for _, m := range regexp.MustCompile("`(meshdns_(?:agent|discovery)_[a-z_]+)").FindAllStringSubmatch(metricsSection, -1) {
+	for _, m := range regexp.MustCompile("`(meshdns_(?:agent|discovery|iptables)_[a-z_]+)").FindAllStringSubmatch(metricsSection, -1) {
 		seen[m[1]] = true
 	}
 	var documented []string

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/iptables"
 )
 
 func init() {
@@ -43,6 +47,7 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 		cfg                                agent.Config
 		ttl                                uint
 		logLevel                           string
+		rules                              ruleFlags
 	)
 	fs.Var(&dnsAddrs, "dns-addr", "address served over UDP and TCP, repeatable (default 127.0.0.1:15053)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:15020", `admin HTTP address ("-" turns it off)`)
@@ -64,6 +69,13 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time one try against one upstream may take")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
 	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
+	fs.DurationVar(&cfg.IPTablesCheckInterval, "iptables-check-interval", 0, "re-check the DNS capture rules this often and report drift in metrics (0: never; reading them needs NET_ADMIN)")
+	fs.BoolVar(&cfg.IPTablesRepair, "iptables-repair", false, "re-apply the capture rules when drift is found (needs NET_ADMIN)")
+	fs.StringVar(&rules.backend, "iptables-backend", "auto", "backend of the capture rules: auto, legacy or nft")
+	fs.Var(&rules.uids, "iptables-proxy-uid", "uid the capture rules exempt, repeatable (default: the agent's own uid and gid, when neither this nor --iptables-proxy-gid is given)")
+	fs.Var(&rules.gids, "iptables-proxy-gid", "gid the capture rules exempt, repeatable")
+	fs.BoolVar(&rules.captureAll, "iptables-capture-all-dns", false, "the capture rules redirect all port 53 traffic (as iptables apply --capture-all-dns)")
+	fs.BoolVar(&rules.noIPv6, "iptables-disable-ipv6", false, "the capture rules are IPv4 only (as iptables apply --disable-ipv6)")
 	if err := parseFlags(fs, args, map[string][]string{
 		"namespace": {"POD_NAMESPACE"},
 		"pod-name":  {"POD_NAME"},
@@ -77,6 +89,16 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
+	if cfg.IPTablesCheckInterval < 0 {
+		return cfg, fmt.Errorf("--iptables-check-interval %v is negative", cfg.IPTablesCheckInterval)
+	}
+	if cfg.IPTablesCheckInterval > 0 {
+		rc, err := agentRules(rules, dnsAddrs, cfg.ResolvConf)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.IPTables = rc
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.DNSAddrs = dnsAddrs
@@ -88,4 +110,30 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	return cfg, nil
+}
+
+// agentRules describes the capture rules the agent checks: those `meshdns
+// iptables apply` wrote with the same resolv.conf, the agent's DNS port and
+// the agent's own uid and gid (which the injected init container is given).
+func agentRules(rf ruleFlags, dnsAddrs []string, resolvConf string) (iptables.Config, error) {
+	rf.prefix = "iptables-"
+	rf.resolvConf = resolvConf
+	rf.port = iptables.DefaultProxyPort
+	if len(dnsAddrs) > 0 {
+		// The rules redirect to one port: the first address's.
+		_, p, err := net.SplitHostPort(dnsAddrs[0])
+		if err != nil {
+			return iptables.Config{}, fmt.Errorf("--dns-addr %q: %w", dnsAddrs[0], err)
+		}
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return iptables.Config{}, fmt.Errorf("--dns-addr %q: the iptables check needs a fixed port", dnsAddrs[0])
+		}
+		rf.port = uint16(n)
+	}
+	if len(rf.uids) == 0 && len(rf.gids) == 0 {
+		rf.uids = stringList{strconv.Itoa(os.Getuid())}
+		rf.gids = stringList{strconv.Itoa(os.Getgid())}
+	}
+	return rf.config()
 }

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/iptables"
 )
 
 func TestAgentFlags(t *testing.T) {
@@ -88,6 +91,82 @@ func TestAgentFlags(t *testing.T) {
 				t.Error("logger, level or registry not set")
 			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "Registerer", "Gatherer", "Version")); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAgentIPTablesFlags checks that the agent's rule check describes the
+// rules the way `meshdns iptables apply` does with the same inputs.
+func TestAgentIPTablesFlags(t *testing.T) {
+	rc := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(rc, []byte("nameserver 10.96.0.10\nsearch demo.svc.cluster.local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type checkConfig struct {
+		Interval time.Duration
+		Repair   bool
+		Rules    iptables.Config
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    checkConfig
+		wantErr string
+	}{
+		{name: "off by default", args: []string{"--resolv-conf", rc}},
+		{
+			name: "defaults: own ids, agent port, resolv.conf nameservers",
+			args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m"},
+			want: checkConfig{Interval: time.Minute, Rules: iptables.Config{ProxyPort: 15053,
+				ProxyUIDs: []uint32{uint32(os.Getuid())}, ProxyGIDs: []uint32{uint32(os.Getgid())},
+				Nameservers: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, Backend: iptables.Auto}},
+		},
+		{
+			name: "every flag",
+			args: []string{"--resolv-conf", rc + ".unused", "--dns-addr", "127.0.0.1:53", "--iptables-check-interval", "30s",
+				"--iptables-repair", "--iptables-backend", "nft", "--iptables-proxy-uid", "1337",
+				"--iptables-capture-all-dns", "--iptables-disable-ipv6"},
+			want: checkConfig{Interval: 30 * time.Second, Repair: true, Rules: iptables.Config{ProxyPort: 53,
+				ProxyUIDs: []uint32{1337}, CaptureAllDNS: true, Backend: iptables.NFT, DisableIPv6: true}},
+		},
+		{
+			name: "environment",
+			args: []string{"--resolv-conf", rc},
+			env:  map[string]string{"MESHDNS_IPTABLES_CHECK_INTERVAL": "10s", "MESHDNS_IPTABLES_PROXY_GID": "1337,1338"},
+			want: checkConfig{Interval: 10 * time.Second, Rules: iptables.Config{ProxyPort: 15053,
+				ProxyGIDs: []uint32{1337, 1338}, Nameservers: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+				Backend: iptables.Auto}},
+		},
+		{name: "negative interval", args: []string{"--iptables-check-interval", "-1s"}, wantErr: "is negative"},
+		{name: "bad backend", args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m", "--iptables-backend", "ebpf"}, wantErr: "unknown iptables backend"},
+		{name: "bad uid", args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m", "--iptables-proxy-uid", "agent"}, wantErr: "--iptables-proxy-uid"},
+		{name: "missing resolv.conf", args: []string{"--resolv-conf", rc + ".missing", "--iptables-check-interval", "1m"}, wantErr: "no such file"},
+		{name: "port 0", args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m", "--dns-addr", "127.0.0.1:0"}, wantErr: "fixed port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"MESHDNS_IPTABLES_CHECK_INTERVAL", "MESHDNS_IPTABLES_PROXY_GID"} {
+				t.Setenv(k, "")
+				os.Unsetenv(k)
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := agentConfig(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := checkConfig{Interval: cfg.IPTablesCheckInterval, Repair: cfg.IPTablesRepair, Rules: cfg.IPTables}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})

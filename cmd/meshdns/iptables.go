@@ -62,30 +62,18 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *port == 0 || *port > 65535 {
 		return fmt.Errorf("--proxy-port %d out of range", *port)
 	}
-	b, err := iptables.ParseBackend(*backend)
+	rf := ruleFlags{port: uint16(*port), uids: uids, gids: gids, resolvConf: *resolvConf,
+		captureAll: *captureAll, backend: *backend, noIPv6: *noIPv6}
+	if action == "clean" {
+		// Clean needs no nameservers; apply and print do unless every port
+		// 53 packet is captured anyway.
+		rf.resolvConf = ""
+	}
+	cfg, err := rf.config()
 	if err != nil {
 		return err
 	}
-	cfg := iptables.Config{
-		ProxyPort:     uint16(*port),
-		CaptureAllDNS: *captureAll,
-		Backend:       b,
-		DisableIPv6:   *noIPv6,
-		Logger:        slog.New(slog.NewTextHandler(stderr, nil)),
-	}
-	if cfg.ProxyUIDs, err = parseIDs("proxy-uid", uids); err != nil {
-		return err
-	}
-	if cfg.ProxyGIDs, err = parseIDs("proxy-gid", gids); err != nil {
-		return err
-	}
-	// Clean needs no nameservers; apply and print do unless every port 53
-	// packet is captured anyway.
-	if action != "clean" && !*captureAll {
-		if cfg.Nameservers, err = readNameservers(*resolvConf); err != nil {
-			return err
-		}
-	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	if action == "clean" {
 		// Clean removes by ownership, not by configuration: give the
 		// validation what it needs without asking the user for it.
@@ -126,6 +114,42 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return m.Clean(ctx)
 	}
+}
+
+// ruleFlags are the flag values that describe the capture rules. Both
+// `meshdns iptables` and the agent's drift check (agent.go) build their
+// iptables.Config with config, so the agent checks exactly the rules the
+// init container applied.
+type ruleFlags struct {
+	prefix     string // of the flag names in errors: "" or "iptables-"
+	port       uint16
+	uids, gids stringList
+	resolvConf string // nameservers to capture; "" reads none
+	captureAll bool
+	backend    string
+	noIPv6     bool
+}
+
+// config checks the values and reads the nameservers of resolvConf unless
+// every port 53 packet is captured.
+func (f ruleFlags) config() (iptables.Config, error) {
+	b, err := iptables.ParseBackend(f.backend)
+	if err != nil {
+		return iptables.Config{}, err
+	}
+	cfg := iptables.Config{ProxyPort: f.port, CaptureAllDNS: f.captureAll, Backend: b, DisableIPv6: f.noIPv6}
+	if cfg.ProxyUIDs, err = parseIDs(f.prefix+"proxy-uid", f.uids); err != nil {
+		return cfg, err
+	}
+	if cfg.ProxyGIDs, err = parseIDs(f.prefix+"proxy-gid", f.gids); err != nil {
+		return cfg, err
+	}
+	if f.resolvConf != "" && !f.captureAll {
+		if cfg.Nameservers, err = readNameservers(f.resolvConf); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
 
 func parseIDs(flagName string, ids stringList) ([]uint32, error) {
