@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/internal/certtest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -351,7 +352,7 @@ func TestRestoreRejectsBadState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, dir, stateFile, tt.content)
+			certtest.Write(t, dir, stateFile, tt.content)
 			c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})
 			if err != nil {
 				t.Fatal(err)
@@ -381,13 +382,14 @@ func TestRestoreRejectsBadState(t *testing.T) {
 }
 
 func TestMTLS(t *testing.T) {
-	ca := newTestCA(t, "meshdns-ca")
-	rogue := newTestCA(t, "rogue-ca")
+	ca := certtest.NewCA(t, "meshdns-ca")
+	rogue := certtest.NewCA(t, "rogue-ca")
 	dir := t.TempDir()
-	caFile := writeFile(t, dir, "ca.pem", ca.pem)
-	goodCert, goodKey := ca.issue(t, "agent", false)
-	badCert, badKey := rogue.issue(t, "agent", false)
-	srv := discoverytest.Start(t, "127.0.0.1:0", serverTLS(t, ca, ca))
+	caFile := certtest.Write(t, dir, "ca.pem", ca.PEM)
+	goodCert, goodKey := ca.Issue(t, "agent", false)
+	badCert, badKey := rogue.Issue(t, "agent", false)
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	srv := discoverytest.Start(t, "127.0.0.1:0", certtest.ServerTLS(t, srvCert, srvKey, ca))
 
 	tests := []struct {
 		name     string
@@ -396,14 +398,14 @@ func TestMTLS(t *testing.T) {
 	}{
 		{
 			name: "client certificate from the trusted CA",
-			cfg: Config{CACert: caFile, TLSCert: writeFile(t, dir, "good.pem", goodCert),
-				TLSKey: writeFile(t, dir, "good.key", goodKey)},
+			cfg: Config{CACert: caFile, TLSCert: certtest.Write(t, dir, "good.pem", goodCert),
+				TLSKey: certtest.Write(t, dir, "good.key", goodKey)},
 			accepted: true,
 		},
 		{
 			name: "client certificate from another CA",
-			cfg: Config{CACert: caFile, TLSCert: writeFile(t, dir, "bad.pem", badCert),
-				TLSKey: writeFile(t, dir, "bad.key", badKey)},
+			cfg: Config{CACert: caFile, TLSCert: certtest.Write(t, dir, "bad.pem", badCert),
+				TLSKey: certtest.Write(t, dir, "bad.key", badKey)},
 		},
 		{
 			name: "no client certificate",
@@ -411,8 +413,8 @@ func TestMTLS(t *testing.T) {
 		},
 		{
 			name: "server not trusted by the agent",
-			cfg: Config{CACert: writeFile(t, dir, "rogue-ca.pem", rogue.pem),
-				TLSCert: writeFile(t, dir, "good2.pem", goodCert), TLSKey: writeFile(t, dir, "good2.key", goodKey)},
+			cfg: Config{CACert: certtest.Write(t, dir, "rogue-ca.pem", rogue.PEM),
+				TLSCert: certtest.Write(t, dir, "good2.pem", goodCert), TLSKey: certtest.Write(t, dir, "good2.key", goodKey)},
 		},
 		{
 			name: "plaintext to a TLS server",
@@ -490,21 +492,22 @@ func TestBackoff(t *testing.T) {
 // agent runs: the control plane refuses the old one, and the next reconnect
 // reads the new files without a restart.
 func TestCertificateRotation(t *testing.T) {
-	ca := newTestCA(t, "meshdns-ca")
-	old := newTestCA(t, "retired-ca")
+	ca := certtest.NewCA(t, "meshdns-ca")
+	old := certtest.NewCA(t, "retired-ca")
 	dir := t.TempDir()
-	badCert, badKey := old.issue(t, "agent", false)
-	certFile := writeFile(t, dir, "tls.crt", badCert)
-	keyFile := writeFile(t, dir, "tls.key", badKey)
-	srv := discoverytest.Start(t, "127.0.0.1:0", serverTLS(t, ca, ca))
+	badCert, badKey := old.Issue(t, "agent", false)
+	certFile := certtest.Write(t, dir, "tls.crt", badCert)
+	keyFile := certtest.Write(t, dir, "tls.key", badKey)
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	srv := discoverytest.Start(t, "127.0.0.1:0", certtest.ServerTLS(t, srvCert, srvKey, ca))
 	rec := &recorder{}
 	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable,
-		CACert: writeFile(t, dir, "ca.pem", ca.pem), TLSCert: certFile, TLSKey: keyFile})
+		CACert: certtest.Write(t, dir, "ca.pem", ca.PEM), TLSCert: certFile, TLSKey: keyFile})
 	srv.NoRecv(t, 500*time.Millisecond)
 
-	goodCert, goodKey := ca.issue(t, "agent", false)
-	writeFile(t, dir, "tls.key", goodKey)
-	writeFile(t, dir, "tls.crt", goodCert)
+	goodCert, goodKey := ca.Issue(t, "agent", false)
+	certtest.Write(t, dir, "tls.key", goodKey)
+	certtest.Write(t, dir, "tls.crt", goodCert)
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example")))
 	if got := srv.Recv(t); got.GetVersionInfo() != "v1" {
@@ -517,7 +520,7 @@ func TestCertificateRotation(t *testing.T) {
 // costs the restart shortcut, not the update: the table is applied and
 // ACKed, and the failure is counted.
 func TestStateWriteFailureStillAcks(t *testing.T) {
-	notADir := writeFile(t, t.TempDir(), "file", []byte("x"))
+	notADir := certtest.Write(t, t.TempDir(), "file", []byte("x"))
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: notADir})

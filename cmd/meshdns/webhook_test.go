@@ -3,23 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshdns/meshdns/internal/certtest"
 )
 
 // TestControlPlaneServesWebhook runs `meshdns controlplane` with the
@@ -29,7 +24,9 @@ import (
 // admin port.
 func TestControlPlaneServesWebhook(t *testing.T) {
 	dir := t.TempDir()
-	caPEM := writeWebhookCert(t, dir, 1)
+	ca := certtest.NewCA(t, "webhook-test-ca")
+	certPEM, keyPEM := ca.Issue(t, "webhook-test", true, certtest.Serial(1))
+	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
 	tmpl := filepath.Join(dir, "template.yaml")
 	if err := os.WriteFile(tmpl, []byte("image: example/meshdns:one\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -40,7 +37,7 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	go func() {
 		done <- dispatch(ctx, []string{"controlplane", "--entries", "../../examples/entries",
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--webhook-addr", webhookAddr,
-			"--webhook-cert", filepath.Join(dir, "tls.crt"), "--webhook-key", filepath.Join(dir, "tls.key"),
+			"--webhook-cert", certFile, "--webhook-key", keyFile,
 			"--inject-template", tmpl, "--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
@@ -50,7 +47,7 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 		}
 	})
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
+	pool.AppendCertsFromPEM(ca.PEM)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	t.Cleanup(client.CloseIdleConnections)
 	review := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` +
@@ -102,7 +99,8 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	if got := servedSerial(); got != 1 {
 		t.Fatalf("served certificate serial %d, want 1", got)
 	}
-	writeWebhookCert(t, dir, 2)
+	certPEM, keyPEM = ca.Issue(t, "webhook-test", true, certtest.Serial(2))
+	certtest.WritePair(t, dir, certPEM, keyPEM)
 	waitFor(t, "rotated certificate served", func() bool { return servedSerial() == 2 })
 
 	res, err := http.Get("http://" + adminAddr + "/metrics")
@@ -149,36 +147,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// writeWebhookCert writes a self-signed tls.crt/tls.key for 127.0.0.1
-// into dir and returns the certificate, its own CA.
-func writeWebhookCert(t *testing.T, dir string, serial int64) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "webhook-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPEM
 }

@@ -9,17 +9,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshdns/meshdns/controlplane/certs"
-	"github.com/meshdns/meshdns/controlplane/certs/certstest"
+	"github.com/meshdns/meshdns/internal/certtest"
 )
 
 func TestTLSConfig(t *testing.T) {
 	dir := t.TempDir()
-	ca := certstest.NewCA(t, "ca")
+	ca := certtest.NewCA(t, "ca")
 	c, k := ca.Issue(t, "server", true)
-	cert := certstest.Write(t, dir, "tls.crt", c)
-	key := certstest.Write(t, dir, "tls.key", k)
-	caFile := certstest.Write(t, dir, "ca.crt", ca.PEM)
-	junk := certstest.Write(t, dir, "junk", []byte("not pem"))
+	cert := certtest.Write(t, dir, "tls.crt", c)
+	key := certtest.Write(t, dir, "tls.key", k)
+	caFile := certtest.Write(t, dir, "ca.crt", ca.PEM)
+	junk := certtest.Write(t, dir, "junk", []byte("not pem"))
 	tests := []struct {
 		name       string
 		cfg        certs.Config

@@ -7,18 +7,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshdns/meshdns/controlplane/certs"
-	"github.com/meshdns/meshdns/controlplane/certs/certstest"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
+	"github.com/meshdns/meshdns/internal/certtest"
 )
 
 func TestMTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := certstest.NewCA(t, "meshdns test ca")
-	other := certstest.NewCA(t, "someone else")
+	ca := certtest.NewCA(t, "meshdns test ca")
+	other := certtest.NewCA(t, "someone else")
 	srvCert, srvKey := ca.Issue(t, "controlplane", true)
-	certFile := certstest.Write(t, dir, "tls.crt", srvCert)
-	keyFile := certstest.Write(t, dir, "tls.key", srvKey)
-	caFile := certstest.Write(t, dir, "ca.crt", ca.PEM)
+	certFile := certtest.Write(t, dir, "tls.crt", srvCert)
+	keyFile := certtest.Write(t, dir, "tls.key", srvKey)
+	caFile := certtest.Write(t, dir, "ca.crt", ca.PEM)
 	rl, err := certs.New(certs.Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile})
 	if err != nil {
 		t.Fatal(err)
@@ -37,9 +37,9 @@ func TestMTLS(t *testing.T) {
 		client *tls.Config
 		ok     bool
 	}{
-		{name: "client certificate from the CA", client: certstest.ClientTLS(t, ca, goodCert, goodKey), ok: true},
-		{name: "no client certificate", client: certstest.ClientTLS(t, ca, nil, nil)},
-		{name: "client certificate from another CA", client: certstest.ClientTLS(t, ca, badCert, badKey)},
+		{name: "client certificate from the CA", client: certtest.ClientTLS(t, ca, goodCert, goodKey), ok: true},
+		{name: "no client certificate", client: certtest.ClientTLS(t, ca, nil, nil)},
+		{name: "client certificate from another CA", client: certtest.ClientTLS(t, ca, badCert, badKey)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,29 +50,29 @@ func TestMTLS(t *testing.T) {
 	}
 
 	t.Run("server certificate rotation", func(t *testing.T) {
-		before := serverSerial(t, h.addr, certstest.ClientTLS(t, ca, goodCert, goodKey))
+		before := serverSerial(t, h.addr, certtest.ClientTLS(t, ca, goodCert, goodKey))
 		c, k := ca.Issue(t, "controlplane-renewed", true)
-		certstest.Write(t, dir, "tls.key", k)
-		certstest.Write(t, dir, "tls.crt", c)
-		after := serverSerial(t, h.addr, certstest.ClientTLS(t, ca, goodCert, goodKey))
+		certtest.Write(t, dir, "tls.key", k)
+		certtest.Write(t, dir, "tls.crt", c)
+		after := serverSerial(t, h.addr, certtest.ClientTLS(t, ca, goodCert, goodKey))
 		if before == after {
 			t.Errorf("server still presents serial %s after rotation", before)
 		}
 	})
 
 	t.Run("client CA rotation", func(t *testing.T) {
-		certstest.Write(t, dir, "ca.crt", other.PEM)
-		if canStream(t, h.addr, certstest.ClientTLS(t, ca, goodCert, goodKey)) {
+		certtest.Write(t, dir, "ca.crt", other.PEM)
+		if canStream(t, h.addr, certtest.ClientTLS(t, ca, goodCert, goodKey)) {
 			t.Error("client of the old CA still accepted")
 		}
-		if !canStream(t, h.addr, certstest.ClientTLS(t, ca, badCert, badKey)) {
+		if !canStream(t, h.addr, certtest.ClientTLS(t, ca, badCert, badKey)) {
 			t.Error("client of the new CA refused")
 		}
 	})
 
 	t.Run("bad files keep the last good certificate", func(t *testing.T) {
-		certstest.Write(t, dir, "tls.crt", []byte("garbage"))
-		if !canStream(t, h.addr, certstest.ClientTLS(t, ca, badCert, badKey)) {
+		certtest.Write(t, dir, "tls.crt", []byte("garbage"))
+		if !canStream(t, h.addr, certtest.ClientTLS(t, ca, badCert, badKey)) {
 			t.Error("stream refused after a bad certificate file")
 		}
 	})

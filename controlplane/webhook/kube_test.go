@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"math"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -48,7 +50,7 @@ func exampleWebhookConfig(t *testing.T, url string, caPEM []byte) *admissionregi
 // labeler is a second webhook that changes every pod after meshdns did,
 // which makes the API server call meshdns again (reinvocationPolicy
 // IfNeeded): the stored pod must still have one agent.
-func labeler(t *testing.T, cert testCert) string {
+func labeler(t *testing.T, tlsConf *tls.Config) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
@@ -62,11 +64,7 @@ func labeler(t *testing.T, cert testCert) string {
 		review.Request = nil
 		_ = json.NewEncoder(rw).Encode(review)
 	}))
-	pair, err := tlsPair(cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.TLS = pair
+	srv.TLS = tlsConf
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -78,8 +76,9 @@ func labeler(t *testing.T, cert testCert) string {
 func TestInjectionAgainstAPIServer(t *testing.T) {
 	c := kubetest.Start(t)
 	ctx := context.Background()
-	cert := newTestCert(t, 1)
-	certFile, keyFile := cert.write(t, t.TempDir())
+	ca := certtest.NewCA(t, "meshdns-webhook-test-ca")
+	certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true)
+	certFile, keyFile := certtest.WritePair(t, t.TempDir(), certPEM, keyPEM)
 	w, _ := newTestWebhook(t, Config{CertFile: certFile, KeyFile: keyFile, Template: Template{Image: "example/meshdns:test"}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,16 +100,16 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 	t.Cleanup(stopWebhook)
 
 	mwcs := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, exampleWebhookConfig(t, "https://"+ln.Addr().String(), cert.CertPEM), metav1.CreateOptions{}); err != nil {
+	if _, err := mwcs.Create(ctx, exampleWebhookConfig(t, "https://"+ln.Addr().String(), ca.PEM), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register webhook: %v", err)
 	}
 	// Sorted after meshdns-sidecar-injector, so it runs second.
-	lab := labeler(t, cert)
+	lab := labeler(t, certtest.ServerTLS(t, certPEM, keyPEM, nil))
 	if _, err := mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "zz-test-labeler"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "labeler.test.meshdns.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr(lab + "/"), CABundle: cert.CertPEM},
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr(lab + "/"), CABundle: ca.PEM},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{podCreateRule()},
 			SideEffects:             ptr(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},

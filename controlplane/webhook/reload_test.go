@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -111,10 +112,10 @@ func servedSerial(t *testing.T, addr string) int64 {
 // and the template files under it.
 func TestServeReloads(t *testing.T) {
 	dir := t.TempDir()
-	first := newTestCert(t, 1)
-	certFile, keyFile := first.write(t, dir)
-	tmplFile := filepath.Join(dir, "template.yaml")
-	writeFileAtomic(t, tmplFile, []byte("image: example/meshdns:v1\n"))
+	ca := certtest.NewCA(t, "meshdns-webhook-test-ca")
+	certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(1))
+	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
+	tmplFile := certtest.Write(t, dir, "template.yaml", []byte("image: example/meshdns:v1\n"))
 	w, _ := newTestWebhook(t, Config{
 		CertFile: certFile, KeyFile: keyFile, TemplateFile: tmplFile,
 		PollInterval: time.Hour, // only fsnotify may trigger the reloads below
@@ -122,7 +123,7 @@ func TestServeReloads(t *testing.T) {
 	addr := serveTest(t, w)
 
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(first.CertPEM)
+	pool.AppendCertsFromPEM(ca.PEM)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	res, err := client.Post("https://"+addr+"/inject", "application/json", strings.NewReader(string(reviewBody(t, &corev1.Pod{}))))
@@ -138,11 +139,11 @@ func TestServeReloads(t *testing.T) {
 	}
 
 	t.Run("template change is picked up", func(t *testing.T) {
-		writeFileAtomic(t, tmplFile, []byte("image: example/meshdns:v2\n"))
+		certtest.Write(t, dir, "template.yaml", []byte("image: example/meshdns:v2\n"))
 		eventually(t, "template v2", func() bool { return w.Template().Image == "example/meshdns:v2" })
 	})
 	t.Run("bad template keeps the last good one", func(t *testing.T) {
-		writeFileAtomic(t, tmplFile, []byte("imgae: typo\n"))
+		certtest.Write(t, dir, "template.yaml", []byte("imgae: typo\n"))
 		eventually(t, "error counted", func() bool {
 			return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("template", "error")) >= 1
 		})
@@ -154,11 +155,13 @@ func TestServeReloads(t *testing.T) {
 		if got := servedSerial(t, addr); got != 1 {
 			t.Fatalf("serial = %d, want 1", got)
 		}
-		newTestCert(t, 2).write(t, dir)
+		certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(2))
+		certtest.WritePair(t, dir, certPEM, keyPEM)
 		eventually(t, "certificate 2 served", func() bool { return servedSerial(t, addr) == 2 })
 	})
 	t.Run("mismatched pair keeps the last good certificate", func(t *testing.T) {
-		writeFileAtomic(t, keyFile, newTestCert(t, 3).KeyPEM) // key of 3, certificate of 2
+		_, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(3))
+		certtest.Write(t, dir, "tls.key", keyPEM) // key of 3, certificate of 2
 		eventually(t, "error counted", func() bool {
 			return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("certificate", "error")) >= 1
 		})
@@ -170,7 +173,8 @@ func TestServeReloads(t *testing.T) {
 
 func TestServeRefusesMissingFiles(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile := newTestCert(t, 1).write(t, dir)
+	certPEM, keyPEM := certtest.NewCA(t, "meshdns-webhook-test-ca").Issue(t, "meshdns-webhook-test", true)
+	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("dnsPort: -3\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -227,8 +231,7 @@ func TestWatchTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bad := filepath.Join(dir, "bad.yaml")
-	writeFileAtomic(t, bad, []byte("nope: 1\n"))
+	bad := certtest.Write(t, dir, "bad.yaml", []byte("nope: 1\n"))
 	w2, _ := newTestWebhook(t, Config{TemplateFile: bad})
 	if err := w2.WatchTemplate(context.Background()); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("WatchTemplate with a bad file: %v", err)
