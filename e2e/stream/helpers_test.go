@@ -366,7 +366,9 @@ func (a *testAgent) awaitControlPlane(t testing.TB, addr string) {
 	t.Helper()
 	var got string
 	poll(t, func() bool { got = a.controlPlane(t); return got == addr },
-		func() string { return "agent's control plane = " + strconv.Quote(got) + ", want " + strconv.Quote(addr) })
+		func() string {
+			return "agent's control plane = " + strconv.Quote(got) + ", want " + strconv.Quote(addr)
+		})
 }
 
 // ready returns the status code and body of the agent's /healthz/ready.
