@@ -11,7 +11,7 @@ LDFLAGS := -X main.version=$(VERSION)
 
 .PHONY: help
 help: ## show this help
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build bin/meshdns
@@ -34,7 +34,7 @@ test-unit: ## run the tests without installing anything (integration tests skip 
 	$(GO) test -race -count=1 ./...
 
 .PHONY: lint
-lint: ## go vet + gofmt check + buf lint
+lint: $(BIN)/buf ## go vet + gofmt check + buf lint
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BIN)/buf lint
