@@ -20,11 +20,12 @@ const (
 // for an entry it cannot serve (a bad name or address) or for two entries
 // that define the same name; the caller keeps its previous table.
 //
-// Everything an answer needs is computed here, once: the records, the SOA
-// of each zone, the PTR records of every address and the empty
-// non-terminals (names such as ns.svc.cluster.local that exist only
-// because names below them do, RFC 8020), so that Lookup only finds and
-// returns shared slices.
+// Everything an A, AAAA or negative answer needs is computed here, once:
+// the address records, the SOA of each zone and the empty non-terminals
+// (names such as ns.svc.cluster.local that exist only because names below
+// them do, RFC 8020), so that Lookup of those only finds and returns
+// shared slices. SRV and PTR answers are built by Lookup from the ports
+// and a reverse index: precomputed, they were most of the table's memory.
 func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 	ctx, err := normalizeContext(ctx)
 	if err != nil {
@@ -35,6 +36,8 @@ func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 		drafts: make(map[string]*draft, len(entries)*4),
 		wild:   make(map[string]*draft),
 		soas:   make(map[string]*[]dns.RR),
+		rev:    make(map[[16]byte][]*draft, len(entries)),
+		shapes: make(map[string]*shape),
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -45,6 +48,7 @@ func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 		}
 	}
 	b.addVersion()
+	b.markReverse()
 	b.addEmptyNonTerminals()
 	return b.table(), nil
 }
@@ -96,6 +100,10 @@ type builder struct {
 	wild   map[string]*draft // by wildcard domain ("example.com" for "*.example.com")
 	zones  []string          // longest first
 	soas   map[string]*[]dns.RR
+	// rev maps an address (As16) to the drafts whose names it reverses
+	// to, in order, each once.
+	rev    map[[16]byte][]*draft
+	shapes map[string]*shape // see shapeOf
 	hasAlt bool
 }
 
@@ -154,35 +162,50 @@ func (b *builder) apexFor(name, fallback string) string {
 }
 
 // define stores d under key. A name may be defined once; a draft without
-// owner (a reverse name or a zone apex) is merged into the entry's draft.
+// owner (a zone apex) is merged into the entry's draft.
 func (b *builder) define(key string, d *draft) error {
 	old, ok := b.drafts[key]
 	if ok && old != d {
 		if old.owner != "" {
 			return fmt.Errorf("name %q already defined by entry %q", key, old.owner)
 		}
-		d.sets[setPTR] = append(old.sets[setPTR], d.sets[setPTR]...)
 		d.sets[setSOA] = append(old.sets[setSOA], d.sets[setSOA]...)
 	}
 	b.drafts[key] = d
 	return nil
 }
 
-// addPTR adds the PTR record a -> target, once per target.
-func (b *builder) addPTR(a netip.Addr, target string, ttl uint32) {
-	fqdn := reverseName(a)
-	key := fqdn[:len(fqdn)-1]
-	d, ok := b.drafts[key]
-	if !ok {
-		d = &draft{canonical: fqdn, apex: b.apexFor(key, key)}
-		b.drafts[key] = d
-	}
-	for _, rr := range d.sets[setPTR] {
-		if rr.(*dns.PTR).Ptr == target {
+// addPTR adds a to the reverse index with target d (whose canonical name
+// the PTR record points at), once per target.
+func (b *builder) addPTR(a netip.Addr, d *draft) {
+	k := a.As16()
+	for _, have := range b.rev[k] {
+		if have.canonical == d.canonical {
 			return
 		}
 	}
-	d.sets[setPTR] = append(d.sets[setPTR], ptrRR(fqdn, target, ttl))
+	b.rev[k] = append(b.rev[k], d)
+}
+
+// markReverse flags the stored names (an entry or zone apex named like a
+// reverse name) that are also in the reverse index, so that they answer
+// PTR too.
+func (b *builder) markReverse() {
+	for k := range b.rev {
+		if d, ok := b.drafts[revKey(k)]; ok {
+			d.rev = true
+		}
+	}
+}
+
+// isReverse reports whether name is the reverse name of an indexed address.
+func (b *builder) isReverse(name string) bool {
+	k, ok := parseReverse([]byte(name))
+	if !ok {
+		return false
+	}
+	_, ok = b.rev[k]
+	return ok
 }
 
 // addVersion adds dns-version.<cluster domain> TXT (Kubernetes DNS
@@ -220,7 +243,7 @@ func (b *builder) addEmptyNonTerminals() {
 			p = parent(name)
 		}
 		for ; len(p) > len(z); p = parent(p) {
-			if _, ok := b.drafts[p]; ok {
+			if _, ok := b.drafts[p]; ok || b.isReverse(p) {
 				return // a defined name: its own walk covers what is above it
 			}
 			if _, ok := ents[p]; ok {
@@ -237,6 +260,9 @@ func (b *builder) addEmptyNonTerminals() {
 	for key := range b.drafts {
 		walk(key, false)
 	}
+	for k := range b.rev {
+		walk(revKey(k), false)
+	}
 	for domain := range b.wild {
 		walk(domain, true)
 	}
@@ -252,12 +278,35 @@ func (b *builder) table() *Table {
 		names: make(map[string]*node, len(b.drafts)),
 	}
 	for k, d := range b.drafts {
-		t.names[k] = d.pack(b.soa)
+		t.names[k] = d.pack(b.shapeOf)
 	}
 	if len(b.wild) > 0 {
 		t.wild = make(map[string]*node, len(b.wild))
 		for k, d := range b.wild {
-			t.wild[k] = d.pack(b.soa)
+			t.wild[k] = d.pack(b.shapeOf)
+		}
+	}
+	if len(b.rev) > 0 {
+		t.rev = make(map[[16]byte]*node, len(b.rev))
+		for k, ds := range b.rev {
+			t.rev[k] = ds[0].pack(b.shapeOf)
+			if len(ds) > 1 {
+				if t.revMore == nil {
+					t.revMore = make(map[[16]byte][]*node)
+				}
+				for _, d := range ds {
+					t.revMore[k] = append(t.revMore[k], d.pack(b.shapeOf))
+				}
+			}
+			if b.drafts[revKey(k)] != nil {
+				t.revStored++
+			}
+		}
+		// The SOA of a reverse name outside every zone (apexFor gives
+		// the same answer for all of them; Lookup tries the zones first).
+		t.revNs = [2][]dns.RR{
+			*b.soa(b.apexFor("in-addr.arpa", "in-addr.arpa")),
+			*b.soa(b.apexFor("ip6.arpa", "ip6.arpa")),
 		}
 	}
 	for _, z := range b.zones {
@@ -275,4 +324,27 @@ func (b *builder) table() *Table {
 		}
 	}
 	return t
+}
+
+// shapeOf returns the shape of d, shared with every draft of the same
+// zone, SRV TTL and ports; a headless service's (SRV targets of its own)
+// is not shared.
+func (b *builder) shapeOf(d *draft) *shape {
+	sh := &shape{ns: *b.soa(d.apex), ttl: d.ttl, ports: d.ports, targets: d.targets, extra: d.extra}
+	if len(d.ports) == 0 {
+		sh.ttl = 0
+	}
+	if d.targets != nil {
+		return sh
+	}
+	var key strings.Builder
+	fmt.Fprintf(&key, "%s %d", d.apex, sh.ttl)
+	for _, p := range d.ports {
+		fmt.Fprintf(&key, " %s%d", p.label, p.port)
+	}
+	if have, ok := b.shapes[key.String()]; ok {
+		return have
+	}
+	b.shapes[key.String()] = sh
+	return sh
 }

@@ -5,15 +5,16 @@ import (
 	"strings"
 )
 
-// Len returns how many names the table stores: hostnames, alt hosts,
-// wildcards, endpoint and reverse names, empty non-terminals. Names derived
+// Len returns how many names the table knows without deriving them:
+// hostnames, alt hosts, wildcards, endpoint and reverse names, empty
+// non-terminals. Names derived
 // at query time are not counted: SRV owners of named ports, alternate and
 // search-path names.
 func (t *Table) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.names) + len(t.wild)
+	return len(t.names) + len(t.wild) + len(t.rev) - t.revStored
 }
 
 // Names returns every name the table answers as written, sorted,
@@ -29,9 +30,9 @@ func (t *Table) Names() []string {
 	seen := make(map[string]bool)
 	for k, n := range t.names {
 		out = append(out, k)
-		for _, rr := range n.set(setSRV) {
-			o := strings.TrimSuffix(rr.Header().Name, ".")
-			if !strings.HasPrefix(o, "_") || seen[o] {
+		for _, p := range n.shape.ports {
+			o := p.label + strings.TrimSuffix(n.canonical, ".")
+			if p.label == "" || seen[o] {
 				continue
 			}
 			seen[o] = true
@@ -40,6 +41,11 @@ func (t *Table) Names() []string {
 				seen[p] = true
 				out = append(out, p)
 			}
+		}
+	}
+	for k := range t.rev {
+		if name := revKey(k); t.names[name] == nil {
+			out = append(out, name)
 		}
 	}
 	for k := range t.wild {

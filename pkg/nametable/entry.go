@@ -16,8 +16,8 @@ type endpointName struct {
 }
 
 // addEntry validates e and adds its names: the hostname and AltHosts with
-// their records (SRV records grouped by port name, see addPorts), the
-// names of its endpoints, and the PTR records of its addresses.
+// their records and ports (see addPorts), the names of its endpoints, and
+// its addresses to the reverse index.
 func (b *builder) addEntry(e *Entry) error {
 	host, err := normalizeName(e.Hostname, true)
 	if err != nil {
@@ -69,7 +69,7 @@ func (b *builder) addEntry(e *Entry) error {
 
 	for _, a := range ips {
 		d.addAddr(addrRR(fqdn, a, ttl))
-		b.addPTR(a, fqdn, ttl)
+		b.addPTR(a, d)
 	}
 	eps, err := endpointNames(e.Endpoints)
 	if err != nil {
@@ -195,8 +195,8 @@ func (b *builder) defineUnder(d *draft, label string, alts []string) error {
 }
 
 // addEndpoints adds a name per endpoint (hostname.svc... or the dashed IP)
-// with its A/AAAA and PTR records, and for a headless service the endpoint
-// addresses on the service name. It returns the endpoint names as SRV
+// with its A/AAAA records and its addresses to the reverse index, and for
+// a headless service the endpoint addresses on the service name. It returns the endpoint names as SRV
 // targets and their address records for the additional section.
 func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts []string, ttl uint32, headless bool) ([]string, []dns.RR, error) {
 	targets := make([]string, 0, len(eps))
@@ -213,7 +213,7 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 			if headless {
 				d.addAddr(rr) // the owner is rewritten by the server
 			}
-			b.addPTR(a, fqdn, ttl)
+			b.addPTR(a, ed)
 		}
 		targets = append(targets, fqdn)
 		rrs = append(rrs, ed.addrs()...)
@@ -224,14 +224,15 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 	return targets, rrs, nil
 }
 
-// addPorts adds SRV records to the service: every port, named or not,
-// answers SRV on the service name; a named port also answers on
-// _name._proto.<service>. Those names are not stored: Lookup finds the
-// service and returns the run of its SRV records whose owner is the port
-// name, so the records are grouped by owner here.
+// addPorts validates the ports and keeps them for SRV answers, which
+// Lookup builds: every port, named or not, answers SRV on the service
+// name; a named port also answers on _name._proto.<service>. The ports are
+// grouped by that owner name, so a port name's records are one run.
+// targets nil means no SRV records (a headless service without
+// endpoints); the service alone means it is its own target.
 func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl uint32) error {
-	var owners []string
-	byOwner := make(map[string][]dns.RR, len(ports))
+	var labels []string
+	byLabel := make(map[string][]srvPort, len(ports))
 	for _, p := range ports {
 		if p.Port == 0 {
 			return fmt.Errorf("port %q: number 0", p.Name)
@@ -244,35 +245,31 @@ func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl 
 		default:
 			return fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 		}
-		owner := d.canonical
+		label := ""
 		if p.Name != "" {
 			name := strings.ToLower(p.Name)
 			if err := checkLabel(name, false); err != nil {
 				return fmt.Errorf("port %q: %w", p.Name, err)
 			}
-			owner = "_" + name + "._" + proto + "." + d.canonical
-			if err := checkGenerated(owner[:len(owner)-1]); err != nil {
+			label = "_" + name + "._" + proto + "."
+			if err := checkGenerated(label + d.owner); err != nil {
 				return err
 			}
 		}
-		if _, ok := byOwner[owner]; !ok {
-			owners = append(owners, owner)
+		if _, ok := byLabel[label]; !ok {
+			labels = append(labels, label)
 		}
-		for _, t := range targets {
-			byOwner[owner] = append(byOwner[owner], srvRR(owner, t, p.Port, ttl))
-		}
+		byLabel[label] = append(byLabel[label], srvPort{label: label, port: p.Port})
 	}
-	for _, o := range owners {
-		d.sets[setSRV] = append(d.sets[setSRV], byOwner[o]...)
+	if len(targets) == 0 {
+		return nil
 	}
-	switch {
-	case len(ports) == 0:
-	case len(targets) == 1 && targets[0] == d.canonical:
-		// The service is its own target: its A/AAAA records, already at
-		// the front of the node's records, are the additional section.
-		d.extraSelf = true
-	default:
-		d.extra = &targetRRs
+	for _, l := range labels {
+		d.ports = append(d.ports, byLabel[l]...)
+	}
+	d.ttl = ttl
+	if len(targets) != 1 || targets[0] != d.canonical {
+		d.targets, d.extra = targets, targetRRs
 	}
 	return nil
 }

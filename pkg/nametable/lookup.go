@@ -8,12 +8,15 @@ import (
 )
 
 // Lookup answers q. The question name may be in any case, with or without
-// the trailing dot. Lookup allocates nothing: the name is lowercased into
-// a stack buffer, m[string(bytes)] map lookups do not copy, and every
-// returned slice is precomputed and shared.
+// the trailing dot. Lookup allocates nothing for A, AAAA, NODATA and
+// NXDOMAIN answers, whatever way the name is found: the name is lowercased
+// into a stack buffer, m[string(bytes)] map lookups do not copy, and the
+// returned slices are precomputed and shared. SRV and PTR answers (and an
+// Alias to a port name) are built per question and allocate: they are
+// rare, and the proxy packs each answer once per table and caches it.
 //
 // The order of the rules (DESIGN.md section 4):
-//  1. the name itself: a stored name, a named port of a service
+//  1. the name itself: a stored or reverse name, a named port of a service
 //     (_name._proto.<service>), a Kubernetes alternate name (svc, svc.ns,
 //     svc.ns.svc), or the most specific wildcard;
 //  2. search-path expansion: for each search domain in resolv.conf order,
@@ -33,8 +36,8 @@ func (t *Table) Lookup(q dns.Question) Result {
 	if !ok {
 		return Result{Action: Forward}
 	}
-	if m := t.find(key); m.n != nil {
-		return m.answer(q.Qtype, "")
+	if m := t.find(key); m.found() {
+		return t.answer(m, key, q.Qtype, "")
 	}
 	for _, s := range t.search {
 		if len(key) <= len(s) || string(key[len(key)-len(s):]) != s {
@@ -42,17 +45,11 @@ func (t *Table) Lookup(q dns.Question) Result {
 		}
 		x := key[:len(key)-len(s)]
 		m := t.find(x)
-		alias := m.canonical()
+		alias := m.canonical(x, q.Name)
 		if alias == "" {
 			continue // unknown, or a name that exists only to say NODATA
 		}
-		if m.wild {
-			// The canonical name of a wildcard match is X itself: the
-			// question's own bytes up to and including the dot before
-			// the search domain, so no allocation.
-			alias = q.Name[:len(x)+1]
-		}
-		return m.answer(q.Qtype, alias)
+		return t.answer(m, x, q.Qtype, alias)
 	}
 	for i := range t.zones {
 		z := &t.zones[i]
@@ -63,28 +60,46 @@ func (t *Table) Lookup(q dns.Question) Result {
 	return Result{Action: Forward}
 }
 
-// match is what a name resolves to: a node, or part of a service's node
-// for the names under it that are not stored (SRV owners).
+// match is what a name resolves to: a node, part of a service's node for
+// the names under it that are not stored (SRV owners), or an address of
+// the reverse index.
 type match struct {
-	n *node // nil: no match
-	// port is set for _name._proto.<service>: the service's SRV records
-	// of that port.
-	port []dns.RR
+	n *node // nil: no match, or a reverse name that is not stored
+	// port is "_name._proto." for a port name: the label of the service's
+	// SRV records it answers with.
+	port string
 	// proto is set for _proto.<service>: an empty non-terminal above the
 	// port names.
 	proto bool
 	// wild is set for a wildcard match.
 	wild bool
+	// rev is set for a reverse name of an indexed address, addr.
+	rev  bool
+	addr [16]byte
 }
 
+func (m match) found() bool { return m.n != nil || m.rev }
+
 // canonical is the name search-path expansion aliases to, or "" for names
-// that only say NODATA.
-func (m match) canonical() string {
+// that only say NODATA. x is the lowercase name found, qname the question
+// name it starts.
+func (m match) canonical(x []byte, qname string) string {
 	switch {
-	case m.n == nil || m.proto:
+	case !m.found() || m.proto:
 		return ""
-	case m.port != nil:
-		return m.port[0].Header().Name
+	case m.wild:
+		// The canonical name of a wildcard match is X itself: the
+		// question's own bytes up to and including the dot before the
+		// search domain, so no allocation.
+		return qname[:len(x)+1]
+	case m.port != "":
+		return m.port + m.n.canonical
+	case m.n == nil:
+		// A reverse name is its own canonical name, in lowercase.
+		if qname[:len(x)] == string(x) {
+			return qname[:len(x)+1]
+		}
+		return string(x) + "."
 	}
 	return m.n.canonical
 }
@@ -92,7 +107,14 @@ func (m match) canonical() string {
 // find resolves key (lowercase, no trailing dot) by rule 1 of Lookup.
 func (t *Table) find(key []byte) match {
 	if n, ok := t.names[string(key)]; ok {
+		if n.rev {
+			k, _ := parseReverse(key)
+			return match{n: n, rev: true, addr: k}
+		}
 		return match{n: n}
+	}
+	if k, ok := t.findReverse(key); ok {
+		return match{rev: true, addr: k}
 	}
 	if len(key) > 0 && key[0] == '_' {
 		if m := t.findPort(key); m.n != nil {
@@ -131,12 +153,12 @@ func (t *Table) findService(key []byte) *node {
 	return nil
 }
 
-// findPort resolves the SRV names of a service: _name._proto.<service> is
-// the run of the service's SRV records owned by that name (New groups
-// them), and _proto.<service> exists when a named port uses the protocol.
-// Deriving these names from the service keeps two map entries and two
-// nodes per service out of the table, and makes every alternate name and
-// alt host of the service answer SRV too.
+// findPort resolves the SRV names of a service: _name._proto.<service>
+// exists when the service has a port of that name and protocol, and
+// _proto.<service> when a named port uses the protocol. Deriving these
+// names from the service keeps two map entries and two nodes per service
+// out of the table, and makes every alternate name and alt host of the
+// service answer SRV too.
 func (t *Table) findPort(key []byte) match {
 	i := bytes.IndexByte(key, '.')
 	if i < 0 {
@@ -153,34 +175,20 @@ func (t *Table) findPort(key []byte) match {
 			return match{}
 		}
 		prefix := key[:i+1+j+1] // "_name._proto."
-		srv := n.set(setSRV)
-		lo, hi := -1, -1
-		for k, rr := range srv {
-			if o := rr.Header().Name; len(o) > len(prefix) && o[:len(prefix)] == string(prefix) {
-				if lo < 0 {
-					lo = k
-				}
-				hi = k + 1
-			} else if lo >= 0 {
-				break
+		for _, p := range n.shape.ports {
+			if p.label == string(prefix) {
+				return match{n: n, port: p.label}
 			}
 		}
-		if lo < 0 {
-			return match{}
-		}
-		return match{n: n, port: srv[lo:hi:hi]}
+		return match{}
 	}
 	n := t.findService(rest)
 	if n == nil {
 		return match{}
 	}
 	proto := key[:i+1] // "_tcp."
-	for _, rr := range n.set(setSRV) {
-		o := rr.Header().Name
-		if len(o) == 0 || o[0] != '_' {
-			continue
-		}
-		if k := strings.IndexByte(o, '.'); k >= 0 && len(o) > k+1+len(proto) && o[k+1:k+1+len(proto)] == string(proto) {
+	for _, p := range n.shape.ports {
+		if k := strings.IndexByte(p.label, '.'); k >= 0 && p.label[k+1:] == string(proto) {
 			return match{n: n, proto: true}
 		}
 	}
@@ -211,62 +219,98 @@ func (t *Table) findAlt(key []byte) *node {
 	return nil
 }
 
-// answer is the Result for a question of type qtype on m.
-func (m match) answer(qtype uint16, alias string) Result {
+// answer is the Result for a question of type qtype on m, found as key.
+func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 	n := m.n
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
-	if n.chase {
+	if n != nil && n.chase {
 		r.Chase = n.chaseTarget()
 		return r
 	}
-	var ans []dns.RR
 	switch {
 	case m.proto:
 		// An empty non-terminal: NODATA for every type.
-	case m.port != nil:
+	case m.port != "":
 		if qtype == dns.TypeSRV || qtype == dns.TypeANY {
-			ans = m.port
+			r.Answer, r.Extra = n.srv(m.port)
+		}
+	case n == nil:
+		if qtype == dns.TypePTR || qtype == dns.TypeANY {
+			r.Answer = t.ptrs(m.addr)
 		}
 	default:
-		ans = n.records(qtype)
+		r.Answer, r.Extra = t.records(m, qtype)
 	}
-	if len(ans) == 0 {
+	if len(r.Answer) == 0 {
 		// NODATA (RFC 2308 section 2.2): the name exists, the type does
 		// not. Never NXDOMAIN: clients ask A and AAAA in parallel and an
 		// NXDOMAIN for one family would fail the other.
-		r.Ns = *n.ns
-		return r
-	}
-	r.Answer = ans
-	if ans[0].Header().Rrtype == dns.TypeSRV {
-		r.Extra = n.srvExtra()
+		if n != nil {
+			r.Ns = n.shape.ns
+		} else {
+			r.Ns = t.revNS(key, m.addr)
+		}
 	}
 	return r
 }
 
-// records returns n's records of type qtype.
-func (n *node) records(qtype uint16) []dns.RR {
+// records returns the records of type qtype of the node m found, and the
+// additional section of an SRV answer.
+func (t *Table) records(m match, qtype uint16) (ans, extra []dns.RR) {
+	n := m.n
 	switch qtype {
 	case dns.TypeA:
-		return n.set(setA)
+		return n.set(setA), nil
 	case dns.TypeAAAA:
-		return n.set(setAAAA)
+		return n.set(setAAAA), nil
 	case dns.TypeSRV:
-		return n.set(setSRV)
+		return n.srv("")
 	case dns.TypePTR:
-		return n.set(setPTR)
+		if m.rev {
+			return t.ptrs(m.addr), nil
+		}
 	case dns.TypeTXT:
-		return n.set(setTXT)
+		return n.set(setTXT), nil
 	case dns.TypeSOA:
-		return n.set(setSOA)
+		return n.set(setSOA), nil
 	case dns.TypeANY:
 		// RFC 8482 section 4.2: answer ANY with one RRset of our choice
-		// rather than everything.
-		for i := range numSets {
-			if s := n.set(i); len(s) > 0 {
-				return s
+		// rather than everything: the first of A, AAAA, SRV, PTR, TXT,
+		// SOA the name has.
+		for _, qt := range [...]uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeTXT, dns.TypeSOA} {
+			if ans, extra = t.records(m, qt); len(ans) > 0 {
+				return ans, extra
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// srv builds the SRV records of the ports labelled label ("" for every
+// port) and their additional section. It allocates.
+func (n *node) srv(label string) (ans, extra []dns.RR) {
+	sh := n.shape
+	for _, p := range sh.ports {
+		if label != "" && p.label != label {
+			continue
+		}
+		owner := n.canonical
+		if p.label != "" {
+			owner = p.label + n.canonical
+		}
+		if sh.targets == nil {
+			ans = append(ans, srvRR(owner, n.canonical, p.port, sh.ttl))
+			continue
+		}
+		for _, target := range sh.targets {
+			ans = append(ans, srvRR(owner, target, p.port, sh.ttl))
+		}
+	}
+	if len(ans) == 0 {
+		return nil, nil
+	}
+	if sh.targets == nil {
+		return ans, n.addrs()
+	}
+	return ans, sh.extra
 }

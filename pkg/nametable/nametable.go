@@ -80,7 +80,8 @@ const (
 )
 
 // Result is the answer to one question. Its slices are shared with the
-// table and must not be modified.
+// table (or, for SRV and PTR answers, built for this question) and must
+// not be modified.
 //
 // The answer section a server sends is, in order:
 //  1. when Alias is set: question name CNAME Alias;
@@ -110,13 +111,25 @@ type Table struct {
 
 	// names maps every stored name (lowercase, no trailing dot) to its
 	// records; several names may share one node (AltHosts). Kubernetes
-	// alternate names, SRV port names and search-path names are not
-	// stored: Lookup derives them from the question (see lookup.go), so
-	// they cost no memory.
+	// alternate names, SRV port names, reverse names and search-path
+	// names are not stored: Lookup derives them from the question (see
+	// lookup.go), so they cost no memory.
 	names map[string]*node
 	// wild maps the domain of a wildcard ("example.com" for
 	// "*.example.com") to its records.
 	wild map[string]*node
+	// rev is the reverse index: an address (As16; v4 addresses are
+	// stored unmapped, so their ip6.arpa form is never looked up) to the
+	// node its PTR record points at. revMore holds every node, in order,
+	// for the few addresses several names share. Reverse names are not
+	// stored: a PTR answer is built at query time.
+	rev     map[[16]byte]*node
+	revMore map[[16]byte][]*node
+	// revStored counts reverse names that are also stored names, for Len.
+	revStored int
+	// revNs is the SOA of negative answers for reverse names outside
+	// every zone: in-addr.arpa, ip6.arpa.
+	revNs [2][]dns.RR
 	// zones the table is complete for, longest first so the first match
 	// is the closest enclosing zone.
 	zones []zone

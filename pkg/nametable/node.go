@@ -3,11 +3,12 @@ package nametable
 import "github.com/miekg/dns"
 
 // Record sets a node holds, in the order they are packed into node.rrs.
+// SRV and PTR records are not stored: Lookup builds them from the ports
+// (shape) and the reverse index, since they are asked for rarely and the
+// proxy caches the packed answer per table.
 const (
 	setA = iota
 	setAAAA
-	setSRV
-	setPTR
 	setTXT
 	setSOA
 	numSets
@@ -16,44 +17,57 @@ const (
 // node holds the precomputed answers of one name. It is immutable once the
 // table is built and shared by every name that answers like it.
 //
-// A table holds two or more nodes per service (the service, one per address
-// for PTR, one per endpoint), so the layout is kept to 80 bytes: the
-// record sets sit back to back in one slice (set i is rrs[end[i-1]:end[i]]),
-// the sections shared between nodes are pointers, and an ExternalName
-// target lives in a CNAME record instead of its own string field.
+// A table holds one or more nodes per service, so the layout is kept to 64
+// bytes: the record sets sit back to back in one slice (set i is
+// rrs[end[i-1]:end[i]]), what many nodes have in common (SOA, ports) is
+// behind one shared pointer, and an ExternalName target lives in a CNAME
+// record instead of its own string field.
 type node struct {
 	// canonical is the FQDN with trailing dot that search-path expansion
-	// aliases to; "" for nodes that only exist to say NODATA.
+	// aliases to and SRV and PTR records point at; "" for nodes that only
+	// exist to say NODATA.
 	canonical string
 	// rrs holds the record sets; a chase node has none (see chaseTarget).
 	rrs []dns.RR
-	// extra is the additional section of an SRV answer when the targets
-	// are endpoints (their A/AAAA records); or nil.
-	extra *[]dns.RR
-	// ns is the SOA of the enclosing zone, for NODATA answers; shared.
-	ns  *[]dns.RR
-	end [numSets - 1]uint32 // end of each set but the last (SOA) in rrs
+	// shape is shared by nodes of the same zone, TTL and ports; never nil.
+	shape *shape
+	end   [numSets - 1]uint32 // end of each set but the last (SOA) in rrs
 	// alt is set on the names of a Kubernetes service in the pod's cluster
 	// domain: only they answer to the alternate names svc.ns, svc.ns.svc
 	// and svc.
 	alt bool
 	// chase marks an ExternalName or a wildcard with a canonical name.
 	chase bool
-	// extraSelf marks a service that is its own SRV target: the
-	// additional section is its own A and AAAA sets, so it costs nothing.
-	extraSelf bool
+	// rev marks a stored name that is also the reverse name of an address
+	// in the reverse index: its PTR records come from there.
+	rev bool
 }
 
-// srvExtra is the additional section of an SRV answer from n.
-func (n *node) srvExtra() []dns.RR {
-	if n.extraSelf {
-		hi := n.end[setAAAA]
-		return n.rrs[:hi:hi]
-	}
-	if n.extra != nil {
-		return *n.extra
-	}
-	return nil
+// shape is the part of a node that many nodes share: every ClusterIP
+// service of a namespace with the usual ports has the same one, so SRV
+// answers cost no memory per service.
+type shape struct {
+	// ns is the SOA of the enclosing zone, for NODATA answers.
+	ns []dns.RR
+	// ttl of the SRV records, seconds.
+	ttl uint32
+	// ports in SRV answer order (grouped by owner); nil when the node
+	// answers no SRV.
+	ports []srvPort
+	// targets are the SRV targets of a headless service (its endpoint
+	// FQDNs) and extra their A/AAAA records for the additional section;
+	// nil targets: the node is its own target and its own A/AAAA sets are
+	// the additional section.
+	targets []string
+	extra   []dns.RR
+}
+
+// srvPort is one port of a service.
+type srvPort struct {
+	// label is "_name._proto." (lowercase) of a named port, "" for an
+	// unnamed one, which answers only on the service name.
+	label string
+	port  uint16
 }
 
 // set returns record set i, capacity-limited so that an append by a
@@ -73,6 +87,12 @@ func (n *node) set(i int) []dns.RR {
 	return n.rrs[lo:hi:hi]
 }
 
+// addrs is the node's A and AAAA sets together.
+func (n *node) addrs() []dns.RR {
+	hi := n.end[setAAAA]
+	return n.rrs[:hi:hi]
+}
+
 // chaseTarget is the ExternalName target, FQDN with trailing dot, from
 // the CNAME pack keeps just beyond the length of a chase node's rrs.
 func (n *node) chaseTarget() string {
@@ -85,31 +105,32 @@ type draft struct {
 	canonical string
 	chase     string
 	sets      [numSets][]dns.RR
-	extra     *[]dns.RR
-	extraSelf bool
+	ports     []srvPort
+	targets   []string // see shape
+	extra     []dns.RR
 	alt       bool
+	rev       bool
 	ttl       uint32
 	// apex is the zone whose SOA goes into negative answers.
 	apex string
 	// owner is the hostname of the entry that defined the name, to report
-	// duplicates; "" for names that only exist as reverse names or zone
-	// apexes, which an entry may take over.
+	// duplicates; "" for names that only exist as zone apexes or empty
+	// non-terminals, which an entry may take over.
 	owner string
 	built *node
 }
 
-// pack turns the draft into its immutable node, once; soa gives the SOA
-// set of a zone apex.
-func (d *draft) pack(soa func(apex string) *[]dns.RR) *node {
+// pack turns the draft into its immutable node, once; shapeOf returns the
+// shared shape of the draft's zone, TTL and ports.
+func (d *draft) pack(shapeOf func(d *draft) *shape) *node {
 	if d.built != nil {
 		return d.built
 	}
 	n := &node{
 		canonical: d.canonical,
-		extra:     d.extra,
-		extraSelf: d.extraSelf,
-		ns:        soa(d.apex),
+		shape:     shapeOf(d),
 		alt:       d.alt,
+		rev:       d.rev,
 	}
 	d.built = n
 	if d.chase != "" {
