@@ -1,6 +1,7 @@
 package nametable
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -33,10 +34,10 @@ func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 	}
 	b := &builder{
 		ctx:    ctx,
-		drafts: make(map[string]*draft, len(entries)*4),
+		drafts: make(map[string]*draft, len(entries)*2),
 		wild:   make(map[string]*draft),
 		soas:   make(map[string]*[]dns.RR),
-		rev:    make(map[[16]byte][]*draft, len(entries)),
+		rev:    make(map[[16]byte]*draft, len(entries)),
 		shapes: make(map[string]*shape),
 	}
 	if err := b.addZones(zones); err != nil {
@@ -100,10 +101,21 @@ type builder struct {
 	wild   map[string]*draft // by wildcard domain ("example.com" for "*.example.com")
 	zones  []string          // longest first
 	soas   map[string]*[]dns.RR
-	// rev maps an address (As16) to the drafts whose names it reverses
-	// to, in order, each once.
-	rev    map[[16]byte][]*draft
-	shapes map[string]*shape // see shapeOf
+	// rev maps an address (As16) to the first draft whose name it
+	// reverses to; revMore to all of them, in order, each once, for the
+	// few addresses that have several.
+	rev     map[[16]byte]*draft
+	revMore map[[16]byte][]*draft
+	// revStored counts the stored names that are also reverse names.
+	revStored int
+	shapes    map[string]*shape // see shapeOf
+	keyBuf    []byte            // scratch for shapeOf
+	// nodes and rrs are slabs the nodes and their record sets are cut
+	// from: two allocations for the whole table instead of two per name,
+	// and no long-lived objects scattered among the build's garbage.
+	nodes  []node
+	rrs    []dns.RR
+	slabs  slabs
 	hasAlt bool
 }
 
@@ -179,28 +191,58 @@ func (b *builder) define(key string, d *draft) error {
 // the PTR record points at), once per target.
 func (b *builder) addPTR(a netip.Addr, d *draft) {
 	k := a.As16()
-	for _, have := range b.rev[k] {
+	first, ok := b.rev[k]
+	if !ok {
+		b.rev[k] = d
+		return
+	}
+	more := b.revMore[k]
+	if more == nil {
+		if first.canonical == d.canonical {
+			return
+		}
+		if b.revMore == nil {
+			b.revMore = make(map[[16]byte][]*draft)
+		}
+		b.revMore[k] = []*draft{first, d}
+		return
+	}
+	for _, have := range more {
 		if have.canonical == d.canonical {
 			return
 		}
 	}
-	b.rev[k] = append(b.rev[k], d)
+	b.revMore[k] = append(more, d)
 }
 
 // markReverse flags the stored names (an entry or zone apex named like a
 // reverse name) that are also in the reverse index, so that they answer
 // PTR too.
 func (b *builder) markReverse() {
-	for k := range b.rev {
-		if d, ok := b.drafts[revKey(k)]; ok {
+	for name, d := range b.drafts {
+		if b.isReverse(name) {
 			d.rev = true
+			b.revStored++
 		}
 	}
 }
 
+// zonesHoldReverse reports whether a zone may contain reverse names, whose
+// ancestors are then empty non-terminals.
+func (b *builder) zonesHoldReverse() bool {
+	for _, z := range b.zones {
+		for _, r := range []string{"in-addr.arpa", "ip6.arpa"} {
+			if inZone(z, r) || inZone(r, z) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // isReverse reports whether name is the reverse name of an indexed address.
 func (b *builder) isReverse(name string) bool {
-	k, ok := parseReverse([]byte(name))
+	k, ok := parseReverse(name)
 	if !ok {
 		return false
 	}
@@ -260,8 +302,10 @@ func (b *builder) addEmptyNonTerminals() {
 	for key := range b.drafts {
 		walk(key, false)
 	}
-	for k := range b.rev {
-		walk(revKey(k), false)
+	if b.zonesHoldReverse() {
+		for k := range b.rev {
+			walk(revKey(k), false)
+		}
 	}
 	for domain := range b.wild {
 		walk(domain, true)
@@ -277,29 +321,28 @@ func (b *builder) table() *Table {
 		ctx:   b.ctx,
 		names: make(map[string]*node, len(b.drafts)),
 	}
+	b.allocSlabs()
 	for k, d := range b.drafts {
-		t.names[k] = d.pack(b.shapeOf)
+		t.names[k] = b.pack(d)
 	}
 	if len(b.wild) > 0 {
 		t.wild = make(map[string]*node, len(b.wild))
 		for k, d := range b.wild {
-			t.wild[k] = d.pack(b.shapeOf)
+			t.wild[k] = b.pack(d)
 		}
 	}
 	if len(b.rev) > 0 {
 		t.rev = make(map[[16]byte]*node, len(b.rev))
-		for k, ds := range b.rev {
-			t.rev[k] = ds[0].pack(b.shapeOf)
-			if len(ds) > 1 {
-				if t.revMore == nil {
-					t.revMore = make(map[[16]byte][]*node)
-				}
-				for _, d := range ds {
-					t.revMore[k] = append(t.revMore[k], d.pack(b.shapeOf))
-				}
+		t.revStored = b.revStored
+		for k, d := range b.rev {
+			t.rev[k] = b.pack(d)
+		}
+		for k, ds := range b.revMore {
+			if t.revMore == nil {
+				t.revMore = make(map[[16]byte][]*node, len(b.revMore))
 			}
-			if b.drafts[revKey(k)] != nil {
-				t.revStored++
+			for _, d := range ds {
+				t.revMore[k] = append(t.revMore[k], b.pack(d))
 			}
 		}
 		// The SOA of a reverse name outside every zone (apexFor gives
@@ -326,25 +369,91 @@ func (b *builder) table() *Table {
 	return t
 }
 
+// allocSlabs sizes b.nodes and b.rrs for every distinct draft (a draft
+// may be stored under several names; every reverse index draft is one of
+// them).
+func (b *builder) allocSlabs() {
+	seen := make(map[*draft]struct{}, len(b.drafts))
+	nodes, rrs := 0, 0
+	count := func(d *draft) {
+		if _, ok := seen[d]; ok {
+			return
+		}
+		seen[d] = struct{}{}
+		nodes++
+		for _, s := range d.sets {
+			rrs += len(s)
+		}
+	}
+	for _, d := range b.drafts {
+		count(d)
+	}
+	for _, d := range b.wild {
+		count(d)
+	}
+	b.nodes = make([]node, 0, nodes)
+	b.rrs = make([]dns.RR, 0, rrs)
+}
+
+// pack turns d into its immutable node, once.
+func (b *builder) pack(d *draft) *node {
+	if d.built != nil {
+		return d.built
+	}
+	if len(b.nodes) == cap(b.nodes) {
+		b.nodes = make([]node, 0, 64) // not counted by allocSlabs; never expected
+	}
+	b.nodes = append(b.nodes, node{
+		canonical: d.canonical,
+		shape:     b.shapeOf(d),
+		alt:       d.alt,
+		rev:       d.rev,
+	})
+	n := &b.nodes[len(b.nodes)-1]
+	d.built = n
+	if d.chase != "" {
+		n.chase = true
+		// Length 0, capacity 1: every record set reads empty, and only
+		// chaseTarget reaches the CNAME.
+		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}[:0]
+		return n
+	}
+	lo := len(b.rrs)
+	for i, s := range d.sets {
+		b.rrs = append(b.rrs, s...)
+		if i < len(n.end) {
+			n.end[i] = uint32(len(b.rrs) - lo)
+		}
+	}
+	if hi := len(b.rrs); hi > lo {
+		n.rrs = b.rrs[lo:hi:hi]
+	}
+	return n
+}
+
 // shapeOf returns the shape of d, shared with every draft of the same
 // zone, SRV TTL and ports; a headless service's (SRV targets of its own)
 // is not shared.
 func (b *builder) shapeOf(d *draft) *shape {
-	sh := &shape{ns: *b.soa(d.apex), ttl: d.ttl, ports: d.ports, targets: d.targets, extra: d.extra}
-	if len(d.ports) == 0 {
-		sh.ttl = 0
-	}
 	if d.targets != nil {
+		return &shape{ns: *b.soa(d.apex), ttl: d.ttl, ports: d.ports, targets: d.targets, extra: d.extra}
+	}
+	key := append(b.keyBuf[:0], d.apex...)
+	if len(d.ports) > 0 {
+		key = binary.AppendUvarint(append(key, 0), uint64(d.ttl))
+		for _, p := range d.ports {
+			key = append(append(key, byte(len(p.label))), p.label...)
+			key = binary.AppendUvarint(key, uint64(p.port))
+		}
+	}
+	b.keyBuf = key
+	if sh, ok := b.shapes[string(key)]; ok {
 		return sh
 	}
-	var key strings.Builder
-	fmt.Fprintf(&key, "%s %d", d.apex, sh.ttl)
-	for _, p := range d.ports {
-		fmt.Fprintf(&key, " %s%d", p.label, p.port)
+	sh := &shape{ns: *b.soa(d.apex), ports: d.ports}
+	if len(d.ports) > 0 {
+		sh.ttl = d.ttl
 	}
-	if have, ok := b.shapes[key.String()]; ok {
-		return have
-	}
-	b.shapes[key.String()] = sh
+	b.shapes[string(key)] = sh
 	return sh
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -68,7 +69,7 @@ func (b *builder) addEntry(e *Entry) error {
 	}
 
 	for _, a := range ips {
-		d.addAddr(addrRR(fqdn, a, ttl))
+		d.addAddr(b.slabs.addrRR(fqdn, a, ttl))
 		b.addPTR(a, d)
 	}
 	eps, err := endpointNames(e.Endpoints)
@@ -147,14 +148,18 @@ func (b *builder) addWildcard(e *Entry, host string, alts []string, ips []netip.
 		d.chase, d.ttl = c+".", ttl
 	}
 	for _, a := range ips {
-		d.addAddr(addrRR(host+".", a, ttl))
+		d.addAddr(b.slabs.addrRR(host+".", a, ttl))
 	}
 	return b.defineAll(d, host, alts)
 }
 
 // defineAll stores d under its hostname and every alt host.
 func (b *builder) defineAll(d *draft, host string, alts []string) error {
-	for _, n := range append([]string{host}, alts...) {
+	for i := -1; i < len(alts); i++ {
+		n := host
+		if i >= 0 {
+			n = alts[i]
+		}
 		if w, ok := strings.CutPrefix(n, "*."); ok {
 			if old, dup := b.wild[w]; dup {
 				return fmt.Errorf("name %q already defined by entry %q", n, old.owner)
@@ -208,7 +213,7 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 		}
 		ed := &draft{canonical: fqdn, owner: host, apex: d.apex, alt: d.alt}
 		for _, a := range ep.ips {
-			rr := addrRR(fqdn, a, ttl)
+			rr := b.slabs.addrRR(fqdn, a, ttl)
 			ed.addAddr(rr)
 			if headless {
 				d.addAddr(rr) // the owner is rewritten by the server
@@ -231,8 +236,7 @@ func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts [
 // targets nil means no SRV records (a headless service without
 // endpoints); the service alone means it is its own target.
 func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl uint32) error {
-	var labels []string
-	byLabel := make(map[string][]srvPort, len(ports))
+	all := make([]srvPort, 0, len(ports))
 	for _, p := range ports {
 		if p.Port == 0 {
 			return fmt.Errorf("port %q: number 0", p.Name)
@@ -256,16 +260,23 @@ func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl 
 				return err
 			}
 		}
-		if _, ok := byLabel[label]; !ok {
-			labels = append(labels, label)
-		}
-		byLabel[label] = append(byLabel[label], srvPort{label: label, port: p.Port})
+		all = append(all, srvPort{label: label, port: p.Port})
 	}
 	if len(targets) == 0 {
 		return nil
 	}
-	for _, l := range labels {
-		d.ports = append(d.ports, byLabel[l]...)
+	// Group by label in order of first use; services have a handful of
+	// ports, so a quadratic pass beats a map.
+	d.ports = make([]srvPort, 0, len(all))
+	for i, p := range all {
+		if slices.ContainsFunc(all[:i], func(q srvPort) bool { return q.label == p.label }) {
+			continue
+		}
+		for _, q := range all[i:] {
+			if q.label == p.label {
+				d.ports = append(d.ports, q)
+			}
+		}
 	}
 	d.ttl = ttl
 	if len(targets) != 1 || targets[0] != d.canonical {

@@ -119,39 +119,3 @@ type draft struct {
 	owner string
 	built *node
 }
-
-// pack turns the draft into its immutable node, once; shapeOf returns the
-// shared shape of the draft's zone, TTL and ports.
-func (d *draft) pack(shapeOf func(d *draft) *shape) *node {
-	if d.built != nil {
-		return d.built
-	}
-	n := &node{
-		canonical: d.canonical,
-		shape:     shapeOf(d),
-		alt:       d.alt,
-		rev:       d.rev,
-	}
-	d.built = n
-	if d.chase != "" {
-		n.chase = true
-		// Length 0, capacity 1: every record set reads empty, and only
-		// chaseTarget reaches the CNAME.
-		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}[:0]
-		return n
-	}
-	total := 0
-	for _, s := range d.sets {
-		total += len(s)
-	}
-	if total > 0 {
-		n.rrs = make([]dns.RR, 0, total)
-	}
-	for i, s := range d.sets {
-		n.rrs = append(n.rrs, s...)
-		if i < len(n.end) {
-			n.end[i] = uint32(len(n.rrs))
-		}
-	}
-	return n
-}

@@ -32,14 +32,51 @@ func header(owner string, rrtype uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: owner, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
 }
 
+// slabs hands out address records from chunks, so that the records a
+// table keeps (the bulk of its objects) are not scattered one by one
+// among the build's garbage, which would leave the heap fragmented once
+// that is freed; it also saves the size-class rounding of each record.
+// Chunks live as long as the table.
+type slabs struct {
+	a    []dns.A
+	aaaa []dns.AAAA
+	ip   []byte
+	size int // of the next chunk, doubling up to maxSlab
+}
+
+const maxSlab = 1024
+
+func (s *slabs) grow() int {
+	s.size = min(max(2*s.size, 16), maxSlab)
+	return s.size
+}
+
+// ipBytes copies b into the IP chunk.
+func (s *slabs) ipBytes(b []byte) net.IP {
+	if cap(s.ip)-len(s.ip) < len(b) {
+		s.ip = make([]byte, 0, 16*max(s.size, 16))
+	}
+	lo := len(s.ip)
+	s.ip = append(s.ip, b...)
+	return net.IP(s.ip[lo:len(s.ip):len(s.ip)])
+}
+
 // addrRR is the A or AAAA record of a.
-func addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
+func (s *slabs) addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
 	if a.Is4() {
+		if len(s.a) == cap(s.a) {
+			s.a = make([]dns.A, 0, s.grow())
+		}
 		b := a.As4()
-		return &dns.A{Hdr: header(owner, dns.TypeA, ttl), A: net.IP(b[:])}
+		s.a = append(s.a, dns.A{Hdr: header(owner, dns.TypeA, ttl), A: s.ipBytes(b[:])})
+		return &s.a[len(s.a)-1]
+	}
+	if len(s.aaaa) == cap(s.aaaa) {
+		s.aaaa = make([]dns.AAAA, 0, s.grow())
 	}
 	b := a.As16()
-	return &dns.AAAA{Hdr: header(owner, dns.TypeAAAA, ttl), AAAA: net.IP(b[:])}
+	s.aaaa = append(s.aaaa, dns.AAAA{Hdr: header(owner, dns.TypeAAAA, ttl), AAAA: s.ipBytes(b[:])})
+	return &s.aaaa[len(s.aaaa)-1]
 }
 
 func srvRR(owner, target string, port uint16, ttl uint32) dns.RR {

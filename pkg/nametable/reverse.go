@@ -21,7 +21,7 @@ func revKey(k [16]byte) string {
 // no trailing dot), in the index's form. Only the exact form reverseName
 // writes parses (no leading zeros, one lowercase nibble per label), so
 // the names found are exactly the ones a stored reverse name would be.
-func parseReverse(key []byte) (k [16]byte, ok bool) {
+func parseReverse[T string | []byte](key T) (k [16]byte, ok bool) {
 	const v4, v6 = ".in-addr.arpa", ".ip6.arpa"
 	switch {
 	case len(key) > len(v4) && string(key[len(key)-len(v4):]) == v4:
