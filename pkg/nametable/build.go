@@ -1,6 +1,7 @@
 package nametable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -108,8 +109,9 @@ type builder struct {
 	revMore map[[16]byte][]*draft
 	// revStored counts the stored names that are also reverse names.
 	revStored int
-	shapes    map[string]*shape // see shapeOf
-	keyBuf    []byte            // scratch for shapeOf
+	revOf     map[*node][][16]byte // see Table.revOf
+	shapes    map[string]*shape    // see shapeOf
+	keyBuf    []byte               // scratch for shapeOf
 	// nodes and rrs are slabs the nodes and their record sets are cut
 	// from: two allocations for the whole table instead of two per name,
 	// and no long-lived objects scattered among the build's garbage.
@@ -220,9 +222,11 @@ func (b *builder) addPTR(a netip.Addr, d *draft) {
 // PTR too.
 func (b *builder) markReverse() {
 	for name, d := range b.drafts {
-		if b.isReverse(name) {
-			d.rev = true
-			b.revStored++
+		if k, ok := parseReverse(name); ok {
+			if _, ok := b.rev[k]; ok {
+				d.revAddrs = append(d.revAddrs, k)
+				b.revStored++
+			}
 		}
 	}
 }
@@ -352,6 +356,7 @@ func (b *builder) table() *Table {
 			*b.soa(b.apexFor("ip6.arpa", "ip6.arpa")),
 		}
 	}
+	t.revOf = b.revOf // filled by pack
 	for _, z := range b.zones {
 		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
 	}
@@ -407,10 +412,19 @@ func (b *builder) pack(d *draft) *node {
 		canonical: d.canonical,
 		shape:     b.shapeOf(d),
 		alt:       d.alt,
-		rev:       d.rev,
+		rev:       len(d.revAddrs) > 0,
 	})
 	n := &b.nodes[len(b.nodes)-1]
 	d.built = n
+	if n.rev {
+		// Map order is random; any fixed order will do for the one
+		// node in a thousand tables stored under two reverse names.
+		slices.SortFunc(d.revAddrs, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
+		if b.revOf == nil {
+			b.revOf = make(map[*node][][16]byte)
+		}
+		b.revOf[n] = d.revAddrs
+	}
 	if d.chase != "" {
 		n.chase = true
 		// Length 0, capacity 1: every record set reads empty, and only

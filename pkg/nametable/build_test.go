@@ -117,6 +117,18 @@ func TestNewAccepts(t *testing.T) {
 			want: []string{"1.0.0.10.in-addr.arpa. 30 IN PTR a.example.com.", "1.0.0.10.in-addr.arpa. 30 IN PTR b.example.com."},
 		},
 		{
+			// The reverse name is stored (an alt host) and indexed: the
+			// node it shares with the hostname answers PTR, as it did
+			// when PTR records were precomputed into it.
+			name: "an alt host named like a reverse name answers PTR on every name of its entry",
+			entries: []Entry{
+				{Hostname: "a.example.com", IPs: addrs("10.0.0.1")},
+				{Hostname: "b.example.com", IPs: addrs("10.0.0.2"), AltHosts: []string{"1.0.0.10.in-addr.arpa"}},
+			},
+			q:    q("b.example.com.", dns.TypePTR),
+			want: []string{"b.example.com. 30 IN PTR a.example.com."},
+		},
+		{
 			name: "dual-stack endpoint hostnames merge",
 			entries: []Entry{{
 				Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns",

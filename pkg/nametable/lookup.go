@@ -73,7 +73,8 @@ type match struct {
 	proto bool
 	// wild is set for a wildcard match.
 	wild bool
-	// rev is set for a reverse name of an indexed address, addr.
+	// rev is set for a reverse name of an indexed address, addr, that is
+	// not stored (n is nil).
 	rev  bool
 	addr [16]byte
 }
@@ -107,10 +108,6 @@ func (m match) canonical(x []byte, qname string) string {
 // find resolves key (lowercase, no trailing dot) by rule 1 of Lookup.
 func (t *Table) find(key []byte) match {
 	if n, ok := t.names[string(key)]; ok {
-		if n.rev {
-			k, _ := parseReverse(key)
-			return match{n: n, rev: true, addr: k}
-		}
 		return match{n: n}
 	}
 	if k, ok := t.findReverse(key); ok {
@@ -266,9 +263,10 @@ func (t *Table) records(m match, qtype uint16) (ans, extra []dns.RR) {
 	case dns.TypeSRV:
 		return n.srv("")
 	case dns.TypePTR:
-		if m.rev {
-			return t.ptrs(m.addr), nil
+		for _, k := range t.revOf[n] {
+			ans = append(ans, t.ptrs(k)...)
 		}
+		return ans, nil
 	case dns.TypeTXT:
 		return n.set(setTXT), nil
 	case dns.TypeSOA:

@@ -127,6 +127,10 @@ type Table struct {
 	revMore map[[16]byte][]*node
 	// revStored counts reverse names that are also stored names, for Len.
 	revStored int
+	// revOf gives the addresses of a node stored under their reverse
+	// names (an entry or zone apex named like one; node.rev), whose PTR
+	// records it answers with. Nil in any real table.
+	revOf map[*node][][16]byte
 	// revNs is the SOA of negative answers for reverse names outside
 	// every zone: in-addr.arpa, ip6.arpa.
 	revNs [2][]dns.RR

@@ -38,8 +38,8 @@ type node struct {
 	alt bool
 	// chase marks an ExternalName or a wildcard with a canonical name.
 	chase bool
-	// rev marks a stored name that is also the reverse name of an address
-	// in the reverse index: its PTR records come from there.
+	// rev marks a node stored under the reverse name of an address in the
+	// reverse index: its PTR records come from there (Table.revOf).
 	rev bool
 }
 
@@ -109,8 +109,10 @@ type draft struct {
 	targets   []string // see shape
 	extra     []dns.RR
 	alt       bool
-	rev       bool
-	ttl       uint32
+	// revAddrs are the indexed addresses whose reverse names the draft
+	// is stored under (see node.rev).
+	revAddrs [][16]byte
+	ttl      uint32
 	// apex is the zone whose SOA goes into negative answers.
 	apex string
 	// owner is the hostname of the entry that defined the name, to report
