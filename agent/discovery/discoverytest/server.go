@@ -30,11 +30,16 @@ type Server struct {
 	// Streams receives one value each time a stream opens.
 	Streams chan struct{}
 
-	srv  *grpc.Server
-	send chan *meshdnsv1.StreamNameTableResponse
+	srv *grpc.Server
 
-	mu   sync.Mutex
-	drop chan struct{} // closed to end the open stream
+	mu sync.Mutex // guards following
+	// cur is the response queue of the newest stream, or nil. Responses go
+	// to the newest stream only: an older stream whose agent has gone may
+	// not have noticed yet, and must not swallow them.
+	cur chan *meshdnsv1.StreamNameTableResponse
+	// pending holds responses sent while no stream is open.
+	pending []*meshdnsv1.StreamNameTableResponse
+	drop    chan struct{} // closed to end the open stream
 }
 
 // Start listens on addr ("127.0.0.1:0" for any port) with TLS when tlsCfg
@@ -57,7 +62,6 @@ func Start(t testing.TB, addr string, tlsCfg *tls.Config) *Server {
 		Requests: make(chan *meshdnsv1.StreamNameTableRequest, 100),
 		Streams:  make(chan struct{}, 100),
 		srv:      grpc.NewServer(opts...),
-		send:     make(chan *meshdnsv1.StreamNameTableResponse, 100),
 		drop:     make(chan struct{}),
 	}
 	meshdnsv1.RegisterNameDiscoveryServiceServer(s.srv, s)
@@ -68,9 +72,15 @@ func Start(t testing.TB, addr string, tlsCfg *tls.Config) *Server {
 
 // StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer.
 func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNameTableRequest, meshdnsv1.StreamNameTableResponse]) error {
+	send := make(chan *meshdnsv1.StreamNameTableResponse, 100)
 	s.mu.Lock()
 	drop := s.drop
+	for _, r := range s.pending {
+		send <- r
+	}
+	s.pending, s.cur = nil, send
 	s.mu.Unlock()
+	defer s.retire(send)
 	select {
 	case s.Streams <- struct{}{}:
 	default:
@@ -88,7 +98,7 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}()
 	for {
 		select {
-		case r := <-s.send:
+		case r := <-send:
 			if err := st.Send(r); err != nil {
 				return err
 			}
@@ -100,14 +110,51 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}
 }
 
-// Send queues a response for the open (or next) stream.
-func (s *Server) Send(r *meshdnsv1.StreamNameTableResponse) { s.send <- r }
+// retire detaches a stream's queue when the stream ends; responses it had
+// not sent yet go to the next stream.
+func (s *Server) retire(send chan *meshdnsv1.StreamNameTableResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != send {
+		return // a newer stream took over; its queue is the live one
+	}
+	s.cur = nil
+	s.takeLocked(send)
+}
 
-// DropStream ends the open stream, as a control plane restart would.
+// takeLocked moves the responses queued in send to pending.
+func (s *Server) takeLocked(send chan *meshdnsv1.StreamNameTableResponse) {
+	for {
+		select {
+		case r := <-send:
+			s.pending = append(s.pending, r)
+		default:
+			return
+		}
+	}
+}
+
+// Send queues a response for the newest open stream, or the next one.
+func (s *Server) Send(r *meshdnsv1.StreamNameTableResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		s.cur <- r
+		return
+	}
+	s.pending = append(s.pending, r)
+}
+
+// DropStream ends the open stream, as a control plane restart would;
+// responses sent afterwards go to the next stream.
 func (s *Server) DropStream() {
 	s.mu.Lock()
 	close(s.drop)
 	s.drop = make(chan struct{})
+	if s.cur != nil {
+		s.takeLocked(s.cur)
+		s.cur = nil
+	}
 	s.mu.Unlock()
 }
 
