@@ -19,6 +19,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/vip"
 )
@@ -83,17 +84,9 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 20 * time.Millisecond
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	cfg.Now = deps.Now(cfg.Now)
+	log := deps.Logger(cfg.Logger)
+	reg := deps.Registerer(cfg.Registerer)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("filesource metrics: %w", err)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
@@ -107,17 +108,9 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Coalesce <= 0 {
 		cfg.Coalesce = 20 * time.Millisecond
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	cfg.Now = deps.Now(cfg.Now)
+	log := deps.Logger(cfg.Logger)
+	reg := deps.Registerer(cfg.Registerer)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("kubesource metrics: %w", err)

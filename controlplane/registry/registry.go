@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
 )
 
 // Config configures a Registry. The zero value is usable.
@@ -72,17 +74,9 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.MaxDelay <= 0 {
 		cfg.MaxDelay = 10 * cfg.Debounce
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	cfg.Now = deps.Now(cfg.Now)
+	log := deps.Logger(cfg.Logger)
+	reg := deps.Registerer(cfg.Registerer)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("registry metrics: %w", err)

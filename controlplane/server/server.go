@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -76,17 +77,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepaliveMinTime <= 0 {
 		cfg.KeepaliveMinTime = 10 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	cfg.Now = deps.Now(cfg.Now)
+	log := deps.Logger(cfg.Logger)
+	reg := deps.Registerer(cfg.Registerer)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)

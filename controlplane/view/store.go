@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
@@ -118,17 +119,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.IdleTTL <= 0 {
 		cfg.IdleTTL = 10 * time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	reg := cfg.Registerer
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	cfg.Now = deps.Now(cfg.Now)
+	log := deps.Logger(cfg.Logger)
+	reg := deps.Registerer(cfg.Registerer)
 	enc, err := newEncoder(reg)
 	if err != nil {
 		return nil, fmt.Errorf("view metrics: %w", err)
