@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/internal/readmetest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -63,27 +61,5 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("metric %s lacks the meshdns_agent_, meshdns_discovery_ or meshdns_iptables_ prefix", n)
 		}
 	}
-	sort.Strings(registered)
-
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, metricsSection, ok := strings.Cut(string(b), "\n## Metrics\n")
-	if !ok {
-		t.Fatal("README.md has no Metrics section")
-	}
-	metricsSection, _, _ = strings.Cut(metricsSection, "\n## ")
-	seen := map[string]bool{}
-	for _, m := range regexp.MustCompile("`(meshdns_(?:agent|discovery|iptables)_[a-z_]+)").FindAllStringSubmatch(metricsSection, -1) {
-		seen[m[1]] = true
-	}
-	var documented []string
-	for n := range seen {
-		documented = append(documented, n)
-	}
-	sort.Strings(documented)
-	if diff := cmp.Diff(registered, documented); diff != "" {
-		t.Errorf("README Metrics section vs registered metrics (-registered +documented)\n%s", diff)
-	}
+	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("`(meshdns_(?:agent|discovery|iptables)_[a-z_]+)"), registered)
 }

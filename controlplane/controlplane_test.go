@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
+	"github.com/meshdns/meshdns/internal/readmetest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -267,32 +267,7 @@ func TestREADMEMetrics(t *testing.T) {
 	for _, m := range name.FindAllStringSubmatch(body, -1) {
 		registered = append(registered, m[1])
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := string(readme)
-	if i := strings.Index(sec, "## Metrics"); i >= 0 {
-		sec = sec[i+len("## Metrics"):]
-		if j := strings.Index(sec, "\n## "); j >= 0 {
-			sec = sec[:j]
-		}
-	} else {
-		t.Fatal("README.md has no Metrics section")
-	}
-	seen := map[string]bool{}
-	var documented []string
-	for _, m := range regexp.MustCompile("`(meshdns_\\w+)").FindAllStringSubmatch(sec, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			documented = append(documented, m[1])
-		}
-	}
-	sort.Strings(registered)
-	sort.Strings(documented)
-	if diff := cmp.Diff(registered, documented); diff != "" {
-		t.Errorf("README metrics (-registered +documented):\n%s", diff)
-	}
+	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("`(meshdns_\\w+)"), registered)
 	for _, n := range registered {
 		if !regexp.MustCompile(`^meshdns_controlplane_[a-z_]+$`).MatchString(n) {
 			t.Errorf("metric %s does not follow meshdns_<subsystem>_<name>", n)

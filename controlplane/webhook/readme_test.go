@@ -1,13 +1,11 @@
 package webhook
 
 import (
-	"os"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/meshdns/meshdns/internal/readmetest"
 )
 
 // TestREADMEMetrics: the README's Metrics section lists exactly the
@@ -26,20 +24,7 @@ func TestREADMEMetrics(t *testing.T) {
 	for _, n := range []string{"meshdns_webhook_requests_total", "meshdns_webhook_skipped_total", "meshdns_webhook_reloads_total"} {
 		registered[n] = true
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
-	section = section[strings.Index(section, "## Metrics"):]
-	section = section[:strings.Index(section, "## Examples")]
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("`(meshdns_[a-z_]+)`").FindAllStringSubmatch(section, -1) {
-		documented[m[1]] = true
-	}
-	if diff := cmp.Diff(keys(registered), keys(documented)); diff != "" {
-		t.Errorf("README metrics (-registered +documented):\n%s", diff)
-	}
+	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("`(meshdns_[a-z_]+)`"), keys(registered))
 	name := regexp.MustCompile(`^meshdns_webhook_[a-z_]+(_total|_seconds)$`)
 	for n := range registered {
 		if !name.MatchString(n) {

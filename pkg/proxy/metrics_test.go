@@ -1,17 +1,17 @@
 package proxy
 
 import (
-	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshdns/meshdns/internal/readmetest"
 )
 
 func TestMetricsCount(t *testing.T) {
@@ -124,25 +124,5 @@ func TestMetricNames(t *testing.T) {
 
 // The README's Metrics section lists exactly the registered metrics.
 func TestREADMEListsMetrics(t *testing.T) {
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "## Metrics")
-	if !ok {
-		t.Fatal("README.md has no Metrics section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	seen := map[string]bool{}
-	var documented []string
-	for _, m := range regexp.MustCompile("`(meshdns_[a-z_]+)`").FindAllStringSubmatch(section, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			documented = append(documented, m[1])
-		}
-	}
-	sort.Strings(documented)
-	if diff := cmp.Diff(registeredNames(t), documented); diff != "" {
-		t.Errorf("README metrics (-registered +documented):\n%s", diff)
-	}
+	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("`(meshdns_[a-z_]+)`"), registeredNames(t))
 }

@@ -1,14 +1,13 @@
 package upstream
 
 import (
-	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/meshdns/meshdns/internal/readmetest"
 )
 
 // TestMetricsDocumented checks that README.md's Metrics section lists exactly
@@ -33,22 +32,7 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("metric %s: durations end in _seconds", n)
 		}
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
-	section = section[strings.Index(section, "## Metrics"):]
-	section = section[:strings.Index(section, "## Examples")]
-	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^- `(meshdns_[a-z_]+)").FindAllStringSubmatch(section, -1) {
-		documented = append(documented, m[1])
-	}
-	slices.Sort(registered)
-	slices.Sort(documented)
-	if diff := cmp.Diff(registered, documented); diff != "" {
-		t.Errorf("README metrics (-registered +documented):\n%s", diff)
-	}
+	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("(?m)^- `(meshdns_[a-z_]+)"), registered)
 }
 
 // TestRegisterTwice: a second Resolver on the same registry fails cleanly
