@@ -17,6 +17,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -177,13 +179,7 @@ func answerData(m *dns.Msg) []string {
 // eventually polls cond every 20ms for up to 15s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 15*time.Second, cond)
 }
 
 func httpGet(t testing.TB, url string) (int, string) {

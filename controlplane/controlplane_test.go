@@ -22,6 +22,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/readmetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -277,13 +278,7 @@ func TestREADMEMetrics(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 5*time.Second, cond)
 }
 
 // TestResumeOnAnotherReplica: versions are content hashes, so an agent

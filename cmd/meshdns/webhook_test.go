@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // TestControlPlaneServesWebhook runs `meshdns controlplane` with the
@@ -140,11 +141,5 @@ func TestWebhookFlagErrors(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 15*time.Second, cond)
 }

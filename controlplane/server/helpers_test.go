@@ -16,6 +16,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
@@ -156,13 +157,7 @@ func viewKey(ns string) view.Key { return view.Key{Namespace: ns} }
 // waitFor polls cond for up to 5s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 5*time.Second, cond)
 }
 
 func timeAfter5s() <-chan time.Time { return time.After(5 * time.Second) }

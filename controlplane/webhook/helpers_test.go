@@ -3,16 +3,12 @@ package webhook
 import (
 	"testing"
 	"time"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // eventually polls cond every 20ms until it holds or 10s pass.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 10*time.Second, cond)
 }

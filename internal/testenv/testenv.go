@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run under .ci/run.
@@ -56,4 +57,17 @@ func KubeAssets(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// Eventually polls cond until it holds, failing t with "timed out waiting
+// for <what>" when it still does not after within.
+func Eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

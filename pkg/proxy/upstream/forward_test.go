@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestAppendReplyForwards(t *testing.T) {
@@ -525,13 +527,7 @@ func TestSourceString(t *testing.T) {
 // a state, never to let time pass.
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, "the condition", 5*time.Second, cond)
 }
 
 func TestLowerQuestion(t *testing.T) {
