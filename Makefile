@@ -74,7 +74,7 @@ bench: ## run the Go benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: bench-dns
-bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsperf (issue 3 bar; needs dnsperf, taskset)
+bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsperf (needs dnsperf, taskset)
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns $(BENCHDNS_FLAGS)
 

@@ -11,7 +11,7 @@ import (
 )
 
 // rulesCheck re-checks the pod's capture rules with iptables.Reconciler
-// (issue 6) and turns every outcome into metrics, and into a log line when
+// and turns every outcome into metrics, and into a log line when
 // the outcome changes: a pod whose rules stay broken, or whose agent may
 // not read them, logs once, not every interval.
 type rulesCheck struct {

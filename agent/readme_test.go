@@ -38,7 +38,7 @@ func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
 
 // TestMetricsDocumented checks that the README's Metrics section lists
 // exactly the metrics this package (the iptables check's included) and
-// agent/discovery register, and that their names follow STYLE.md.
+// agent/discovery register, and that their names follow the naming rules in docs/design.md.
 func TestMetricsDocumented(t *testing.T) {
 	rec := &descRecorder{names: map[string]bool{}}
 	if _, err := newMetrics(rec); err != nil {

@@ -58,7 +58,7 @@ func writeTable(t testing.TB, dir string) string {
 	return path
 }
 
-// TestCapture is the end-to-end test of issue 6: unmodified resolvers in
+// TestCapture is the end-to-end test of traffic capture: unmodified resolvers in
 // a pod namespace reach the agent through the iptables rules, for both
 // iptables backends.
 func TestCapture(t *testing.T) {

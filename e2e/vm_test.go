@@ -21,7 +21,7 @@ const vmResolvConf = "# VM resolver, from DHCP\n" +
 	"nameserver " + upstreamIP + "\n" +
 	"options ndots:1 timeout:1 attempts:2"
 
-// TestVM is the end-to-end test of VM mode (issue 7): the pod namespace of
+// TestVM is the end-to-end test of VM mode: the pod namespace of
 // the capture topology plays a VM whose /etc/resolv.conf is its own file
 // (ip netns exec bind-mounts /etc/netns/NAME/resolv.conf over it), and the
 // cluster namespace plays the VM's original resolver. setup.sh points the

@@ -56,7 +56,7 @@ func (b Backend) binary(f Family, tool string) string {
 	return prefix + "-" + string(b) + "-" + tool
 }
 
-// DefaultProxyPort is where the agent listens for DNS (DESIGN.md section 6).
+// DefaultProxyPort is where the agent listens for DNS (docs/design.md, Ports).
 const DefaultProxyPort = 15053
 
 // Config describes the capture. The zero value is not usable: it needs at

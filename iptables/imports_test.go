@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestStdlibOnly enforces DESIGN.md section 2: the iptables package runs in
+// TestStdlibOnly enforces the layering of docs/design.md (Layout): the iptables package runs in
 // the init container and must not grow dependencies, DNS libraries least of
 // all. Test files may use test helpers.
 func TestStdlibOnly(t *testing.T) {

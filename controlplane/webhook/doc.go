@@ -1,5 +1,5 @@
 // Package webhook is the mutating admission webhook that injects the meshdns
-// agent into pods (issue 7).
+// agent into pods.
 //
 // The API server sends an admission.k8s.io/v1 AdmissionReview for each pod it
 // is about to create; the webhook answers with a JSONPatch that adds two init

@@ -161,7 +161,7 @@ func TestPatchRefusesVolumeClash(t *testing.T) {
 	}
 }
 
-// TestAgentContainerContract pins the properties issue 7 asks for, so a
+// TestAgentContainerContract pins the properties the deployment relies on, so a
 // golden-file update cannot drop one unnoticed.
 func TestAgentContainerContract(t *testing.T) {
 	tmpl := DefaultTemplate()

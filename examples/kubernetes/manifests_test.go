@@ -1,5 +1,5 @@
 // Package kubernetes_test validates the example manifests against a real
-// kube-apiserver (server-side dry run) and checks the properties issue 7
+// kube-apiserver (server-side dry run) and checks the properties the install
 // asks of them.
 package kubernetes_test
 
@@ -174,7 +174,7 @@ func typed(t *testing.T, objs []*unstructured.Unstructured, kind, name string, o
 	t.Fatalf("no %s %s among the manifests", kind, name)
 }
 
-// TestManifestPolicies pins what issue 7 requires of the manifests, so an
+// TestManifestPolicies pins what the install requires of the manifests, so an
 // edit that loosens them fails here even though it still validates.
 func TestManifestPolicies(t *testing.T) {
 	objs := manifests(t)

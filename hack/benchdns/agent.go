@@ -16,7 +16,7 @@ import (
 
 // The real agent (bin/meshdns agent) on a static table file: the same
 // proxy, plus the admin server, the file watcher and the table converter,
-// so its RSS is the figure issue 3 asks for.
+// so its RSS is the figure a sidecar user pays.
 
 // writeTableFile writes n services in the protojson form of
 // meshdns.v1.NameTable, the same services as benchEntries.

@@ -1,5 +1,5 @@
 // Command benchdns measures the meshdns DNS data plane against a minimal Go
-// UDP reflector, the acceptance bar of issue 3: CPU time per answered query
+// UDP reflector, the data plane's performance bar: CPU time per answered query
 // (utime+stime of the server process over a dnsperf run, divided by the
 // queries completed), p99 latency at a fixed rate, and RSS.
 //

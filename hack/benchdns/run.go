@@ -293,7 +293,7 @@ func bench(cfg *runConfig) error {
 		}
 	}
 	if !ok {
-		fmt.Println("\nsome figures miss the bar of issue 3")
+		fmt.Println("\nsome figures miss their bar")
 	}
 	return nil
 }

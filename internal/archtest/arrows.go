@@ -1,4 +1,4 @@
-// Package archtest enforces the dependency arrows of DESIGN.md section 2:
+// Package archtest enforces the dependency arrows of docs/design.md (Layout):
 // the layout table is only worth something if a test fails when an import
 // breaks it.
 package archtest

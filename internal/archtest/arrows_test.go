@@ -109,7 +109,7 @@ func withStd(a []Package, more ...Package) []Package {
 }
 
 // TestDependencyArrows runs go list on the whole module and fails on any
-// import that breaks DESIGN.md section 2.
+// import that breaks the layering of docs/design.md.
 func TestDependencyArrows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the module")
@@ -150,6 +150,6 @@ func TestDependencyArrows(t *testing.T) {
 	}
 	t.Logf("checked %d module packages", ours)
 	if v := Violations(pkgs); len(v) > 0 {
-		t.Errorf("dependency arrows of DESIGN.md section 2 broken:\n%s", strings.Join(v, "\n"))
+		t.Errorf("dependency arrows of docs/design.md broken:\n%s", strings.Join(v, "\n"))
 	}
 }

@@ -1,7 +1,7 @@
 // Package readmetest checks that a package README documents what the
-// package registers. Every package with metrics has the same test (STYLE.md:
-// "a test ... checks that the README's Metrics section lists exactly what is
-// registered"); this is the one implementation they share.
+// package registers. Every package with metrics has the same test (the
+// README's Metrics section lists exactly what is registered, see
+// docs/design.md); this is the one implementation they share.
 package readmetest
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The scale issue 2 asks for: 100,000 services with 2 named ports each,
+// The scale the table is sized for: 100,000 services with 2 named ports each,
 // plus 1,000 headless services of 10 endpoints.
 const (
 	benchServices   = 100_000

@@ -119,8 +119,7 @@ func fallbackApex(e *Entry, host string) string {
 
 // isKubernetes reports whether e is a Kubernetes service in the pod's
 // cluster domain, whose names also answer as svc.ns, svc.ns.svc and svc.
-// Services of other cluster domains answer only as written (DESIGN.md
-// section 4), as do entries whose hostname is not svc.ns.svc.<domain>.
+// Services of other cluster domains answer only as written, as do entries whose hostname is not svc.ns.svc.<domain>.
 func (b *builder) isKubernetes(e *Entry, host string) bool {
 	if e.ShortName == "" || e.Namespace == "" {
 		return false

@@ -1,5 +1,5 @@
 // Package nametable turns the names a pod may see into an immutable lookup
-// table and answers DNS questions from it (DESIGN.md section 4).
+// table and answers DNS questions from it (pkg/nametable/README.md, Answer rules).
 //
 // A Table is built once per table version with New and never changes; the
 // agent swaps tables with an atomic.Pointer, so lookups never wait for a

@@ -1,6 +1,6 @@
 // Package upstream forwards the questions the agent cannot answer from its
 // name table to the pod's upstream resolvers, and caches the replies
-// (DESIGN.md section 5, issue 3 "Forwarding").
+// (docs/design.md, Forwarding).
 //
 // A Resolver sends each query from a fresh UDP socket (a new random source
 // port) with a random ID and EDNS0 UDP size 1232, accepts only a reply whose

@@ -11,7 +11,7 @@ import (
 )
 
 // TestMetricsDocumented checks that README.md's Metrics section lists exactly
-// the metrics a Resolver registers, and that the names follow STYLE.md.
+// the metrics a Resolver registers, and that the names follow the naming rules in docs/design.md.
 func TestMetricsDocumented(t *testing.T) {
 	_, reg := newTestResolver(t, Config{Upstreams: []string{"127.0.0.1:1"}})
 	families, err := reg.Gather()

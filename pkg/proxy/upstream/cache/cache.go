@@ -1,6 +1,6 @@
 // Package cache holds forwarded DNS replies in packed form so that a hit is a
-// copy plus TTL patching, with no allocation (issue 3: cache hits allocate
-// nothing per query).
+// copy plus TTL patching, with no allocation (cache hits allocate nothing
+// per query).
 //
 // The cache is sharded by a hash of the key, each shard a map under a
 // read-write lock. A full shard evicts the entry that expires first among a
