@@ -27,6 +27,8 @@ func TestNewRejects(t *testing.T) {
 		{name: "empty hostname", entries: []Entry{{IPs: ip}}, wantErr: "empty name"},
 		{name: "empty label", entries: []Entry{{Hostname: "a..b", IPs: ip}}, wantErr: "empty label"},
 		{name: "space in a label", entries: []Entry{{Hostname: "a b.com", IPs: ip}}, wantErr: "not allowed"},
+		{name: "label starting with a hyphen", entries: []Entry{{Hostname: "-a.com", IPs: ip}}, wantErr: "starts or ends with '-'"},
+		{name: "label ending with a hyphen", entries: []Entry{{Hostname: "a.b-.com", IPs: ip}}, wantErr: "starts or ends with '-'"},
 		{name: "label longer than 63", entries: []Entry{{Hostname: long + ".com", IPs: ip}}, wantErr: "longer than 63"},
 		{name: "name longer than 253", entries: []Entry{{Hostname: tooLongName, IPs: ip}}, wantErr: "longer than 253"},
 		{name: "wildcard not leading", entries: []Entry{{Hostname: "a.*.example.com", IPs: ip}}, wantErr: "only as the first label"},

@@ -20,8 +20,8 @@ var (
 )
 
 // normalizeName lowercases name, drops one trailing dot and checks it is a
-// hostname we can serve: labels of 1-63 letters, digits, '-' or '_'
-// (underscore for SRV owners such as _http._tcp). With wildcard, a leading
+// hostname we can serve: labels of 1-63 letters, digits, '-' (not first or
+// last) or '_' (underscore for SRV owners such as _http._tcp). With wildcard, a leading
 // "*" label is allowed; a "*" anywhere else is an error.
 func normalizeName(name string, wildcard bool) (string, error) {
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
@@ -60,6 +60,10 @@ func checkLabel(label string, wildcard bool) error {
 			return nil
 		}
 		return errors.New("wildcard \"*\" allowed only as the first label")
+	case label[0] == '-' || label[len(label)-1] == '-':
+		// The agent and file source reject these too; a name one checker
+		// accepts must not be refused by another.
+		return fmt.Errorf("label %q starts or ends with '-'", label)
 	}
 	for i := 0; i < len(label); i++ {
 		c := label[i]
