@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
@@ -196,18 +197,18 @@ func shuffleRun(msg []byte) (off, size, n int) {
 	an := int(binary.BigEndian.Uint16(msg[6:]))
 	p := headerLen
 	for range qd {
-		if p = skipName(msg, p); p < 0 || p+4 > len(msg) {
+		if p = dnswire.SkipName(msg, p); p < 0 || p+4 > len(msg) {
 			return 0, 0, 0
 		}
 		p += 4
 	}
 	runOff, runLen, runN := 0, 0, 0
 	for range an {
-		end := skipRR(msg, p)
+		end := dnswire.SkipRR(msg, p)
 		if end < 0 {
 			break
 		}
-		nameEnd := skipName(msg, p)
+		nameEnd := dnswire.SkipName(msg, p)
 		typ := binary.BigEndian.Uint16(msg[nameEnd:])
 		if typ != dns.TypeA && typ != dns.TypeAAAA {
 			runN = 0

@@ -34,10 +34,14 @@ func newCachedResolver(t testing.TB) *cachedResolver {
 	return &cachedResolver{reply: b}
 }
 
-func (c *cachedResolver) AppendReply(_ context.Context, dst, qwire []byte) ([]byte, upstream.Source, error) {
+func (c *cachedResolver) AppendCached(dst, qwire, _ []byte, _ *upstream.Probe) ([]byte, upstream.Source, bool) {
 	out := append(dst, c.reply...)
 	copy(out[headerLen:], qwire)
-	return out, upstream.SourceCache, nil
+	return out, upstream.SourceCache, true
+}
+
+func (c *cachedResolver) Resolve(context.Context, []byte, []byte, []byte, *upstream.Probe) ([]byte, upstream.Source, error) {
+	return nil, upstream.SourceCache, net.ErrClosed
 }
 
 func (c *cachedResolver) Exchange(context.Context, dns.Question) (*dns.Msg, upstream.Source, error) {

@@ -77,7 +77,7 @@ func FuzzHandler(f *testing.F) {
 			if p == UDP {
 				limit := minUDPSize
 				if opt := m.IsEdns0(); opt != nil {
-					var q query
+					var q request
 					if parseQuery(pkt, &q) == parseOK {
 						limit = q.udpSize
 					}

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +28,6 @@ type Handler struct {
 	// query loads it once, so a swap never waits for queries.
 	state atomic.Pointer[tableState]
 	ready atomic.Bool
-	// expired is a context that is already done (see appendCached).
-	expired context.Context
-	// cached is the Resolver's cache-only fast path, or nil.
-	cached CacheAppender
 	// epoch anchors clock.
 	epoch time.Time
 }
@@ -54,10 +50,6 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers}
-	expired, cancel := context.WithCancel(context.Background())
-	cancel()
-	h.expired = expired
-	h.cached, _ = cfg.Resolver.(CacheAppender)
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers))
 	h.m, err = newMetrics(cfg.Registerer, func() float64 { return float64(h.state.Load().len()) })
@@ -68,14 +60,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 }
 
 // SetTable makes t the table answers come from, with an empty answer
-// cache. A nil t (or a nil *nametable.Table) goes back to the state before
-// the first table.
+// cache. A nil t goes back to the state before the first table (pass nil
+// itself: a nil pointer inside a Lookuper is a table that panics).
 func (h *Handler) SetTable(t Lookuper) {
-	if t != nil {
-		if v := reflect.ValueOf(t); v.Kind() == reflect.Pointer && v.IsNil() {
-			t = nil
-		}
-	}
 	h.state.Store(newTableState(t, h.maxAnswers))
 	h.ready.Store(t != nil)
 }
@@ -87,80 +74,114 @@ func (h *Handler) Ready() bool { return h.ready.Load() }
 // returns the reply or nil when the packet gets none. It may block on the
 // Resolver.
 func (h *Handler) Serve(ctx context.Context, dst, pkt []byte, p Protocol) []byte {
-	reply, _ := h.serve(ctx, dst, pkt, p, true, 0)
+	r := requestPool.Get().(*request)
+	reply, wait := h.answer(dst, pkt, p, r)
+	if wait {
+		reply = h.resolve(ctx, dst, r)
+	}
+	r.pkt, r.chase = nil, nil
+	requestPool.Put(r)
 	return reply
 }
 
-// serve is Serve; when block is false it returns deferred=true instead of
-// calling the Resolver, so a UDP reader can hand the query to a worker and
-// keep answering table names.
-func (h *Handler) serve(ctx context.Context, dst, pkt []byte, p Protocol, block bool, start time.Duration) (reply []byte, deferred bool) {
-	var q query
-	switch parseQuery(pkt, &q) {
+// requestPool serves callers of Serve; the servers' readers keep one
+// request each. A request escapes (it is handed to the Resolver interface),
+// and allocating its ~400 bytes per query would double a table answer's
+// cost.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// answer is the part of a query that never blocks, run by the goroutine
+// that read pkt: parse it into r once, then answer from the table or the
+// Resolver's cache. wait reports that r needs resolve (an upstream query
+// or an ExternalName chase), which the caller runs where blocking is fine.
+func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte, wait bool) {
+	r.proto, r.start, r.chase = p, 0, nil
+	switch parseQuery(pkt, r) {
 	case parseDrop:
 		h.m.drop(p, dropMalformed)
 		return nil, false
 	case parseFormErr:
-		return h.local(dst, &q, p, dns.RcodeFormatError, false, srcLocal, start), false
+		r.qEnd, r.edns = 0, false
+		return h.local(dst, r, dns.RcodeFormatError, srcLocal), false
 	case parseSlow:
-		return h.serveSlow(ctx, dst, pkt, p, block, start)
+		if !h.canonicalize(r) {
+			return h.local(dst, r, dns.RcodeFormatError, srcLocal), false
+		}
 	}
-	return h.serveQuery(ctx, dst, &q, p, block, start)
+	return h.answerParsed(dst, r)
 }
 
-// serveQuery answers a parsed query.
-func (h *Handler) serveQuery(ctx context.Context, dst []byte, q *query, p Protocol, block bool, start time.Duration) ([]byte, bool) {
+// answerParsed is answer for a parsed request.
+func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	switch {
-	case q.opcode() != dns.OpcodeQuery:
-		return h.local(dst, q, p, dns.RcodeNotImplemented, true, srcLocal, start), false
-	case q.edns && q.ednsVersion > 0:
+	case r.opcode() != dns.OpcodeQuery:
+		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false
+	case r.edns && r.ednsVersion > 0:
 		// RFC 6891 6.1.3: we speak EDNS version 0 only.
-		return h.local(dst, q, p, dns.RcodeBadVers, true, srcLocal, start), false
-	case q.qclass != classIN:
+		return h.local(dst, r, dns.RcodeBadVers, srcLocal), false
+	case r.qclass != classIN:
 		// CHAOS and friends are not ours; the upstream may know them.
-		return h.forward(ctx, dst, q, p, block, start)
+		return h.fromCache(dst, r)
 	}
-
 	st := h.state.Load()
-	var keyBuf [maxNameLen + 4]byte
-	key := appendLowerName(keyBuf[:0], q.name)
 	if st.table == nil {
-		if inZone(key, h.zone) {
-			return h.local(dst, q, p, dns.RcodeServerFailure, true, srcTable, start), false
+		if inZone(r.lname(), h.zone) {
+			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
-		return h.forward(ctx, dst, q, p, block, start)
+		return h.fromCache(dst, r)
 	}
-	key = append(key, byte(q.qtype>>8), byte(q.qtype), byte(q.qclass>>8), byte(q.qclass))
+	key := r.qkey()
 	a := st.get(key)
 	if a == nil {
 		var err error
-		if a, err = h.fill(st, key, q); err != nil {
-			h.log.Error("pack table answer", "qname", wireName(q.name), "qtype", dns.Type(q.qtype), "err", err)
-			return h.local(dst, q, p, dns.RcodeServerFailure, true, srcTable, start), false
+		if a, err = h.fill(st, key, r); err != nil {
+			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
+			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
 	}
 	switch a.kind {
 	case kindForward:
-		return h.forward(ctx, dst, q, p, block, start)
+		return h.fromCache(dst, r)
 	case kindChase:
-		if !block {
-			return nil, true
-		}
-		return h.chase(ctx, dst, q, a.res, p, start), false
+		r.chase = a
+		return nil, true
 	}
 	out := append(dst[:0], a.msg...)
 	if a.shufN > 1 {
 		rotate(out, a)
 	}
-	patchReply(out, q)
-	out = h.finish(out, q, p)
-	h.observe(ctx, q, p, a.rcode, srcTable, start)
+	patchReply(out, r)
+	out = h.finish(out, r)
+	h.observe(context.Background(), r, a.rcode, srcTable)
 	return out, false
 }
 
+// resolve finishes a request answer left waiting: it chases the
+// ExternalName, or asks the Resolver about the cache miss answer saw.
+func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
+	if r.start == 0 {
+		r.start = h.clock()
+	}
+	if r.chase != nil {
+		return h.chase(ctx, dst, r)
+	}
+	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.qwire(), r.qkey(), &r.probe)
+	if err != nil || len(out) < r.qEnd {
+		rcode := dns.RcodeServerFailure
+		if isOverloaded(err) {
+			rcode = dns.RcodeRefused
+		}
+		if h.log.Enabled(ctx, slog.LevelDebug) {
+			h.log.DebugContext(ctx, "forward failed", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
+		}
+		return h.local(dst, r, rcode, srcUpstream)
+	}
+	return h.forwarded(ctx, out, r, s)
+}
+
 // fill asks the table about a question not seen since the last swap.
-func (h *Handler) fill(st *tableState, key []byte, q *query) (*answer, error) {
-	a, err := buildAnswer(st.table, wireName(key[:len(q.name)]), q.qtype, q.qclass)
+func (h *Handler) fill(st *tableState, key []byte, r *request) (*answer, error) {
+	a, err := buildAnswer(st.table, wireName(r.lname()), r.qtype, r.qclass)
 	if err != nil {
 		return nil, err
 	}
@@ -168,17 +189,16 @@ func (h *Handler) fill(st *tableState, key []byte, q *query) (*answer, error) {
 	return a, nil
 }
 
-// appendCached answers from the Resolver's cache without blocking: through
-// CacheAppender when the Resolver has it, else with AppendReply and an
-// expired context (the Resolver contract says that answers a cache hit and
-// fails anything else at once; a miss may start resolving in the
-// background, which the worker that gets the query then joins).
-func (h *Handler) appendCached(dst, qwire []byte) ([]byte, upstream.Source, bool) {
-	if h.cached != nil {
-		return h.cached.AppendCached(dst, qwire)
+// fromCache answers r from the Resolver's cache, or reports that it must
+// wait for resolve. A hit answered here is not timed, like a table answer:
+// it takes well under a microsecond, and two clock reads would cost a
+// percent or two of the query.
+func (h *Handler) fromCache(dst []byte, r *request) ([]byte, bool) {
+	out, s, ok := h.resolver.AppendCached(dst[:0], r.qwire(), r.qkey(), &r.probe)
+	if !ok || len(out) < r.qEnd {
+		return nil, true
 	}
-	out, s, err := h.resolver.AppendReply(h.expired, dst, qwire)
-	return out, s, err == nil
+	return h.forwarded(context.Background(), out, r, s), false
 }
 
 // rotate turns the run of A/AAAA records in out by a random amount: the
@@ -195,108 +215,76 @@ func rotate(out []byte, a *answer) {
 	copy(out[a.shufOff+n:], src[:split])
 }
 
-// patchReply makes a stored reply (ID 0, lowercase question) answer q: the
+// patchReply makes a stored reply (ID 0, lowercase question) answer r: the
 // client's ID, RD and CD bits, and its question bytes, so owner names
 // compressed to offset 12 echo the client's spelling.
-func patchReply(out []byte, q *query) {
-	binary.BigEndian.PutUint16(out[0:], q.id)
-	flags := binary.BigEndian.Uint16(out[2:])&^(flagRD|flagCD) | q.flags&(flagRD|flagCD)
+func patchReply(out []byte, r *request) {
+	binary.BigEndian.PutUint16(out[0:], r.id)
+	flags := binary.BigEndian.Uint16(out[2:])&^(flagRD|flagCD) | r.flags&(flagRD|flagCD)
 	binary.BigEndian.PutUint16(out[2:], flags)
-	copy(out[headerLen:], q.qwire)
-}
-
-// forward answers q through the Resolver. When the caller cannot block it
-// still tries the Resolver with an expired context, which by the Resolver
-// contract answers a cache hit at once and fails anything else fast: cache
-// hits then cost no hand-over to a worker goroutine (issue 3 allows them
-// only 1.3x a reflector's CPU).
-func (h *Handler) forward(ctx context.Context, dst []byte, q *query, p Protocol, block bool, start time.Duration) ([]byte, bool) {
-	if !block {
-		// A cache hit answered on the reader is not timed, like a table
-		// answer: it takes well under a microsecond, and the two clock
-		// reads would cost a percent or two of the query.
-		out, s, ok := h.appendCached(dst[:0], q.qwire)
-		if !ok || len(out) < headerLen+len(q.qwire) {
-			return nil, true
-		}
-		return h.forwarded(ctx, out, q, p, s, 0), false
-	}
-	if start == 0 {
-		start = h.clock()
-	}
-	out, s, err := h.resolver.AppendReply(ctx, dst[:0], q.qwire)
-	if err != nil || len(out) < headerLen+len(q.qwire) {
-		rcode := dns.RcodeServerFailure
-		if isOverloaded(err) {
-			rcode = dns.RcodeRefused
-		}
-		if h.log.Enabled(ctx, slog.LevelDebug) {
-			h.log.DebugContext(ctx, "forward failed", "qname", wireName(q.name), "qtype", dns.Type(q.qtype), "err", err)
-		}
-		return h.local(dst, q, p, rcode, true, srcUpstream, start), false
-	}
-	return h.forwarded(ctx, out, q, p, s, start), false
+	copy(out[headerLen:], r.qwire())
 }
 
 // forwarded finishes a reply from the Resolver for the client.
-func (h *Handler) forwarded(ctx context.Context, out []byte, q *query, p Protocol, s upstream.Source, start time.Duration) []byte {
-	patchReply(out, q)
-	out = h.finish(out, q, p)
-	h.observe(ctx, q, p, int(out[3]&rcodeMask), resolverSource(s), start)
+func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstream.Source) []byte {
+	patchReply(out, r)
+	out = h.finish(out, r)
+	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s))
 	return out
 }
 
 // local writes a reply the proxy makes up itself: header, the question
-// when withQuestion, and OPT when the client sent one.
-func (h *Handler) local(dst []byte, q *query, p Protocol, rcode int, withQuestion bool, src source, start time.Duration) []byte {
+// when r has one, and OPT when the client sent one.
+func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 	out := dst[:0]
-	flags := flagQR | flagRA | q.flags&(maskOp|flagRD|flagCD) | uint16(rcode&rcodeMask)
+	flags := flagQR | flagRA | r.flags&(maskOp|flagRD|flagCD) | uint16(rcode&rcodeMask)
 	var qd byte
-	if withQuestion {
+	if r.qEnd > 0 {
 		qd = 1
 	}
-	out = append(out, byte(q.id>>8), byte(q.id), byte(flags>>8), byte(flags), 0, qd, 0, 0, 0, 0, 0, 0)
-	if withQuestion {
-		out = append(out, q.qwire...)
+	out = append(out, byte(r.id>>8), byte(r.id), byte(flags>>8), byte(flags), 0, qd, 0, 0, 0, 0, 0, 0)
+	if r.qEnd > 0 {
+		out = append(out, r.qwire()...)
 	}
-	if q.edns {
-		out = appendOPT(out, rcode, q.do)
+	if r.edns {
+		out = appendOPT(out, rcode, r.do)
 	}
-	h.observe(context.Background(), q, p, rcode, src, start)
+	h.observe(context.Background(), r, rcode, src)
 	return out
 }
 
 // finish truncates a reply to what the client takes and adds our OPT.
-func (h *Handler) finish(out []byte, q *query, p Protocol) []byte {
+func (h *Handler) finish(out []byte, r *request) []byte {
 	limit := dns.MaxMsgSize
-	if p == UDP {
-		limit = q.udpSize
+	if r.proto == UDP {
+		limit = r.udpSize
 	}
-	if q.edns {
+	if r.edns {
 		limit -= optLen
 	}
 	if len(out) > limit {
 		out = truncate(out, limit)
-		h.m.truncate(p)
+		h.m.truncate(r.proto)
 	}
-	if q.edns {
-		out = appendOPT(out, int(out[3]&rcodeMask), q.do)
+	if r.edns {
+		out = appendOPT(out, int(out[3]&rcodeMask), r.do)
 	}
 	return out
 }
 
-// observe counts a reply. start is when the query was read, or zero when
-// not taken (table and local answers): their time is the handler's ~200ns,
-// and the duration histogram is about what the Resolver costs.
-func (h *Handler) observe(ctx context.Context, q *query, p Protocol, rcode int, src source, start time.Duration) {
+// observe counts a reply. r.start is when a worker took the query over, or
+// zero when not taken (table answers, cache hits and local answers on the
+// reader): their time is the handler's few hundred nanoseconds, and the
+// duration histogram is about what the Resolver costs.
+func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source) {
 	var elapsed time.Duration
-	if start != 0 {
-		elapsed = h.clock() - start
+	if r.start != 0 {
+		elapsed = h.clock() - r.start
 	}
-	h.m.observe(p, q.qtype, rcode, src, start != 0, elapsed)
+	h.m.observe(r.proto, r.qtype, rcode, src, r.start != 0, elapsed)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
-		h.log.DebugContext(ctx, "dns query", "qname", wireName(q.name), "qtype", dns.Type(q.qtype),
-			"rcode", dns.RcodeToString[rcode], "source", sourceNames[src], "protocol", p.String(),
+		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype),
+			"rcode", dns.RcodeToString[rcode], "source", sourceNames[src], "protocol", r.proto.String(),
 			"duration", elapsed)
 	}
 }
@@ -308,16 +296,4 @@ func wireName(name []byte) string {
 		return "<bad name>"
 	}
 	return s
-}
-
-// refuse answers REFUSED to a query the server has no capacity for.
-func (h *Handler) refuse(dst, pkt []byte, p Protocol) []byte {
-	var q query
-	switch parseQuery(pkt, &q) {
-	case parseDrop:
-		return nil
-	case parseOK:
-		return h.local(dst, &q, p, dns.RcodeRefused, true, srcLocal, 0)
-	}
-	return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeRefused, false, srcLocal, 0)
 }

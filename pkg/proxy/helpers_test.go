@@ -81,7 +81,7 @@ func demoTable(t testing.TB) *fakeTable {
 	}}
 }
 
-// fakeResolver answers AppendReply and Exchange from answer (or fails with
+// fakeResolver has no cache; it answers Resolve and Exchange from answer (or fails with
 // err) and honours the Resolver contract: ID 0, the question bytes as
 // given, RD and RA set, no OPT.
 type fakeResolver struct {
@@ -120,7 +120,11 @@ func (f *fakeResolver) reply(ctx context.Context, q dns.Question) (*dns.Msg, err
 	return m, nil
 }
 
-func (f *fakeResolver) AppendReply(ctx context.Context, dst, qwire []byte) ([]byte, upstream.Source, error) {
+func (f *fakeResolver) AppendCached(dst, _, _ []byte, _ *upstream.Probe) ([]byte, upstream.Source, bool) {
+	return dst, upstream.SourceCache, false
+}
+
+func (f *fakeResolver) Resolve(ctx context.Context, dst, qwire, _ []byte, _ *upstream.Probe) ([]byte, upstream.Source, error) {
 	var probe dns.Msg
 	hdr := append(make([]byte, 0, 12+len(qwire)), 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0)
 	if err := probe.Unpack(append(hdr, qwire...)); err != nil || len(probe.Question) != 1 {

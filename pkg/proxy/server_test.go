@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -589,38 +588,45 @@ func TestTableSwap(t *testing.T) {
 	}
 }
 
-// cacheOnly is a Resolver with the CacheAppender fast path: it has
-// "www.example.org A" cached and fails AppendReply with a done context, so
-// the test sees which path the UDP reader took.
+// cacheOnly is a Resolver with "www.example.org A" in its cache, so the
+// test sees which path each query took.
 type cacheOnly struct {
 	*fakeResolver
-	hits atomic.Int64
+	hits, misses atomic.Int64
 }
 
-func (c *cacheOnly) AppendCached(dst, qwire []byte) ([]byte, upstream.Source, bool) {
-	if !strings.EqualFold(string(qwire[:len(qwire)-4]), "\x03www\x07example\x03org\x00") {
+func (c *cacheOnly) AppendCached(dst, qwire, key []byte, _ *upstream.Probe) ([]byte, upstream.Source, bool) {
+	if string(key[:len(key)-4]) != "\x03www\x07example\x03org\x00" {
+		c.misses.Add(1)
 		return dst, upstream.SourceCache, false
 	}
 	c.hits.Add(1)
-	out, _, err := c.fakeResolver.AppendReply(context.Background(), dst, qwire)
+	out, _, err := c.fakeResolver.Resolve(context.Background(), dst, qwire, key, nil)
 	return out, upstream.SourceCache, err == nil
 }
 
-func TestCacheAppenderUsed(t *testing.T) {
+// TestOnePass checks the walk of a query: the cache is probed once, on the
+// reader, with the lowercased key; a miss reaches Resolve once, from a
+// worker, without a second probe.
+func TestOnePass(t *testing.T) {
 	res := &cacheOnly{fakeResolver: &fakeResolver{answer: staticAnswer(t, "A 192.0.2.3")}}
 	s := startServer(t, testConfig(res))
 	s.SetTable(demoTable(t))
-	for _, qname := range []string{"WWW.example.org.", "other.example.org."} {
-		if r := exchange(t, "udp", udpAddr(s), newQuery(qname, dns.TypeA)); len(r.Answer) != 1 {
-			t.Errorf("%s: %d answers, want 1", qname, len(r.Answer))
+	for _, network := range []string{"udp", "tcp"} {
+		res.hits.Store(0)
+		res.misses.Store(0)
+		res.calls.Store(0)
+		for _, qname := range []string{"WWW.example.org.", "other.example.org."} {
+			if r := exchange(t, network, map[string]string{"udp": udpAddr(s), "tcp": tcpAddr(s)}[network], newQuery(qname, dns.TypeA)); len(r.Answer) != 1 {
+				t.Errorf("%s %s: %d answers, want 1", network, qname, len(r.Answer))
+			}
 		}
-	}
-	if got := res.hits.Load(); got != 1 {
-		t.Errorf("AppendCached hits = %d, want 1", got)
-	}
-	// The cached name never reached AppendReply's blocking path; the other
-	// one did, once, from a worker.
-	if got := res.calls.Load(); got != 2 {
-		t.Errorf("resolver calls = %d, want 2 (one inside AppendCached, one from the worker)", got)
+		if h, m := res.hits.Load(), res.misses.Load(); h != 1 || m != 1 {
+			t.Errorf("%s: cache probes: %d hits, %d misses; want 1 and 1", network, h, m)
+		}
+		// One call inside the hit's AppendCached, one Resolve for the miss.
+		if got := res.calls.Load(); got != 2 {
+			t.Errorf("%s: resolver calls = %d, want 2", network, got)
+		}
 	}
 }

@@ -4,56 +4,52 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// serveSlow handles the legal but unusual packets the fast parser leaves
-// alone (a compressed question name, records in the answer or authority
-// section, extra additional records such as TSIG): miekg unpacks it, and a
-// canonical query (header, plain question, OPT) goes down the normal path.
-func (h *Handler) serveSlow(ctx context.Context, dst, pkt []byte, p Protocol, block bool, start time.Duration) ([]byte, bool) {
-	var q query
-	parseQuery(pkt, &q) // fills the ID and flags for a FORMERR
+// canonicalize handles the legal but unusual packets the fast parser
+// leaves alone (a compressed question name, records in the answer or
+// authority section, extra additional records such as TSIG): miekg unpacks
+// r.pkt, and r is parsed again from a canonical query (header, plain
+// question, OPT). false means FORMERR; r then has no question to echo.
+func (h *Handler) canonicalize(r *request) bool {
+	id, flags := r.id, r.flags
 	m := new(dns.Msg)
-	if err := m.Unpack(pkt); err != nil || len(m.Question) != 1 {
-		return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeFormatError, false, srcLocal, start), false
-	}
-	c := &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
-	for _, rr := range m.Extra {
-		opt, ok := rr.(*dns.OPT)
-		if !ok {
-			continue
+	if err := m.Unpack(r.pkt); err == nil && len(m.Question) == 1 {
+		c := &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
+		ok := true
+		for _, rr := range m.Extra {
+			opt, isOPT := rr.(*dns.OPT)
+			if !isOPT {
+				continue
+			}
+			// RFC 6891 6.1.1: one OPT at most, owned by the root.
+			if len(c.Extra) > 0 || opt.Hdr.Name != "." {
+				ok = false
+				break
+			}
+			c.Extra = []dns.RR{opt}
 		}
-		// RFC 6891 6.1.1: one OPT at most, owned by the root.
-		if len(c.Extra) > 0 || opt.Hdr.Name != "." {
-			return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeFormatError, false, srcLocal, start), false
+		if buf, err := c.Pack(); ok && err == nil && parseQuery(buf, r) == parseOK {
+			return true
 		}
-		c.Extra = []dns.RR{opt}
 	}
-	buf, err := c.Pack()
-	if err == nil && parseQuery(buf, &q) == parseOK {
-		return h.serveQuery(ctx, dst, &q, p, block, start)
-	}
-	return h.local(dst, &query{id: q.id, flags: q.flags}, p, dns.RcodeFormatError, false, srcLocal, start), false
+	r.id, r.flags, r.qEnd, r.nameEnd, r.edns = id, flags, 0, 0, false
+	return false
 }
 
 // chase answers an ExternalName: the CNAME chain from the table, then the
 // target's records of the asked type resolved upstream, in one reply so
 // the client needs one round trip (Result contract step 3).
-func (h *Handler) chase(ctx context.Context, dst []byte, q *query, res nametable.Result, p Protocol, start time.Duration) []byte {
-	if start == 0 {
-		start = h.clock()
-	}
-	qname := strings.ToLower(wireName(q.name))
+func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
+	res := r.chase.res
+	qname := wireName(r.lname())
 	m := new(dns.Msg)
 	m.Response = true
 	m.RecursionAvailable = true
 	m.Compress = true
-	m.Question = []dns.Question{{Name: qname, Qtype: q.qtype, Qclass: q.qclass}}
+	m.Question = []dns.Question{{Name: qname, Qtype: r.qtype, Qclass: r.qclass}}
 	m.Answer = resultAnswer(res, qname)
 	owner := qname
 	if res.Alias != "" {
@@ -65,30 +61,30 @@ func (h *Handler) chase(ctx context.Context, dst []byte, q *query, res nametable
 		Target: target,
 	})
 	src := srcTable
-	if q.qtype != dns.TypeCNAME {
-		r, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: q.qtype, Qclass: q.qclass})
+	if r.qtype != dns.TypeCNAME {
+		up, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: r.qtype, Qclass: r.qclass})
 		if err != nil {
 			rcode := dns.RcodeServerFailure
 			if isOverloaded(err) {
 				rcode = dns.RcodeRefused
 			}
 			if h.log.Enabled(ctx, slog.LevelDebug) {
-				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(q.qtype), "err", err)
+				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.qtype), "err", err)
 			}
-			return h.local(dst, q, p, rcode, true, srcUpstream, start)
+			return h.local(dst, r, rcode, srcUpstream)
 		}
 		src = resolverSource(s)
-		m.Rcode = r.Rcode
-		m.Answer = append(m.Answer, r.Answer...)
-		m.Ns = r.Ns
+		m.Rcode = up.Rcode
+		m.Answer = append(m.Answer, up.Answer...)
+		m.Ns = up.Ns
 	}
 	out, err := m.PackBuffer(dst[:0])
 	if err != nil {
-		h.log.Error("pack chased answer", "qname", qname, "qtype", dns.Type(q.qtype), "err", err)
-		return h.local(dst, q, p, dns.RcodeServerFailure, true, srcTable, start)
+		h.log.Error("pack chased answer", "qname", qname, "qtype", dns.Type(r.qtype), "err", err)
+		return h.local(dst, r, dns.RcodeServerFailure, srcTable)
 	}
-	patchReply(out, q)
-	out = h.finish(out, q, p)
-	h.observe(ctx, q, p, m.Rcode, src, start)
+	patchReply(out, r)
+	out = h.finish(out, r)
+	h.observe(ctx, r, m.Rcode, src)
 	return out
 }

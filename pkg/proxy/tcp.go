@@ -70,34 +70,34 @@ func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 	defer inflight.Wait() // before Close: pending answers still go out
 	sem := make(chan struct{}, tcpInflight)
 
-	r := bufio.NewReaderSize(c, 4096)
+	br := bufio.NewReaderSize(c, 4096)
 	pkt := make([]byte, maxUDPPacket)
 	out := make([]byte, 0, 4096)
 	var lenBuf [2]byte
+	var r request
 	for {
 		if err := c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout)); err != nil {
 			return
 		}
-		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
 			return
 		}
 		n := int(binary.BigEndian.Uint16(lenBuf[:]))
-		if _, err := io.ReadFull(r, pkt[:n]); err != nil {
+		if _, err := io.ReadFull(br, pkt[:n]); err != nil {
 			return
 		}
-		reply, deferred := s.h.serve(ctx, out, pkt[:n], TCP, false, 0)
-		if deferred {
+		reply, wait := s.h.answer(out, pkt[:n], TCP, &r)
+		if wait {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
-			q, start := append([]byte(nil), pkt[:n]...), s.h.clock()
+			r.start = s.h.clock()
+			req := r.moved(nil)
 			inflight.Go(func() {
 				defer func() { <-sem }()
-				if reply, _ := s.h.serve(ctx, nil, q, TCP, true, start); reply != nil {
-					w.write(reply)
-				}
+				w.write(s.h.resolve(ctx, nil, &req))
 			})
 			continue
 		}

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 const (
@@ -20,21 +22,24 @@ const (
 	workerIdle = 30 * time.Second
 )
 
-// fwdJob is a query handed from a UDP reader to a forwarding worker.
+// fwdJob is a request handed from a UDP reader to a forwarding worker.
 type fwdJob struct {
-	conn  *net.UDPConn
-	addr  netip.AddrPort
-	pkt   []byte
-	start time.Duration
+	conn *net.UDPConn
+	addr netip.AddrPort
+	req  request
+	// buf keeps the packet copy's storage for the next job.
+	buf []byte
 }
 
-// serveUDP reads queries from c until it is closed. Table answers are
-// written from this goroutine, without handing over: that is the path the
-// CPU budget of issue 3 is about. Queries for the Resolver go to workers so
-// a slow upstream never delays a table answer.
+// serveUDP reads queries from c until it is closed. Table answers and
+// Resolver cache hits are written from this goroutine, without handing
+// over: that is the path whose CPU per query is held next to a plain UDP
+// reflector. Requests that must wait (upstream, ExternalName) go, parsed,
+// to workers so a slow upstream never delays a table answer.
 func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
 	buf := make([]byte, maxUDPPacket)
 	out := make([]byte, 0, maxUDPPacket)
+	var r request
 	for {
 		n, addr, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -44,9 +49,9 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 			s.log.Warn("read udp", "err", err)
 			continue
 		}
-		reply, deferred := s.h.serve(ctx, out, buf[:n], UDP, false, 0)
-		if deferred {
-			s.dispatch(ctx, wg, c, addr, buf[:n], s.h.clock())
+		reply, wait := s.h.answer(out, buf[:n], UDP, &r)
+		if wait {
+			s.dispatch(ctx, wg, c, addr, &r)
 			continue
 		}
 		if reply != nil {
@@ -61,13 +66,15 @@ func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 	}
 }
 
-// dispatch hands a query to an idle worker, starts one when there is none
-// and fewer than MaxForwarding run, or answers REFUSED (the bound of
-// DESIGN.md section 5: shed load rather than queue without limit).
-func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt []byte, start time.Duration) {
+// dispatch hands r to an idle worker, starts one when there is none and
+// fewer than MaxForwarding run, or answers REFUSED: shed load rather than
+// queue without limit.
+func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, r *request) {
+	r.start = s.h.clock()
 	j := s.jobPool.Get().(*fwdJob)
-	j.conn, j.addr, j.start = c, addr, start
-	j.pkt = append(j.pkt[:0], pkt...)
+	j.conn, j.addr = c, addr
+	j.req = r.moved(j.buf)
+	j.buf = j.req.pkt
 	select {
 	case s.jobs <- j:
 		return
@@ -78,27 +85,25 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 		return
 	}
 	s.forwards.Add(-1)
+	j.conn = nil
 	s.jobPool.Put(j)
 	var out [maxNameLen + 64]byte
-	if reply := s.h.refuse(out[:0], pkt, UDP); reply != nil {
-		s.writeUDP(c, reply, addr)
-	}
+	s.writeUDP(c, s.h.local(out[:0], r, dns.RcodeRefused, srcLocal), addr)
 }
 
-// forwardWorker serves j, then further jobs until ctx ends or it idles.
+// forwardWorker resolves j, then further jobs until ctx ends or it idles.
 func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
 	defer s.forwards.Add(-1)
 	out := make([]byte, 0, workerBuf)
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		if reply, _ := s.h.serve(ctx, out, j.pkt, UDP, true, j.start); reply != nil {
-			s.writeUDP(j.conn, reply, j.addr)
-			if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
-				out = reply[:0] // keep the grown buffer
-			}
+		reply := s.h.resolve(ctx, out, &j.req)
+		s.writeUDP(j.conn, reply, j.addr)
+		if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
+			out = reply[:0] // keep the grown buffer
 		}
-		j.conn = nil
+		j.conn, j.req.chase = nil, nil
 		s.jobPool.Put(j)
 		idle.Reset(workerIdle)
 		select {

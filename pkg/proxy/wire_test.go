@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -53,11 +54,15 @@ func TestParseQuery(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var q query
+			var q request
 			st := parseQuery(tc.pkt, &q)
 			g := got{Status: st, Qtype: q.qtype, EDNS: q.edns, DO: q.do, UDPSize: q.udpSize}
-			if q.name != nil {
-				g.Name = wireName(q.name)
+			if q.name() != nil {
+				g.Name = wireName(q.name())
+				// The cache key is the same question, lowercased.
+				if lk := wireName(q.lname()); lk != strings.ToLower(g.Name) {
+					t.Errorf("key name %q, want %q", lk, strings.ToLower(g.Name))
+				}
 			}
 			if diff := cmp.Diff(tc.want, g); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)

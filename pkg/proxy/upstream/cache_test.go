@@ -490,7 +490,9 @@ func TestAppendCached(t *testing.T) {
 	srv := newServer(t, answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1"}, nil))
 	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
 	q := qwire(t, "Probe.Example.", dns.TypeA)
-	if out, _, ok := r.AppendCached(nil, q); ok || len(out) != 0 {
+	key := qwire(t, "probe.example.", dns.TypeA)
+	var p Probe
+	if out, _, ok := r.AppendCached(nil, q, key, &p); ok || len(out) != 0 {
 		t.Fatalf("AppendCached on an empty cache: ok %v, %d bytes", ok, len(out))
 	}
 	if got := counter(t, r.metrics.misses); got != 0 {
@@ -500,7 +502,7 @@ func TestAppendCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, src, ok := r.AppendCached(nil, q)
+	got, src, ok := r.AppendCached(nil, q, key, &p)
 	if !ok || src != SourceCache {
 		t.Fatalf("AppendCached after AppendReply: ok %v src %v", ok, src)
 	}
@@ -514,7 +516,7 @@ func TestAppendCached(t *testing.T) {
 		t.Errorf("misses %v, want 1", got)
 	}
 	buf := make([]byte, 0, 512)
-	if allocs := testing.AllocsPerRun(1000, func() { r.AppendCached(buf[:0], q) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(1000, func() { r.AppendCached(buf[:0], q, key, &p) }); allocs != 0 {
 		t.Errorf("AppendCached hit allocates %v times, want 0", allocs)
 	}
 }

@@ -15,12 +15,12 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
-// ednsSize is the UDP payload size we advertise upstream: the DNS Flag Day
-// 2020 value, which avoids IP fragmentation on common paths.
-const ednsSize = 1232
+// ednsSize is the UDP payload size we advertise upstream.
+const ednsSize = dnswire.EDNSSize
 
 // upstream is one configured server with its metric children.
 type upstream struct {
@@ -54,9 +54,7 @@ func appendQuery(dst []byte, id uint16, q []byte, edns bool) []byte {
 	if !edns {
 		return dst
 	}
-	// OPT (RFC 6891 section 6.1.2): root owner, type 41, class = UDP size,
-	// TTL = extended rcode 0, version 0, no flags; no options.
-	return append(dst, 0, 0, byte(dns.TypeOPT), byte(ednsSize>>8), byte(ednsSize&0xFF), 0, 0, 0, 0, 0, 0)
+	return dnswire.AppendOPT(dst, ednsSize, 0, false)
 }
 
 // checkReply decides whether b answers our query (id, question q whose name
@@ -73,7 +71,7 @@ func checkReply(b []byte, id uint16, q []byte, nameLen int) string {
 		return kindMismatch
 	}
 	got := b[12 : 12+len(q)]
-	if !equalFoldWire(got[:nameLen], q[:nameLen]) || string(got[nameLen:]) != string(q[nameLen:]) {
+	if !dnswire.EqualFold(got[:nameLen], q[:nameLen]) || string(got[nameLen:]) != string(q[nameLen:]) {
 		return kindMismatch
 	}
 	if b[2]&0x02 != 0 {

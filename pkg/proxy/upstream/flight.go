@@ -45,11 +45,14 @@ func (f *flights) close() {
 }
 
 // do returns fn's answer for key, running fn at most once for concurrent
-// callers. fn runs in its own goroutine owned by wg, so an asker whose ctx
-// ends, or whose giveUp fires (errSlow), returns at once while the others
-// still get the answer. shared reports whether this caller joined a call
-// already in flight.
-func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, giveUp <-chan time.Time, fn func() answer) (res answer, shared bool) {
+// callers; shared reports whether this caller joined a call already in
+// flight. The first caller runs fn itself, on its own goroutine, with a
+// context that ends with ctx or with the Resolver (base): a miss then costs
+// no hand-over. When the caller may give up early (giveUp, for serve-stale)
+// fn runs on a goroutine owned by wg instead, so the refresh goes on and
+// lands in the cache after the caller has answered stale. Waiters return
+// on their own ctx's end or giveUp.
+func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, giveUp <-chan time.Time, fn func(context.Context) answer) (res answer, shared bool) {
 	f.mu.Lock()
 	c, shared := f.m[key]
 	if !shared && f.closed {
@@ -59,17 +62,22 @@ func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, giveUp
 	if !shared {
 		c = &call{done: make(chan struct{})}
 		f.m[key] = c
-		wg.Go(func() {
-			res := fn()
-			f.mu.Lock()
-			delete(f.m, key)
-			f.mu.Unlock()
-			c.res = res
-			close(c.done)
-		})
-	}
-	f.mu.Unlock()
-	if shared {
+		f.mu.Unlock()
+		if giveUp == nil {
+			run, cancel := context.WithCancel(base)
+			stop := context.AfterFunc(ctx, cancel)
+			res := fn(run)
+			stop()
+			cancel()
+			f.finish(key, c, res)
+			if err := ctx.Err(); err != nil && res.err != nil {
+				res.err = err // the caller's own end, as a waiter would see it
+			}
+			return res, false
+		}
+		wg.Go(func() { f.finish(key, c, fn(base)) })
+	} else {
+		f.mu.Unlock()
 		// Counted at once, not on return, so the metric shows waiters.
 		f.joined.Inc()
 	}
@@ -81,4 +89,13 @@ func (f *flights) do(ctx context.Context, wg *sync.WaitGroup, key string, giveUp
 	case <-giveUp: // nil unless the caller has something better to say
 		return answer{err: errSlow}, shared
 	}
+}
+
+// finish publishes a call's answer to its waiters.
+func (f *flights) finish(key string, c *call, res answer) {
+	f.mu.Lock()
+	delete(f.m, key)
+	f.mu.Unlock()
+	c.res = res
+	close(c.done)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -80,7 +81,7 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cac
 	}
 	// The entry's compression pointers assume the question is exactly as
 	// long as the client's; a name that repacks differently is refused.
-	if len(packed) < 12+len(q) || !equalFoldWire(packed[12:12+nameLen], q[:nameLen]) {
+	if len(packed) < 12+len(q) || !dnswire.EqualFold(packed[12:12+nameLen], q[:nameLen]) {
 		return nil, false, fmt.Errorf("repack reply: question changed")
 	}
 	// miekg unpacks some records it cannot pack back into something

@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -23,7 +24,7 @@ var (
 	// ErrUpstreamFailed means every try failed and nothing stale was cached.
 	ErrUpstreamFailed = errors.New("all upstreams failed")
 	// ErrBadQuestion means qwire is not one uncompressed question section.
-	ErrBadQuestion = errors.New("malformed question")
+	ErrBadQuestion = dnswire.ErrBadQuestion
 	// ErrClosed means the Resolver was closed.
 	ErrClosed = errors.New("resolver closed")
 	// errSlow: the upstreams took longer than StaleAnswerAfter; internal,
@@ -100,57 +101,64 @@ func New(cfg Config) (*Resolver, error) {
 // answered whatever the state of ctx; with a done ctx anything else fails at
 // once with ctx.Err() and nothing is sent upstream. On error dst is returned
 // unchanged: ErrOverloaded means answer REFUSED, anything else SERVFAIL.
+//
+// AppendReply is AppendCached then Resolve; a caller that has already
+// parsed and lowercased the question calls those two itself.
 func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (reply []byte, src Source, err error) {
 	var kb [maxQuestion]byte
-	nameLen, err := lowerQuestion(&kb, qwire)
-	if err != nil {
+	if _, err := lowerQuestion(&kb, qwire); err != nil {
 		return dst, SourceUpstream, err
 	}
 	key := kb[:len(qwire)]
-	out, hit, stale := r.fromCache(dst, qwire, key)
-	if hit {
-		return out, SourceCache, nil
+	var p Probe
+	if out, src, hit := r.AppendCached(dst, qwire, key, &p); hit {
+		return out, src, nil
 	}
-	// A done ctx asks for a hit or nothing (pkg/proxy tries hits on its
-	// reader goroutine this way): fail before counting a miss or starting
-	// an upstream query the caller will not wait for.
 	if err := ctx.Err(); err != nil {
 		return dst, SourceUpstream, err
 	}
-	r.metrics.misses.Inc()
-	return r.miss(ctx, dst, qwire, string(key), nameLen, stale)
+	return r.Resolve(ctx, dst, qwire, key, &p)
 }
 
-// AppendCached appends the reply AppendReply would give when the cache
-// holds a fresh one, and reports whether it did. It never blocks, never asks
-// an upstream and allocates nothing. A miss is not counted: the proxy probes
-// here on its reader goroutine and then hands the question to AppendReply,
-// which counts it once.
-func (r *Resolver) AppendCached(dst, qwire []byte) ([]byte, Source, bool) {
-	var kb [maxQuestion]byte
-	if _, err := lowerQuestion(&kb, qwire); err != nil {
+// Probe is what AppendCached learned about a question it could not answer,
+// handed on to Resolve so the miss path does not look it up again.
+type Probe struct {
+	// stale is an expired entry still within the stale window, or nil.
+	stale *cache.Entry
+}
+
+// AppendCached appends the fresh cached reply for a question to dst and
+// reports true, or reports false and notes in p what Resolve needs. qwire
+// is the question as the client sent it and key the same bytes lowercased
+// (dnswire.LowerQuestion): the proxy has both from its one parse. It never
+// blocks, never asks an upstream, allocates nothing, and does not count a
+// miss (Resolve does).
+func (r *Resolver) AppendCached(dst, qwire, key []byte, p *Probe) ([]byte, Source, bool) {
+	*p = Probe{}
+	if r.cache == nil || len(key) != len(qwire) {
 		return dst, SourceCache, false
-	}
-	out, hit, _ := r.fromCache(dst, qwire, kb[:len(qwire)])
-	return out, SourceCache, hit
-}
-
-// fromCache appends a fresh cached reply for key to dst (hit true, hits
-// counted), or returns dst with the expired entry still within the stale
-// window, if any, for serve-stale.
-func (r *Resolver) fromCache(dst, qwire, key []byte) (out []byte, hit bool, stale *cache.Entry) {
-	if r.cache == nil {
-		return dst, false, nil
 	}
 	e, ttl, st := r.cache.Get(key, r.now())
 	switch {
 	case st == cache.Fresh:
 		r.metrics.hits.Inc()
-		return e.AppendTo(dst, qwire, ttl), true, nil
+		return e.AppendTo(dst, qwire, ttl), SourceCache, true
 	case st == cache.Stale && r.cfg.StaleWindow > 0:
-		return dst, false, e
+		p.stale = e
 	}
-	return dst, false, nil
+	return dst, SourceCache, false
+}
+
+// Resolve answers a question AppendCached missed: it joins the upstream
+// query in flight for it or starts one, and blocks until the answer, ctx's
+// end, or (with a stale entry in p) StaleAnswerAfter. qwire, key and p are
+// as AppendCached took and left them.
+func (r *Resolver) Resolve(ctx context.Context, dst, qwire, key []byte, p *Probe) ([]byte, Source, error) {
+	if len(qwire) < 5 || len(key) != len(qwire) {
+		return dst, SourceUpstream, ErrBadQuestion
+	}
+	r.metrics.misses.Inc()
+	return r.miss(ctx, dst, qwire, string(key), len(qwire)-4, p.stale)
 }
 
 // miss resolves a question the cache could not answer. It is a separate
@@ -165,7 +173,9 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 		defer t.Stop()
 		giveUp = t.C
 	}
-	res, _ := r.flights.do(ctx, &r.wg, key, giveUp, func() answer { return r.resolve([]byte(key), nameLen) })
+	res, _ := r.flights.do(ctx, r.ctx, &r.wg, key, giveUp, func(ctx context.Context) answer {
+		return r.resolve(ctx, []byte(key), nameLen)
+	})
 	if errors.Is(res.err, errSlow) {
 		r.metrics.stale.Inc()
 		return stale.AppendTo(dst, qwire, uint32(r.cfg.StaleTTL/time.Second)), SourceCache, nil
@@ -178,7 +188,7 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 
 // resolve is the work of one flight: ask upstream within the concurrency
 // bound, cache what may be cached, fall back to a stale entry.
-func (r *Resolver) resolve(q []byte, nameLen int) answer {
+func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 	start := time.Now()
 	var (
 		rep *reply
@@ -189,7 +199,7 @@ func (r *Resolver) resolve(q []byte, nameLen int) answer {
 		err = ErrOverloaded
 	} else {
 		r.metrics.inflight.Inc()
-		rep, err = r.forward(r.ctx, q, nameLen)
+		rep, err = r.forward(ctx, q, nameLen)
 		r.metrics.inflight.Dec()
 	}
 	r.inflight.Add(-1)

@@ -3,6 +3,8 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // Entry is one cached reply: everything after the question section, packed,
@@ -62,8 +64,7 @@ func NewEntry(packed []byte, qlen int, ttl uint32, stored int64, negative bool) 
 	e.TTLOffsets = make([]uint16, 0, n)
 	off := 0
 	for range n {
-		var ok bool
-		if off, ok = skipName(body, off); !ok {
+		if off = dnswire.SkipName(body, off); off < 0 {
 			return nil, ErrMalformed
 		}
 		// type(2) class(2) ttl(4) rdlength(2)
@@ -82,31 +83,6 @@ func NewEntry(packed []byte, qlen int, ttl uint32, stored int64, negative bool) 
 	}
 	e.Body = append([]byte(nil), body...)
 	return e, nil
-}
-
-// skipName returns the offset just past the (possibly compressed) name at
-// off. A pointer ends the name, so it is never followed.
-func skipName(b []byte, off int) (int, bool) {
-	for {
-		if off >= len(b) {
-			return 0, false
-		}
-		l := int(b[off])
-		switch l & 0xC0 {
-		case 0x00:
-			if l == 0 {
-				return off + 1, true
-			}
-			off += 1 + l
-		case 0xC0:
-			if off+2 > len(b) {
-				return 0, false
-			}
-			return off + 2, true
-		default: // 0x40 and 0x80 are not in use (RFC 6891 retired EDNS labels)
-			return 0, false
-		}
-	}
 }
 
 // Remaining returns the entry's TTL left at now and whether it is still
