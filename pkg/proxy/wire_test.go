@@ -1,9 +1,9 @@
 package proxy
 
 import (
-	"strings"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
