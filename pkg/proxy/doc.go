@@ -1,4 +1,4 @@
-// Package proxy is the agent's DNS server (DESIGN.md section 4, issue 3):
+// Package proxy is the agent's DNS server (docs/design.md, "Answer rules"):
 // UDP and TCP listeners and a Handler that answers from the current
 // nametable.Table and hands the rest to a Resolver (pkg/proxy/upstream).
 //
