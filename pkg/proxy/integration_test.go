@@ -204,27 +204,63 @@ func TestDig(t *testing.T) {
 	}
 }
 
-// A table swap under load: queries never fail and see the old or the new
-// table, never a mix.
+// A table swap under load: queries never fail, and each answer comes whole
+// from the old or the new table, never a mix of the two and never an answer
+// packed for a table that is no longer current.
 func TestSwapUnderLoad(t *testing.T) {
 	s, _ := realStack(t)
+	web := func(prefix string) *nametable.Table {
+		tbl, err := nametable.New([]nametable.Entry{{
+			Hostname: "web.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "web", Namespace: "demo",
+			IPs: []netip.Addr{netip.MustParseAddr(prefix + ".10"), netip.MustParseAddr(prefix + ".11")},
+		}}, []string{"cluster.local"}, nametable.Context{Namespace: "demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	tables := [2]*nametable.Table{web("10.3.0"), web("10.4.0")}
+	want := [2]string{"10.3.0.10 10.3.0.11", "10.4.0.10 10.4.0.11"}
+	s.SetTable(tables[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	swaps := make(chan struct{})
 	go func() {
 		defer close(swaps)
-		for ctx.Err() == nil {
-			s.SetTable(realTable(t))
+		for i := 1; ctx.Err() == nil; i++ {
+			s.SetTable(tables[i%2])
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	for range 200 {
+	var seen [2]int
+	for range 300 {
 		r := exchange(t, "udp", udpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
-		got := rrStrings(r.Answer)
+		var got []string
+		for _, rr := range r.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				got = append(got, a.A.String())
+			}
+		}
 		sort.Strings(got)
-		if len(got) != 2 {
-			t.Fatalf("during swaps: %v", got)
+		switch strings.Join(got, " ") {
+		case want[0]:
+			seen[0]++
+		case want[1]:
+			seen[1]++
+		default:
+			t.Fatalf("during swaps: %v, want %q or %q", got, want[0], want[1])
 		}
 	}
 	cancel()
 	<-swaps
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Errorf("answers from each table: %v; the swaps did not show", seen)
+	}
+	// After the last swap only the current table answers.
+	for i, tbl := range tables {
+		s.SetTable(tbl)
+		r := exchange(t, "tcp", tcpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+		if got := rrStrings(r.Answer); len(got) != 2 || !strings.Contains(strings.Join(got, " "), want[i][:8]) {
+			t.Errorf("after SetTable(table %d): %v", i, got)
+		}
+	}
 }
