@@ -16,6 +16,11 @@ need dnsperf dnsperf
 need getent libc-bin
 need taskset util-linux
 need openssl openssl
+# the real-node tests: a container runtime, CNI plugins, and a static busybox for test images
+need containerd containerd
+need runc runc
+[ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
+[ -x /bin/busybox ] || pkgs+=(busybox-static)
 if [ ${#pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq

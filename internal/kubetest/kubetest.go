@@ -92,8 +92,8 @@ type Cluster struct {
 	// EtcdURL is etcd's client URL, http://127.0.0.1:PORT.
 	EtcdURL string
 
-	etcd      *process
-	apiserver *process
+	etcd      *Process
+	apiserver *Process
 	stopped   bool
 }
 
@@ -206,7 +206,7 @@ func start(assets string, o options) (*Cluster, error) {
 	peerURL := loopbackURL("http", ports[1])
 	c.URL = loopbackURL("https", ports[2])
 
-	c.etcd, err = startProcess("etcd", filepath.Join(assets, "etcd"), filepath.Join(dir, "etcd.log"), []string{
+	c.etcd, err = StartProcess("etcd", filepath.Join(assets, "etcd"), filepath.Join(dir, "etcd.log"), []string{
 		"--name=default",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + c.EtcdURL,
@@ -245,9 +245,12 @@ func start(assets string, o options) (*Cluster, error) {
 		// cluster does not need; off, the apiserver is ready sooner.
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		// A node (internal/nodetest) is reached at its InternalIP, never
+		// by looking its name up in the machine's DNS.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
 	}, o.args)
-	c.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"),
+	c.apiserver, err = StartProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"),
 		filepath.Join(dir, "kube-apiserver.log"), args)
 	if err != nil {
 		return nil, err
@@ -313,9 +316,9 @@ func (c *Cluster) waitReady(timeout time.Duration) error {
 	rc := c.Client.Discovery().RESTClient()
 	var last error
 	for {
-		for _, p := range []*process{c.etcd, c.apiserver} {
-			if p.exited() {
-				return fmt.Errorf("%s: %w: %v\n%s", p.name, errExited, p.err, p.tail(4000))
+		for _, p := range []*Process{c.etcd, c.apiserver} {
+			if p.Exited() {
+				return fmt.Errorf("%s: %w: %v\n%s", p.name, errExited, p.err, p.Tail(4000))
 			}
 		}
 		var code int
@@ -329,7 +332,7 @@ func (c *Cluster) waitReady(timeout time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kube-apiserver not ready after %v: %v\n%s", timeout, last, c.apiserver.tail(4000))
+			return fmt.Errorf("kube-apiserver not ready after %v: %v\n%s", timeout, last, c.apiserver.Tail(4000))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -342,8 +345,8 @@ func (c *Cluster) Stop() {
 		return
 	}
 	c.stopped = true
-	c.apiserver.stop(5 * time.Second)
-	c.etcd.stop(5 * time.Second)
+	c.apiserver.Stop(5 * time.Second)
+	c.etcd.Stop(5 * time.Second)
 	if c.Dir != "" {
 		_ = os.RemoveAll(c.Dir)
 	}
@@ -352,7 +355,7 @@ func (c *Cluster) Stop() {
 // Logs returns the last bytes of the kube-apiserver and etcd logs, for a
 // failure message.
 func (c *Cluster) Logs() string {
-	return "--- kube-apiserver ---\n" + c.apiserver.tail(8000) + "\n--- etcd ---\n" + c.etcd.tail(4000)
+	return "--- kube-apiserver ---\n" + c.apiserver.Tail(8000) + "\n--- etcd ---\n" + c.etcd.Tail(4000)
 }
 
 // Namespace creates a namespace named prefix-<random suffix> (and its

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// process is one child (etcd or kube-apiserver) with its output in a file.
-type process struct {
+// Process is one child (etcd, kube-apiserver, or another harness's
+// containerd and kubelet) with its output in a file.
+type Process struct {
 	name string
 	cmd  *exec.Cmd
 	log  string        // path of the combined stdout+stderr
@@ -20,7 +21,9 @@ type process struct {
 	err  error         // exit status; valid once done is closed
 }
 
-func startProcess(name, bin, logPath string, args []string) (*process, error) {
+// StartProcess runs bin with args, its output in logPath. The child dies
+// with the test binary (Pdeathsig).
+func StartProcess(name, bin, logPath string, args []string) (*Process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -35,7 +38,7 @@ func startProcess(name, bin, logPath string, args []string) (*process, error) {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -44,8 +47,8 @@ func startProcess(name, bin, logPath string, args []string) (*process, error) {
 	return p, nil
 }
 
-// exited reports whether the process has ended.
-func (p *process) exited() bool {
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -54,9 +57,9 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to this process (by PID), then SIGKILL after grace.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited() {
+// Stop sends SIGTERM to this process (by PID), then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p == nil || p.Exited() {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -68,8 +71,8 @@ func (p *process) stop(grace time.Duration) {
 	}
 }
 
-// tail returns the last n bytes of the process log, for failure messages.
-func (p *process) tail(n int) string {
+// Tail returns the last n bytes of the process log, for failure messages.
+func (p *Process) Tail(n int) string {
 	b, err := os.ReadFile(p.log)
 	if err != nil {
 		return err.Error()
@@ -108,3 +111,6 @@ func freePorts(n int) ([]int, error) {
 func loopbackURL(scheme string, port int) string {
 	return scheme + "://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
+
+// Pid is the child's process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
