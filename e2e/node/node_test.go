@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/nodetest"
+	"github.com/meshdns/meshdns/internal/testenv"
+)
+
+// env is one real node with the meshdns control plane running against its
+// API server as in production: the example manifests' RBAC, the example
+// webhook configuration, the injection template pointing at the image
+// built from this repository.
+type env struct {
+	c       *kubetest.Cluster
+	n       *nodetest.Node
+	standIn *dnsStandIn
+	dir     string
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireTool(t, "ldd")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meshdns, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "testapp")
+	buildStatic(t, "./cmd/meshdns", meshdns)
+	buildStatic(t, "./e2e/node/testapp", app)
+
+	c := kubetest.Start(t, kubetest.WithRBAC())
+	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
+	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir}
+
+	files, links := map[string]string{"/bin/meshdns": meshdns}, map[string]string{}
+	iptablesFiles(t, files, links)
+	for _, img := range []nodetest.Image{
+		{Name: "meshdns", Files: files, Links: links, Entrypoint: []string{"/bin/meshdns"}},
+		{Name: "testapp", Files: map[string]string{"/bin/testapp": app}, Entrypoint: []string{"/bin/testapp"}, User: "1000:1000"},
+	} {
+		if err := n.LoadImage(img); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The control plane as a process with the ServiceAccount and RBAC of
+	// the manifests, serving gRPC on the node address the pods reach.
+	rest := applyManifests(t, c, "00-namespace.yaml", "10-rbac.yaml", "40-webhook.yaml")
+	kubeconfig := serviceAccountKubeconfig(t, c, dir, "meshdns-system", "meshdns-controlplane")
+	cert, key, ca := webhookCerts(t, dir)
+	grpcAddr := freePort(t, nodetest.NodeIP.String())
+	adminAddr := freePort(t, "127.0.0.1")
+	webhookAddr := freePort(t, "127.0.0.1")
+	template := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(template, []byte("image: localhost/meshdns:test\nimagePullPolicy: Never\ncontrolPlane: "+grpcAddr+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
+		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
+		"--webhook-addr", webhookAddr, "--webhook-cert", cert, "--webhook-key", key, "--inject-template", template,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("control plane log:\n%s", cp.Tail(6000))
+		}
+		cp.Stop(5 * time.Second)
+	})
+	testenv.Eventually(t, "the control plane ready", time.Minute, func() bool {
+		if cp.Exited() {
+			t.Fatalf("control plane exited:\n%s", cp.Tail(4000))
+		}
+		r, err := http.Get("http://" + adminAddr + "/healthz/ready")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == http.StatusOK
+	})
+	registerWebhook(t, c, rest, "https://"+webhookAddr, ca)
+	return e
+}
+
+// TestInjectedPodOnNode is the whole chain in a kubelet pod: the webhook
+// injects it, the init container programs the pod's own network namespace,
+// the sidecar gets its table over gRPC, and an unmodified application
+// resolves service names, SRV, a headless endpoint and an external name
+// through it, with its resolv.conf as the kubelet wrote it.
+func TestInjectedPodOnNode(t *testing.T) {
+	e := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := e.c.Client
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "demo", Labels: map[string]string{"meshdns.io/inject": "enabled"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web, err := cs.CoreV1().Services("demo").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createHeadless(t, ctx, e, "demo", "hl", "pod-0", "10.244.0.200")
+
+	names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "_http._tcp.web.demo.svc.cluster.local.",
+		"pod-0.hl", "www.example.org"}
+	pod := appPod("app", names)
+	if _, err := cs.CoreV1().Pods("demo").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := e.waitRound(t, "demo", "app", names)
+	if !ok {
+		t.Fatalf("the application never resolved every name: %v", got)
+	}
+	t.Logf("the application resolved: %v", got)
+	want := map[string]string{
+		"web": web.Spec.ClusterIP, "web.demo": web.Spec.ClusterIP, "web.demo.svc.cluster.local": web.Spec.ClusterIP,
+		"_http._tcp.web.demo.svc.cluster.local.": "web.demo.svc.cluster.local.:80",
+		"pod-0.hl":                               "10.244.0.200",
+		"www.example.org":                        externalIP,
+	}
+	for name, w := range want {
+		if got[name] != "ok "+w {
+			t.Errorf("%s: %q, want ok %s", name, got[name], w)
+		}
+	}
+	p, err := cs.CoreV1().Pods("demo").Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Annotations["meshdns.io/status"] == "" || len(p.Spec.InitContainers) < 2 {
+		t.Errorf("pod not injected: annotations %v, %d init containers", p.Annotations, len(p.Spec.InitContainers))
+	}
+	// The kubelet's resolv.conf, untouched: the redirect is iptables only.
+	logs := e.n.ContainerLog("demo", "app", "app")
+	for _, line := range []string{"RESOLV nameserver " + nodetest.NodeIP.String(),
+		"RESOLV search demo.svc.cluster.local svc.cluster.local cluster.local corp.example.com"} {
+		if !strings.Contains(logs, line+"\n") {
+			t.Errorf("resolv.conf lacks %q:\n%s", line, logs)
+		}
+	}
+	// Cluster names were answered in the pod; only the external name (and
+	// nothing of the cluster) reached the cluster DNS.
+	if e.standIn.asked("www.example.org.") == 0 {
+		t.Errorf("the external name never reached the cluster DNS")
+	}
+	for _, n := range []string{"web.demo.svc.cluster.local.", "web.demo.svc.cluster.local.corp.example.com."} {
+		if k := e.standIn.asked(n); k > 0 {
+			t.Errorf("%s reached the cluster DNS %d times; the agent should answer it", n, k)
+		}
+	}
+}
+
+// createHeadless creates a headless Service with one ready endpoint named
+// host, as the EndpointSlice controller (not running here) would.
+func createHeadless(t *testing.T, ctx context.Context, e *env, ns, name, host, ip string) {
+	t.Helper()
+	cs := e.c.Client
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready, port, proto, pname := true, int32(80), corev1.ProtocolTCP, "http"
+	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Hostname: &host,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports: []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appPod is the application: testapp resolving names every 200 ms.
+func appPod(name string, names []string) *corev1.Pod {
+	no, zero := false, int64(0)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:                      nodetest.NodeName,
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "app", Image: "localhost/testapp:test", ImagePullPolicy: corev1.PullNever,
+				Args: append([]string{"-every", "200ms"}, names...)}},
+		},
+	}
+}
+
+// waitRound waits until one round of the app's lookups answered every name,
+// and returns the last result of each ("ok <answers>" or "err <error>").
+func (e *env) waitRound(t *testing.T, ns, pod string, names []string) (map[string]string, bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var last map[string]string
+	for time.Now().Before(deadline) {
+		last = map[string]string{}
+		for _, line := range strings.Split(e.n.ContainerLog(ns, pod, "app"), "\n") {
+			f := strings.SplitN(line, " ", 4)
+			if len(f) == 4 && f[0] == "RESULT" {
+				last[f[2]] = f[3]
+			}
+		}
+		all := true
+		for _, n := range names {
+			all = all && strings.HasPrefix(last[n], "ok ")
+		}
+		if all {
+			return last, true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return last, false
+}

@@ -1,0 +1,257 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/nodetest"
+	"github.com/meshdns/meshdns/internal/testenv"
+)
+
+// buildStatic builds a package of this module as a static binary, as the
+// image would carry it.
+func buildStatic(t *testing.T, pkg, out string) {
+	t.Helper()
+	goTool := testenv.RequireTool(t, "go")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}
+
+// iptablesFiles returns the Debian iptables tools the init container runs
+// (legacy and nft, save and restore, both families), with the shared
+// libraries and xtables extensions they load, for an image from an empty
+// base.
+func iptablesFiles(t *testing.T, files, links map[string]string) {
+	t.Helper()
+	var bins []string
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, b := range []string{"legacy", "nft"} {
+			for _, op := range []string{"save", "restore"} {
+				name := fam + "-" + b + "-" + op
+				p, err := exec.LookPath(name)
+				if err != nil {
+					t.Fatalf("the test image needs %s: %v", name, err)
+				}
+				real, err := filepath.EvalSymlinks(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[real] = real
+				links["/usr/sbin/"+name] = real
+				bins = append(bins, real)
+			}
+		}
+	}
+	ext, _ := filepath.Glob("/usr/lib/*/xtables/*.so")
+	for _, e := range ext {
+		files[e] = e
+	}
+	for _, b := range append(bins, ext...) {
+		out, err := exec.Command("ldd", b).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", b, err)
+		}
+		for _, m := range regexp.MustCompile(`(/\S+) \(0x`).FindAllStringSubmatch(string(out), -1) {
+			files[m[1]] = m[1]
+		}
+	}
+}
+
+// dnsStandIn is the cluster DNS the node's pods are configured with: it
+// answers names under example.org, NXDOMAIN for everything else, and
+// records the questions it gets.
+type dnsStandIn struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+const externalIP = "198.51.100.7" // TEST-NET-2: only the stand-in knows it
+
+func startStandIn(t *testing.T) *dnsStandIn {
+	t.Helper()
+	s := &dnsStandIn{seen: map[string]int{}}
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		q := r.Question[0]
+		s.mu.Lock()
+		s.seen[strings.ToLower(q.Name)]++
+		s.mu.Unlock()
+		if dns.IsSubDomain("example.org.", strings.ToLower(q.Name)) {
+			if q.Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(q.Name + " 60 IN A " + externalIP)
+				m.Answer = append(m.Answer, rr)
+			}
+		} else {
+			m.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(m)
+	})
+	addr := net.JoinHostPort(nodetest.NodeIP.String(), "53")
+	for _, network := range []string{"udp", "tcp"} {
+		srv := &dns.Server{Addr: addr, Net: network, Handler: h}
+		started := make(chan error, 1)
+		srv.NotifyStartedFunc = func() { started <- nil }
+		go func() { started <- srv.ListenAndServe() }()
+		if err := <-started; err != nil {
+			t.Fatalf("DNS stand-in %s %s: %v", network, addr, err)
+		}
+		t.Cleanup(func() { _ = srv.Shutdown() })
+	}
+	return s
+}
+
+func (s *dnsStandIn) asked(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[name]
+}
+
+// applyManifests creates the objects of the example manifests in files
+// (relative to examples/kubernetes) that are namespaces, service accounts
+// and RBAC; it returns the rest decoded, for the test to adapt.
+func applyManifests(t *testing.T, c *kubetest.Cluster, files ...string) []runtime.Object {
+	t.Helper()
+	ctx := context.Background()
+	var rest []runtime.Object
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join("../../examples/kubernetes", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			switch o := obj.(type) {
+			case *corev1.Namespace:
+				_, err = c.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+			case *corev1.ServiceAccount:
+				_, err = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRole:
+				_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRoleBinding:
+				_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.Role:
+				_, err = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.RoleBinding:
+				_, err = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			default:
+				rest = append(rest, obj)
+			}
+			if err != nil {
+				t.Fatalf("%s: create %T: %v", f, obj, err)
+			}
+		}
+	}
+	return rest
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that acts as the control
+// plane's ServiceAccount (the admin certificate impersonating it), so the
+// control plane process has exactly the RBAC of the manifests.
+func serviceAccountKubeconfig(t *testing.T, c *kubetest.Cluster, dir, ns, sa string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: c.URL, CertificateAuthorityData: c.CAPEM}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData,
+		Impersonate: "system:serviceaccount:" + ns + ":" + sa,
+	}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(dir, "controlplane.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// registerWebhook creates the example's MutatingWebhookConfiguration,
+// pointed at the control plane process at url instead of its Service (no
+// kube-proxy routes ClusterIPs here), with the CA that signed its
+// certificate.
+func registerWebhook(t *testing.T, c *kubetest.Cluster, objs []runtime.Object, url string, ca []byte) {
+	t.Helper()
+	for _, obj := range objs {
+		mwc, ok := obj.(*admissionv1.MutatingWebhookConfiguration)
+		if !ok {
+			continue
+		}
+		for i := range mwc.Webhooks {
+			cc := &mwc.Webhooks[i].ClientConfig
+			path := "/inject"
+			if cc.Service != nil && cc.Service.Path != nil {
+				path = *cc.Service.Path
+			}
+			u := url + path
+			cc.Service, cc.URL, cc.CABundle = nil, &u, ca
+		}
+		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), mwc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("no MutatingWebhookConfiguration in the manifests")
+}
+
+// webhookCerts issues the webhook's serving certificate for 127.0.0.1.
+func webhookCerts(t *testing.T, dir string) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	ca := certtest.NewCA(t, "meshdns-webhook-ca")
+	cert, key := ca.Issue(t, "meshdns-webhook", true)
+	certFile, keyFile = certtest.WritePair(t, dir, cert, key)
+	return certFile, keyFile, ca.PEM
+}
+
+func freePort(t *testing.T, host string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
