@@ -96,20 +96,35 @@ func setup(t *testing.T) *env {
 	return e
 }
 
-// TestInjectedPodOnNode is the whole chain in a kubelet pod: the webhook
-// injects it, the init container programs the pod's own network namespace,
-// the sidecar gets its table over gRPC, and an unmodified application
-// resolves service names, SRV, a headless endpoint and an external name
-// through it, with its resolv.conf as the kubelet wrote it.
-func TestInjectedPodOnNode(t *testing.T) {
+// TestNode runs meshdns on one real node, one part after the other (a node
+// and its control plane take a minute to set up).
+func TestNode(t *testing.T) {
 	e := setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cs := e.c.Client
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	ctx := context.Background()
+	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: "demo", Labels: map[string]string{"meshdns.io/inject": "enabled"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "plain"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("InjectedPod", func(t *testing.T) { testInjectedPod(t, e) })
+	t.Run("ServiceChanges", func(t *testing.T) { testServiceChanges(t, e) })
+	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
+	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
+	t.Run("StartLatencyAndMemory", func(t *testing.T) { testStartLatency(t, e) })
+}
+
+// testInjectedPod is the whole chain in a kubelet pod: the webhook injects
+// it, the init container programs the pod's own network namespace, the
+// sidecar gets its table over gRPC, and an unmodified application resolves
+// service names, SRV, a headless endpoint and an external name through it,
+// with its resolv.conf as the kubelet wrote it.
+func testInjectedPod(t *testing.T, e *env) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := e.c.Client
 	web, err := cs.CoreV1().Services("demo").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},

@@ -20,8 +20,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -322,4 +324,37 @@ func waitFor(within time.Duration, what string, cond func() bool) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return nil
+}
+
+// Ctr runs ctr against the node's containerd in the kubelet's namespace.
+func (n *Node) Ctr(args ...string) ([]byte, error) {
+	return exec.Command("ctr", append([]string{"--address", n.socket(), "-n", "k8s.io"}, args...)...).CombinedOutput()
+}
+
+// KillContainer SIGKILLs a container's process, given the ID of a pod
+// container status ("containerd://<id>" or the bare ID), as an OOM kill or
+// crash would; the kubelet then restarts it.
+func (n *Node) KillContainer(id string) error {
+	id = strings.TrimPrefix(id, "containerd://")
+	if out, err := n.Ctr("tasks", "kill", "-s", "SIGKILL", id); err != nil {
+		return fmt.Errorf("kill container %s: %v: %s", id, err, out)
+	}
+	return nil
+}
+
+// MemoryUsage reads a container's memory.usage_in_bytes as the kubelet's
+// cgroup (v1 memory hierarchy) sees it.
+func (n *Node) MemoryUsage(id string) (int64, error) {
+	id = strings.TrimPrefix(id, "containerd://")
+	for _, pattern := range []string{"/sys/fs/cgroup/memory/kubepods/pod*/" + id, "/sys/fs/cgroup/memory/kubepods/*/pod*/" + id} {
+		dirs, _ := filepath.Glob(pattern)
+		if len(dirs) == 1 {
+			b, err := os.ReadFile(filepath.Join(dirs[0], "memory.usage_in_bytes"))
+			if err != nil {
+				return 0, err
+			}
+			return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no memory cgroup for container %s", id)
 }
