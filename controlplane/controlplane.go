@@ -22,6 +22,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/certs"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/controlplane/vip"
@@ -63,9 +64,13 @@ type Config struct {
 	// version is served ("file" is added when Entries is set).
 	ExpectSources []string
 	// Webhook, when set, is served over HTTPS on WebhookAddr (zero means
-	// ":15017") with WebhookCert and WebhookKey, re-read when they change.
+	// ":15017") with WebhookCert and WebhookKey, re-read when they change,
+	// or else with the certificates of WebhookCerts.
 	Webhook                              http.Handler
 	WebhookAddr, WebhookCert, WebhookKey string
+	// WebhookCerts manages the webhook's certificate itself (selfcert);
+	// it runs beside the control plane.
+	WebhookCerts *selfcert.Manager
 	// WebhookListener, when set, is used instead of WebhookAddr.
 	WebhookListener net.Listener
 	// Logger; nil discards. Level, when set, is changeable at runtime
@@ -208,17 +213,14 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 		return serveHTTP(ctx, &http.Server{Handler: c.admin, ReadHeaderTimeout: 10 * time.Second}, c.cfg.AdminAddr, c.cfg.AdminListener, false)
 	})
 	if c.cfg.Webhook != nil {
-		rl, err := certs.New(certs.Config{CertFile: c.cfg.WebhookCert, KeyFile: c.cfg.WebhookKey, Logger: c.log.With("component", "webhook-tls")})
+		tlsConf, err := c.webhookTLS()
 		if err != nil {
 			cancel()
 			g.wait()
 			return fmt.Errorf("webhook tls: %w", err)
 		}
-		tlsConf, err := rl.TLSConfig()
-		if err != nil {
-			cancel()
-			g.wait()
-			return fmt.Errorf("webhook tls: %w", err)
+		if m := c.cfg.WebhookCerts; m != nil {
+			g.run(ctx, cancel, "webhook-certs", m.Run)
 		}
 		g.run(ctx, cancel, "webhook", func(ctx context.Context) error {
 			srv := &http.Server{Handler: c.cfg.Webhook, TLSConfig: tlsConf, ReadHeaderTimeout: 10 * time.Second}
@@ -228,6 +230,19 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "tls", c.grpcTLS != nil,
 		"entries", c.cfg.Entries, "cluster_domain", c.cfg.ClusterDomain)
 	return g.wait()
+}
+
+// webhookTLS is the webhook's TLS configuration: from the certificate
+// files, re-read when they change, or from the self-managed certificates.
+func (c *ControlPlane) webhookTLS() (*tls.Config, error) {
+	if m := c.cfg.WebhookCerts; m != nil && c.cfg.WebhookCert == "" {
+		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: m.GetCertificate}, nil
+	}
+	rl, err := certs.New(certs.Config{CertFile: c.cfg.WebhookCert, KeyFile: c.cfg.WebhookKey, Logger: c.log.With("component", "webhook-tls")})
+	if err != nil {
+		return nil, err
+	}
+	return rl.TLSConfig()
 }
 
 // serveHTTP serves until ctx ends, then shuts down gracefully.

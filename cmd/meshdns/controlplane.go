@@ -86,7 +86,7 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	watchTemplate, err := wf.apply(&cfg, log)
+	watchTemplate, err := wf.apply(&cfg, log, kf.kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/kubesource"
+	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/webhook"
 )
 
@@ -20,6 +24,8 @@ import (
 type webhookFlags struct {
 	addr, cert, key, template string
 	failClosed                bool
+	// self-managed certificates (selfcert)
+	secret, dnsNames, configs string
 }
 
 func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
@@ -29,20 +35,26 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&f.key, "webhook-key", "", "PEM key of --webhook-cert")
 	fs.StringVar(&f.template, "inject-template", "", "YAML/JSON injection template (image, resources, ports...), re-read when it changes")
 	fs.BoolVar(&f.failClosed, "webhook-fail-closed", false, "deny pods the webhook cannot inject instead of admitting them uninjected")
+	fs.StringVar(&f.secret, "webhook-secret", "", "NAMESPACE/NAME of a Secret where the control plane keeps a CA and the webhook's serving certificate it makes and renews itself; turns the webhook on without --webhook-cert")
+	fs.StringVar(&f.dnsNames, "webhook-dns-names", "", "comma-separated DNS names and IPs of the self-managed certificate (default meshdns-controlplane.NAMESPACE.svc of --webhook-secret)")
+	fs.StringVar(&f.configs, "webhook-configs", "meshdns-sidecar-injector", "comma-separated MutatingWebhookConfigurations whose caBundle the control plane keeps equal to its CA (with --webhook-secret)")
 	return f
 }
 
 // apply builds the injector into cfg when the webhook is on, and returns
 // what must run beside the control plane (the template watch), or nil.
-func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger) (func(context.Context) error, error) {
-	if f.cert == "" && f.key == "" {
+func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (func(context.Context) error, error) {
+	if f.cert == "" && f.key == "" && f.secret == "" {
 		if f.template != "" || f.failClosed {
-			return nil, errors.New("--inject-template and --webhook-fail-closed need --webhook-cert and --webhook-key")
+			return nil, errors.New("--inject-template and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
 		}
 		return nil, nil
 	}
-	if f.cert == "" || f.key == "" {
+	if f.cert == "" != (f.key == "") {
 		return nil, errors.New("--webhook-cert and --webhook-key go together")
+	}
+	if f.cert != "" && f.secret != "" {
+		return nil, errors.New("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
 	}
 	// One registry for the control plane and the webhook, so /metrics on
 	// the admin port shows both; the same default New would make.
@@ -64,9 +76,61 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger) (func(c
 		return nil, err
 	}
 	// The control plane serves the handler with its own certificate
-	// reloader; the template is watched beside it.
+	// reloader (or the self-managed certificates); the template is watched
+	// beside it.
 	cfg.Webhook, cfg.WebhookAddr, cfg.WebhookCert, cfg.WebhookKey = w, f.addr, f.cert, f.key
+	if f.secret != "" {
+		if cfg.WebhookCerts, err = f.selfManaged(cfg, log, kubeconfig); err != nil {
+			return nil, err
+		}
+	}
 	return w.WatchTemplate, nil
+}
+
+// selfManaged builds the certificate manager of --webhook-secret.
+func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (*selfcert.Manager, error) {
+	ns, name, ok := strings.Cut(f.secret, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Errorf("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
+	}
+	rc, err := kubesource.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if rc == nil {
+		return nil, errors.New("--webhook-secret needs --kubeconfig or an in-cluster service account")
+	}
+	api, err := selfcert.NewAPI(rc)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var ips []net.IP
+	for _, n := range splitList(f.dnsNames) {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, n)
+		}
+	}
+	if len(names)+len(ips) == 0 {
+		names = []string{"meshdns-controlplane." + ns + ".svc"}
+	}
+	return selfcert.New(selfcert.Config{
+		API: api, Namespace: ns, SecretName: name, DNSNames: names, IPs: ips, WebhookConfigs: splitList(f.configs),
+		Logger: log.With("component", "webhook-certs"), Registerer: cfg.Registerer,
+	})
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // runWithWebhook runs the control plane and, when set, the template watch;

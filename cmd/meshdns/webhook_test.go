@@ -122,7 +122,9 @@ func TestWebhookFlagErrors(t *testing.T) {
 		wantErr string
 	}{
 		{name: "key without cert", args: []string{"--webhook-key", "k"}, wantErr: "go together"},
-		{name: "template without webhook", args: []string{"--inject-template", "t.yaml"}, wantErr: "need --webhook-cert"},
+		{name: "template without webhook", args: []string{"--inject-template", "t.yaml"}, wantErr: "need --webhook-secret or --webhook-cert"},
+		{name: "secret and cert", args: []string{"--webhook-secret", "ns/s", "--webhook-cert", "c", "--webhook-key", "k"}, wantErr: "exclude each other"},
+		{name: "secret without namespace", args: []string{"--webhook-secret", "s"}, wantErr: "want NAMESPACE/NAME"},
 		{name: "missing template file", args: []string{"--webhook-cert", "c", "--webhook-key", "k", "--inject-template", "/nonexistent/t.yaml"}, wantErr: "read template"},
 	}
 	for _, tt := range tests {
