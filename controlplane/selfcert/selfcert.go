@@ -47,7 +47,8 @@ type Config struct {
 	DNSNames []string
 	IPs      []net.IP
 	// WebhookConfigs are the MutatingWebhookConfigurations whose caBundle
-	// is kept equal to the CA (those not found are skipped and retried).
+	// is kept equal to the CA (one not found yet makes Ensure fail, after
+	// serving the certificate, so Run retries in seconds).
 	WebhookConfigs []string
 	// Validity of the serving certificate (default 90 days) and of the CA
 	// (default 10 years). Each is renewed when a third of it is left.
@@ -286,7 +287,9 @@ func (m *Manager) patchWebhooks(ctx context.Context, bundle []byte) error {
 	for _, name := range m.cfg.WebhookConfigs {
 		mwc, err := api.GetWebhookConfig(ctx, name)
 		if apierrors.IsNotFound(err) {
-			m.log.Warn("webhook configuration not found; caBundle not set", "name", name)
+			// Not installed yet (applied after the control plane
+			// started): an error, so Run looks again in seconds.
+			errs = append(errs, fmt.Errorf("webhook configuration %s not found; its caBundle is not set", name))
 			continue
 		}
 		if err != nil {

@@ -60,7 +60,6 @@ func setup(t *testing.T) *env {
 	// the manifests, serving gRPC on the node address the pods reach.
 	rest := applyManifests(t, c, "00-namespace.yaml", "10-rbac.yaml", "40-webhook.yaml")
 	kubeconfig := serviceAccountKubeconfig(t, c, dir, "meshdns-system", "meshdns-controlplane")
-	cert, key, ca := webhookCerts(t, dir)
 	grpcAddr := freePort(t, nodetest.NodeIP.String())
 	adminAddr := freePort(t, "127.0.0.1")
 	webhookAddr := freePort(t, "127.0.0.1")
@@ -68,9 +67,13 @@ func setup(t *testing.T) *env {
 	if err := os.WriteFile(template, []byte("image: localhost/meshdns:test\nimagePullPolicy: Never\ncontrolPlane: "+grpcAddr+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The webhook configuration of the manifests, with no caBundle: the
+	// control plane makes its certificate and sets the caBundle itself.
+	registerWebhook(t, c, rest, "https://"+webhookAddr)
 	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
 		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
-		"--webhook-addr", webhookAddr, "--webhook-cert", cert, "--webhook-key", key, "--inject-template", template,
+		"--webhook-addr", webhookAddr, "--webhook-secret", "meshdns-system/meshdns-webhook-certs",
+		"--webhook-dns-names", "127.0.0.1", "--inject-template", template,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +95,6 @@ func setup(t *testing.T) *env {
 		r.Body.Close()
 		return r.StatusCode == http.StatusOK
 	})
-	registerWebhook(t, c, rest, "https://"+webhookAddr, ca)
 	return e
 }
 

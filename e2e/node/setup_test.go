@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -211,9 +210,8 @@ func serviceAccountKubeconfig(t *testing.T, c *kubetest.Cluster, dir, ns, sa str
 
 // registerWebhook creates the example's MutatingWebhookConfiguration,
 // pointed at the control plane process at url instead of its Service (no
-// kube-proxy routes ClusterIPs here), with the CA that signed its
-// certificate.
-func registerWebhook(t *testing.T, c *kubetest.Cluster, objs []runtime.Object, url string, ca []byte) {
+// kube-proxy routes ClusterIPs here), with its empty caBundle.
+func registerWebhook(t *testing.T, c *kubetest.Cluster, objs []runtime.Object, url string) {
 	t.Helper()
 	for _, obj := range objs {
 		mwc, ok := obj.(*admissionv1.MutatingWebhookConfiguration)
@@ -227,7 +225,7 @@ func registerWebhook(t *testing.T, c *kubetest.Cluster, objs []runtime.Object, u
 				path = *cc.Service.Path
 			}
 			u := url + path
-			cc.Service, cc.URL, cc.CABundle = nil, &u, ca
+			cc.Service, cc.URL = nil, &u
 		}
 		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), mwc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -235,15 +233,6 @@ func registerWebhook(t *testing.T, c *kubetest.Cluster, objs []runtime.Object, u
 		return
 	}
 	t.Fatal("no MutatingWebhookConfiguration in the manifests")
-}
-
-// webhookCerts issues the webhook's serving certificate for 127.0.0.1.
-func webhookCerts(t *testing.T, dir string) (certFile, keyFile string, caPEM []byte) {
-	t.Helper()
-	ca := certtest.NewCA(t, "meshdns-webhook-ca")
-	cert, key := ca.Issue(t, "meshdns-webhook", true)
-	certFile, keyFile = certtest.WritePair(t, dir, cert, key)
-	return certFile, keyFile, ca.PEM
 }
 
 func freePort(t *testing.T, host string) string {

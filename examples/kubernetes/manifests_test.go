@@ -185,12 +185,25 @@ func TestManifestPolicies(t *testing.T) {
 		want := []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
+				ResourceNames: []string{"meshdns-sidecar-injector"}, Verbs: []string{"get", "update"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
 			t.Errorf("rules (-want +got):\n%s", diff)
 		}
+		// The Secret of the self-managed certificate: its own namespace,
+		// get/update by name; create cannot be limited to a name.
+		var nsRole rbacv1.Role
+		typed(t, objs, "Role", "meshdns-controlplane", &nsRole)
+		wantNS := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"meshdns-webhook-certs"}, Verbs: []string{"get", "update"}},
+		}
+		if diff := cmp.Diff(wantNS, nsRole.Rules); diff != "" || nsRole.Namespace != "meshdns-system" {
+			t.Errorf("namespace %q rules (-want +got):\n%s", nsRole.Namespace, diff)
+		}
 		for _, o := range objs {
-			if o.GetKind() == "Role" || (o.GetKind() == "ClusterRole" && o.GetName() != "meshdns-controlplane") {
+			if (o.GetKind() == "Role" || o.GetKind() == "ClusterRole") && o.GetName() != "meshdns-controlplane" {
 				t.Errorf("unexpected extra role %s %s", o.GetKind(), o.GetName())
 			}
 		}
@@ -220,7 +233,7 @@ func TestManifestPolicies(t *testing.T) {
 			t.Errorf("pod securityContext = %+v, want runAsNonRoot", ps)
 		}
 		args := strings.Join(c.Args, " ")
-		for _, f := range []string{"--webhook-addr=:15017", "--webhook-cert=", "--webhook-key=", "--inject-template="} {
+		for _, f := range []string{"--webhook-addr=:15017", "--webhook-secret=meshdns-system/meshdns-webhook-certs", "--inject-template="} {
 			if !strings.Contains(args, f) {
 				t.Errorf("args %q lack %s", args, f)
 			}
@@ -289,7 +302,7 @@ func TestManifestPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		files, _ := filepath.Glob("*.yaml")
-		for _, f := range append(files, "gen-certs.sh") {
+		for _, f := range files {
 			if !strings.Contains(string(readme), "`"+f+"`") {
 				t.Errorf("README does not describe %s", f)
 			}
