@@ -117,6 +117,10 @@ func testCapture(t *testing.T, meshdns, backend string) {
 			{db: "ahosts", name: "web", want: tableWebIP},
 			{db: "ahosts", name: "web.demo", want: tableWebIP},
 			{db: "ahosts", name: "external.example.org", want: externalIP},
+			// Under the node's search domain: the corporate host, not the
+			// pod's service of the same short name.
+			{db: "hosts", name: "web.corp.example.com", want: corpWebIP},
+			{db: "ahosts", name: "web.corp.example.com", want: corpWebIP},
 		} {
 			t.Run(c.db+" "+c.name, func(t *testing.T) { expectGetent(t, tp, c.db, c.name, c.want) })
 		}
@@ -124,6 +128,7 @@ func testCapture(t *testing.T, meshdns, backend string) {
 		for _, c := range []struct{ name, want string }{
 			{name: "web", want: tableWebIP},
 			{name: "external.example.org", want: externalIP},
+			{name: "web.corp.example.com", want: corpWebIP},
 		} {
 			t.Run("tcp hosts "+c.name, func(t *testing.T) {
 				expectGetentEnv(t, tp, []string{"RES_OPTIONS=use-vc"}, "hosts", c.name, c.want)
@@ -143,6 +148,10 @@ func testCapture(t *testing.T, meshdns, backend string) {
 			{proto: "tcp", name: "x.wild.example.com", want: tableWildIP},
 			{proto: "udp", name: "external.example.org", want: externalIP},
 			{proto: "tcp", name: "external.example.org", want: externalIP},
+			{proto: "udp", name: "web.corp.example.com", want: corpWebIP},
+			{proto: "tcp", name: "web.corp.example.com", want: corpWebIP},
+			{proto: "udp", name: "web.corp.example.com.", want: corpWebIP},
+			{proto: "tcp", name: "web.corp.example.com.", want: corpWebIP},
 		} {
 			t.Run(c.proto+" "+c.name, func(t *testing.T) {
 				status, ips := dig(t, tp, c.proto, c.name)
@@ -154,10 +163,11 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	})
 
 	t.Run("go resolver", func(t *testing.T) {
-		names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "y.wild.example.com", "external.example.org", "nosuch"}
+		names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "y.wild.example.com", "external.example.org", "nosuch", "web.corp.example.com"}
 		want := map[string]string{
 			"web": tableWebIP, "web.demo": tableWebIP, "web.demo.svc.cluster.local": tableWebIP,
 			"y.wild.example.com": tableWildIP, "external.example.org": externalIP, "nosuch": "error",
+			"web.corp.example.com": corpWebIP,
 		}
 		for _, proto := range []string{"udp", "tcp"} {
 			t.Run(proto, func(t *testing.T) {

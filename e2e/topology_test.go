@@ -112,9 +112,10 @@ var topoSeq sync.Mutex
 var topoN int
 
 // podResolvConf is the pod's /etc/resolv.conf, as the kubelet writes it
-// for a pod in namespace demo with ClusterFirst DNS.
+// for a pod in namespace demo with ClusterFirst DNS on a node whose own
+// search domain is corp.example.com.
 var podResolvConf = "nameserver " + upstreamIP + "\n" +
-	"search demo.svc.cluster.local svc.cluster.local cluster.local\n" +
+	"search demo.svc.cluster.local svc.cluster.local cluster.local corp.example.com\n" +
 	"options ndots:5\n"
 
 // newTopology builds the namespaces, the link, the pod's /etc/netns files

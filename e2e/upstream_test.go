@@ -29,7 +29,12 @@ const (
 var upstreamRecords = map[string]string{
 	"external.example.org.":       "198.51.100.7",
 	"web.demo.svc.cluster.local.": "10.255.0.1",
+	// A corporate host under the node's search domain, named like the
+	// pod's service "web": the agent must forward it, never answer it.
+	"web.corp.example.com.": corpWebIP,
 }
+
+const corpWebIP = "203.0.113.80"
 
 // runUpstream is the "cluster DNS" helper: it answers A queries from
 // upstreamRecords over UDP and TCP on upstreamIP:53 (NXDOMAIN for other

@@ -360,8 +360,15 @@ func (b *builder) table() *Table {
 	for _, z := range b.zones {
 		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
 	}
+	// Search-path expansion only under search domains inside a zone the
+	// table is complete for: there the expanded name cannot exist
+	// elsewhere. Under any other domain (a node's corp.example.com) the
+	// name is a real outside host, and answering it with a service would
+	// hijack it for every pod that sees a service of the same name.
 	for _, s := range b.ctx.Search {
-		t.search = append(t.search, "."+s)
+		if b.zoneOf(s) != "" {
+			t.search = append(t.search, "."+s)
+		}
 	}
 	if b.hasAlt {
 		svc := ".svc." + b.ctx.ClusterDomain

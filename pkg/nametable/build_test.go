@@ -247,7 +247,7 @@ func TestSearchDomainsCostNoMemory(t *testing.T) {
 	one := ctx
 	one.Search = ctx.Search[:1]
 	many := ctx
-	many.Search = append([]string{"a.example", "b.example", "c.example"}, ctx.Search...)
+	many.Search = append([]string{"a.cluster.local", "b.cluster.local", "c.example"}, ctx.Search...)
 	t1, err := New(entries, zones, one)
 	if err != nil {
 		t.Fatal(err)
@@ -259,10 +259,14 @@ func TestSearchDomainsCostNoMemory(t *testing.T) {
 	if diff := cmp.Diff(t1.Names(), t2.Names()); diff != "" {
 		t.Errorf("stored names depend on the search list (-1 domain +7 domains):\n%s", diff)
 	}
-	// And the expansion still works under the added domains.
-	r := t2.Lookup(dns.Question{Name: "web.demo.b.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
+	// And the expansion still works under the added domains inside a
+	// zone, and never under those outside every zone.
+	r := t2.Lookup(dns.Question{Name: "web.demo.b.cluster.local.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
 	if r.Alias != "web.demo.svc.cluster.local." || len(r.Answer) != 1 {
-		t.Errorf("web.demo.b.example: got %+v, want alias to web.demo.svc.cluster.local.", r)
+		t.Errorf("web.demo.b.cluster.local: got %+v, want alias to web.demo.svc.cluster.local.", r)
+	}
+	if r := t2.Lookup(dns.Question{Name: "web.demo.c.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET}); r.Action != Forward {
+		t.Errorf("web.demo.c.example: got %+v, want Forward (not a zone of the table)", r)
 	}
 }
 

@@ -256,16 +256,30 @@ func TestLookup(t *testing.T) {
 			want: view{Action: Answer, Alias: "kubernetes.default.svc.cluster.local.", Answer: rrs(t, "kubernetes.default.svc.cluster.local. 30 IN A 10.3.0.1")},
 		},
 		{
-			name: "search: bare name under a non-cluster search domain", qname: "web.corp.internal.", qtype: dns.TypeAAAA,
-			want: view{Action: Answer, Alias: "web.demo.svc.cluster.local.", Answer: rrs(t, "web.demo.svc.cluster.local. 30 IN AAAA fd00::10")},
+			// corp.internal is the node's search domain, not a zone of the
+			// table: web.corp.internal is a real outside host.
+			name: "search: bare name under a non-cluster search domain is forwarded", qname: "web.corp.internal.", qtype: dns.TypeAAAA,
+			want: forward,
+		},
+		{
+			name: "search: svc.ns under a non-cluster search domain is forwarded", qname: "kubernetes.default.corp.internal.", qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "search: the walk's last step under a non-cluster search domain is forwarded", qname: "web.demo.svc.cluster.local.corp.internal.", qtype: dns.TypeA,
+			want: forward,
 		},
 		{
 			name: "search: full name followed by a search domain", qname: "kubernetes.default.svc.cluster.local.demo.svc.cluster.local.", qtype: dns.TypeA,
 			want: view{Action: Answer, Alias: "kubernetes.default.svc.cluster.local.", Answer: rrs(t, "kubernetes.default.svc.cluster.local. 30 IN A 10.3.0.1")},
 		},
 		{
-			name: "search: file entry followed by the last search domain", qname: "DB.corp.internal.corp.internal.", qtype: dns.TypeA,
+			name: "search: file entry followed by a cluster search domain", qname: "DB.corp.internal.cluster.local.", qtype: dns.TypeA,
 			want: view{Action: Answer, Alias: "db.corp.internal.", Answer: rrs(t, "db.corp.internal. 30 IN A 192.168.1.5")},
+		},
+		{
+			name: "search: file entry followed by a non-cluster search domain is forwarded", qname: "DB.corp.internal.corp.internal.", qtype: dns.TypeA,
+			want: forward,
 		},
 		{
 			name: "search: alt host aliases to the entry's hostname", qname: "database.corp.internal.svc.cluster.local.", qtype: dns.TypeA,
