@@ -87,7 +87,7 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 		Source:         cur.Source,
 		Applied:        cur.Applied,
 		Table:          tb,
-		AlternateNames: alternateNames(nt, cur.Table.Context()),
+		AlternateNames: alternateNames(nt, cur.Table),
 		Search:         cur.Table.Context().Search,
 		Zones:          cur.Table.Zones(),
 	}
@@ -100,21 +100,12 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, d)
 }
 
-// alternateNames lists the names DESIGN.md section 4 derives from each
-// entry: svc.ns, svc.ns.svc and (same namespace) svc for a Kubernetes
-// service in the pod's cluster domain, plus its alt_hosts.
-func alternateNames(nt *meshdnsv1.NameTable, ctx nametable.Context) map[string][]string {
+// alternateNames lists, for each entry, the other names it answers to:
+// the table's Kubernetes alternate names, then its alt_hosts.
+func alternateNames(nt *meshdnsv1.NameTable, t *nametable.Table) map[string][]string {
 	out := map[string][]string{}
 	for host, e := range nt.GetTable() {
-		var alts []string
-		short, ns := e.GetShortname(), e.GetNamespace()
-		canonical := short + "." + ns + ".svc." + ctx.ClusterDomain
-		if short != "" && ns != "" && strings.EqualFold(strings.TrimSuffix(host, "."), canonical) {
-			alts = append(alts, short+"."+ns, short+"."+ns+".svc")
-			if ns == ctx.Namespace {
-				alts = append(alts, short)
-			}
-		}
+		alts := t.AlternateNames(strings.ToLower(strings.TrimSuffix(host, ".")))
 		alts = append(alts, e.GetAltHosts()...)
 		if len(alts) > 0 {
 			out[host] = alts
@@ -163,82 +154,32 @@ func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, a.lookup(ctx, q))
 }
 
-// lookup answers q the way the DNS server would, reporting from where.
+// lookup answers q with the DNS server's own handler, and adds what the
+// table says about the question (search alias, ExternalName chase).
 func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 	rep := lookupReport{Question: q.Name + " " + dns.TypeToString[q.Qtype]}
-	cur := a.tables.current()
-	if cur == nil {
-		if dns.IsSubDomain(dns.Fqdn(a.cfg.ClusterDomain), q.Name) {
-			rep.Source, rep.Rcode = "none", dns.RcodeToString[dns.RcodeServerFailure]
-			rep.Error = "no name table yet: names in the cluster domain get SERVFAIL"
-			return rep
-		}
-	} else {
+	if cur := a.tables.current(); cur != nil {
 		rep.Version = cur.Version
-		res := cur.Table.Lookup(q)
-		if res.Action == nametable.Answer {
-			rep.Source, rep.Rcode = "table", dns.RcodeToString[res.Rcode]
-			owner := q.Name
-			if res.Alias != "" {
-				rep.Alias = res.Alias
-				rep.Answer = append(rep.Answer, (&dns.CNAME{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeCNAME,
-					Class: dns.ClassINET, Ttl: aliasTTL(res)}, Target: dns.Fqdn(res.Alias)}).String())
-				owner = dns.Fqdn(res.Alias)
-			}
-			for _, rr := range res.Answer {
-				c := dns.Copy(rr)
-				c.Header().Name = owner
-				rep.Answer = append(rep.Answer, c.String())
-			}
-			rep.Ns, rep.Extra = rrStrings(res.Ns), rrStrings(res.Extra)
-			if res.Chase != "" {
-				// As the DNS server does (pkg/proxy slowpath.go): owner
-				// CNAME target, then the target's records from upstream.
-				rep.Chase = res.Chase
-				target := dns.Fqdn(res.Chase)
-				rep.Answer = append(rep.Answer, (&dns.CNAME{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeCNAME,
-					Class: dns.ClassINET, Ttl: aliasTTL(res)}, Target: target}).String())
-				if q.Qtype != dns.TypeCNAME {
-					m, src, err := a.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: q.Qtype, Qclass: q.Qclass})
-					rep.ChaseSource = src.String()
-					if err != nil {
-						rep.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
-						rep.Error = "chase " + res.Chase + ": " + err.Error()
-					} else {
-						rep.Rcode = dns.RcodeToString[m.Rcode]
-						rep.Answer = append(rep.Answer, rrStrings(m.Answer)...)
-						rep.Ns = rrStrings(m.Ns)
-					}
-				}
-			}
-			return rep
+		if res := cur.Table.Lookup(q); res.Action == nametable.Answer {
+			rep.Alias, rep.Chase = res.Alias, res.Chase
 		}
 	}
-	if m, ok := a.resolver.Peek(q); ok {
-		rep.Source = "cache"
-		fillFromMsg(&rep, m)
-		return rep
-	}
-	m, src, err := a.resolver.Exchange(ctx, q)
-	rep.Source = src.String()
+	m, src, err := a.server.Handler().Explain(ctx, q)
+	rep.Source = src
 	if err != nil {
 		rep.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
 		rep.Error = err.Error()
 		return rep
 	}
-	fillFromMsg(&rep, m)
-	return rep
-}
-
-// aliasTTL is the TTL the DNS server gives a synthesized CNAME: that of
-// the records after it, else 30 (pkg/proxy answers.go).
-func aliasTTL(res nametable.Result) uint32 {
-	for _, rrs := range [][]dns.RR{res.Answer, res.Ns} {
-		if len(rrs) > 0 {
-			return rrs[0].Header().Ttl
-		}
+	if rep.Chase != "" {
+		// The CNAMEs come from the table, the target's records from src.
+		rep.Source, rep.ChaseSource = "table", src
 	}
-	return 30
+	fillFromMsg(&rep, m)
+	if m.Rcode == dns.RcodeServerFailure && src == "local" {
+		rep.Error = "no name table yet: names in the cluster domain get SERVFAIL"
+	}
+	return rep
 }
 
 func fillFromMsg(rep *lookupReport, m *dns.Msg) {

@@ -117,6 +117,7 @@ func (a *Agent) Listen() error {
 			ClusterDomain: cfg.ClusterDomain,
 			Search:        in.Search,
 			TTL:           cfg.TTL,
+			ForwardPods:   cfg.ForwardPods,
 		},
 		limits:  cfg.Limits,
 		m:       a.m,

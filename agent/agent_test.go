@@ -44,7 +44,7 @@ func TestServeExampleTable(t *testing.T) {
 		},
 		{
 			name: "SRV of a named port", qname: "_http._tcp.web.demo.svc.cluster.local", qtype: dns.TypeSRV,
-			want: []string{"_http._tcp.web.demo.svc.cluster.local. SRV 10 100 80 web.demo.svc.cluster.local."},
+			want: []string{"_http._tcp.web.demo.svc.cluster.local. SRV 0 100 80 web.demo.svc.cluster.local."},
 		},
 		{
 			name: "wildcard", qname: "anything.corp.example", qtype: dns.TypeA,

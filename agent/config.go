@@ -45,6 +45,10 @@ type Config struct {
 	ClusterDomain string
 	// TTL of table answers whose name has none, in seconds; 30.
 	TTL uint32
+	// ForwardPods forwards names under pod.<ClusterDomain> to the cluster
+	// DNS (clusters running "pods verified") instead of synthesizing them
+	// from the name ("pods insecure", the default).
+	ForwardPods bool
 
 	// NameTableFile is a static table (protojson meshdns.v1.NameTable),
 	// reloaded when it changes. Exclusive with ControlPlanes.

@@ -58,6 +58,7 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	fs.StringVar(&cfg.PodName, "pod-name", "", "name of the pod (env POD_NAME)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	fs.UintVar(&ttl, "ttl", 30, "TTL in seconds of table answers whose name has none")
+	fs.Var(podRecordsFlag{&cfg.ForwardPods}, "pod-records", `pod names a-b-c-d.<ns>.pod.<domain>: "insecure" synthesizes them from the name (kubeadm's default), "forward" asks the cluster DNS ("pods verified")`)
 	fs.StringVar(&cfg.NameTableFile, "nametable-file", "", "static name table (protojson meshdns.v1.NameTable), reloaded on change")
 	fs.Var(&controlPlanes, "control-plane", "control plane host:port[,host:port...], tried in order")
 	fs.StringVar(&cfg.CACert, "ca-cert", "", "CA certificate (PEM) that verifies the control plane; turns TLS on")
@@ -136,4 +137,26 @@ func agentRules(rf ruleFlags, dnsAddrs []string, resolvConf string) (iptables.Co
 		rf.gids = stringList{strconv.Itoa(os.Getgid())}
 	}
 	return rf.config()
+}
+
+// podRecordsFlag is --pod-records: insecure or forward.
+type podRecordsFlag struct{ forward *bool }
+
+func (f podRecordsFlag) String() string {
+	if f.forward != nil && *f.forward {
+		return "forward"
+	}
+	return "insecure"
+}
+
+func (f podRecordsFlag) Set(s string) error {
+	switch s {
+	case "insecure":
+		*f.forward = false
+	case "forward":
+		*f.forward = true
+	default:
+		return fmt.Errorf("want insecure or forward, not %q", s)
+	}
+	return nil
 }

@@ -41,12 +41,13 @@ func TestAgentFlags(t *testing.T) {
 				"--namespace", "demo", "--pod-name", "web-0", "--cluster-domain", "corp.local", "--ttl", "5",
 				"--control-plane", "cp-0:15012,cp-1:15012", "--ca-cert", "ca.pem", "--tls-cert", "c.pem",
 				"--tls-key", "c.key", "--state-dir", "/var/run/meshdns", "--ready-grace", "3s",
-				"--upstream-timeout", "500ms", "--parallel-upstreams", "--cache-size", "-1"},
+				"--upstream-timeout", "500ms", "--parallel-upstreams", "--cache-size", "-1", "--pod-records", "forward"},
 			want: agent.Config{DNSAddrs: []string{"127.0.0.1:53", "[::1]:53"}, AdminAddr: "-", ResolvConf: "r.conf",
 				VMResolvConf: "vm.conf", Upstreams: []string{"10.0.0.1:53", "10.0.0.2:53"}, Namespace: "demo",
 				PodName: "web-0", ClusterDomain: "corp.local", TTL: 5, ControlPlanes: []string{"cp-0:15012", "cp-1:15012"},
 				CACert: "ca.pem", TLSCert: "c.pem", TLSKey: "c.key", StateDir: "/var/run/meshdns",
-				ReadyGrace: 3 * time.Second, UpstreamTimeout: 500 * time.Millisecond, ParallelUpstreams: true, CacheSize: -1},
+				ReadyGrace: 3 * time.Second, UpstreamTimeout: 500 * time.Millisecond, ParallelUpstreams: true, CacheSize: -1,
+				ForwardPods: true},
 		},
 		{
 			name: "environment",
@@ -65,6 +66,7 @@ func TestAgentFlags(t *testing.T) {
 				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
 		},
 		{name: "zero ttl", args: []string{"--ttl", "0"}, wantErr: "--ttl 0"},
+		{name: "bad pod records", args: []string{"--pod-records", "verified"}, wantErr: "want insecure or forward"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 	}

@@ -314,7 +314,7 @@ func TestKubernetesEndToEnd(t *testing.T) {
 			{name: "short name in the pod's namespace", qname: "web.", qtype: dns.TypeA, want: "NOERROR A " + v4},
 			{name: "svc.ns", qname: "web." + app + ".", qtype: dns.TypeA, want: "NOERROR A " + v4},
 			{name: "SRV of a named port", qname: "_http._tcp." + fqdn("web", app), qtype: dns.TypeSRV,
-				want: "NOERROR SRV 10 100 80 " + fqdn("web", app)}, // priority 10 as in the DNS specification
+				want: "NOERROR SRV 0 100 80 " + fqdn("web", app)}, // priority 0, weight 100/n, as CoreDNS
 			{name: "headless: every ready endpoint", qname: fqdn("db", app), qtype: dns.TypeA, want: "NOERROR A 10.1.0.10; A 10.1.0.11"},
 			{name: "headless: per-pod hostname", qname: "db-1." + fqdn("db", app), qtype: dns.TypeA, want: "NOERROR A 10.1.0.11"},
 			{name: "ExternalName: CNAME chased upstream", qname: fqdn("ext", app), qtype: dns.TypeA,

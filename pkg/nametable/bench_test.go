@@ -133,7 +133,7 @@ func BenchmarkLookup(b *testing.B) {
 		{name: "alternate-svc.ns", qname: "svc-12345.ns-45.", qtype: dns.TypeA, want: Result{Action: Answer}},
 		{name: "alternate-bare", qname: "svc-7.", qtype: dns.TypeA, want: Result{Action: Answer}},
 		{name: "search-expanded", qname: "svc-12345.ns-45.ns-7.svc.cluster.local.", qtype: dns.TypeA, want: Result{Action: Answer, Alias: "x"}},
-		{name: "search-expanded-last-domain", qname: "svc-12345.ns-45.example.com.", qtype: dns.TypeA, want: Result{Action: Answer, Alias: "x"}},
+		{name: "search-expanded-last-domain", qname: "svc-12345.ns-45.cluster.local.", qtype: dns.TypeA, want: Result{Action: Answer, Alias: "x"}},
 		{name: "srv", qname: "_http._tcp.svc-12345.ns-45.svc.cluster.local.", qtype: dns.TypeSRV, want: Result{Action: Answer}},
 		{name: "ptr", qname: "57.48.96.10.in-addr.arpa.", qtype: dns.TypePTR, want: Result{Action: Answer}},
 		{name: "nodata", qname: "svc-12345.ns-45.svc.cluster.local.", qtype: dns.TypeAAAA, want: Result{Action: Answer}},

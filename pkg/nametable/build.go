@@ -264,7 +264,7 @@ func (b *builder) addVersion() {
 	fqdn := key + "."
 	b.drafts[key] = &draft{
 		canonical: fqdn,
-		sets:      [numSets][]dns.RR{setTXT: {txtRR(fqdn, dnsSchemaVersion, b.ctx.TTL)}},
+		sets:      [numSets][]dns.RR{setTXT: {txtRR(fqdn, dnsSchemaVersion, versionTTL)}},
 		apex:      b.apexFor(key, b.ctx.ClusterDomain),
 	}
 }
@@ -370,6 +370,9 @@ func (b *builder) table() *Table {
 			t.search = append(t.search, "."+s)
 		}
 	}
+	if b.zoneOf(b.ctx.ClusterDomain) != "" {
+		t.podZone = "pod." + b.ctx.ClusterDomain
+	}
 	if b.hasAlt {
 		svc := ".svc." + b.ctx.ClusterDomain
 		t.altNs = svc
@@ -434,9 +437,9 @@ func (b *builder) pack(d *draft) *node {
 	}
 	if d.chase != "" {
 		n.chase = true
-		// Length 0, capacity 1: every record set reads empty, and only
-		// chaseTarget reaches the CNAME.
-		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}[:0]
+		// The CNAME is the node's only record; set() reads every record
+		// set of a chase node as empty.
+		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}
 		return n
 	}
 	lo := len(b.rrs)

@@ -157,8 +157,8 @@ func TestNewAccepts(t *testing.T) {
 			}},
 			q: q("_sql._tcp.db.ns.svc.cluster.local.", dns.TypeSRV),
 			want: []string{
-				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 10 100 5432 10-0-0-1.db.ns.svc.cluster.local.",
-				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 10 100 5432 fd00--1.db.ns.svc.cluster.local.",
+				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 0 50 5432 10-0-0-1.db.ns.svc.cluster.local.",
+				"_sql._tcp.db.ns.svc.cluster.local. 30 IN SRV 0 50 5432 fd00--1.db.ns.svc.cluster.local.",
 			},
 		},
 		{
@@ -172,7 +172,7 @@ func TestNewAccepts(t *testing.T) {
 			name: "dns-version follows the cluster domain",
 			ctx:  Context{ClusterDomain: "corp.example"},
 			q:    q("dns-version.corp.example.", dns.TypeTXT),
-			want: []string{`dns-version.corp.example. 30 IN TXT "1.1.0"`},
+			want: []string{`dns-version.corp.example. 3600 IN TXT "1.1.0"`},
 		},
 		{
 			name:    "an entry may take over a zone apex and keeps the SOA",
@@ -188,7 +188,7 @@ func TestNewAccepts(t *testing.T) {
 				Ports: []Port{{Name: "http", Port: 80}, {Name: "grpc", Port: 90}, {Name: "HTTP", Port: 81, Protocol: "tcp"}},
 			}},
 			q:    q("_http._tcp.web.example.com.", dns.TypeSRV),
-			want: []string{"_http._tcp.web.example.com. 30 IN SRV 10 100 80 web.example.com.", "_http._tcp.web.example.com. 30 IN SRV 10 100 81 web.example.com."},
+			want: []string{"_http._tcp.web.example.com. 30 IN SRV 0 50 80 web.example.com.", "_http._tcp.web.example.com. 30 IN SRV 0 50 81 web.example.com."},
 		},
 		{
 			name:      "a headless service without endpoints has no SRV records",
@@ -198,10 +198,13 @@ func TestNewAccepts(t *testing.T) {
 			wantRcode: dns.RcodeNameError,
 		},
 		{
-			name:    "a headless service without endpoints still exists",
-			entries: []Entry{{Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns", Ports: []Port{{Name: "sql", Port: 5432}}}},
-			zones:   []string{"cluster.local"},
-			q:       q("db.ns.svc.cluster.local.", dns.TypeA),
+			// Kubernetes DNS specification 2.4.1, and CoreDNS: NXDOMAIN,
+			// as for its SRV names.
+			name:      "a headless service without ready endpoints is NXDOMAIN",
+			entries:   []Entry{{Hostname: "db.ns.svc.cluster.local", ShortName: "db", Namespace: "ns", Ports: []Port{{Name: "sql", Port: 5432}}}},
+			zones:     []string{"cluster.local"},
+			q:         q("db.ns.svc.cluster.local.", dns.TypeA),
+			wantRcode: dns.RcodeNameError,
 		},
 		{
 			name: "alt hosts answer SRV on their port names",
@@ -210,7 +213,7 @@ func TestNewAccepts(t *testing.T) {
 				Ports: []Port{{Name: "http", Port: 80}},
 			}},
 			q:    q("_http._tcp.www.example.com.", dns.TypeSRV),
-			want: []string{"_http._tcp.www.example.com. 30 IN SRV 10 100 80 web.example.com."},
+			want: []string{"_http._tcp.www.example.com. 30 IN SRV 0 100 80 web.example.com."},
 		},
 		{
 			name: "a ClusterIP service with endpoints keeps its own address",
@@ -374,9 +377,9 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 }
 
 // TestNodeSize keeps the per-name cost in check: a table holds several
-// nodes per service, and 80 bytes is a malloc size class.
+// nodes per service, allocated in slabs of 64-byte nodes (a cache line).
 func TestNodeSize(t *testing.T) {
-	if got := unsafe.Sizeof(node{}); got > 80 {
-		t.Errorf("node is %d bytes, want at most 80", got)
+	if got := unsafe.Sizeof(node{}); got != 64 {
+		t.Errorf("node is %d bytes, want 64", got)
 	}
 }

@@ -77,3 +77,27 @@ func (t *Table) Zones() []string {
 	}
 	return out
 }
+
+// AlternateNames returns the names a stored name also answers to by the
+// Kubernetes alternate-name rule (svc.ns, svc.ns.svc and, in the pod's
+// namespace, svc), or nil. name is lowercase without the
+// trailing dot. Lookup's findAlt is the rule; this is its inverse, for
+// debug dumps only.
+func (t *Table) AlternateNames(name string) []string {
+	if t == nil || t.altNs == "" {
+		return nil
+	}
+	n, ok := t.names[name]
+	if !ok || !n.alt {
+		return nil
+	}
+	var out []string
+	for _, suffix := range [...]string{t.altNs, t.altSvc, t.altBare} {
+		if short, ok := strings.CutSuffix(name, suffix); ok && suffix != "" && short != "" {
+			if t.findAlt([]byte(short)) == n {
+				out = append(out, short)
+			}
+		}
+	}
+	return out
+}

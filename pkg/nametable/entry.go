@@ -77,15 +77,16 @@ func (b *builder) addEntry(e *Entry) error {
 		return err
 	}
 	headless := len(ips) == 0
+	if headless && len(eps) == 0 {
+		// A headless service without ready endpoints has no records:
+		// its name is NXDOMAIN, like its SRV names (Kubernetes DNS
+		// specification 2.4.1; CoreDNS answers the same).
+		return nil
+	}
 	// targets are the SRV targets; targetRRs their A/AAAA records for the
 	// additional section.
 	targets := []string{fqdn}
 	var targetRRs []dns.RR // nil: the service is its own target
-	if headless && len(eps) == 0 {
-		// A headless service without ready endpoints exists (NODATA)
-		// but has no SRV targets.
-		targets = nil
-	}
 	if len(eps) > 0 {
 		targets, targetRRs, err = b.addEndpoints(d, eps, host, alts, ttl, headless)
 		if err != nil {

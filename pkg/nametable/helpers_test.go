@@ -72,6 +72,7 @@ type view struct {
 	Rcode  int
 	Alias  string
 	Answer []string
+	Chain  []string
 	Chase  string
 	Ns     []string
 	Extra  []string
@@ -87,6 +88,9 @@ func viewOf(r Result, qname string) view {
 		c := dns.Copy(rr)
 		c.Header().Name = owner
 		v.Answer = append(v.Answer, c.String())
+	}
+	for _, rr := range r.Chain {
+		v.Chain = append(v.Chain, rr.String())
 	}
 	for _, rr := range r.Ns {
 		v.Ns = append(v.Ns, rr.String())

@@ -15,15 +15,17 @@ import (
 // Alias to a port name) are built per question and allocate: they are
 // rare, and the proxy packs each answer once per table and caches it.
 //
-// The order of the rules (DESIGN.md section 4):
+// The order of the rules (docs/design.md, Answer rules):
 //  1. the name itself: a stored or reverse name, a named port of a service
 //     (_name._proto.<service>), a Kubernetes alternate name (svc, svc.ns,
 //     svc.ns.svc), or the most specific wildcard;
 //  2. search-path expansion: for each search domain in resolv.conf order,
 //     a name X.<search domain> where X is known by rule 1 answers with
 //     Alias = canonical name of X;
-//  3. inside an authoritative zone: NXDOMAIN with the zone's SOA;
-//  4. otherwise Forward.
+//  3. pod names under pod.<cluster domain>, synthesized from the name
+//     (pods.go), or forwarded with Context.ForwardPods;
+//  4. inside an authoritative zone: NXDOMAIN with the zone's SOA;
+//  5. otherwise Forward.
 //
 // A literal wildcard match (rule 1) wins over search-path expansion: it is
 // what the resolver would get for the name without this table.
@@ -51,13 +53,19 @@ func (t *Table) Lookup(q dns.Question) Result {
 		}
 		return t.answer(m, x, q.Qtype, alias)
 	}
-	for i := range t.zones {
-		z := &t.zones[i]
-		if len(key) > len(z.name) && key[len(key)-len(z.name)-1] == '.' && string(key[len(key)-len(z.name):]) == z.name {
-			return Result{Action: Answer, Rcode: dns.RcodeNameError, Ns: z.soa}
-		}
+	if t.podZone != "" && inZoneKey(key, t.podZone) {
+		return t.pod(key, q.Qtype)
+	}
+	if z := t.zoneOf(key); z != nil && len(key) > len(z.name) {
+		return Result{Action: Answer, Rcode: dns.RcodeNameError, Ns: z.soa}
 	}
 	return Result{Action: Forward}
+}
+
+// inZoneKey reports whether the lowercase name key is zone or below it.
+func inZoneKey(key []byte, zone string) bool {
+	return string(key) == zone ||
+		(len(key) > len(zone) && key[len(key)-len(zone)-1] == '.' && string(key[len(key)-len(zone):]) == zone)
 }
 
 // match is what a name resolves to: a node, part of a service's node for
@@ -221,7 +229,8 @@ func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 	n := m.n
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
 	if n != nil && n.chase {
-		r.Chase = n.chaseTarget()
+		r.Answer = n.rrs[:1:1]
+		t.follow(&r, n.cname().Target, qtype)
 		return r
 	}
 	switch {
@@ -307,8 +316,67 @@ func (n *node) srv(label string) (ans, extra []dns.RR) {
 	if len(ans) == 0 {
 		return nil, nil
 	}
+	spreadWeights(ans)
 	if sh.targets == nil {
 		return ans, n.addrs()
 	}
 	return ans, sh.extra
+}
+
+// maxChain bounds how many ExternalNames follow one another inside the
+// table before the answer is a loop (SERVFAIL), as resolvers bound CNAME
+// chains.
+const maxChain = 8
+
+// follow completes the answer of an ExternalName whose CNAME points at
+// target: a target the table knows is answered from the table (further
+// ExternalNames as CNAMEs, then the records of qtype, or NODATA), one
+// inside an authoritative zone that the table does not know is NXDOMAIN,
+// and anything else is left to the server to chase upstream. It allocates
+// (the records are copied to carry their real owners); the proxy packs the
+// answer once per table.
+func (t *Table) follow(r *Result, target string, qtype uint16) {
+	for range maxChain {
+		var buf [maxName + 2]byte
+		key, ok := lowerKey(&buf, target)
+		if !ok {
+			r.Chase = target
+			return
+		}
+		m := t.find(key)
+		if !m.found() {
+			if z := t.zoneOf(key); z != nil {
+				r.Rcode, r.Ns = dns.RcodeNameError, z.soa
+				return
+			}
+			r.Chase = target
+			return
+		}
+		if m.n != nil && m.n.chase {
+			c := m.n.cname()
+			r.Chain = append(r.Chain, &dns.CNAME{Hdr: header(target, dns.TypeCNAME, c.Hdr.Ttl), Target: c.Target})
+			target = c.Target
+			continue
+		}
+		res := t.answer(m, key, qtype, "")
+		for _, rr := range res.Answer {
+			c := dns.Copy(rr)
+			c.Header().Name = target
+			r.Chain = append(r.Chain, c)
+		}
+		r.Ns, r.Extra = res.Ns, res.Extra
+		return
+	}
+	r.Rcode, r.Chain = dns.RcodeServerFailure, nil
+}
+
+// zoneOf returns the closest authoritative zone containing the lowercase
+// name key, or nil.
+func (t *Table) zoneOf(key []byte) *zone {
+	for i := range t.zones {
+		if inZoneKey(key, t.zones[i].name) {
+			return &t.zones[i]
+		}
+	}
+	return nil
 }

@@ -46,7 +46,7 @@ func TestLookup(t *testing.T) {
 			name: "spec: SRV of a named port with the service A record as additional", qname: "_https._tcp.kubernetes.default.svc.cluster.local.", qtype: dns.TypeSRV,
 			want: view{
 				Action: Answer,
-				Answer: rrs(t, "_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."),
+				Answer: rrs(t, "_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 0 100 443 kubernetes.default.svc.cluster.local."),
 				Extra:  rrs(t, "kubernetes.default.svc.cluster.local. 30 IN A 10.3.0.1"),
 			},
 		},
@@ -67,9 +67,9 @@ func TestLookup(t *testing.T) {
 			want: view{
 				Action: Answer,
 				Answer: rrs(t,
-					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 10 100 443 my-pet.headless.default.svc.cluster.local.",
-					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 10 100 443 10-3-0-101.headless.default.svc.cluster.local.",
-					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 10 100 443 fd00--3.headless.default.svc.cluster.local."),
+					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 0 33 443 my-pet.headless.default.svc.cluster.local.",
+					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 0 33 443 10-3-0-101.headless.default.svc.cluster.local.",
+					"_https._tcp.headless.default.svc.cluster.local. 30 IN SRV 0 33 443 fd00--3.headless.default.svc.cluster.local."),
 				Extra: headlessExtra,
 			},
 		},
@@ -79,11 +79,11 @@ func TestLookup(t *testing.T) {
 		},
 		{
 			name: "spec: dns-version TXT", qname: "dns-version.cluster.local.", qtype: dns.TypeTXT,
-			want: answer(`dns-version.cluster.local. 30 IN TXT "1.1.0"`),
+			want: answer(`dns-version.cluster.local. 3600 IN TXT "1.1.0"`), // the schema version: a long TTL
 		},
 		{
 			name: "spec: ExternalName is a CNAME chased upstream", qname: "ext.demo.svc.cluster.local.", qtype: dns.TypeA,
-			want: view{Action: Answer, Chase: "example.com."},
+			want: view{Action: Answer, Answer: rrs(t, "ext.demo.svc.cluster.local. 30 IN CNAME example.com."), Chase: "example.com."},
 		},
 
 		// Case and spelling.
@@ -209,7 +209,7 @@ func TestLookup(t *testing.T) {
 			name: "alternate names reach SRV owners", qname: "_http._tcp.web.demo.", qtype: dns.TypeSRV,
 			want: view{
 				Action: Answer,
-				Answer: rrs(t, "_http._tcp.web.demo. 30 IN SRV 10 100 80 web.demo.svc.cluster.local."),
+				Answer: rrs(t, "_http._tcp.web.demo. 30 IN SRV 0 100 80 web.demo.svc.cluster.local."),
 				Extra:  webSRVExtra,
 			},
 		},
@@ -293,13 +293,13 @@ func TestLookup(t *testing.T) {
 			name: "search: SRV behind the alias", qname: "_dns._udp.web.demo.cluster.local.", qtype: dns.TypeSRV,
 			want: view{
 				Action: Answer, Alias: "_dns._udp.web.demo.svc.cluster.local.",
-				Answer: rrs(t, "_dns._udp.web.demo.svc.cluster.local. 30 IN SRV 10 100 53 web.demo.svc.cluster.local."),
+				Answer: rrs(t, "_dns._udp.web.demo.svc.cluster.local. 30 IN SRV 0 100 53 web.demo.svc.cluster.local."),
 				Extra:  webSRVExtra,
 			},
 		},
 		{
 			name: "search: ExternalName keeps the alias and chases", qname: "ext.demo.demo.svc.cluster.local.", qtype: dns.TypeA,
-			want: view{Action: Answer, Alias: "ext.demo.svc.cluster.local.", Chase: "example.com."},
+			want: view{Action: Answer, Alias: "ext.demo.svc.cluster.local.", Answer: rrs(t, "ext.demo.svc.cluster.local. 30 IN CNAME example.com."), Chase: "example.com."},
 		},
 		{
 			name: "search: a wildcard match aliases to the question's own spelling", qname: "Foo.Apps.Example.com.demo.svc.cluster.local.", qtype: dns.TypeA,
@@ -337,7 +337,7 @@ func TestLookup(t *testing.T) {
 		},
 		{
 			name: "wildcard: ExternalName", qname: "img.cdn.example.com.", qtype: dns.TypeA,
-			want: view{Action: Answer, Chase: "cdn.provider.net."},
+			want: view{Action: Answer, Answer: rrs(t, "img.cdn.example.com. 30 IN CNAME cdn.provider.net."), Chase: "cdn.provider.net."},
 		},
 
 		// SRV.
@@ -346,9 +346,9 @@ func TestLookup(t *testing.T) {
 			want: view{
 				Action: Answer,
 				Answer: rrs(t,
-					"web.demo.svc.cluster.local. 30 IN SRV 10 100 80 web.demo.svc.cluster.local.",
-					"web.demo.svc.cluster.local. 30 IN SRV 10 100 53 web.demo.svc.cluster.local.",
-					"web.demo.svc.cluster.local. 30 IN SRV 10 100 9090 web.demo.svc.cluster.local."),
+					"web.demo.svc.cluster.local. 30 IN SRV 0 33 80 web.demo.svc.cluster.local.",
+					"web.demo.svc.cluster.local. 30 IN SRV 0 33 53 web.demo.svc.cluster.local.",
+					"web.demo.svc.cluster.local. 30 IN SRV 0 33 9090 web.demo.svc.cluster.local."),
 				Extra: webSRVExtra,
 			},
 		},
@@ -356,7 +356,7 @@ func TestLookup(t *testing.T) {
 			name: "SRV of a UDP port", qname: "_dns._udp.web.demo.svc.cluster.local.", qtype: dns.TypeSRV,
 			want: view{
 				Action: Answer,
-				Answer: rrs(t, "_dns._udp.web.demo.svc.cluster.local. 30 IN SRV 10 100 53 web.demo.svc.cluster.local."),
+				Answer: rrs(t, "_dns._udp.web.demo.svc.cluster.local. 30 IN SRV 0 100 53 web.demo.svc.cluster.local."),
 				Extra:  webSRVExtra,
 			},
 		},
@@ -380,7 +380,7 @@ func TestLookup(t *testing.T) {
 			name: "SRV port names match case-insensitively", qname: "_HTTP._Tcp.Web.Demo.svc.cluster.local.", qtype: dns.TypeSRV,
 			want: view{
 				Action: Answer,
-				Answer: rrs(t, "_HTTP._Tcp.Web.Demo.svc.cluster.local. 30 IN SRV 10 100 80 web.demo.svc.cluster.local."),
+				Answer: rrs(t, "_HTTP._Tcp.Web.Demo.svc.cluster.local. 30 IN SRV 0 100 80 web.demo.svc.cluster.local."),
 				Extra:  webSRVExtra,
 			},
 		},
@@ -393,9 +393,9 @@ func TestLookup(t *testing.T) {
 			want: view{
 				Action: Answer,
 				Answer: rrs(t,
-					"headless.default.svc.cluster.local. 30 IN SRV 10 100 443 my-pet.headless.default.svc.cluster.local.",
-					"headless.default.svc.cluster.local. 30 IN SRV 10 100 443 10-3-0-101.headless.default.svc.cluster.local.",
-					"headless.default.svc.cluster.local. 30 IN SRV 10 100 443 fd00--3.headless.default.svc.cluster.local."),
+					"headless.default.svc.cluster.local. 30 IN SRV 0 33 443 my-pet.headless.default.svc.cluster.local.",
+					"headless.default.svc.cluster.local. 30 IN SRV 0 33 443 10-3-0-101.headless.default.svc.cluster.local.",
+					"headless.default.svc.cluster.local. 30 IN SRV 0 33 443 fd00--3.headless.default.svc.cluster.local."),
 				Extra: headlessExtra,
 			},
 		},
@@ -453,7 +453,7 @@ func TestLookup(t *testing.T) {
 		},
 		{
 			name: "ExternalName answers any type with the chase", qname: "ext.", qtype: dns.TypeSRV,
-			want: view{Action: Answer, Chase: "example.com."},
+			want: view{Action: Answer, Answer: rrs(t, "ext. 30 IN CNAME example.com."), Chase: "example.com."},
 		},
 	}
 	for _, tc := range tests {

@@ -67,6 +67,12 @@ type Context struct {
 	// Serial of the synthesized SOA records, for example the table
 	// version; zero means 1.
 	Serial uint32
+	// ForwardPods forwards every name under pod.<ClusterDomain> upstream,
+	// for clusters whose DNS serves verified pod records ("pods
+	// verified"). By default the table synthesizes them the way
+	// "pods insecure" does (kubeadm's default): a-b-c-d.<ns>.pod.<domain>
+	// answers A a.b.c.d, the dashed IPv6 form AAAA, with no API data.
+	ForwardPods bool
 }
 
 // Action says what the agent does with a question.
@@ -80,25 +86,32 @@ const (
 )
 
 // Result is the answer to one question. Its slices are shared with the
-// table (or, for SRV and PTR answers, built for this question) and must
-// not be modified.
+// table (or, for SRV, PTR, pod and ExternalName answers, built for this
+// question) and must not be modified.
 //
 // The answer section a server sends is, in order:
 //  1. when Alias is set: question name CNAME Alias;
 //  2. Answer, owned by Alias when set, else by the question name. The owner
 //     names inside these RRs are not meaningful (one precomputed RR serves
-//     every spelling and alternate name); the server writes the owner;
-//  3. when Chase is set: (Alias or question name) CNAME Chase, then the
-//     records of Chase for the question type, resolved upstream
-//     (ExternalName services).
+//     every spelling and alternate name); the server writes the owner. For
+//     an ExternalName this is its CNAME to the target;
+//  3. Chain, with the real owner names: what the table knows after an
+//     ExternalName's CNAME (the CNAMEs of further ExternalNames, then the
+//     last target's records of the question type);
+//  4. when Chase is set: the records of Chase for the question type,
+//     resolved upstream (the chain left the table); the upstream's rcode
+//     then replaces Rcode.
 //
 // Ns and Extra carry RRs with their real owner names (SOA of the zone, A
 // records of SRV targets).
 type Result struct {
 	Action Action
-	Rcode  int // dns.RcodeSuccess or dns.RcodeNameError
+	// Rcode is dns.RcodeSuccess or dns.RcodeNameError (dns.RcodeServerFailure
+	// for an ExternalName loop).
+	Rcode  int
 	Alias  string
 	Answer []dns.RR
+	Chain  []dns.RR
 	Chase  string
 	Ns     []dns.RR
 	Extra  []dns.RR
@@ -144,6 +157,9 @@ type Table struct {
 	// svc.ns.svc -> svc.ns.svc.<domain>. Empty when no entry has
 	// alternate names.
 	altBare, altNs, altSvc string
+	// podZone is "pod.<cluster domain>" when the table is authoritative
+	// for the cluster domain, else "".
+	podZone string
 }
 
 // zone is one zone the table is complete for.

@@ -21,13 +21,13 @@ const (
 // bytes: the record sets sit back to back in one slice (set i is
 // rrs[end[i-1]:end[i]]), what many nodes have in common (SOA, ports) is
 // behind one shared pointer, and an ExternalName target lives in a CNAME
-// record instead of its own string field.
+// record, the only record of a chase node, instead of its own field.
 type node struct {
 	// canonical is the FQDN with trailing dot that search-path expansion
 	// aliases to and SRV and PTR records point at; "" for nodes that only
 	// exist to say NODATA.
 	canonical string
-	// rrs holds the record sets; a chase node has none (see chaseTarget).
+	// rrs holds the record sets; a chase node holds its CNAME instead.
 	rrs []dns.RR
 	// shape is shared by nodes of the same zone, TTL and ports; never nil.
 	shape *shape
@@ -73,6 +73,9 @@ type srvPort struct {
 // set returns record set i, capacity-limited so that an append by a
 // careless caller cannot write into the next set.
 func (n *node) set(i int) []dns.RR {
+	if n.chase {
+		return nil
+	}
 	lo := uint32(0)
 	if i > 0 {
 		lo = n.end[i-1]
@@ -89,15 +92,15 @@ func (n *node) set(i int) []dns.RR {
 
 // addrs is the node's A and AAAA sets together.
 func (n *node) addrs() []dns.RR {
+	if n.chase {
+		return nil
+	}
 	hi := n.end[setAAAA]
 	return n.rrs[:hi:hi]
 }
 
-// chaseTarget is the ExternalName target, FQDN with trailing dot, from
-// the CNAME pack keeps just beyond the length of a chase node's rrs.
-func (n *node) chaseTarget() string {
-	return n.rrs[:1][0].(*dns.CNAME).Target
-}
+// cname is the CNAME record of a chase node.
+func (n *node) cname() *dns.CNAME { return n.rrs[0].(*dns.CNAME) }
 
 // draft is a node under construction: separate growable sets plus what
 // New needs to finish it.

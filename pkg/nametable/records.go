@@ -22,11 +22,15 @@ const (
 )
 
 // SRV priority and weight: the Kubernetes DNS specification leaves them
-// open; its examples use 10 and 100, and equal weights spread load evenly.
-const (
-	srvPriority = 10
-	srvWeight   = 100
-)
+// open. As CoreDNS does, every record of an answer has priority 0 and the
+// weight 100/n of the n records (spreadWeights), so clients that weigh SRV
+// records (RFC 2782) spread their load evenly and behave as they do under
+// CoreDNS.
+const srvPriority = 0
+
+// versionTTL is the TTL of dns-version TXT: the schema version changes
+// only with the software, so resolvers may keep it a long time.
+const versionTTL = 3600
 
 func header(owner string, rrtype uint16, ttl uint32) dns.RR_Header {
 	return dns.RR_Header{Name: owner, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
@@ -80,7 +84,7 @@ func (s *slabs) addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
 }
 
 func srvRR(owner, target string, port uint16, ttl uint32) dns.RR {
-	return &dns.SRV{Hdr: header(owner, dns.TypeSRV, ttl), Priority: srvPriority, Weight: srvWeight, Port: port, Target: target}
+	return &dns.SRV{Hdr: header(owner, dns.TypeSRV, ttl), Priority: srvPriority, Weight: 100, Port: port, Target: target}
 }
 
 func ptrRR(owner, target string, ttl uint32) dns.RR {
@@ -125,4 +129,13 @@ func reverseName(a netip.Addr) string {
 		buf = append(buf, hex[b[i]&0xf], '.', hex[b[i]>>4], '.')
 	}
 	return string(append(buf, "ip6.arpa."...))
+}
+
+// spreadWeights gives each of the SRV records in rrs the weight 100/n
+// (at least 1).
+func spreadWeights(rrs []dns.RR) {
+	w := uint16(max(1, 100/len(rrs)))
+	for _, rr := range rrs {
+		rr.(*dns.SRV).Weight = w
+	}
 }

@@ -20,7 +20,8 @@ const (
 	kindPacked answerKind = iota
 	// kindForward: the table does not own the name; ask the Resolver.
 	kindForward
-	// kindChase: an ExternalName; CNAME plus records resolved upstream.
+	// kindChase: an ExternalName whose target is outside the table: the
+	// CNAMEs plus the target's records resolved upstream.
 	kindChase
 )
 
@@ -136,7 +137,7 @@ func buildAnswer(t Lookuper, lowerName string, qtype, qclass uint16) (*answer, e
 	m.Rcode = res.Rcode
 	m.Compress = true
 	m.Question = []dns.Question{{Name: lowerName, Qtype: qtype, Qclass: qclass}}
-	m.Answer = resultAnswer(res, lowerName)
+	m.Answer = append(resultAnswer(res, lowerName), res.Chain...)
 	m.Ns = res.Ns
 	m.Extra = res.Extra
 	buf, err := m.Pack()

@@ -281,6 +281,7 @@ func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source
 	if r.start != 0 {
 		elapsed = h.clock() - r.start
 	}
+	r.src = src
 	h.m.observe(r.proto, r.qtype, rcode, src, r.start != 0, elapsed)
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype),

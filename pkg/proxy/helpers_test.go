@@ -73,10 +73,10 @@ func demoTable(t testing.TB) *fakeTable {
 		"nope.demo.svc.cluster.local./A":   {Action: nametable.Answer, Rcode: dns.RcodeNameError, Ns: soa},
 		"big.demo.svc.cluster.local./AAAA": {Action: nametable.Answer, Answer: big},
 		"db.demo.svc.cluster.local./A": {
-			Action: nametable.Answer, Chase: "db.example.org",
+			Action: nametable.Answer, Answer: mustRRs(t, "x. 30 IN CNAME db.example.org."), Chase: "db.example.org.",
 		},
 		"db.demo.svc.cluster.local./CNAME": {
-			Action: nametable.Answer, Chase: "db.example.org",
+			Action: nametable.Answer, Answer: mustRRs(t, "x. 30 IN CNAME db.example.org."), Chase: "db.example.org.",
 		},
 	}}
 }

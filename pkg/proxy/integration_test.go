@@ -69,6 +69,14 @@ func realTable(t testing.TB) *nametable.Table {
 			Hostname: "db.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "db", Namespace: "demo",
 			CanonicalName: "db.example.org",
 		},
+		{
+			Hostname: "front.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "front", Namespace: "demo",
+			CanonicalName: "web.demo.svc.cluster.local", TTL: 7,
+		},
+		{
+			Hostname: "empty.demo.svc.cluster.local", Registry: "Kubernetes", ShortName: "empty", Namespace: "demo",
+			Ports: []nametable.Port{{Name: "http", Port: 80, Protocol: "TCP"}},
+		},
 	}, []string{"cluster.local"}, nametable.Context{
 		Namespace: "demo",
 		Search:    []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"},
@@ -138,23 +146,48 @@ func TestRealStack(t *testing.T) {
 				"db.example.org.\t60\tIN\tA\t192.0.2.53",
 			},
 		},
+		{
+			// The target is in the table: answered here, with the entry's
+			// TTL on the CNAME, and never asked upstream.
+			name: "external name to a service answered locally", qname: "front.demo.svc.cluster.local.", qtype: dns.TypeA,
+			wantAnswer: []string{
+				"front.demo.svc.cluster.local.\t7\tIN\tCNAME\tweb.demo.svc.cluster.local.",
+				"web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.10", "web.demo.svc.cluster.local.\t30\tIN\tA\t10.3.0.11",
+			},
+		},
+		{
+			name: "pod name synthesized", qname: "10-244-0-9.demo.pod.cluster.local.", qtype: dns.TypeA,
+			wantAnswer: []string{"10-244-0-9.demo.pod.cluster.local.\t30\tIN\tA\t10.244.0.9"},
+		},
+		{
+			name: "headless service without endpoints is NXDOMAIN", qname: "empty.demo.svc.cluster.local.", qtype: dns.TypeA,
+			wantRcode: dns.RcodeNameError,
+		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			before := queries.Load()
-			r := exchange(t, "udp", udpAddr(s), newQuery(tc.qname, tc.qtype))
-			if r.Rcode != tc.wantRcode {
-				t.Errorf("rcode = %s, want %s", dns.RcodeToString[r.Rcode], dns.RcodeToString[tc.wantRcode])
-			}
-			got := rrStrings(r.Answer)
-			sortAddrRuns(got)
-			if diff := cmp.Diff(tc.wantAnswer, got); diff != "" {
-				t.Errorf("answer (-want +got):\n%s", diff)
-			}
-			if n := queries.Load() - before; n != tc.wantUpstream {
-				t.Errorf("upstream got %d questions, want %d", n, tc.wantUpstream)
-			}
-		})
+		for _, network := range []string{"udp", "tcp"} {
+			t.Run(network+" "+tc.name, func(t *testing.T) {
+				before := queries.Load()
+				r := exchange(t, network, map[string]string{"udp": udpAddr(s), "tcp": tcpAddr(s)}[network], newQuery(tc.qname, tc.qtype))
+				if r.Rcode != tc.wantRcode {
+					t.Errorf("rcode = %s, want %s", dns.RcodeToString[r.Rcode], dns.RcodeToString[tc.wantRcode])
+				}
+				got := rrStrings(r.Answer)
+				sortAddrRuns(got)
+				if diff := cmp.Diff(tc.wantAnswer, got); diff != "" {
+					t.Errorf("answer (-want +got):\n%s", diff)
+				}
+				// The upstream is asked once per name: the second network
+				// finds the answer in the cache.
+				want := tc.wantUpstream
+				if network == "tcp" {
+					want = 0
+				}
+				if n := queries.Load() - before; n != want {
+					t.Errorf("upstream got %d questions, want %d", n, want)
+				}
+			})
+		}
 	}
 }
 

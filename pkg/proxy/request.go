@@ -39,6 +39,8 @@ type request struct {
 	// chase, or (chase nil) the Resolver's note on its cache miss.
 	chase *answer
 	probe upstream.Probe
+	// src is where the reply came from, noted when it is counted.
+	src source
 }
 
 func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }

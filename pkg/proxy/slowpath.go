@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"log/slog"
-	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -39,9 +38,10 @@ func (h *Handler) canonicalize(r *request) bool {
 	return false
 }
 
-// chase answers an ExternalName: the CNAME chain from the table, then the
-// target's records of the asked type resolved upstream, in one reply so
-// the client needs one round trip (Result contract step 3).
+// chase answers an ExternalName whose CNAME chain leaves the table: the
+// chain from the table, then the records of the last target resolved
+// upstream, in one reply so the client needs one round trip (the Result
+// contract, step 4).
 func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	res := r.chase.res
 	qname := wireName(r.lname())
@@ -50,16 +50,8 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	m.RecursionAvailable = true
 	m.Compress = true
 	m.Question = []dns.Question{{Name: qname, Qtype: r.qtype, Qclass: r.qclass}}
-	m.Answer = resultAnswer(res, qname)
-	owner := qname
-	if res.Alias != "" {
-		owner = strings.ToLower(dns.Fqdn(res.Alias))
-	}
+	m.Answer = append(resultAnswer(res, qname), res.Chain...)
 	target := dns.Fqdn(res.Chase)
-	m.Answer = append(m.Answer, &dns.CNAME{
-		Hdr:    dns.RR_Header{Name: owner, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: aliasTTL(res)},
-		Target: target,
-	})
 	src := srcTable
 	if r.qtype != dns.TypeCNAME {
 		up, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: r.qtype, Qclass: r.qclass})
