@@ -135,9 +135,15 @@ func testInjectedPod(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	createHeadless(t, ctx, e, "demo", "hl", "pod-0", "10.244.0.200")
+	if _, err := cs.CoreV1().Services("demo").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "front"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "web.demo.svc.cluster.local"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "_http._tcp.web.demo.svc.cluster.local.",
-		"pod-0.hl", "www.example.org"}
+		"pod-0.hl", "www.example.org", "web.corp.example.com", "front", "10-244-0-7.demo.pod.cluster.local"}
 	pod := appPod("app", names)
 	if _, err := cs.CoreV1().Pods("demo").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -152,6 +158,12 @@ func testInjectedPod(t *testing.T, e *env) {
 		"_http._tcp.web.demo.svc.cluster.local.": "web.demo.svc.cluster.local.:80",
 		"pod-0.hl":                               "10.244.0.200",
 		"www.example.org":                        externalIP,
+		// The node's search domain: the corporate host, not the service.
+		"web.corp.example.com": corpWebIP,
+		// An ExternalName to a service: answered in the pod.
+		"front": web.Spec.ClusterIP,
+		// A pod name, synthesized as kubeadm's CoreDNS does.
+		"10-244-0-7.demo.pod.cluster.local": "10.244.0.7",
 	}
 	for name, w := range want {
 		if got[name] != "ok "+w {
@@ -178,7 +190,10 @@ func testInjectedPod(t *testing.T, e *env) {
 	if e.standIn.asked("www.example.org.") == 0 {
 		t.Errorf("the external name never reached the cluster DNS")
 	}
-	for _, n := range []string{"web.demo.svc.cluster.local.", "web.demo.svc.cluster.local.corp.example.com."} {
+	if e.standIn.asked("web.corp.example.com.") == 0 {
+		t.Errorf("web.corp.example.com never reached the cluster DNS: the agent answered it")
+	}
+	for _, n := range []string{"web.demo.svc.cluster.local.", "front.demo.svc.cluster.local.", "10-244-0-7.demo.pod.cluster.local."} {
 		if k := e.standIn.asked(n); k > 0 {
 			t.Errorf("%s reached the cluster DNS %d times; the agent should answer it", n, k)
 		}

@@ -88,14 +88,19 @@ func iptablesFiles(t *testing.T, files, links map[string]string) {
 }
 
 // dnsStandIn is the cluster DNS the node's pods are configured with: it
-// answers names under example.org, NXDOMAIN for everything else, and
-// records the questions it gets.
+// answers names under example.org and web.corp.example.com, NXDOMAIN for
+// everything else, and records the questions it gets.
 type dnsStandIn struct {
 	mu   sync.Mutex
 	seen map[string]int
 }
 
-const externalIP = "198.51.100.7" // TEST-NET-2: only the stand-in knows it
+const (
+	externalIP = "198.51.100.7" // TEST-NET-2: only the stand-in knows it
+	// corpWebIP is a corporate host under the node's search domain, named
+	// like the pods' service "web".
+	corpWebIP = "203.0.113.80"
+)
 
 func startStandIn(t *testing.T) *dnsStandIn {
 	t.Helper()
@@ -107,9 +112,13 @@ func startStandIn(t *testing.T) *dnsStandIn {
 		s.mu.Lock()
 		s.seen[strings.ToLower(q.Name)]++
 		s.mu.Unlock()
-		if dns.IsSubDomain("example.org.", strings.ToLower(q.Name)) {
+		name := strings.ToLower(q.Name)
+		if ip, ok := map[string]string{"web.corp.example.com.": corpWebIP}[name]; ok || dns.IsSubDomain("example.org.", name) {
+			if !ok {
+				ip = externalIP
+			}
 			if q.Qtype == dns.TypeA {
-				rr, _ := dns.NewRR(q.Name + " 60 IN A " + externalIP)
+				rr, _ := dns.NewRR(q.Name + " 60 IN A " + ip)
 				m.Answer = append(m.Answer, rr)
 			}
 		} else {
