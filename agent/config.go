@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
+
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -150,7 +152,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.ClusterDomain = "cluster.local"
 	}
 	cfg.ClusterDomain = strings.ToLower(strings.TrimSuffix(cfg.ClusterDomain, "."))
-	if err := checkName(cfg.ClusterDomain, false); err != nil {
+	if err := dnsname.Check(cfg.ClusterDomain, false); err != nil {
 		return cfg, fmt.Errorf("cluster domain %q: %w", cfg.ClusterDomain, err)
 	}
 	if cfg.TTL == 0 {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
+
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -62,7 +64,7 @@ func Convert(t *meshdnsv1.NameTable, lim Limits) ([]nametable.Entry, []string, e
 	zones := make([]string, 0, len(t.GetAuthoritativeZones()))
 	for _, z := range t.GetAuthoritativeZones() {
 		z = strings.ToLower(strings.TrimSuffix(z, "."))
-		if err := checkName(z, false); err != nil {
+		if err := dnsname.Check(z, false); err != nil {
 			return nil, nil, fmt.Errorf("%w: zone %q: %v", ErrInvalidTable, z, err)
 		}
 		zones = append(zones, z)
@@ -89,7 +91,7 @@ func Convert(t *meshdnsv1.NameTable, lim Limits) ([]nametable.Entry, []string, e
 
 func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.Entry, error) {
 	host = strings.TrimSuffix(host, ".")
-	if err := checkName(host, true); err != nil {
+	if err := dnsname.Check(host, true); err != nil {
 		return nametable.Entry{}, err
 	}
 	if info == nil {
@@ -108,10 +110,10 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 		return e, err
 	}
 	if e.ShortName != "" || e.Namespace != "" {
-		if err := checkLabel(e.ShortName); err != nil {
+		if err := dnsname.CheckLabel(e.ShortName); err != nil {
 			return e, fmt.Errorf("shortname: %v", err)
 		}
-		if err := checkLabel(e.Namespace); err != nil {
+		if err := dnsname.CheckLabel(e.Namespace); err != nil {
 			return e, fmt.Errorf("namespace: %v", err)
 		}
 	}
@@ -120,7 +122,7 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 	}
 	for _, a := range info.GetAltHosts() {
 		a = strings.TrimSuffix(a, ".")
-		if err := checkName(a, true); err != nil {
+		if err := dnsname.Check(a, true); err != nil {
 			return e, fmt.Errorf("alt host %q: %v", a, err)
 		}
 		e.AltHosts = append(e.AltHosts, a)
@@ -143,7 +145,7 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 			return e, fmt.Errorf("endpoint %d: empty", i)
 		}
 		if ep.GetHostname() != "" {
-			if err := checkLabel(ep.GetHostname()); err != nil {
+			if err := dnsname.CheckLabel(ep.GetHostname()); err != nil {
 				return e, fmt.Errorf("endpoint %d hostname: %v", i, err)
 			}
 		}
@@ -157,7 +159,7 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.GetHostname(), IPs: ips})
 	}
 	if e.CanonicalName != "" {
-		if err := checkName(e.CanonicalName, false); err != nil {
+		if err := dnsname.Check(e.CanonicalName, false); err != nil {
 			return e, fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
 		}
 		// An ExternalName is a CNAME: RFC 1034 section 3.6.2 forbids other
@@ -173,7 +175,7 @@ func convertPort(p *meshdnsv1.Port) (nametable.Port, error) {
 	if p == nil {
 		return nametable.Port{}, errors.New("empty port")
 	}
-	if err := checkLabel(p.GetName()); err != nil {
+	if err := dnsname.CheckLabel(p.GetName()); err != nil {
 		return nametable.Port{}, fmt.Errorf("port name %q: %v", p.GetName(), err)
 	}
 	if p.GetPort() == 0 || p.GetPort() > 65535 {
@@ -211,52 +213,4 @@ func parseIPs(in []string, limit int) ([]netip.Addr, error) {
 		out = append(out, a.Unmap())
 	}
 	return out, nil
-}
-
-// checkName accepts a hostname without a trailing dot: at most 253
-// characters, labels of 1 to 63 letters, digits, hyphens or underscores
-// (underscores appear in SRV-style and some internal names), and with
-// wildcard a leading "*." label.
-func checkName(s string, wildcard bool) error {
-	if s == "" {
-		return errors.New("empty name")
-	}
-	if len(s) > 253 {
-		return fmt.Errorf("name longer than 253 characters")
-	}
-	rest := s
-	if wildcard {
-		if r, ok := strings.CutPrefix(s, "*."); ok {
-			rest = r
-		}
-	}
-	for {
-		label, tail, more := strings.Cut(rest, ".")
-		if err := checkLabel(label); err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-		rest = tail
-	}
-}
-
-func checkLabel(l string) error {
-	if l == "" {
-		return errors.New("empty label")
-	}
-	if len(l) > 63 {
-		return fmt.Errorf("label %q longer than 63 characters", l)
-	}
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
-		case c == '-' && i > 0 && i < len(l)-1:
-		default:
-			return fmt.Errorf("label %q has a bad character", l)
-		}
-	}
-	return nil
 }

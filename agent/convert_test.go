@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -90,7 +91,7 @@ func TestConvert(t *testing.T) {
 		{
 			name:    "wildcard in the middle",
 			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.*.example": {Ips: []string{"10.0.0.1"}}}},
-			wantErr: "bad character",
+			wantErr: `"*" allowed only as the first label`,
 		},
 		{
 			name:    "label too long",
@@ -213,12 +214,12 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))
 		}
 		for _, z := range zones {
-			if checkName(z, false) != nil {
+			if dnsname.Check(z, false) != nil {
 				t.Fatalf("zone %q accepted", z)
 			}
 		}
 		for _, e := range entries {
-			if checkName(e.Hostname, true) != nil {
+			if dnsname.Check(e.Hostname, true) != nil {
 				t.Fatalf("name %q accepted", e.Hostname)
 			}
 			for _, a := range e.IPs {

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -66,7 +68,7 @@ func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
 	}
 	var errs []error
 	for i, z := range f.Zones {
-		if err := checkName(z, false); err != nil {
+		if err := dnsname.Check(z, false); err != nil {
 			errs = append(errs, fmt.Errorf("zones[%d] %q: %w", i, z, err))
 			continue
 		}
@@ -97,7 +99,7 @@ func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
 
 func convert(fe FileEntry) (registry.Entry, error) {
 	e := registry.Entry{Entry: nametable.Entry{Registry: "File", TTL: fe.TTL}}
-	if err := checkName(fe.Hostname, true); err != nil {
+	if err := dnsname.Check(fe.Hostname, true); err != nil {
 		return e, fmt.Errorf("hostname: %w", err)
 	}
 	e.Hostname = registry.CanonicalHost(fe.Hostname)
@@ -115,7 +117,7 @@ func convert(fe FileEntry) (registry.Entry, error) {
 		if p.Port < 1 || p.Port > 65535 {
 			return e, fmt.Errorf("port %q: %d out of range 1-65535", p.Name, p.Port)
 		}
-		if err := checkLabel(p.Name); err != nil {
+		if err := dnsname.CheckLabel(p.Name); err != nil {
 			return e, fmt.Errorf("port name %q: %w", p.Name, err)
 		}
 		proto := strings.ToUpper(p.Protocol)
@@ -129,55 +131,16 @@ func convert(fe FileEntry) (registry.Entry, error) {
 		e.Ports = append(e.Ports, nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: proto})
 	}
 	for _, ns := range fe.Namespaces {
-		if err := checkLabel(ns); err != nil {
+		if err := dnsname.CheckLabel(ns); err != nil {
 			return e, fmt.Errorf("namespace %q: %w", ns, err)
 		}
 		e.Namespaces = append(e.Namespaces, ns)
 	}
 	for _, a := range fe.Aliases {
-		if err := checkName(a, true); err != nil {
+		if err := dnsname.Check(a, true); err != nil {
 			return e, fmt.Errorf("alias %q: %w", a, err)
 		}
 		e.AltHosts = append(e.AltHosts, registry.CanonicalHost(a))
 	}
 	return e, nil
-}
-
-// checkName accepts a DNS name (RFC 1035 section 2.3.4 lengths; letters,
-// digits, '-' and '_' in labels), optionally starting with "*.".
-func checkName(name string, wildcard bool) error {
-	n := strings.TrimSuffix(name, ".")
-	if n == "" {
-		return errors.New("empty")
-	}
-	if len(n) > 253 {
-		return errors.New("longer than 253 characters")
-	}
-	labels := strings.Split(n, ".")
-	for i, l := range labels {
-		if l == "*" && i == 0 && wildcard && len(labels) > 1 {
-			continue
-		}
-		if err := checkLabel(l); err != nil {
-			return fmt.Errorf("label %q: %w", l, err)
-		}
-	}
-	return nil
-}
-
-func checkLabel(l string) error {
-	if l == "" || len(l) > 63 {
-		return errors.New("must be 1-63 characters")
-	}
-	for _, c := range []byte(l) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-		default:
-			return fmt.Errorf("character %q not allowed", c)
-		}
-	}
-	if l[0] == '-' || l[len(l)-1] == '-' {
-		return errors.New("must not start or end with '-'")
-	}
-	return nil
 }

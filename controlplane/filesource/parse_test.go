@@ -69,7 +69,7 @@ entries:
 		{name: "misspelt field", yaml: "entries: [{hostname: a.x, adresses: [10.1.2.3]}]", wantErr: `unknown field "adresses"`},
 		{name: "port out of range", yaml: "entries: [{hostname: a.x, ports: [{name: p, port: 70000}]}]", wantErr: "out of range"},
 		{name: "bad protocol", yaml: "entries: [{hostname: a.x, ports: [{name: p, port: 1, protocol: ICMP}]}]", wantErr: `protocol "ICMP"`},
-		{name: "wildcard not first", yaml: "entries: [{hostname: a.*.x}]", wantErr: `label "*"`},
+		{name: "wildcard not first", yaml: "entries: [{hostname: a.*.x}]", wantErr: `"*" allowed only as the first label`},
 		{name: "empty hostname", yaml: "entries: [{addresses: [10.0.0.1]}]", wantErr: "hostname: empty"},
 		{name: "duplicate", yaml: "entries: [{hostname: a.x}, {hostname: A.x.}]", wantErr: "duplicate of entries[0]"},
 		{name: "bad namespace", yaml: "entries: [{hostname: a.x, namespaces: [team/a]}]", wantErr: `namespace "team/a"`},

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
+
 	"github.com/miekg/dns"
 )
 
@@ -252,7 +254,7 @@ func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl 
 		label := ""
 		if p.Name != "" {
 			name := strings.ToLower(p.Name)
-			if err := checkLabel(name, false); err != nil {
+			if err := dnsname.CheckLabel(name); err != nil {
 				return fmt.Errorf("port %q: %w", p.Name, err)
 			}
 			label = "_" + name + "._" + proto + "."
@@ -336,7 +338,7 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 			continue
 		}
 		label := strings.ToLower(ep.Hostname)
-		if err := checkLabel(label, false); err != nil {
+		if err := dnsname.CheckLabel(label); err != nil {
 			return nil, fmt.Errorf("endpoint hostname %q: %w", ep.Hostname, err)
 		}
 		if len(ips) == 0 {

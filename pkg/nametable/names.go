@@ -5,74 +5,24 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/meshdns/meshdns/internal/dnsname"
 )
 
-// RFC 1035 section 2.3.4: 63 octets per label; 255 octets on the wire is
-// 253 characters in presentation form without the trailing dot.
 const (
-	maxLabel = 63
-	maxName  = 253
+	maxLabel = dnsname.MaxLabel
+	maxName  = dnsname.MaxName
 )
 
-var (
-	errEmptyName = errors.New("empty name")
-	errLongName  = errors.New("name longer than 253 characters")
-)
+var errLongName = errors.New("name longer than 253 characters")
 
-// normalizeName lowercases name, drops one trailing dot and checks it is a
-// hostname we can serve: labels of 1-63 letters, digits, '-' (not first or
-// last) or '_' (underscore for SRV owners such as _http._tcp). With wildcard, a leading
-// "*" label is allowed; a "*" anywhere else is an error.
+// normalizeName checks name with the one hostname check of meshdns
+// (internal/dnsname), then lowercases it and drops one trailing dot.
 func normalizeName(name string, wildcard bool) (string, error) {
-	name = strings.ToLower(strings.TrimSuffix(name, "."))
-	if name == "" {
-		return "", errEmptyName
+	if err := dnsname.Check(name, wildcard); err != nil {
+		return "", err
 	}
-	if len(name) > maxName {
-		return "", errLongName
-	}
-	rest := name
-	for i := 0; ; i++ {
-		label, tail, more := strings.Cut(rest, ".")
-		if err := checkLabel(label, wildcard && i == 0); err != nil {
-			return "", err
-		}
-		if !more {
-			if i == 0 && label == "*" {
-				return "", errors.New("wildcard needs a domain after \"*.\"")
-			}
-			break
-		}
-		rest = tail
-	}
-	return name, nil
-}
-
-// checkLabel checks one lowercase label.
-func checkLabel(label string, wildcard bool) error {
-	switch {
-	case label == "":
-		return errors.New("empty label")
-	case len(label) > maxLabel:
-		return fmt.Errorf("label %.20q... longer than 63 characters", label)
-	case label == "*":
-		if wildcard {
-			return nil
-		}
-		return errors.New("wildcard \"*\" allowed only as the first label")
-	case label[0] == '-' || label[len(label)-1] == '-':
-		// The agent and file source reject these too; a name one checker
-		// accepts must not be refused by another.
-		return fmt.Errorf("label %q starts or ends with '-'", label)
-	}
-	for i := 0; i < len(label); i++ {
-		c := label[i]
-		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' {
-			continue
-		}
-		return fmt.Errorf("label %q: character %q not allowed", label, c)
-	}
-	return nil
+	return strings.ToLower(strings.TrimSuffix(name, ".")), nil
 }
 
 // checkGenerated checks a name built from validated parts (SRV owner,
