@@ -399,7 +399,7 @@ func TestKubernetesEndToEnd(t *testing.T) {
 				change: func() error {
 					return c.Client.DiscoveryV1().EndpointSlices(app).Delete(ctx, "db-1", metav1.DeleteOptions{})
 				},
-				qname: fqdn("db", app), qtype: dns.TypeA, want: "NOERROR ", // the name stays, without addresses
+				qname: fqdn("db", app), qtype: dns.TypeA, want: "NXDOMAIN ", // a headless service without ready endpoints
 			},
 		}
 		for _, st := range steps {
