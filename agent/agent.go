@@ -112,7 +112,7 @@ func (a *Agent) Listen() error {
 		return err
 	}
 	a.tables = &tables{
-		ctx: nametable.Context{
+		pod: nametable.Context{
 			Namespace:     cfg.Namespace,
 			ClusterDomain: cfg.ClusterDomain,
 			Search:        in.Search,

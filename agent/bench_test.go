@@ -50,7 +50,7 @@ func BenchmarkApply10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := &tables{ctx: nametable.Context{Namespace: "ns1"}, m: m, now: time.Now, publish: func(*nametable.Table) {}}
+	ts := &tables{pod: nametable.Context{Namespace: "ns1"}, m: m, now: time.Now, publish: func(*nametable.Table) {}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := ts.apply(sourceControlPlane, "v", t); err != nil {

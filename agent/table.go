@@ -30,7 +30,7 @@ type served struct {
 // goroutine (the file watcher or the discovery stream), never on the query
 // path; the finished table is published with one atomic store.
 type tables struct {
-	ctx    nametable.Context
+	pod    nametable.Context
 	limits Limits
 	m      *metrics
 	now    func() time.Time
@@ -64,7 +64,7 @@ func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dum
 	entries, zones, err := Convert(nt, ts.limits)
 	var t *nametable.Table
 	if err == nil {
-		t, err = nametable.New(entries, zones, ts.ctx)
+		t, err = nametable.New(entries, zones, ts.pod)
 	}
 	if err != nil {
 		ts.m.rejections.WithLabelValues(source).Inc()

@@ -57,13 +57,13 @@ func bigEntries() []Entry {
 
 var (
 	bigZones = []string{"cluster.local", "10.in-addr.arpa"}
-	bigCtx   = Context{
+	bigPod   = Context{
 		Namespace: "ns-7",
 		Search:    []string{"ns-7.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example.com", "example.com"},
 	}
 )
 
-var bigTable = sync.OnceValues(func() (*Table, error) { return New(bigEntries(), bigZones, bigCtx) })
+var bigTable = sync.OnceValues(func() (*Table, error) { return New(bigEntries(), bigZones, bigPod) })
 
 // BenchmarkNew builds the large table and reports the heap the table
 // retains per service (runtime.MemStats.HeapAlloc after GC, the entries
@@ -73,7 +73,7 @@ var bigTable = sync.OnceValues(func() (*Table, error) { return New(bigEntries(),
 // must be the same for 5 and 25 search domains.
 func BenchmarkNew(b *testing.B) {
 	entries := bigEntries()
-	many := slices.Clone(bigCtx.Search)
+	many := slices.Clone(bigPod.Search)
 	for i := range 20 {
 		many = append(many, fmt.Sprintf("extra-%d.example.org", i))
 	}
@@ -81,12 +81,12 @@ func BenchmarkNew(b *testing.B) {
 		name   string
 		search []string
 	}{
-		{name: "search=5", search: bigCtx.Search},
+		{name: "search=5", search: bigPod.Search},
 		{name: "search=25", search: many},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			ctx := bigCtx
-			ctx.Search = bc.search
+			pod := bigPod
+			pod.Search = bc.search
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
@@ -95,7 +95,7 @@ func BenchmarkNew(b *testing.B) {
 			cpu0, ok := processCPUTime()
 			for b.Loop() {
 				var err error
-				if t, err = New(entries, bigZones, ctx); err != nil {
+				if t, err = New(entries, bigZones, pod); err != nil {
 					b.Fatal(err)
 				}
 			}

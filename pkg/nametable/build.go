@@ -17,7 +17,7 @@ const (
 	DefaultTTL           = 30
 )
 
-// New builds a table from entries for the pod described by ctx. zones are
+// New builds a table from entries for the pod that pod describes. zones are
 // the zones the table is complete for (no trailing dot). It returns an error
 // for an entry it cannot serve (a bad name or address) or for two entries
 // that define the same name; the caller keeps its previous table.
@@ -28,13 +28,13 @@ const (
 // them do, RFC 8020), so that Lookup of those only finds and returns
 // shared slices. SRV and PTR answers are built by Lookup from the ports
 // and a reverse index: precomputed, they were most of the table's memory.
-func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
-	ctx, err := normalizeContext(ctx)
+func New(entries []Entry, zones []string, pod Context) (*Table, error) {
+	pod, err := normalizeContext(pod)
 	if err != nil {
 		return nil, err
 	}
 	b := &builder{
-		ctx:    ctx,
+		pod:    pod,
 		drafts: make(map[string]*draft, len(entries)*2),
 		wild:   make(map[string]*draft),
 		soas:   make(map[string]*[]dns.RR),
@@ -55,25 +55,25 @@ func New(entries []Entry, zones []string, ctx Context) (*Table, error) {
 	return b.table(), nil
 }
 
-// normalizeContext lowercases ctx, drops trailing dots and fills defaults.
-func normalizeContext(ctx Context) (Context, error) {
-	if ctx.ClusterDomain == "" {
-		ctx.ClusterDomain = DefaultClusterDomain
+// normalizeContext lowercases pod, drops trailing dots and fills defaults.
+func normalizeContext(pod Context) (Context, error) {
+	if pod.ClusterDomain == "" {
+		pod.ClusterDomain = DefaultClusterDomain
 	}
-	d, err := normalizeName(ctx.ClusterDomain, false)
+	d, err := normalizeName(pod.ClusterDomain, false)
 	if err != nil {
-		return ctx, fmt.Errorf("cluster domain %q: %w", ctx.ClusterDomain, err)
+		return pod, fmt.Errorf("cluster domain %q: %w", pod.ClusterDomain, err)
 	}
-	ctx.ClusterDomain = d
-	if ctx.Namespace != "" {
-		ns, err := normalizeName(ctx.Namespace, false)
+	pod.ClusterDomain = d
+	if pod.Namespace != "" {
+		ns, err := normalizeName(pod.Namespace, false)
 		if err != nil || strings.Contains(ns, ".") {
-			return ctx, fmt.Errorf("namespace %q: not a DNS label", ctx.Namespace)
+			return pod, fmt.Errorf("namespace %q: not a DNS label", pod.Namespace)
 		}
-		ctx.Namespace = ns
+		pod.Namespace = ns
 	}
-	search := make([]string, 0, len(ctx.Search))
-	for _, s := range ctx.Search {
+	search := make([]string, 0, len(pod.Search))
+	for _, s := range pod.Search {
 		// resolv.conf is the pod's, not ours: a search domain we cannot
 		// use (the root ".", odd characters) is skipped rather than
 		// failing every table the agent will ever get.
@@ -85,19 +85,19 @@ func normalizeContext(ctx Context) (Context, error) {
 			search = append(search, n)
 		}
 	}
-	ctx.Search = search
-	if ctx.TTL == 0 {
-		ctx.TTL = DefaultTTL
+	pod.Search = search
+	if pod.TTL == 0 {
+		pod.TTL = DefaultTTL
 	}
-	if ctx.Serial == 0 {
-		ctx.Serial = 1
+	if pod.Serial == 0 {
+		pod.Serial = 1
 	}
-	return ctx, nil
+	return pod, nil
 }
 
 // builder collects drafts; New turns them into a Table.
 type builder struct {
-	ctx    Context
+	pod    Context
 	drafts map[string]*draft // by lowercase name without trailing dot
 	wild   map[string]*draft // by wildcard domain ("example.com" for "*.example.com")
 	zones  []string          // longest first
@@ -144,7 +144,7 @@ func (b *builder) soa(apex string) *[]dns.RR {
 	if s, ok := b.soas[apex]; ok {
 		return s
 	}
-	s := &[]dns.RR{soaRR(apex, b.ctx.Serial, b.ctx.TTL)}
+	s := &[]dns.RR{soaRR(apex, b.pod.Serial, b.pod.TTL)}
 	b.soas[apex] = s
 	return s
 }
@@ -167,7 +167,7 @@ func (b *builder) apexFor(name, fallback string) string {
 	if z := b.zoneOf(name); z != "" {
 		return z
 	}
-	for _, z := range []string{b.ctx.ClusterDomain, "in-addr.arpa", "ip6.arpa"} {
+	for _, z := range []string{b.pod.ClusterDomain, "in-addr.arpa", "ip6.arpa"} {
 		if inZone(name, z) {
 			return z
 		}
@@ -257,7 +257,7 @@ func (b *builder) isReverse(name string) bool {
 // addVersion adds dns-version.<cluster domain> TXT (Kubernetes DNS
 // specification section 2.2) unless an entry already defines the name.
 func (b *builder) addVersion() {
-	key := "dns-version." + b.ctx.ClusterDomain
+	key := "dns-version." + b.pod.ClusterDomain
 	if _, ok := b.drafts[key]; ok {
 		return
 	}
@@ -265,7 +265,7 @@ func (b *builder) addVersion() {
 	b.drafts[key] = &draft{
 		canonical: fqdn,
 		sets:      [numSets][]dns.RR{setTXT: {txtRR(fqdn, dnsSchemaVersion, versionTTL)}},
-		apex:      b.apexFor(key, b.ctx.ClusterDomain),
+		apex:      b.apexFor(key, b.pod.ClusterDomain),
 	}
 }
 
@@ -322,7 +322,7 @@ func (b *builder) addEmptyNonTerminals() {
 // table packs the drafts into the immutable Table.
 func (b *builder) table() *Table {
 	t := &Table{
-		ctx:   b.ctx,
+		pod:   b.pod,
 		names: make(map[string]*node, len(b.drafts)),
 	}
 	b.allocSlabs()
@@ -365,20 +365,20 @@ func (b *builder) table() *Table {
 	// elsewhere. Under any other domain (a node's corp.example.com) the
 	// name is a real outside host, and answering it with a service would
 	// hijack it for every pod that sees a service of the same name.
-	for _, s := range b.ctx.Search {
+	for _, s := range b.pod.Search {
 		if b.zoneOf(s) != "" {
 			t.search = append(t.search, "."+s)
 		}
 	}
-	if b.zoneOf(b.ctx.ClusterDomain) != "" {
-		t.podZone = "pod." + b.ctx.ClusterDomain
+	if b.zoneOf(b.pod.ClusterDomain) != "" {
+		t.podZone = "pod." + b.pod.ClusterDomain
 	}
 	if b.hasAlt {
-		svc := ".svc." + b.ctx.ClusterDomain
+		svc := ".svc." + b.pod.ClusterDomain
 		t.altNs = svc
-		t.altSvc = "." + b.ctx.ClusterDomain
-		if b.ctx.Namespace != "" {
-			t.altBare = "." + b.ctx.Namespace + svc
+		t.altSvc = "." + b.pod.ClusterDomain
+		if b.pod.Namespace != "" {
+			t.altBare = "." + b.pod.Namespace + svc
 		}
 	}
 	return t

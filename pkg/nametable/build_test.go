@@ -21,7 +21,7 @@ func TestNewRejects(t *testing.T) {
 		name    string
 		entries []Entry
 		zones   []string
-		ctx     Context
+		pod     Context
 		wantErr string
 	}{
 		{name: "empty hostname", entries: []Entry{{IPs: ip}}, wantErr: "empty name"},
@@ -50,12 +50,12 @@ func TestNewRejects(t *testing.T) {
 		{name: "endpoint without IPs", entries: []Entry{{Hostname: "a.com", Endpoints: []Endpoint{{Hostname: "x"}}}}, wantErr: "no IPs"},
 		{name: "generated endpoint name too long", entries: []Entry{{Hostname: strings.Repeat("abcdefghi.", 24) + "com", Endpoints: []Endpoint{{Hostname: "abcdefghijklmnop", IPs: ip}}}}, wantErr: "longer than 253"},
 		{name: "bad zone", zones: []string{"cluster..local"}, wantErr: "zone"},
-		{name: "bad cluster domain", ctx: Context{ClusterDomain: "-bad domain"}, wantErr: "cluster domain"},
-		{name: "namespace with a dot", ctx: Context{Namespace: "a.b"}, wantErr: "namespace"},
+		{name: "bad cluster domain", pod: Context{ClusterDomain: "-bad domain"}, wantErr: "cluster domain"},
+		{name: "namespace with a dot", pod: Context{Namespace: "a.b"}, wantErr: "namespace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.entries, tc.zones, tc.ctx)
+			_, err := New(tc.entries, tc.zones, tc.pod)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("New() error = %v, want one containing %q", err, tc.wantErr)
 			}
@@ -71,7 +71,7 @@ func TestNewAccepts(t *testing.T) {
 		name    string
 		entries []Entry
 		zones   []string
-		ctx     Context
+		pod     Context
 		q       dns.Question
 		want    []string // answer section as zone-file text
 		// wantRcode is the expected rcode (NOERROR unless set).
@@ -98,14 +98,14 @@ func TestNewAccepts(t *testing.T) {
 		{
 			name:    "context TTL applies to entries without one",
 			entries: []Entry{{Hostname: "a.example.com", IPs: addrs("10.0.0.1")}},
-			ctx:     Context{TTL: 7},
+			pod:     Context{TTL: 7},
 			q:       q("a.example.com.", dns.TypeA),
 			want:    []string{"a.example.com. 7 IN A 10.0.0.1"},
 		},
 		{
 			name:  "SOA serial and minimum follow the context",
 			zones: []string{"Example.COM."},
-			ctx:   Context{TTL: 12, Serial: 42},
+			pod:   Context{TTL: 12, Serial: 42},
 			q:     q("example.com.", dns.TypeSOA),
 			want:  []string{"example.com. 12 IN SOA ns.dns.example.com. hostmaster.example.com. 42 7200 1800 86400 12"},
 		},
@@ -164,13 +164,13 @@ func TestNewAccepts(t *testing.T) {
 		{
 			name:    "a custom cluster domain moves the alternate names",
 			entries: []Entry{{Hostname: "web.ns.svc.corp.example", ShortName: "web", Namespace: "ns", IPs: addrs("10.0.0.1")}},
-			ctx:     Context{ClusterDomain: "corp.example."},
+			pod:     Context{ClusterDomain: "corp.example."},
 			q:       q("web.ns.svc.", dns.TypeA),
 			want:    []string{"web.ns.svc. 30 IN A 10.0.0.1"},
 		},
 		{
 			name: "dns-version follows the cluster domain",
-			ctx:  Context{ClusterDomain: "corp.example"},
+			pod:  Context{ClusterDomain: "corp.example"},
 			q:    q("dns-version.corp.example.", dns.TypeTXT),
 			want: []string{`dns-version.corp.example. 3600 IN TXT "1.1.0"`},
 		},
@@ -227,7 +227,7 @@ func TestNewAccepts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			table, err := New(tc.entries, tc.zones, tc.ctx)
+			table, err := New(tc.entries, tc.zones, tc.pod)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -246,11 +246,11 @@ func TestNewAccepts(t *testing.T) {
 // TestSearchDomainsCostNoMemory checks that search-path expansion is worked
 // out at query time: the stored names do not grow with the search list.
 func TestSearchDomainsCostNoMemory(t *testing.T) {
-	entries, zones, ctx := fixture()
-	one := ctx
-	one.Search = ctx.Search[:1]
-	many := ctx
-	many.Search = append([]string{"a.cluster.local", "b.cluster.local", "c.example"}, ctx.Search...)
+	entries, zones, pod := fixture()
+	one := pod
+	one.Search = pod.Search[:1]
+	many := pod
+	many.Search = append([]string{"a.cluster.local", "b.cluster.local", "c.example"}, pod.Search...)
 	t1, err := New(entries, zones, one)
 	if err != nil {
 		t.Fatal(err)
@@ -312,8 +312,8 @@ func TestNames(t *testing.T) {
 	if diff := cmp.Diff([]string{"cluster.local"}, table.Zones()); diff != "" {
 		t.Errorf("Zones() mismatch (-want +got):\n%s", diff)
 	}
-	wantCtx := Context{Namespace: "ns", ClusterDomain: "cluster.local", Search: []string{"ns.svc.cluster.local"}, TTL: 30, Serial: 1}
-	if diff := cmp.Diff(wantCtx, table.Context()); diff != "" {
+	wantPod := Context{Namespace: "ns", ClusterDomain: "cluster.local", Search: []string{"ns.svc.cluster.local"}, TTL: 30, Serial: 1}
+	if diff := cmp.Diff(wantPod, table.Context()); diff != "" {
 		t.Errorf("Context() mismatch (-want +got):\n%s", diff)
 	}
 }

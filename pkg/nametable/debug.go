@@ -61,7 +61,7 @@ func (t *Table) Context() Context {
 	if t == nil {
 		return Context{}
 	}
-	c := t.ctx
+	c := t.pod
 	c.Search = slices.Clone(c.Search)
 	return c
 }

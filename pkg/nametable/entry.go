@@ -28,7 +28,7 @@ func (b *builder) addEntry(e *Entry) error {
 	}
 	ttl := e.TTL
 	if ttl == 0 {
-		ttl = b.ctx.TTL
+		ttl = b.pod.TTL
 	}
 	ips, err := uniqueAddrs(e.IPs)
 	if err != nil {
@@ -127,7 +127,7 @@ func (b *builder) isKubernetes(e *Entry, host string) bool {
 	if e.ShortName == "" || e.Namespace == "" {
 		return false
 	}
-	want := strings.ToLower(e.ShortName) + "." + strings.ToLower(e.Namespace) + ".svc." + b.ctx.ClusterDomain
+	want := strings.ToLower(e.ShortName) + "." + strings.ToLower(e.Namespace) + ".svc." + b.pod.ClusterDomain
 	return host == want
 }
 

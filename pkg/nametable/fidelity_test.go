@@ -28,12 +28,12 @@ func TestKubernetesFidelity(t *testing.T) {
 			Endpoints: []Endpoint{{Hostname: "a", IPs: addrs("10.4.0.1")}, {Hostname: "b", IPs: addrs("10.4.0.2")}},
 			Ports:     []Port{{Name: "http", Port: 80, Protocol: "TCP"}}},
 	}
-	ctx := Context{Namespace: "demo", TTL: 12, Search: []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"}}
-	table, err := New(entries, []string{"cluster.local"}, ctx)
+	pod := Context{Namespace: "demo", TTL: 12, Search: []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"}}
+	table, err := New(entries, []string{"cluster.local"}, pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	forwarding := ctx
+	forwarding := pod
 	forwarding.ForwardPods = true
 	verified, err := New(entries, []string{"cluster.local"}, forwarding)
 	if err != nil {

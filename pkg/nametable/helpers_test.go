@@ -48,17 +48,17 @@ func fixture() ([]Entry, []string, Context) {
 		{Hostname: "*.cdn.example.com", Registry: "File", CanonicalName: "cdn.provider.net"},
 	}
 	zones := []string{"cluster.local", "10.in-addr.arpa"}
-	ctx := Context{
+	pod := Context{
 		Namespace: "demo",
 		Search:    []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.internal"},
 	}
-	return entries, zones, ctx
+	return entries, zones, pod
 }
 
 func newFixture(tb testing.TB) *Table {
 	tb.Helper()
-	entries, zones, ctx := fixture()
-	t, err := New(entries, zones, ctx)
+	entries, zones, pod := fixture()
+	t, err := New(entries, zones, pod)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}

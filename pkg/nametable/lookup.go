@@ -54,7 +54,7 @@ func (t *Table) Lookup(q dns.Question) Result {
 		return t.answer(m, x, q.Qtype, alias)
 	}
 	if t.podZone != "" && inZoneKey(key, t.podZone) {
-		return t.pod(key, q.Qtype)
+		return t.podRecord(key, q.Qtype)
 	}
 	if z := t.zoneOf(key); z != nil && len(key) > len(z.name) {
 		return Result{Action: Answer, Rcode: dns.RcodeNameError, Ns: z.soa}

@@ -120,7 +120,7 @@ type Result struct {
 // Table is an immutable lookup table. The zero value and nil answer nothing
 // (every question is forwarded). A Table is safe for concurrent use.
 type Table struct {
-	ctx Context // normalized: lowercase, no trailing dots, defaults set
+	pod Context // normalized: lowercase, no trailing dots, defaults set
 
 	// names maps every stored name (lowercase, no trailing dot) to its
 	// records; several names may share one node (AltHosts). Kubernetes

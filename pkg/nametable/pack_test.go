@@ -48,11 +48,11 @@ func packResult(tb testing.TB, q dns.Question, r Result) *dns.Msg {
 // every type the table answers and one it does not.
 func TestResultsPack(t *testing.T) {
 	table := newFixture(t)
-	_, _, ctx := fixture()
+	_, _, pod := fixture()
 	names := []string{"web", "web.demo", "web.demo.svc", "_http._tcp.web.demo", "my-pet.headless.default"}
 	for _, n := range table.Names() {
 		names = append(names, n)
-		for _, s := range ctx.Search {
+		for _, s := range pod.Search {
 			if len(n)+len(s)+1 <= maxName {
 				names = append(names, n+"."+s)
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// pod answers a name under pod.<cluster domain> (key, lowercase) the way
+// podRecord answers a name under pod.<cluster domain> (key, lowercase) the way
 // Kubernetes DNS does in "pods insecure" mode, from the name alone:
 //
 //	a-b-c-d.<ns>.pod.<domain>        A a.b.c.d
@@ -18,8 +18,8 @@ import (
 // Anything else below pod.<domain> is NXDOMAIN. With
 // Context.ForwardPods the question goes upstream instead. The record is
 // built per question (it allocates); the proxy packs it once per table.
-func (t *Table) pod(key []byte, qtype uint16) Result {
-	if t.ctx.ForwardPods {
+func (t *Table) podRecord(key []byte, qtype uint16) Result {
+	if t.pod.ForwardPods {
 		return Result{Action: Forward}
 	}
 	z := t.zoneOf(key)
@@ -43,9 +43,9 @@ func (t *Table) pod(key []byte, qtype uint16) Result {
 	owner := string(key) + "."
 	switch {
 	case ip.Is4() && (qtype == dns.TypeA || qtype == dns.TypeANY):
-		return Result{Action: Answer, Answer: []dns.RR{&dns.A{Hdr: header(owner, dns.TypeA, t.ctx.TTL), A: ip.AsSlice()}}}
+		return Result{Action: Answer, Answer: []dns.RR{&dns.A{Hdr: header(owner, dns.TypeA, t.pod.TTL), A: ip.AsSlice()}}}
 	case ip.Is6() && (qtype == dns.TypeAAAA || qtype == dns.TypeANY):
-		return Result{Action: Answer, Answer: []dns.RR{&dns.AAAA{Hdr: header(owner, dns.TypeAAAA, t.ctx.TTL), AAAA: ip.AsSlice()}}}
+		return Result{Action: Answer, Answer: []dns.RR{&dns.AAAA{Hdr: header(owner, dns.TypeAAAA, t.pod.TTL), AAAA: ip.AsSlice()}}}
 	}
 	return nodata
 }
