@@ -120,7 +120,9 @@ func (rawCodec) Name() string { return "proto" }
 // benchAgent is a minimal agent: take a response, ACK it, report.
 func benchAgent(ctx context.Context, addr, ns, pod string, out chan<- applied) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})),
+		// As the agent dials (agent/discovery): static windows, no BDP pings.
+		grpc.WithStaticStreamWindowSize(4<<20), grpc.WithStaticConnWindowSize(4<<20))
 	if err != nil {
 		return err
 	}
@@ -287,6 +289,7 @@ func BenchmarkScale(b *testing.B) {
 	var ticks int64
 	heapMax, rssMax := 0.0, 0.0
 	marshals0 := scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`)
+	stopProfile := profileUpdates(b, admin)
 	b.ResetTimer()
 	for b.Loop() {
 		iters++
@@ -324,6 +327,7 @@ func BenchmarkScale(b *testing.B) {
 		rssMax = max(rssMax, rssBytes(b, pid))
 	}
 	b.StopTimer()
+	stopProfile()
 	marshals := (scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`) - marshals0) / float64(iters)
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
@@ -343,4 +347,41 @@ func BenchmarkScale(b *testing.B) {
 	b.Logf("%d agents in %d namespaces, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
 		nAgents, nNamespaces, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes,
 		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20), marshals, nAgents)
+}
+
+// profileUpdates, when MESHDNS_BENCH_PROFILE names a folder, saves the
+// control plane's CPU profile of the first MESHDNS_BENCH_PROFILE_SECONDS
+// (10) of the update loop (cpu.pprof) and its allocations before and after
+// the loop (allocs-0.pprof, allocs-1.pprof: compare with pprof -base).
+// The returned function waits for the profile.
+func profileUpdates(tb testing.TB, admin string) func() {
+	dir := os.Getenv("MESHDNS_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	save := func(path, name string) {
+		resp, err := http.Get(admin + path)
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}
+	save("/debug/pprof/allocs", "allocs-0.pprof")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", envInt("MESHDNS_BENCH_PROFILE_SECONDS", 10)), "cpu.pprof")
+	}()
+	return func() {
+		<-done
+		save("/debug/pprof/allocs", "allocs-1.pprof")
+	}
 }

@@ -13,6 +13,9 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
+// windowSize is the agent's HTTP/2 receive window (stream and connection).
+const windowSize = 4 << 20
+
 // session runs one stream to addr until it fails or ctx ends. got reports
 // whether the stream delivered at least one response: only then was the
 // control plane really there, and the backoff starts over.
@@ -25,6 +28,12 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageSize)),
+		// Static windows large enough for a full table in one go: with
+		// dynamic windows every response makes the agent send a BDP ping
+		// that the control plane must read and answer, which at
+		// thousands of agents costs it more than sending the update.
+		grpc.WithStaticStreamWindowSize(windowSize),
+		grpc.WithStaticConnWindowSize(windowSize),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                c.cfg.KeepaliveTime,
 			Timeout:             c.cfg.KeepaliveTimeout,
