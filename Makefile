@@ -34,8 +34,9 @@ test-unit: ## run the tests without installing anything (integration tests skip 
 	$(GO) test -race -count=1 ./...
 
 .PHONY: lint
-lint: $(BIN)/buf ## go vet + gofmt check + buf lint
+lint: $(BIN)/buf ## go vet + gofmt check + go mod tidy check + buf lint
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BIN)/buf lint
 

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
@@ -131,7 +133,11 @@ func (a *Agent) Listen() error {
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
 			apply: func(version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
-				return a.tables.applyWith(sourceFile, version, nt, dump)
+				if err := a.tables.applyWith(sourceFile, version, nt, dump); err != nil {
+					return err
+				}
+				a.setReady("name table loaded")
+				return nil
 			},
 			rejected: func() { a.m.rejections.WithLabelValues(sourceFile).Inc() },
 			log:      a.log,
@@ -251,16 +257,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		"dns", a.cfg.DNSAddrs, "admin", a.cfg.AdminAddr, "upstreams", a.resolv.Upstreams,
 		"upstreams_from", a.resolv.From, "search", a.resolv.Search, "namespace", a.cfg.Namespace)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, 8)
+	if a.file == nil && a.disc == nil {
+		// No table source: a plain forwarder. An empty table answers only
+		// dns-version and forwards the rest, and there is nothing to wait
+		// for.
+		if err := a.tables.apply(sourceNone, "none", nil); err != nil {
+			return errors.Join(err, a.Close())
+		}
+		a.setReady("no table source")
+	}
+
+	// The first part to fail ends ctx for the others; Wait returns its
+	// error once every part has stopped.
+	g, ctx := errgroup.WithContext(ctx)
 	run := func(name string, f func(context.Context) error) {
-		wg.Go(func() {
+		g.Go(func() error {
 			if err := f(ctx); err != nil {
-				errc <- fmt.Errorf("%s: %w", name, err)
-				cancel()
+				return fmt.Errorf("%s: %w", name, err)
 			}
+			return nil
 		})
 	}
 
@@ -272,17 +287,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	// file or persisted table is in place for the first query.
 	switch {
 	case a.file != nil:
+		// Each good table marks the agent ready (see the file source's
+		// apply in Listen), this first load included.
 		if err := a.file.load(); err != nil {
 			a.log.Error("rejected name table file; serving without a table until a good one appears", "err", err)
 		}
-		run("name table file", func(ctx context.Context) error {
-			return a.file.Run(ctx)
-		})
-		// Ready after the first good table: poll the cheap atomic rather
-		// than threading a callback through the watcher.
-		run("readiness", func(ctx context.Context) error {
-			return a.waitTable(ctx)
-		})
+		run("name table file", a.file.Run)
 	case a.disc != nil:
 		a.restoring.Store(true)
 		restored, err := a.disc.Restore()
@@ -294,16 +304,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		run("readiness", func(ctx context.Context) error {
 			return a.waitSynced(ctx, restored)
 		})
-	default:
-		// No table source: a plain forwarder. An empty table answers only
-		// dns-version and forwards the rest, and there is nothing to wait
-		// for.
-		if err := a.tables.apply(sourceNone, "none", nil); err != nil {
-			cancel()
-			wg.Wait()
-			return err
-		}
-		a.setReady("no table source")
 	}
 
 	run("dns", a.server.Run)
@@ -321,25 +321,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	<-ctx.Done()
-	wg.Wait()
-	close(errc)
-	return <-errc
-}
-
-// waitTable marks the agent ready once a table is served.
-func (a *Agent) waitTable(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for a.tables.current() == nil {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-	a.setReady("name table loaded")
-	return nil
+	return g.Wait()
 }
 
 // waitSynced marks the agent ready when the stream delivered a table, or,
