@@ -79,6 +79,11 @@ bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsp
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns $(BENCHDNS_FLAGS)
 
+.PHONY: bench-memory
+bench-memory: build ## agent RSS, peak and ready time at 1k/10k/100k names, file and stream, beside dnsmasq (needs dnsperf, dnsmasq)
+	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
+	$(BIN)/benchdns memory $(BENCHMEM_FLAGS)
+
 .PHONY: e2e
 e2e: ## end-to-end tests only: network namespaces, real iptables, real kube-apiserver (root)
 	$(GO) test -count=1 -v ./e2e/

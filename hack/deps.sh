@@ -13,6 +13,8 @@ need ip iproute2
 need dig bind9-dnsutils
 need kdig knot-dnsutils
 need dnsperf dnsperf
+# the memory benchmark's reference server; -base is the binary without a system service on port 53
+need dnsmasq dnsmasq-base
 need getent libc-bin
 need taskset util-linux
 need openssl openssl

@@ -5,6 +5,8 @@
 //
 // Usage: benchdns [run flags]      (what `make bench-dns` runs)
 //
+//	benchdns memory [flags]          (what `make bench-memory` runs: memory.go)
+//
 //	benchdns reflector|upstream|serve [flags]   (the processes run starts)
 //
 // dnsperf and the servers are pinned to different cores with taskset, so a
@@ -31,8 +33,10 @@ func main() {
 		err = runUpstream(args)
 	case "serve":
 		err = runServe(args)
+	case "memory":
+		err = runMemory(args)
 	default:
-		err = fmt.Errorf("unknown command %q (run, reflector, upstream, serve)", cmd)
+		err = fmt.Errorf("unknown command %q (run, memory, reflector, upstream, serve)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchdns: %v\n", err)
