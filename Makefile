@@ -14,8 +14,9 @@ help: ## show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## build bin/meshdns
+build: ## build bin/meshdns and bin/meshdns-agent (the sidecar's build: agent, iptables, version only)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns ./cmd/meshdns
+	$(GO) build -tags agentonly -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns-agent ./cmd/meshdns
 
 .PHONY: run
 run: build ## run the agent on the embedded sample table (examples/nametable.json); dig @127.0.0.1 -p 15053 web.demo

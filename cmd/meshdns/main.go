@@ -1,5 +1,9 @@
 // Command meshdns is the one binary of meshdns: the per-pod DNS agent, the
 // control plane, and the iptables helper of the init container.
+//
+// Built with -tags agentonly (bin/meshdns-agent) it carries only the agent,
+// iptables and version commands: the sidecar's binary, without the control
+// plane, webhook and Kubernetes client code (internal/archtest checks).
 package main
 
 import (

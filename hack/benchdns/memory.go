@@ -41,7 +41,7 @@ func runMemory(args []string) error {
 	var cfg memConfig
 	fs := flag.NewFlagSet("memory", flag.ExitOnError)
 	sizes := fs.String("sizes", "1000,10000,100000", "table sizes (names), comma-separated")
-	agent := fs.String("agent", "bin/meshdns agent", "command line of the agent (binary and subcommand)")
+	agent := fs.String("agent", "bin/meshdns-agent agent", "command line of the agent (binary and subcommand)")
 	fs.StringVar(&cfg.meshdns, "controlplane", "bin/meshdns", "meshdns binary that runs the control plane (empty: skip the stream)")
 	fs.StringVar(&cfg.dnsmasq, "dnsmasq", "dnsmasq", "dnsmasq binary (empty: skip it)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait after ready (and after a replacement) before reading memory")

@@ -183,3 +183,37 @@ func isStdPath(path string) bool {
 	first, _, _ := strings.Cut(path, "/")
 	return !strings.Contains(first, ".")
 }
+
+// AgentBuildTag is the build tag of the sidecar's binary: `go build -tags
+// agentonly ./cmd/meshdns` leaves out the control plane, the webhook and the
+// Kubernetes client code, whose pages every pod's agent would otherwise pay
+// for.
+const AgentBuildTag = "agentonly"
+
+// agentBuildNot lists what the agent build must not link: a package path
+// and what is below it, or, ending in "/", every module of a host.
+var agentBuildNot = []string{
+	Module + "/controlplane",
+	"k8s.io/",
+	"sigs.k8s.io/",
+	"gopkg.in/yaml.v3",
+	"go.yaml.in/",
+}
+
+// AgentBuildViolations checks the packages of the agent build (go list
+// -tags agentonly -deps ./cmd/meshdns) and returns one line per package
+// that only the control plane needs, sorted.
+func AgentBuildViolations(pkgs []Package) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, bad := range agentBuildNot {
+			host := strings.HasSuffix(bad, "/") && strings.HasPrefix(p.ImportPath, bad)
+			if host || under(p.ImportPath, bad) {
+				out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s: the sidecar carries only what the agent needs", AgentBuildTag, p.ImportPath))
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,17 +109,14 @@ func withStd(a []Package, more ...Package) []Package {
 	return append(append([]Package(nil), a...), more...)
 }
 
-// TestDependencyArrows runs go list on the whole module and fails on any
-// import that breaks the layering of docs/design.md.
-func TestDependencyArrows(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list over the module")
-	}
+// goList runs go list -e -deps -json at the module root with args.
+func goList(t *testing.T, args ...string) []Package {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	cmd := exec.Command(goTool, "list", "-e", "-deps", "-json=ImportPath,Standard,Imports,Deps,TestImports,XTestImports", "./...")
+	cmd := exec.Command(goTool, append([]string{"list", "-e", "-deps", "-json=ImportPath,Standard,Imports,Deps,TestImports,XTestImports"}, args...)...)
 	cmd.Dir = filepath.Join("..", "..")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -137,6 +135,47 @@ func TestDependencyArrows(t *testing.T) {
 		}
 		pkgs = append(pkgs, p)
 	}
+	return pkgs
+}
+
+// TestAgentBuild checks that the sidecar's build of the binary links no
+// control plane, webhook or Kubernetes client code.
+func TestAgentBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	pkgs := goList(t, "-tags", AgentBuildTag, "./cmd/meshdns")
+	// Guard against a listing that lost the agent: then nothing is checked.
+	if !slices.ContainsFunc(pkgs, func(p Package) bool { return p.ImportPath == Module+"/agent" }) {
+		t.Fatalf("go list -tags %s ./cmd/meshdns does not reach the agent package (%d packages)", AgentBuildTag, len(pkgs))
+	}
+	if v := AgentBuildViolations(pkgs); len(v) > 0 {
+		t.Errorf("%s", strings.Join(v, "\n"))
+	}
+}
+
+func TestAgentBuildViolations(t *testing.T) {
+	pkgs := []Package{
+		{ImportPath: m + "agent"}, {ImportPath: "google.golang.org/grpc"},
+		{ImportPath: m + "controlplane/webhook"}, {ImportPath: "k8s.io/apimachinery/pkg/runtime"},
+		{ImportPath: m + "controlplaneish"},
+	}
+	want := []string{
+		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/controlplane/webhook: the sidecar carries only what the agent needs",
+		"the agent build (-tags agentonly) links k8s.io/apimachinery/pkg/runtime: the sidecar carries only what the agent needs",
+	}
+	if diff := cmp.Diff(want, AgentBuildViolations(pkgs)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestDependencyArrows runs go list on the whole module and fails on any
+// import that breaks the layering of docs/design.md.
+func TestDependencyArrows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	pkgs := goList(t, "./...")
 	ours := 0
 	for _, p := range pkgs {
 		if own(p.ImportPath) != "" {
