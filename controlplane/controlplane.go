@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,9 @@ type Config struct {
 	// Entries are YAML files or folders for the file source; none turns
 	// the file source off.
 	Entries []string
+	// StateDir, when set, keeps the last good version of every entries
+	// file across restarts; "" keeps nothing (see filesource.Config).
+	StateDir string
 	// VIPCIDRs are the virtual IP pools; nil means DefaultVIPCIDRs.
 	VIPCIDRs []netip.Prefix
 	// TLSCert and TLSKey turn on TLS for gRPC; ClientCA additionally
@@ -61,7 +65,9 @@ type Config struct {
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// ExpectSources are source names that must report before the first
-	// version is served ("file" is added when Entries is set).
+	// version is served. The file source, and every source of Sources
+	// with a Name() string method, are added: no agent ever gets a table
+	// missing a configured source.
 	ExpectSources []string
 	// Webhook, when set, is served over HTTPS on WebhookAddr (zero means
 	// ":15017") with WebhookCert and WebhookKey, re-read when they change,
@@ -133,7 +139,7 @@ func New(cfg Config) (*ControlPlane, error) {
 			return nil, err
 		}
 		fs, err := filesource.New(filesource.Config{
-			Paths: cfg.Entries, VIP: alloc, Logger: log.With("component", "filesource"), Registerer: cfg.Registerer,
+			Paths: cfg.Entries, VIP: alloc, StateDir: cfg.StateDir, Logger: log.With("component", "filesource"), Registerer: cfg.Registerer,
 		})
 		if err != nil {
 			return nil, err
@@ -142,6 +148,11 @@ func New(cfg Config) (*ControlPlane, error) {
 		expect = append(expect, fs.Name())
 	}
 	c.sources = append(c.sources, cfg.Sources...)
+	for _, s := range cfg.Sources {
+		if n, ok := s.(interface{ Name() string }); ok && !slices.Contains(expect, n.Name()) {
+			expect = append(expect, n.Name())
+		}
+	}
 	if len(c.sources) == 0 {
 		return nil, errors.New("controlplane: no sources (give --entries or a Kubernetes source)")
 	}
@@ -179,7 +190,8 @@ func New(cfg Config) (*ControlPlane, error) {
 	return c, nil
 }
 
-// Ready reports whether the first version is built.
+// Ready reports whether the first version is built, which is once every
+// source has reported (each entries path has a good version).
 func (c *ControlPlane) Ready() bool {
 	select {
 	case <-c.views.Ready():

@@ -25,6 +25,7 @@ func init() {
 // reads MESHDNS_<NAME>. Add a flag here and map it in config.
 type controlPlaneFlags struct {
 	grpcAddr, adminAddr, clusterDomain string
+	stateDir                           string
 	entries, vipCIDRs                  stringList
 	tlsCert, tlsKey, clientCA          string
 	debounce                           time.Duration
@@ -37,6 +38,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.StringVar(&f.adminAddr, "admin-addr", ":15014", "address of the admin HTTP server (/metrics, /healthz/ready, /debug/...)")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	fs.Var(&f.entries, "entries", "entries YAML file or folder of them (repeatable)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "directory keeping the last good version of every entries file across restarts")
 	fs.Var(&f.vipCIDRs, "vip-cidr", "virtual IP pool for entries without addresses (repeatable; default 240.240.0.0/16 and fd00:240:240::/48)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM server certificate for gRPC; enables TLS (re-read when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
@@ -53,6 +55,7 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 		AdminAddr:     f.adminAddr,
 		ClusterDomain: f.clusterDomain,
 		Entries:       f.entries,
+		StateDir:      f.stateDir,
 		TLSCert:       f.tlsCert,
 		TLSKey:        f.tlsKey,
 		ClientCA:      f.clientCA,

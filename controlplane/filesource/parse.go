@@ -1,6 +1,8 @@
 package filesource
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -60,6 +62,9 @@ func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
 	if len(data) > maxFileSize {
 		return nil, nil, fmt.Errorf("file is %d bytes, more than %d", len(data), maxFileSize)
 	}
+	if err := checkExplicit(data); err != nil {
+		return nil, nil, err
+	}
 	var f File
 	// Strict: a misspelt field ("adresses") must not silently turn a
 	// real address into a virtual IP.
@@ -95,6 +100,41 @@ func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
 		return nil, nil, errors.Join(errs...)
 	}
 	return entries, zones, nil
+}
+
+// Sentinels for files that say nothing. A truncated write, a ConfigMap
+// key emptied by a templating mistake or an editor's blank save would
+// otherwise read as "no entries" and turn every name of the file into
+// NXDOMAIN in every pod; a file meant to hold no entries says so.
+var (
+	ErrEmpty      = errors.New("file is empty (write \"entries: []\" for a file with no entries)")
+	ErrNoEntries  = errors.New("file has no entries list (write \"entries: []\" for a file with no entries)")
+	errNotMapping = errors.New("file is not a mapping with an entries list")
+)
+
+// checkExplicit rejects a file that decodes to nothing (0 bytes,
+// whitespace, comments only) or lacks the entries key: only a file with
+// an explicit (possibly empty) entries list is valid.
+func checkExplicit(data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return ErrEmpty // YAML would reject a tab here with a less useful error
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(j, &top); err != nil {
+		return errNotMapping
+	}
+	if top == nil {
+		return ErrEmpty
+	}
+	raw, ok := top["entries"]
+	if !ok || string(raw) == "null" {
+		return ErrNoEntries
+	}
+	return nil
 }
 
 func convert(fe FileEntry) (registry.Entry, error) {

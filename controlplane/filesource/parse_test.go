@@ -56,7 +56,15 @@ entries:
 				Ports:    []nametable.Port{{Name: "dns", Port: 53, Protocol: "UDP"}, {Name: "web", Port: 80, Protocol: "TCP"}}}}},
 			wantZones: []string{"corp.example"},
 		},
-		{name: "empty file", yaml: ``},
+		{name: "explicitly empty", yaml: "entries: []"},
+		{name: "explicitly empty with zones", yaml: "zones: [corp.example]\nentries: []\n", wantZones: []string{"corp.example"}},
+		{name: "empty file", yaml: ``, wantErr: "file is empty"},
+		{name: "whitespace only", yaml: " \n\t\n\n", wantErr: "file is empty"},
+		{name: "comments only", yaml: "# entries moved to team-b.yaml\n", wantErr: "file is empty"},
+		{name: "JSON null", yaml: "null", wantErr: "file is empty"},
+		{name: "no entries key", yaml: "zones: [corp.example]", wantErr: "no entries list"},
+		{name: "entries without a value", yaml: "entries:\n", wantErr: "no entries list"},
+		{name: "a list, not a mapping", yaml: "- hostname: a.x", wantErr: "not a mapping"},
 		{name: "same name for disjoint namespaces", yaml: `
 entries:
   - {hostname: db.x, addresses: [10.0.0.1], namespaces: [a]}

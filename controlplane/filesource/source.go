@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +41,11 @@ type Config struct {
 	// Settle is how long a change waits for more events before the files
 	// are read (a ConfigMap swap is several events); zero means 20ms.
 	Settle time.Duration
+	// StateDir, when set, keeps the last good version of every file
+	// across restarts (in filesource-<Name>.json, written atomically), so
+	// a restart while a file is invalid, empty or gone serves its last
+	// good version; "" keeps nothing.
+	StateDir string
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -55,20 +61,25 @@ type Source struct {
 	m   *metrics
 
 	// Owned by the Run goroutine.
-	files map[string]*fileState
-	sent  [32]byte // digest of the last snapshot sent
-	once  bool     // a snapshot was sent
+	files  map[string]*fileState
+	loaded map[string]bool // configured paths read at least once (or restored)
+	sent   [32]byte        // digest of the last snapshot sent
+	once   bool            // a snapshot was sent
 }
 
 var _ registry.Source = (*Source)(nil)
 
 type fileState struct {
-	digest  [32]byte // of the content last read, good or bad
-	good    bool     // the file has a last good version
-	goodSum [32]byte // digest of the last good version
-	entries []registry.Entry
-	zones   []string
+	digest   [32]byte // of the content last read, good or bad
+	rejected bool     // the content last read was unreadable or invalid
+	good     bool     // the file has a last good version
+	goodSum  [32]byte // digest of the last good version
+	goodData []byte   // the last good version, for the state
+	entries  []registry.Entry
+	zones    []string
 }
+
+func sum(data []byte) [32]byte { return sha256.Sum256(data) }
 
 // New returns a source; Run reads the files.
 func New(cfg Config) (*Source, error) {
@@ -91,16 +102,29 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filesource metrics: %w", err)
 	}
-	return &Source{cfg: cfg, log: log.With("source", cfg.Name), m: m, files: map[string]*fileState{}}, nil
+	return &Source{cfg: cfg, log: log.With("source", cfg.Name), m: m, files: map[string]*fileState{},
+		loaded: map[string]bool{}}, nil
 }
 
 // Name is the source name passed to the sink.
 func (s *Source) Name() string { return s.cfg.Name }
 
-// Run reads the files, sends a snapshot, and sends another whenever they
-// change, until ctx ends. It always sends a first snapshot, even an empty
-// one, so a registry waiting for this source is not held up by a bad file.
+// Run reads the files and sends a snapshot once every configured path has
+// loaded: each file has a good version (read now, or restored from
+// StateDir) and each folder was listed. Until then it sends nothing, so the
+// registry, waiting for this source, publishes no table that lacks a
+// file's names. It then sends another snapshot whenever the files change,
+// until ctx ends.
 func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
+	if s.cfg.StateDir != "" {
+		st, err := s.loadState()
+		if err != nil {
+			// A damaged state is no worse than none: the files decide.
+			s.log.Error("cannot restore entries files from state", "err", err)
+		} else if st != nil {
+			s.restore(st)
+		}
+	}
 	// Watch before the first read, so a change right after it is seen.
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -177,6 +201,21 @@ func (s *Source) reload(sink registry.Sink) {
 			delete(s.files, p)
 		}
 	}
+	var rejected int
+	for _, p := range paths {
+		if st := s.files[p]; st != nil && st.rejected {
+			rejected++
+		}
+	}
+	s.m.rejected.Set(float64(rejected))
+	if !s.once {
+		if waiting := s.waiting(paths); len(waiting) > 0 {
+			s.log.Error("entries not loaded yet; serving no table until every path has a good version",
+				"waiting", waiting)
+			return
+		}
+		s.m.loaded.Set(1)
+	}
 	h := sha256.New()
 	var entries []registry.Entry
 	var zones []string
@@ -198,7 +237,32 @@ func (s *Source) reload(sink registry.Sink) {
 	s.sent, s.once = digest, true
 	s.m.entries.Set(float64(len(entries)))
 	s.log.Info("entries loaded", "files", len(paths), "entries", len(entries))
+	if s.cfg.StateDir != "" {
+		// Before the update: what agents may get is on disk first.
+		if err := s.saveState(s.snapshotState()); err != nil {
+			s.m.stateErrors.Inc()
+			s.log.Error("cannot save entries state; a restart would not know this version", "err", err)
+		}
+	}
 	sink.Update(s.cfg.Name, registry.Snapshot{Entries: entries, Zones: zones, Changed: s.cfg.Now()})
+}
+
+// waiting returns the configured paths that have not loaded and the
+// listed files without a good version.
+func (s *Source) waiting(paths []string) []string {
+	var out []string
+	for _, p := range s.cfg.Paths {
+		if !s.loaded[p] {
+			out = append(out, p)
+		}
+	}
+	for _, p := range paths {
+		if st := s.files[p]; st == nil || !st.good {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // list expands the configured paths into files, sorted, so files later in
@@ -228,6 +292,7 @@ func (s *Source) list() []string {
 			s.log.Error("entries folder unreadable", "path", p, "err", err)
 			continue
 		}
+		s.loaded[p] = true
 		for _, de := range des {
 			name := de.Name()
 			if strings.HasPrefix(name, ".") || !hasEntriesExt(name) {
@@ -263,22 +328,28 @@ func (s *Source) read(p string) {
 	}
 	data, err := readFile(p)
 	if err != nil {
+		st.rejected = true
+		st.digest = [32]byte{} // read it again once it is back
 		s.m.reloadErrors.Inc()
-		s.log.Error("entries file unreadable; keeping its last good entries", "path", p, "err", err)
+		s.log.Error("entries file unreadable; keeping its last good entries", "path", p, "had_good", st.good, "err", err)
 		return
 	}
-	d := sha256.Sum256(data)
+	d := sum(data)
 	if d == st.digest && st.digest != ([32]byte{}) {
 		return // unchanged (or the same bad content, already reported)
 	}
 	st.digest = d
 	entries, zones, err := Parse(data)
 	if err != nil {
+		st.rejected = true
 		s.m.reloadErrors.Inc()
 		s.log.Error("entries file rejected; keeping its last good entries", "path", p, "had_good", st.good, "err", err)
 		return
 	}
-	st.entries, st.zones, st.good, st.goodSum = entries, zones, true, d
+	st.entries, st.zones, st.good, st.goodSum, st.goodData, st.rejected = entries, zones, true, d, data, false
+	if slices.Contains(s.cfg.Paths, p) {
+		s.loaded[p] = true // a configured file (not a folder's)
+	}
 }
 
 func readFile(p string) ([]byte, error) {

@@ -59,6 +59,7 @@ type running struct {
 	src  *Source
 	sink *sink
 	prom *prometheus.Registry
+	stop func() // cancels Run and waits for it; idempotent
 }
 
 func start(t *testing.T, cfg Config) *running {
@@ -77,8 +78,9 @@ func start(t *testing.T, cfg Config) *running {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = src.Run(ctx, sk) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &running{src: src, sink: sk, prom: prom}
+	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
+	return &running{src: src, sink: sk, prom: prom, stop: stop}
 }
 
 func write(t *testing.T, path, data string) {
@@ -224,16 +226,114 @@ func TestBadFileKeepsLastGood(t *testing.T) {
 	}
 }
 
-func TestBadFileAtStartStillSendsSnapshot(t *testing.T) {
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "a.yaml"), "entries: [{hostname: a.x, addresses: [nope]}]")
-	r := start(t, Config{Paths: []string{dir, filepath.Join(dir, "missing.yaml")}})
-	if diff := cmp.Diff(map[string]string{}, r.sink.next(t)); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
+// TestNothingUntilLoaded: a path that is missing, empty or invalid at start
+// holds the first snapshot (the registry waits for it, so no agent gets a
+// table without that file's names) until it has a good version.
+func TestNothingUntilLoaded(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) // leaves dir/a.yaml missing or bad
+	}{
+		{name: "missing file", setup: func(*testing.T, string) {}},
+		{name: "empty file", setup: func(t *testing.T, dir string) { write(t, filepath.Join(dir, "a.yaml"), "") }},
+		{name: "whitespace", setup: func(t *testing.T, dir string) { write(t, filepath.Join(dir, "a.yaml"), "\n  \n") }},
+		{name: "invalid file", setup: func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "a.yaml"), "entries: [{hostname: a.x, addresses: [nope]}]")
+		}},
 	}
-	if got := testutil.CollectAndCount(r.prom, "meshdns_controlplane_file_reload_errors_total"); got != 1 {
-		t.Errorf("metric series = %d", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			good := filepath.Join(dir, "good")
+			if err := os.Mkdir(good, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(good, "b.yaml"), "entries: [{hostname: b.x, addresses: [10.0.0.2]}]")
+			tc.setup(t, dir)
+			file := filepath.Join(dir, "a.yaml")
+			r := start(t, Config{Paths: []string{good, file}})
+			r.sink.none(t, 200*time.Millisecond)
+			if got := testutil.ToFloat64(r.src.m.loaded); got != 0 {
+				t.Errorf("meshdns_controlplane_file_loaded = %v before every path loaded", got)
+			}
+			write(t, file, "entries: []")
+			if diff := cmp.Diff(map[string]string{"b.x": "10.0.0.2"}, r.sink.next(t)); diff != "" {
+				t.Errorf("once loaded (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(r.src.m.loaded); got != 1 {
+				t.Errorf("meshdns_controlplane_file_loaded = %v, want 1", got)
+			}
+		})
 	}
+}
+
+// TestStateSurvivesRestart: with a state directory, a source restarted
+// while its file is empty, invalid or gone serves the file's last good
+// version from the state; a good file on disk wins over the state.
+func TestStateSurvivesRestart(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(t *testing.T, file string)
+		want  map[string]string
+	}{
+		{name: "empty file", fault: func(t *testing.T, f string) { write(t, f, "") }, want: map[string]string{"a.x": "10.0.0.1"}},
+		{name: "invalid file", fault: func(t *testing.T, f string) { write(t, f, "entries: [{hostname: a.x, addresses: [10.0.0]}]") },
+			want: map[string]string{"a.x": "10.0.0.1"}},
+		{name: "file deleted", fault: func(t *testing.T, f string) {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}, want: map[string]string{"a.x": "10.0.0.1"}},
+		{name: "good new version", fault: func(t *testing.T, f string) { write(t, f, "entries: [{hostname: a.x, addresses: [10.0.0.7]}]") },
+			want: map[string]string{"a.x": "10.0.0.7"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, state := t.TempDir(), t.TempDir()
+			file := filepath.Join(dir, "a.yaml")
+			write(t, file, "entries: [{hostname: a.x, addresses: [10.0.0.1]}]")
+			r := start(t, Config{Paths: []string{file}, StateDir: state})
+			if diff := cmp.Diff(map[string]string{"a.x": "10.0.0.1"}, r.sink.next(t)); diff != "" {
+				t.Fatalf("first run (-want +got):\n%s", diff)
+			}
+			r.stop()
+			tc.fault(t, file)
+			r = start(t, Config{Paths: []string{file}, StateDir: state})
+			if diff := cmp.Diff(tc.want, r.sink.next(t)); diff != "" {
+				t.Errorf("after restart (-want +got):\n%s", diff)
+			}
+			des, err := os.ReadDir(state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, de := range des {
+				names = append(names, de.Name())
+			}
+			if diff := cmp.Diff([]string{"filesource-file.json"}, names); diff != "" {
+				t.Errorf("state dir (-want +got), no temporary files left:\n%s", diff)
+			}
+		})
+	}
+	t.Run("without a state dir the restart waits", func(t *testing.T) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "a.yaml")
+		write(t, file, "")
+		r := start(t, Config{Paths: []string{file}})
+		r.sink.none(t, 200*time.Millisecond)
+	})
+	t.Run("a state from another configuration is not used", func(t *testing.T) {
+		dir, other, state := t.TempDir(), t.TempDir(), t.TempDir()
+		write(t, filepath.Join(other, "o.yaml"), "entries: [{hostname: o.x, addresses: [10.0.0.5]}]")
+		r := start(t, Config{Paths: []string{other}, StateDir: state})
+		r.sink.next(t)
+		r.stop()
+		write(t, filepath.Join(dir, "a.yaml"), "entries: []")
+		r = start(t, Config{Paths: []string{dir}, StateDir: state})
+		if diff := cmp.Diff(map[string]string{}, r.sink.next(t)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestVirtualIPs(t *testing.T) {
