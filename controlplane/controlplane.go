@@ -20,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/controlplane/admin"
-	"github.com/meshdns/meshdns/controlplane/certs"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/controlplane/vip"
+	"github.com/meshdns/meshdns/internal/certfile"
 )
 
 // DefaultVIPCIDRs are the virtual IP pools when none are configured: a
@@ -168,12 +168,12 @@ func New(cfg Config) (*ControlPlane, error) {
 		return nil, err
 	}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.ClientCA != "" {
-		rl, err := certs.New(certs.Config{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ClientCAFile: cfg.ClientCA,
+		rl, err := certfile.New(certfile.Config{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.ClientCA,
 			Logger: log.With("component", "grpc-tls")})
 		if err != nil {
 			return nil, fmt.Errorf("grpc tls: %w", err)
 		}
-		if c.grpcTLS, err = rl.TLSConfig(); err != nil {
+		if c.grpcTLS, err = rl.ServerConfig(); err != nil {
 			return nil, fmt.Errorf("grpc tls: %w", err)
 		}
 	}
@@ -250,11 +250,11 @@ func (c *ControlPlane) webhookTLS() (*tls.Config, error) {
 	if m := c.cfg.WebhookCerts; m != nil && c.cfg.WebhookCert == "" {
 		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: m.GetCertificate}, nil
 	}
-	rl, err := certs.New(certs.Config{CertFile: c.cfg.WebhookCert, KeyFile: c.cfg.WebhookKey, Logger: c.log.With("component", "webhook-tls")})
+	rl, err := certfile.New(certfile.Config{CertFile: c.cfg.WebhookCert, KeyFile: c.cfg.WebhookKey, Logger: c.log.With("component", "webhook-tls")})
 	if err != nil {
 		return nil, err
 	}
-	return rl.TLSConfig()
+	return rl.ServerConfig()
 }
 
 // serveHTTP serves until ctx ends, then shuts down gracefully.

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/certfile"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -44,9 +45,9 @@ type Config struct {
 
 	// CACert verifies the control plane; TLSCert and TLSKey are the agent's
 	// client certificate (mTLS). Any of them set turns TLS on; without
-	// CACert the system roots verify the server. The files are read again
-	// for every new connection, so rotated certificates take effect at the
-	// next reconnect without a restart.
+	// CACert the system roots verify the server. The files are checked
+	// for every new connection (internal/certfile), so rotated
+	// certificates take effect at the next reconnect without a restart.
 	CACert  string
 	TLSCert string
 	TLSKey  string
@@ -86,6 +87,7 @@ type Client struct {
 	log     *slog.Logger
 	metrics *metrics
 	synced  chan struct{}
+	tls     *certfile.Reloader // or nil for plaintext
 
 	mu      sync.Mutex // guards following
 	version string
@@ -131,12 +133,20 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
+	c := &Client{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		metrics: m,
 		synced:  make(chan struct{}),
-	}, nil
+	}
+	if cfg.CACert != "" || cfg.TLSCert != "" {
+		if c.tls, err = certfile.New(certfile.Config{
+			CAFile: cfg.CACert, CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ServerName: cfg.ServerName, Logger: cfg.Logger,
+		}); err != nil {
+			return nil, fmt.Errorf("discovery: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // InstanceID returns the UUID that names this agent on the stream.

@@ -66,9 +66,6 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
 	w, err := webhook.New(webhook.Config{
-		Addr:         f.addr,
-		CertFile:     f.cert,
-		KeyFile:      f.key,
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,
 		Logger:       log.With("component", "webhook"),

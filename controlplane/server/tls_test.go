@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/meshdns/meshdns/controlplane/certs"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
+	"github.com/meshdns/meshdns/internal/certfile"
 	"github.com/meshdns/meshdns/internal/certtest"
 )
 
@@ -19,11 +19,11 @@ func TestMTLS(t *testing.T) {
 	certFile := certtest.Write(t, dir, "tls.crt", srvCert)
 	keyFile := certtest.Write(t, dir, "tls.key", srvKey)
 	caFile := certtest.Write(t, dir, "ca.crt", ca.PEM)
-	rl, err := certs.New(certs.Config{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile})
+	rl, err := certfile.New(certfile.Config{CertFile: certFile, KeyFile: keyFile, CAFile: caFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsConf, err := rl.TLSConfig()
+	tlsConf, err := rl.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -78,29 +77,15 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 	ctx := context.Background()
 	ca := certtest.NewCA(t, "meshdns-webhook-test-ca")
 	certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true)
-	certFile, keyFile := certtest.WritePair(t, t.TempDir(), certPEM, keyPEM)
-	w, _ := newTestWebhook(t, Config{CertFile: certFile, KeyFile: keyFile, Template: Template{Image: "example/meshdns:test"}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Serve(sctx, ln) }()
-	stopped := false
-	stopWebhook := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stopWebhook)
+	w, _ := newTestWebhook(t, Config{Template: Template{Image: "example/meshdns:test"}})
+	srv := httptest.NewUnstartedServer(w)
+	srv.TLS = certtest.ServerTLS(t, certPEM, keyPEM, nil)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	stopWebhook := srv.Close
 
 	mwcs := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, exampleWebhookConfig(t, "https://"+ln.Addr().String(), ca.PEM), metav1.CreateOptions{}); err != nil {
+	if _, err := mwcs.Create(ctx, exampleWebhookConfig(t, srv.URL, ca.PEM), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register webhook: %v", err)
 	}
 	// Sorted after meshdns-sidecar-injector, so it runs second.

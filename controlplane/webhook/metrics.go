@@ -13,7 +13,7 @@ type metrics struct {
 	// already_injected, not_a_pod.
 	skipped  *prometheus.CounterVec
 	duration prometheus.Histogram
-	// reloads by file (template, certificate) and result (ok, error).
+	// reloads of the template file by result (ok, error).
 	reloads *prometheus.CounterVec
 }
 
@@ -33,9 +33,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5},
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshdns_webhook_reloads_total",
-			Help: "Reloads of the template and certificate files, by file and result.",
-		}, []string{"file", "result"}),
+			Name: "meshdns_webhook_template_reloads_total",
+			Help: "Reloads of the injection template file, by result (ok, error).",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m, nil

@@ -21,7 +21,7 @@ func TestREADMEMetrics(t *testing.T) {
 		registered[mf.GetName()] = true
 	}
 	// Vectors without children are not gathered; list them by name.
-	for _, n := range []string{"meshdns_webhook_requests_total", "meshdns_webhook_skipped_total", "meshdns_webhook_reloads_total"} {
+	for _, n := range []string{"meshdns_webhook_requests_total", "meshdns_webhook_skipped_total", "meshdns_webhook_template_reloads_total"} {
 		registered[n] = true
 	}
 	readmetest.MetricsDocumented(t, "README.md", regexp.MustCompile("`(meshdns_[a-z_]+)`"), keys(registered))

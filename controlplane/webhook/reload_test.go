@@ -2,11 +2,7 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,131 +74,6 @@ func TestParseTemplate(t *testing.T) {
 	}
 }
 
-// serveTest starts w.Serve on 127.0.0.1:0 and returns its address.
-func serveTest(t *testing.T, w *Webhook) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
-}
-
-// servedSerial does a TLS handshake and returns the leaf's serial number.
-func servedSerial(t *testing.T, addr string) int64 {
-	t.Helper()
-	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the serial is what we check
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
-}
-
-// TestServeReloads runs the real HTTPS server and rotates the certificate
-// and the template files under it.
-func TestServeReloads(t *testing.T) {
-	dir := t.TempDir()
-	ca := certtest.NewCA(t, "meshdns-webhook-test-ca")
-	certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(1))
-	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
-	tmplFile := certtest.Write(t, dir, "template.yaml", []byte("image: example/meshdns:v1\n"))
-	w, _ := newTestWebhook(t, Config{
-		CertFile: certFile, KeyFile: keyFile, TemplateFile: tmplFile,
-		PollInterval: time.Hour, // only fsnotify may trigger the reloads below
-	})
-	addr := serveTest(t, w)
-
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 5 * time.Second}
-	t.Cleanup(client.CloseIdleConnections)
-	res, err := client.Post("https://"+addr+"/inject", "application/json", strings.NewReader(string(reviewBody(t, &corev1.Pod{}))))
-	if err != nil {
-		t.Fatalf("verified HTTPS request: %v", err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", res.StatusCode)
-	}
-	if got := w.Template().Image; got != "example/meshdns:v1" {
-		t.Fatalf("image = %q, template file not loaded", got)
-	}
-
-	t.Run("template change is picked up", func(t *testing.T) {
-		certtest.Write(t, dir, "template.yaml", []byte("image: example/meshdns:v2\n"))
-		eventually(t, "template v2", func() bool { return w.Template().Image == "example/meshdns:v2" })
-	})
-	t.Run("bad template keeps the last good one", func(t *testing.T) {
-		certtest.Write(t, dir, "template.yaml", []byte("imgae: typo\n"))
-		eventually(t, "error counted", func() bool {
-			return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("template", "error")) >= 1
-		})
-		if got := w.Template().Image; got != "example/meshdns:v2" {
-			t.Errorf("image = %q after a bad template, want v2 kept", got)
-		}
-	})
-	t.Run("certificate rotation is picked up", func(t *testing.T) {
-		if got := servedSerial(t, addr); got != 1 {
-			t.Fatalf("serial = %d, want 1", got)
-		}
-		certPEM, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(2))
-		certtest.WritePair(t, dir, certPEM, keyPEM)
-		eventually(t, "certificate 2 served", func() bool { return servedSerial(t, addr) == 2 })
-	})
-	t.Run("mismatched pair keeps the last good certificate", func(t *testing.T) {
-		_, keyPEM := ca.Issue(t, "meshdns-webhook-test", true, certtest.Serial(3))
-		certtest.Write(t, dir, "tls.key", keyPEM) // key of 3, certificate of 2
-		eventually(t, "error counted", func() bool {
-			return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("certificate", "error")) >= 1
-		})
-		if got := servedSerial(t, addr); got != 2 {
-			t.Errorf("serial = %d, want 2 kept", got)
-		}
-	})
-}
-
-func TestServeRefusesMissingFiles(t *testing.T) {
-	dir := t.TempDir()
-	certPEM, keyPEM := certtest.NewCA(t, "meshdns-webhook-test-ca").Issue(t, "meshdns-webhook-test", true)
-	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("dnsPort: -3\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name    string
-		cfg     Config
-		wantErr string
-	}{
-		{name: "no certificate configured", cfg: Config{}, wantErr: "certificate and key files are required"},
-		{name: "certificate missing", cfg: Config{CertFile: filepath.Join(dir, "nope"), KeyFile: keyFile}, wantErr: "read certificate"},
-		{name: "bad template", cfg: Config{CertFile: certFile, KeyFile: keyFile, TemplateFile: bad}, wantErr: "dnsPort -3 out of range"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w, _ := newTestWebhook(t, tt.cfg)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = w.Serve(context.Background(), ln)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Serve err = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 func TestNewRejectsBadTemplate(t *testing.T) {
 	if _, err := New(Config{Template: Template{AdminPort: 15053}}); err == nil {
 		t.Fatal("New accepted a template whose admin port is the DNS port")
@@ -225,6 +96,13 @@ func TestWatchTemplate(t *testing.T) {
 	resp := decodeResponse(t, post(t, w, "/inject", reviewBody(t, &corev1.Pod{})))
 	if !strings.Contains(string(resp.Patch), `"image":"example/meshdns:b"`) {
 		t.Errorf("patch does not use the reloaded template: %s", resp.Patch)
+	}
+	vol.update("template.yaml", "imgae: typo\n")
+	eventually(t, "bad template counted", func() bool {
+		return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("error")) >= 1
+	})
+	if got := w.Template().Image; got != "example/meshdns:b" {
+		t.Errorf("image = %q after a bad template, want b kept", got)
 	}
 	cancel()
 	if err := <-done; err != nil {
