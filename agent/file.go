@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshdns/meshdns/internal/filewatch"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -22,12 +20,9 @@ import (
 // name table in protojson is about 20 MB).
 const maxTableFile = 256 << 20
 
-// fileSource serves a static table file and reloads it when it changes.
-// It watches the file's directory rather than the file: editors and
-// Kubernetes ConfigMap mounts replace files by renaming a new one (or a
-// symlink to a new directory) over the old, which a watch on the file
-// itself would lose. A stat on every poll tick catches what the events
-// miss.
+// fileSource serves a static table file and reloads it when it changes
+// (internal/filewatch: events of the file's folder, and a stat poll every
+// interval).
 type fileSource struct {
 	path     string
 	interval time.Duration
@@ -38,23 +33,7 @@ type fileSource struct {
 	log      *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
-	seen  [sha256.Size]byte // content last applied or rejected
-	stamp fileStamp         // stat of the file last read
-}
-
-// fileStamp identifies a file version without reading it.
-type fileStamp struct {
-	ino   uint64
-	size  int64
-	mtime time.Time
-}
-
-func stampOf(fi os.FileInfo) fileStamp {
-	s := fileStamp{size: fi.Size(), mtime: fi.ModTime()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-	}
-	return s
+	seen [sha256.Size]byte // content last applied or rejected
 }
 
 // parseTableFile reads the protojson form of a NameTable. Unknown fields
@@ -78,7 +57,6 @@ func (f *fileSource) load() error {
 	if fi.Size() > maxTableFile {
 		return fmt.Errorf("name table file %s: %d bytes is more than %d", f.path, fi.Size(), maxTableFile)
 	}
-	f.stamp = stampOf(fi)
 	b, err := os.ReadFile(f.path)
 	if err != nil {
 		return fmt.Errorf("name table file: %w", err)
@@ -116,58 +94,15 @@ func (f *fileSource) dumper(sum [sha256.Size]byte) func() (*meshdnsv1.NameTable,
 	}
 }
 
-// reload loads the file and logs a rejection. Unchanged files cost a read
-// and a hash.
+// reload loads the file and logs a rejection. It runs when the file may
+// have changed; unchanged content costs a read and a hash.
 func (f *fileSource) reload() {
 	if err := f.load(); err != nil {
 		f.log.Error("rejected name table file; the last good table keeps serving", "err", err)
 	}
 }
 
-// changed reports whether a stat shows another file than the one last read.
-func (f *fileSource) changed() bool {
-	fi, err := os.Stat(f.path)
-	if err != nil {
-		return f.stamp != fileStamp{}
-	}
-	return stampOf(fi) != f.stamp
-}
-
-// Run watches the file until ctx ends.
+// Run follows the file until ctx ends.
 func (f *fileSource) Run(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if err != nil {
-		f.log.Warn("no file system events; polling the name table file", "err", err)
-	} else {
-		defer w.Close()
-		if err := w.Add(filepath.Dir(f.path)); err != nil {
-			f.log.Warn("cannot watch the name table directory; polling", "dir", filepath.Dir(f.path), "err", err)
-		}
-		events, errs = w.Events, w.Errors
-	}
-	tick := time.NewTicker(f.interval)
-	defer tick.Stop()
-	// Events come in bursts (create, write, chmod, rename); a short quiet
-	// time reads the file once, after the writer is done.
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	defer debounce.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-events:
-			debounce.Reset(50 * time.Millisecond)
-		case err := <-errs:
-			f.log.Warn("file watch error", "err", err)
-		case <-debounce.C:
-			f.reload()
-		case <-tick.C:
-			if f.changed() {
-				f.reload()
-			}
-		}
-	}
+	return filewatch.Run(ctx, filewatch.Config{Paths: []string{f.path}, Interval: f.interval, Changed: f.reload, Logger: f.log})
 }

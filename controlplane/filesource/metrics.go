@@ -16,7 +16,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_file_reloads_total",
-			Help: "Times the entries files were read (on change, and every resync period).",
+			Help: "Times the entries files were read (at start and whenever they may have changed).",
 		}),
 		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_file_reload_errors_total",

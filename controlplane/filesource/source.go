@@ -17,12 +17,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/vip"
+	"github.com/meshdns/meshdns/internal/filewatch"
 )
 
 // Config configures a Source.
@@ -35,8 +35,8 @@ type Config struct {
 	VIP *vip.Allocator
 	// Name is the source name given to the sink; zero means "file".
 	Name string
-	// Resync re-reads everything this often in case an event was missed
-	// (network file systems send none); zero means 30s.
+	// Resync is how often the paths are polled with stat in case an event
+	// was missed (network file systems send none); zero means 30s.
 	Resync time.Duration
 	// Settle is how long a change waits for more events before the files
 	// are read (a ConfigMap swap is several events); zero means 20ms.
@@ -114,7 +114,8 @@ func (s *Source) Name() string { return s.cfg.Name }
 // StateDir) and each folder was listed. Until then it sends nothing, so the
 // registry, waiting for this source, publishes no table that lacks a
 // file's names. It then sends another snapshot whenever the files change,
-// until ctx ends.
+// until ctx ends. Changes are noticed by internal/filewatch: events of the
+// folders, and a stat poll every Resync for file systems without events.
 func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 	if s.cfg.StateDir != "" {
 		st, err := s.loadState()
@@ -125,65 +126,15 @@ func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 			s.restore(st)
 		}
 	}
-	// Watch before the first read, so a change right after it is seen.
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		s.log.Error("cannot watch entries files; relying on resync", "err", err)
-	} else {
-		defer w.Close()
-		s.watch(w)
-	}
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if w != nil {
-		events, errs = w.Events, w.Errors
-	}
-	s.reload(sink)
-	resync := time.NewTicker(s.cfg.Resync)
-	defer resync.Stop()
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			s.log.Debug("entries path event", "event", ev.String())
-			settle.Reset(s.cfg.Settle)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			s.log.Warn("entries watch error", "err", err)
-		case <-settle.C:
-			s.reload(sink)
-		case <-resync.C:
-			if w != nil {
-				s.watch(w) // folders created after start
-			}
-			s.reload(sink)
-		}
-	}
-}
-
-// watch adds the folders to watch: a folder path itself, or a file's
-// parent (editors and ConfigMaps replace files by rename, which a watch
-// on the file itself would lose).
-func (s *Source) watch(w *fsnotify.Watcher) {
-	for _, p := range s.cfg.Paths {
-		dir := p
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			dir = filepath.Dir(p)
-		}
-		if err := w.Add(dir); err != nil {
-			s.log.Warn("cannot watch entries folder", "path", dir, "err", err)
-		}
-	}
+	// filewatch calls reload first once its watches are in place, so no
+	// change is lost between the first read and the watches.
+	return filewatch.Run(ctx, filewatch.Config{
+		Paths:    s.cfg.Paths,
+		Interval: s.cfg.Resync,
+		Settle:   s.cfg.Settle,
+		Changed:  func() { s.reload(sink) },
+		Logger:   s.log,
+	})
 }
 
 // reload reads every file and sends a snapshot if anything changed.
