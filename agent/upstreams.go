@@ -6,7 +6,8 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os"
+
+	"github.com/meshdns/meshdns/internal/resolvconf"
 )
 
 // resolvInputs are what the agent takes from the resolv.conf files.
@@ -29,31 +30,23 @@ type resolvInputs struct {
 // are the agent's own DNS addresses are dropped: forwarding to ourselves
 // would loop until every query times out.
 func readResolvInputs(cfg Config) (resolvInputs, error) {
-	b, err := os.ReadFile(cfg.ResolvConf)
+	rc, err := resolvconf.ReadFile(cfg.ResolvConf)
 	if err != nil {
-		return resolvInputs{}, fmt.Errorf("read resolv.conf: %w", err)
+		return resolvInputs{}, err
 	}
-	rc, err := ParseResolvConf(b)
-	if err != nil {
-		return resolvInputs{}, fmt.Errorf("%s: %w", cfg.ResolvConf, err)
-	}
-	in := resolvInputs{Search: rc.Search, Ndots: rc.Ndots, Upstreams: rc.Nameservers, From: cfg.ResolvConf}
+	in := resolvInputs{Search: rc.Search, Ndots: rc.Ndots, Upstreams: rc.HostPorts(), From: cfg.ResolvConf}
 	switch {
 	case len(cfg.Upstreams) > 0:
 		in.Upstreams, in.From = cfg.Upstreams, "--upstream"
 	case servesPort53(cfg.DNSAddrs):
-		vb, err := os.ReadFile(cfg.VMResolvConf)
+		vrc, err := resolvconf.ReadFile(cfg.VMResolvConf)
 		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 		if err != nil {
-			return in, fmt.Errorf("read VM resolv.conf: %w", err)
+			return in, fmt.Errorf("VM upstreams: %w", err)
 		}
-		vrc, err := ParseResolvConf(vb)
-		if err != nil {
-			return in, fmt.Errorf("%s: %w", cfg.VMResolvConf, err)
-		}
-		in.Upstreams, in.From = vrc.Nameservers, cfg.VMResolvConf
+		in.Upstreams, in.From = vrc.HostPorts(), cfg.VMResolvConf
 	}
 	in.Upstreams = withoutSelf(in.Upstreams, cfg.DNSAddrs)
 	if len(in.Upstreams) == 0 {

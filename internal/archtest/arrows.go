@@ -82,7 +82,8 @@ var onlyImports = []struct {
 	why   string
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check)"},
-	{layer: "iptables", allow: []string{Module + "/iptables"}, deps: true, why: "iptables/ uses the standard library only"},
+	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
+	{layer: "iptables", allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
 }
 
 // lean lists import path prefixes a layer's non-test code must not depend

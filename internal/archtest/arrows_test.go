@@ -59,7 +59,7 @@ func TestViolations(t *testing.T) {
 		{
 			name: "iptables depending on a DNS library",
 			pkgs: withStd(std, Package{ImportPath: m + "iptables", Deps: []string{"fmt", "github.com/miekg/dns"}}),
-			want: []string{"iptables imports github.com/miekg/dns: iptables/ uses the standard library only"},
+			want: []string{"iptables imports github.com/miekg/dns: iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
 		},
 		{
 			name: "proto importing a meshdns package",
