@@ -36,7 +36,7 @@ func (t *Table) Lookup(q dns.Question) Result {
 	var buf [maxName + 2]byte
 	key, ok := lowerKey(&buf, q.Name)
 	if !ok {
-		return Result{Action: Forward}
+		return t.impossible(q.Name)
 	}
 	if m := t.find(key); m.found() {
 		return t.answer(m, key, q.Qtype, "")

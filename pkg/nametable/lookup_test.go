@@ -133,8 +133,42 @@ func TestLookup(t *testing.T) {
 			name: "forward a question of another class", qname: "kubernetes.default.svc.cluster.local.", qtype: dns.TypeA,
 			want: forward, // class set below by name
 		},
+		// Names no table can hold (dns.Msg presents the bytes as escapes):
+		// inside a zone they cannot exist.
 		{
-			name: "forward a name with escapes", qname: `kubernetes\.default.svc.cluster.local.`, qtype: dns.TypeA,
+			name: "NXDOMAIN for an escaped dot inside a zone", qname: `kubernetes\.default.svc.cluster.local.`, qtype: dns.TypeA,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for a space inside a zone", qname: `web\ x.demo.svc.cluster.local.`, qtype: dns.TypeA,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for a NUL inside a zone", qname: `web\000.demo.svc.cluster.local.`, qtype: dns.TypeAAAA,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for non-ASCII inside a zone", qname: `caf\195\169.demo.svc.cluster.local.`, qtype: dns.TypeA,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for an escape two labels below the zone", qname: `a\ b.x.cluster.local.`, qtype: dns.TypeA,
+			want: nxdomain(soaCluster),
+		},
+		{
+			name: "NXDOMAIN for an escape in the reverse zone", qname: `x\ y.10.in-addr.arpa.`, qtype: dns.TypePTR,
+			want: nxdomain(soaReverse),
+		},
+		{
+			name: "forward an escaped name outside every zone", qname: `a\ b.google.com.`, qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "forward an escape in the last label", qname: `cluster\.local.`, qtype: dns.TypeA,
+			want: forward,
+		},
+		{
+			name: "forward an escaped name under a zone-like suffix", qname: `a\ b.notcluster.local.`, qtype: dns.TypeA,
 			want: forward,
 		},
 		{
@@ -486,6 +520,36 @@ func TestLookupWithoutTable(t *testing.T) {
 			}
 			if tc.table.Len() != 0 || tc.table.Names() != nil && len(tc.table.Names()) != 0 {
 				t.Errorf("empty table has names: %v", tc.table.Names())
+			}
+		})
+	}
+}
+
+// TestImpossibleNameUnderWildcard: a wildcard matches any label, whatever
+// its bytes (RFC 4592), so a name with an escape under a wildcard inside a
+// zone is not declared nonexistent; it is forwarded as before.
+func TestImpossibleNameUnderWildcard(t *testing.T) {
+	table, err := New([]Entry{{Hostname: "*.w.corp.example", Registry: "File", IPs: addrs("10.1.1.1")}},
+		[]string{"corp.example"}, Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		qname  string
+		action Action
+		rcode  int
+	}{
+		{name: "under the wildcard", qname: `a\ b.w.corp.example.`, action: Forward},
+		{name: "under the wildcard, deeper", qname: `a\ b.c.w.corp.example.`, action: Forward},
+		{name: "beside the wildcard", qname: `a\ b.v.corp.example.`, action: Answer, rcode: dns.RcodeNameError},
+		{name: "the wildcard's own domain level", qname: `w\ x.corp.example.`, action: Answer, rcode: dns.RcodeNameError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := table.Lookup(dns.Question{Name: tc.qname, Qtype: dns.TypeA, Qclass: dns.ClassINET})
+			if r.Action != tc.action || r.Rcode != tc.rcode {
+				t.Errorf("Lookup(%s) = action %v rcode %d, want %v %d", tc.qname, r.Action, r.Rcode, tc.action, tc.rcode)
 			}
 		})
 	}

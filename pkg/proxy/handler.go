@@ -102,13 +102,24 @@ func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte,
 		return nil, false
 	case parseFormErr:
 		r.qEnd, r.edns = 0, false
-		return h.local(dst, r, dns.RcodeFormatError, srcLocal), false
+		return h.local(dst, r, malformed(r), srcLocal), false
 	case parseSlow:
 		if !h.canonicalize(r) {
-			return h.local(dst, r, dns.RcodeFormatError, srcLocal), false
+			return h.local(dst, r, malformed(r), srcLocal), false
 		}
 	}
 	return h.answerParsed(dst, r)
+}
+
+// malformed is the rcode for a query whose question cannot be used: NOTIMP
+// when its opcode is not one we implement, whatever follows the header
+// (RFC 8906 3.1.4: a header-only query with an unknown opcode tests for
+// NOTIMP, and FORMERR would say the packet is wrong), else FORMERR.
+func malformed(r *request) int {
+	if r.opcode() != dns.OpcodeQuery {
+		return dns.RcodeNotImplemented
+	}
+	return dns.RcodeFormatError
 }
 
 // answerParsed is answer for a parsed request.

@@ -163,6 +163,16 @@ func TestRealStack(t *testing.T) {
 			name: "headless service without endpoints is NXDOMAIN", qname: "empty.demo.svc.cluster.local.", qtype: dns.TypeA,
 			wantRcode: dns.RcodeNameError,
 		},
+		// Bytes no table name holds: inside the zone such a name cannot
+		// exist, and the upstream never hears of it.
+		{name: "space in the zone is NXDOMAIN", qname: `web\ x.demo.svc.cluster.local.`, qtype: dns.TypeA, wantRcode: dns.RcodeNameError},
+		{name: "NUL in the zone is NXDOMAIN", qname: `web\000.demo.svc.cluster.local.`, qtype: dns.TypeA, wantRcode: dns.RcodeNameError},
+		{name: "escaped dot in the zone is NXDOMAIN", qname: `web\.demo.svc.cluster.local.`, qtype: dns.TypeA, wantRcode: dns.RcodeNameError},
+		{name: "non-ASCII in the zone is NXDOMAIN", qname: `w\195\169b.demo.svc.cluster.local.`, qtype: dns.TypeAAAA, wantRcode: dns.RcodeNameError},
+		{
+			name: "space outside the zones is forwarded", qname: `a\ b.example.org.`, qtype: dns.TypeA, wantUpstream: 1,
+			wantAnswer: []string{`a\ b.example.org.` + "\t60\tIN\tA\t192.0.2.53"},
+		},
 	}
 	for _, tc := range tests {
 		for _, network := range []string{"udp", "tcp"} {

@@ -395,6 +395,12 @@ func TestMalformedPackets(t *testing.T) {
 		{name: "short header dropped", pkt: []byte{1, 2, 3}},
 		{name: "response dropped", pkt: asResponse},
 		{name: "header only", pkt: valid[:12], wantReply: true, wantRcode: dns.RcodeFormatError},
+		// RFC 8906 3.1.4: an unknown opcode is NOTIMP, even header-only.
+		{name: "header only, unknown opcode", pkt: withOpcode(valid[:12], 15), wantReply: true, wantRcode: dns.RcodeNotImplemented},
+		{name: "header only, status opcode", pkt: withOpcode(valid[:12], dns.OpcodeStatus), wantReply: true, wantRcode: dns.RcodeNotImplemented},
+		{name: "bad question, unknown opcode", pkt: withOpcode(valid[:20], 15), wantReply: true, wantRcode: dns.RcodeNotImplemented},
+		{name: "compression loop, unknown opcode", pkt: withOpcode(append(append([]byte{}, valid[:12]...), 0xc0, 12, 0, 1, 0, 1), 15),
+			wantReply: true, wantRcode: dns.RcodeNotImplemented},
 		{name: "question cut short", pkt: valid[:20], wantReply: true, wantRcode: dns.RcodeFormatError},
 		{name: "compression loop", pkt: append(append([]byte{}, valid[:12]...), 0xc0, 12, 0, 1, 0, 1), wantReply: true, wantRcode: dns.RcodeFormatError},
 		{name: "pointer past end", pkt: append(append([]byte{}, valid[:12]...), 0xc0, 200, 0, 1, 0, 1), wantReply: true, wantRcode: dns.RcodeFormatError},
@@ -417,6 +423,9 @@ func TestMalformedPackets(t *testing.T) {
 			if r.Rcode != tc.wantRcode || r.Id != 0xffff&uint16(tc.pkt[0])<<8|uint16(tc.pkt[1]) {
 				t.Errorf("rcode %s id %d", dns.RcodeToString[r.Rcode], r.Id)
 			}
+			if op := int(tc.pkt[2]>>3) & 0xf; r.Opcode != op {
+				t.Errorf("opcode %d, want the query's %d echoed", r.Opcode, op)
+			}
 		})
 	}
 	// The server still answers after all that.
@@ -424,6 +433,13 @@ func TestMalformedPackets(t *testing.T) {
 	if len(r.Answer) != 3 {
 		t.Errorf("after malformed packets: %d answers, want 3", len(r.Answer))
 	}
+}
+
+// withOpcode returns pkt with the header's opcode set to op.
+func withOpcode(pkt []byte, op int) []byte {
+	out := append([]byte(nil), pkt...)
+	out[2] = out[2]&^0x78 | byte(op<<3)&0x78
+	return out
 }
 
 func withARCount(pkt []byte, n byte) []byte {
