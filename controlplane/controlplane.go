@@ -62,6 +62,9 @@ type Config struct {
 	// Debounce folds bursts of source updates into one version; zero
 	// means 100ms.
 	Debounce time.Duration
+	// MaxAdmissions bounds the agent streams being served their first
+	// response at once (server.Config.MaxAdmissions); zero means 128.
+	MaxAdmissions int
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// ExpectSources are source names that must report before the first
@@ -178,7 +181,8 @@ func New(cfg Config) (*ControlPlane, error) {
 		}
 	}
 	if c.server, err = server.New(server.Config{
-		Views: c.views, TLS: c.grpcTLS, Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
+		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions,
+		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(benchServerEnv); dir != "" {
 		runBenchServer(dir)
 	}
+	if spec := os.Getenv(benchFleetEnv); spec != "" {
+		runBenchFleet(spec)
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"))
 }
 

@@ -15,28 +15,38 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshdns/meshdns/controlplane"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/internal/loadagent"
 )
 
-// The scale benchmark runs the control plane in a child process (this test
-// binary re-executed with benchServerEnv set), so its CPU time and memory
-// can be read apart from the 1,000 in-process agents that load it.
-const benchServerEnv = "MESHDNS_BENCH_SERVER_ENTRIES"
+// The scale benchmark runs each control plane replica in a child process
+// (this test binary re-executed with benchServerEnv set) and the agents in
+// other children (benchFleetEnv), so the control plane's CPU time and
+// memory are read apart from the agents that load it.
+const (
+	benchServerEnv = "MESHDNS_BENCH_SERVER_ENTRIES"
+	benchGRPCEnv   = "MESHDNS_BENCH_SERVER_GRPC"
+	benchFleetEnv  = "MESHDNS_BENCH_FLEET"
+)
 
-// runBenchServer is the child: a control plane on the entries folder,
-// listening on loopback, printing its addresses, running until stdin closes.
+// runBenchServer is a control plane child: on the entries folder,
+// listening on loopback (gRPC on $MESHDNS_BENCH_SERVER_GRPC when set, so a
+// restarted replica comes back at its address), printing its addresses,
+// running until stdin closes.
 func runBenchServer(dir string) {
-	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := os.Getenv(benchGRPCEnv)
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	gl, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	al, _ := net.Listen("tcp", "127.0.0.1:0")
 	cp, err := controlplane.New(controlplane.Config{
 		Entries: []string{dir}, GRPCListener: gl, AdminListener: al,
@@ -54,6 +64,84 @@ func runBenchServer(dir string) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// runBenchFleet is an agents child: "addrs agents first namespaces watch"
+// in $MESHDNS_BENCH_FLEET; events on stdout until stdin closes.
+func runBenchFleet(spec string) {
+	var addrs, watch string
+	var f loadagent.Fleet
+	if _, err := fmt.Sscan(spec, &addrs, &f.Agents, &f.First, &f.Namespaces, &watch); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet spec:", err)
+		os.Exit(1)
+	}
+	f.Addrs, f.Watch = strings.Split(addrs, ","), watch
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	if err := loadagent.RunFleet(ctx, f, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// child is a re-executed test binary.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startChild(tb testing.TB, env ...string) *child {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 64<<10)}
+	tb.Cleanup(c.stop)
+	return c
+}
+
+// stop ends the child gracefully (stdin closed); idempotent.
+func (c *child) stop() {
+	c.stdin.Close()
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Wait()
+	}
+}
+
+// kill ends the child at once, as a crashed or evicted pod.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill()
+	c.stop()
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// benchCP is a control plane replica child.
+type benchCP struct {
+	*child
+	grpc, admin string
+}
+
+func startBenchCP(tb testing.TB, dir, grpcAddr string) *benchCP {
+	tb.Helper()
+	env := []string{benchServerEnv + "=" + dir}
+	if grpcAddr != "" {
+		env = append(env, benchGRPCEnv+"="+grpcAddr)
+	}
+	c := &benchCP{child: startChild(tb, env...)}
+	if _, err := fmt.Fscanf(c.out, "ADDR %s %s\n", &c.grpc, &c.admin); err != nil {
+		tb.Fatal(err)
+	}
+	c.admin = "http://" + c.admin
+	return c
 }
 
 // writeEntries writes n entries spread over files files (entries-<k>.yaml)
@@ -89,93 +177,6 @@ func writeEntries(tb testing.TB, dir string, n, files int, changed string, all b
 	}
 }
 
-// applied is one agent's report: it applied (and ACKed) a response; ip is
-// svc0's address when the response changed it.
-type applied struct {
-	ip    string
-	at    time.Time
-	bytes int
-	kind  string
-}
-
-// rawCodec lets the bench agents take responses as bytes: 1,000 agents in
-// one process decoding a 10,000-name table each would measure the agents
-// (and need gigabytes), not the control plane. Deltas are decoded fully.
-type rawCodec struct{}
-
-type rawMsg struct{ b []byte }
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := proto.Marshal(v.(proto.Message))
-	return mem.BufferSlice{mem.SliceBuffer(b)}, err
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	v.(*rawMsg).b = data.Materialize()
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
-
-// benchAgent is a minimal agent: take a response, ACK it, report.
-func benchAgent(ctx context.Context, addr, ns, pod string, out chan<- applied) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})),
-		// As the agent dials (agent/discovery): static windows, no BDP pings.
-		grpc.WithStaticStreamWindowSize(4<<20), grpc.WithStaticConnWindowSize(4<<20))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	st, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(ctx)
-	if err != nil {
-		return err
-	}
-	if err := st.Send(&meshdnsv1.StreamNameTableRequest{Identity: &meshdnsv1.AgentIdentity{PodName: pod, Namespace: ns}}); err != nil {
-		return err
-	}
-	for {
-		var m rawMsg
-		if err := st.RecvMsg(&m); err != nil {
-			return err
-		}
-		var version, nonce, kind, ip string
-		for b := m.b; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 || typ != protowire.BytesType {
-				return fmt.Errorf("bad response")
-			}
-			b = b[n:]
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("bad response")
-			}
-			b = b[n:]
-			switch num {
-			case 1:
-				version = string(v)
-			case 2:
-				nonce = string(v)
-			case 3:
-				kind = "full"
-			case 4:
-				kind = "delta"
-				d := &meshdnsv1.NameTableDelta{}
-				if err := proto.Unmarshal(v, d); err != nil {
-					return err
-				}
-				if ni, ok := d.GetUpserted()["svc0.corp.example"]; ok {
-					ip = ni.GetIps()[0]
-				}
-			}
-		}
-		if err := st.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: version, ResponseNonce: nonce}); err != nil {
-			return err
-		}
-		out <- applied{ip: ip, at: time.Now(), bytes: len(m.b), kind: kind}
-	}
-}
-
 // cpuTicks returns utime+stime of pid in clock ticks (USER_HZ, 100/s).
 func cpuTicks(tb testing.TB, pid int) int64 {
 	tb.Helper()
@@ -189,7 +190,7 @@ func cpuTicks(tb testing.TB, pid int) int64 {
 	return ut + st
 }
 
-// scrape returns a metric's value from the child's /metrics.
+// scrape returns a metric's value from a child's /metrics, -1 if absent.
 func scrape(tb testing.TB, admin, name string) float64 {
 	tb.Helper()
 	resp, err := http.Get(admin + "/metrics")
@@ -228,129 +229,276 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// BenchmarkScale: MESHDNS_BENCH_AGENTS (1,000) agent streams over loopback
-// against one control plane process serving MESHDNS_BENCH_ENTRIES (10,000)
-// entries from MESHDNS_BENCH_FILES (100) files, the agents spread over
-// MESHDNS_BENCH_NAMESPACES (1) namespaces (one view each). Each iteration
+// fleet is the agents of a benchmark, in one or more children.
+type fleet struct {
+	children []*child
+	events   chan loadagent.Event
+}
+
+func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces int, watch string) *fleet {
+	tb.Helper()
+	fl := &fleet{events: make(chan loadagent.Event, 1<<16)}
+	per := (agents + procs - 1) / procs
+	for p := range procs {
+		n := min(per, agents-p*per)
+		if n <= 0 {
+			break
+		}
+		c := startChild(tb, fmt.Sprintf("%s=%s %d %d %d %s", benchFleetEnv, strings.Join(addrs, ","), n, p*per, namespaces, watch))
+		fl.children = append(fl.children, c)
+		go func() {
+			for {
+				line, err := c.out.ReadString('\n')
+				if err != nil {
+					return
+				}
+				e, err := loadagent.ParseEvent(line)
+				if err != nil {
+					continue
+				}
+				fl.events <- e
+			}
+		}()
+	}
+	return fl
+}
+
+// await reads events until done returns true, failing after timeout.
+func (fl *fleet) await(tb testing.TB, timeout time.Duration, what string, done func(loadagent.Event) bool) {
+	tb.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case e := <-fl.events:
+			if done(e) {
+				return
+			}
+		case <-deadline:
+			tb.Fatalf("%s: not done within %v", what, timeout)
+		}
+	}
+}
+
+// BenchmarkScale: MESHDNS_BENCH_AGENTS (1,000) agent streams, each its own
+// connection, in MESHDNS_BENCH_AGENT_PROCS (1) processes, against
+// MESHDNS_BENCH_REPLICAS (1) control plane processes serving
+// MESHDNS_BENCH_ENTRIES (10,000) entries from MESHDNS_BENCH_FILES (100)
+// files; agent i is in namespace ns-<i mod MESHDNS_BENCH_NAMESPACES (1)>
+// (one view each) and connects to replica i mod replicas. Each iteration
 // rewrites the file holding one entry with that entry changed and waits
 // until every agent has applied and ACKed it. Times count from the file
 // rename, so they include the file watch settle (20ms) and the registry
-// debounce (100ms).
+// debounce (100ms). With MESHDNS_BENCH_STORM=1 the first replica is then
+// killed and restarted at its address (with more replicas its agents move
+// to the next one meanwhile), and the benchmark reports how long until
+// every agent of it had a table again and what kind.
 func BenchmarkScale(b *testing.B) {
 	nAgents := envInt("MESHDNS_BENCH_AGENTS", 1000)
+	nProcs := envInt("MESHDNS_BENCH_AGENT_PROCS", 1)
+	nReplicas := envInt("MESHDNS_BENCH_REPLICAS", 1)
 	nEntries := envInt("MESHDNS_BENCH_ENTRIES", 10000)
 	nFiles := envInt("MESHDNS_BENCH_FILES", 100)
 	nNamespaces := envInt("MESHDNS_BENCH_NAMESPACES", 1)
+	// Generous bounds that still end a stuck run: ~6s per 1,000 agents.
+	bound := 30*time.Second + time.Duration(nAgents)*6*time.Millisecond
 	dir := b.TempDir()
 	writeEntries(b, dir, nEntries, nFiles, "10.200.0.0", true)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchServerEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+	cps := make([]*benchCP, nReplicas)
+	addrs := make([]string, nReplicas)
+	for r := range cps {
+		cps[r] = startBenchCP(b, dir, "")
+		addrs[r] = cps[r].grpc
 	}
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	var grpcAddr, admin string
-	if _, err := fmt.Fscanf(bufio.NewReader(stdout), "ADDR %s %s\n", &grpcAddr, &admin); err != nil {
-		b.Fatal(err)
-	}
-	admin = "http://" + admin
-	pid := cmd.Process.Pid
-
-	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan applied, nAgents)
-	var wg sync.WaitGroup
-	connectStart := time.Now()
-	for i := range nAgents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = benchAgent(ctx, grpcAddr, fmt.Sprintf("ns-%d", i%nNamespaces), fmt.Sprintf("pod-%d", i), events)
-		}()
-	}
-	defer func() { cancel(); wg.Wait() }()
-	var fullBytes int
-	for range nAgents {
-		select {
-		case e := <-events:
-			fullBytes = e.bytes
-		case <-time.After(60 * time.Second):
-			b.Fatal("agents did not all get their first table within 60s")
+	totalTicks := func() (t int64) {
+		for _, c := range cps {
+			t += cpuTicks(b, c.pid())
 		}
+		return t
 	}
+	// The baseline: replicas with their model built, no agent yet.
+	time.Sleep(time.Second)
+	rss0, heap0, stack0 := 0.0, 0.0, 0.0
+	for _, c := range cps {
+		rss0 += rssBytes(b, c.pid())
+		heap0 += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
+		stack0 += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
+	}
+
+	connectStart := time.Now()
+	fl := startFleet(b, addrs, nAgents, nProcs, nNamespaces, "svc0.corp.example")
+	var fullBytes int
+	seen := map[int]bool{}
+	fl.await(b, bound, "every agent's first table", func(e loadagent.Event) bool {
+		seen[e.Agent] = true
+		fullBytes = max(fullBytes, e.Bytes)
+		return len(seen) == nAgents
+	})
 	connectAll := time.Since(connectStart)
+	time.Sleep(time.Second) // let the last ACKs and the connect garbage settle
+	rss1, heap1, stack1 := 0.0, 0.0, 0.0
+	for _, c := range cps {
+		rss1 += rssBytes(b, c.pid())
+		heap1 += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
+		stack1 += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
+	}
 
 	var lat []time.Duration
 	var fanout time.Duration // sum over iterations of last minus first agent
 	var deltaBytes, iters int
 	var ticks int64
 	heapMax, rssMax := 0.0, 0.0
-	marshals0 := scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`)
-	stopProfile := profileUpdates(b, admin)
+	marshals0 := scrape(b, cps[0].admin, `meshdns_controlplane_marshals_total{kind="delta"}`)
+	stopProfile := profileUpdates(b, cps[0].admin)
 	b.ResetTimer()
 	for b.Loop() {
 		iters++
 		ip := fmt.Sprintf("10.200.%d.%d", iters>>8&255, iters&255)
-		t0 := cpuTicks(b, pid)
+		t0 := totalTicks()
 		start := time.Now()
 		writeEntries(b, dir, nEntries, nFiles, ip, false)
 		first, last := time.Duration(0), time.Duration(0)
-		for got := 0; got < nAgents; {
-			select {
-			case e := <-events:
-				if e.ip != ip {
-					continue
-				}
-				got++
-				d := e.at.Sub(start)
-				lat = append(lat, d)
-				if got == 1 {
-					first = d
-				}
-				last = d
-				if e.kind != "delta" {
-					b.Errorf("agent got a %s table for a one-entry change", e.kind)
-				}
-				deltaBytes = e.bytes
-			case <-time.After(30 * time.Second):
-				b.Fatalf("iteration %d: not all agents updated within 30s", iters)
+		got := map[int]bool{}
+		fl.await(b, bound, fmt.Sprintf("iteration %d", iters), func(e loadagent.Event) bool {
+			if e.Watched != ip || got[e.Agent] {
+				return false
 			}
-		}
+			got[e.Agent] = true
+			d := e.At.Sub(start)
+			lat = append(lat, d)
+			if len(got) == 1 {
+				first = d
+			}
+			last = d
+			if e.Kind != "delta" {
+				b.Errorf("agent got a %s table for a one-entry change", e.Kind)
+			}
+			deltaBytes = e.Bytes
+			return len(got) == nAgents
+		})
 		fanout += last - first
 		// Let the ACKs land before reading the CPU counters.
 		time.Sleep(50 * time.Millisecond)
-		ticks += cpuTicks(b, pid) - t0
-		heapMax = max(heapMax, scrape(b, admin, "go_memstats_heap_inuse_bytes"))
-		rssMax = max(rssMax, rssBytes(b, pid))
+		ticks += totalTicks() - t0
+		for _, c := range cps {
+			heapMax = max(heapMax, scrape(b, c.admin, "go_memstats_heap_inuse_bytes"))
+			rssMax = max(rssMax, rssBytes(b, c.pid()))
+		}
 	}
 	b.StopTimer()
 	stopProfile()
-	marshals := (scrape(b, admin, `meshdns_controlplane_marshals_total{kind="delta"}`) - marshals0) / float64(iters)
+	marshals := (scrape(b, cps[0].admin, `meshdns_controlplane_marshals_total{kind="delta"}`) - marshals0) / float64(iters)
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
 	}
+	cpuPerUpdate := float64(ticks) * 10 / float64(iters) // ms
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
 	b.ReportMetric(float64(deltaBytes), "delta-B/agent")
 	b.ReportMetric(float64(fullBytes), "full-B/agent")
-	b.ReportMetric(float64(ticks)*10/float64(iters), "cp-cpu-ms/update")
+	b.ReportMetric(cpuPerUpdate, "cp-cpu-ms/update")
+	b.ReportMetric(cpuPerUpdate*1000/float64(nAgents), "cp-cpu-us/agent/update")
 	b.ReportMetric(heapMax/(1<<20), "cp-heap-MiB")
 	b.ReportMetric(rssMax/(1<<20), "cp-rss-MiB")
+	b.ReportMetric((rss1-rss0)/float64(nAgents)/1024, "cp-rss-KiB/agent")
+	b.ReportMetric((heap1-heap0)/float64(nAgents)/1024, "cp-heap-KiB/agent")
+	b.ReportMetric((stack1-stack0)/float64(nAgents)/1024, "cp-stack-KiB/agent")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
 	b.ReportMetric(marshals, "encodings/update")
 	b.ReportMetric(float64(fanout.Microseconds())/1000/float64(iters), "first-to-last-ms")
-	b.Logf("%d agents in %d namespaces, %d entries in %d files: connect+full table to all %v; per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB (%.0fx); cp cpu %.0fms/update; heap %.1fMiB rss %.1fMiB; %.1f delta encodings per update for %d agents",
-		nAgents, nNamespaces, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000, float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes,
-		float64(fullBytes)/float64(deltaBytes), float64(ticks)*10/float64(iters), heapMax/(1<<20), rssMax/(1<<20), marshals, nAgents)
+	b.Logf("%d agents (%d processes) in %d namespaces on %d replicas, %d entries in %d files: connect+full table to all %v; "+
+		"per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB; "+
+		"cp cpu %.0fms/update (%.1fus per agent); heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks; %.1f delta encodings per update",
+		nAgents, nProcs, nNamespaces, nReplicas, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000,
+		float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes, cpuPerUpdate, cpuPerUpdate*1000/float64(nAgents),
+		heapMax/(1<<20), rssMax/(1<<20), (rss1-rss0)/float64(nAgents)/1024, (heap1-heap0)/float64(nAgents)/1024, (stack1-stack0)/float64(nAgents)/1024, marshals)
+
+	if os.Getenv("MESHDNS_BENCH_STORM") != "" {
+		benchStorm(b, dir, cps, fl, nAgents, bound)
+	}
+}
+
+// benchStorm kills the first replica and restarts it at its address; it
+// reports how long until every agent that was on it applied a table from
+// a replica again, and the kinds of those tables.
+func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int, bound time.Duration) {
+	victim := cps[0]
+	moving := 0
+	for i := range nAgents {
+		if i%len(cps) == 0 {
+			moving++
+		}
+	}
+	drain(fl.events)
+	start := time.Now()
+	victim.kill()
+	var mu sync.Mutex
+	rssPeak := 0.0
+	restarted := make(chan *benchCP, 1)
+	go func() {
+		// A replacement pod takes a moment to start: agents of a single
+		// replica retry meanwhile, those of several move on.
+		restarted <- startBenchCP(b, dir, victim.grpc)
+	}()
+	var fresh *benchCP
+	kinds := map[string]int{}
+	got := map[int]bool{}
+	peak := time.NewTicker(100 * time.Millisecond)
+	defer peak.Stop()
+	deadline := time.After(bound)
+	for len(got) < moving {
+		select {
+		case fresh = <-restarted:
+			cps[0] = fresh
+		case <-peak.C:
+			for _, c := range cps[1:] {
+				mu.Lock()
+				rssPeak = max(rssPeak, rssBytes(b, c.pid()))
+				mu.Unlock()
+			}
+			if fresh != nil {
+				rssPeak = max(rssPeak, rssBytes(b, fresh.pid()))
+			}
+		case e := <-fl.events:
+			if e.Agent%len(cps) != 0 || got[e.Agent] {
+				continue
+			}
+			got[e.Agent] = true
+			k := e.Kind
+			if e.Empty {
+				k = "empty-delta"
+			}
+			kinds[k]++
+		case <-deadline:
+			b.Fatalf("storm: %d of %d agents had a table again within %v", len(got), moving, bound)
+		}
+	}
+	took := time.Since(start)
+	if fresh == nil {
+		fresh = <-restarted
+		cps[0] = fresh
+	}
+	b.ReportMetric(float64(took.Milliseconds()), "storm-ms")
+	b.ReportMetric(float64(kinds["full"]), "storm-full")
+	b.ReportMetric(float64(kinds["delta"]+kinds["empty-delta"]), "storm-delta")
+	b.ReportMetric(rssPeak/(1<<20), "storm-rss-MiB")
+	b.Logf("storm: %d agents of the killed replica had a table again after %v: %v; peak rss %.1fMiB", moving, took, kinds, rssPeak/(1<<20))
+}
+
+func drain[T any](c chan T) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
 }
 
 // profileUpdates, when MESHDNS_BENCH_PROFILE names a folder, saves the
-// control plane's CPU profile of the first MESHDNS_BENCH_PROFILE_SECONDS
+// first replica's CPU profile of the first MESHDNS_BENCH_PROFILE_SECONDS
 // (10) of the update loop (cpu.pprof) and its allocations before and after
 // the loop (allocs-0.pprof, allocs-1.pprof: compare with pprof -base).
 // The returned function waits for the profile.

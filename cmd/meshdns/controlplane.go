@@ -29,6 +29,7 @@ type controlPlaneFlags struct {
 	entries, vipCIDRs                  stringList
 	tlsCert, tlsKey, clientCA          string
 	debounce                           time.Duration
+	maxAdmissions                      int
 	logLevel                           string
 }
 
@@ -44,6 +45,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fs.StringVar(&f.clientCA, "client-ca", "", "PEM CA that must have signed agents' client certificates (mTLS)")
 	fs.DurationVar(&f.debounce, "debounce", 100*time.Millisecond, "wait for more source changes before building a version")
+	fs.IntVar(&f.maxAdmissions, "max-admissions", 128, "agent streams served their first table at once; more wait their turn (paces reconnect storms)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
 	return f
 }
@@ -60,6 +62,7 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 		TLSKey:        f.tlsKey,
 		ClientCA:      f.clientCA,
 		Debounce:      f.debounce,
+		MaxAdmissions: f.maxAdmissions,
 		Logger:        log,
 		Level:         level,
 	}

@@ -10,6 +10,20 @@ type metrics struct {
 	pushLatency prometheus.Histogram
 	programming prometheus.Histogram
 	streams     *prometheus.CounterVec
+
+	admissionWaiting prometheus.Gauge
+	// Children resolved once: a label lookup per send costs more than
+	// the rest of the bookkeeping of a delta.
+	pushFull, pushDelta           prometheus.Counter
+	pushBytesFull, pushBytesDelta prometheus.Counter
+}
+
+// push returns the counters of a response kind.
+func (m *metrics) push(kind string) (count, bytes prometheus.Counter) {
+	if kind == "full" {
+		return m.pushFull, m.pushBytesFull
+	}
+	return m.pushDelta, m.pushBytesDelta
 }
 
 // latencyBuckets span 1ms to ~16s: a push to 1,000 agents should land
@@ -48,17 +62,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_streams_total",
 			Help: "Agent streams ended, by result (ok|error|invalid).",
 		}, []string{"result"}),
+		admissionWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshdns_controlplane_admission_waiting",
+			Help: "Agent streams waiting to be admitted (paced by --max-admissions).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams} {
+	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.admissionWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
-	for _, k := range []string{"full", "delta"} {
-		m.pushes.WithLabelValues(k)
-		m.pushBytes.WithLabelValues(k)
-	}
+	m.pushFull, m.pushBytesFull = m.pushes.WithLabelValues("full"), m.pushBytes.WithLabelValues("full")
+	m.pushDelta, m.pushBytesDelta = m.pushes.WithLabelValues("delta"), m.pushBytes.WithLabelValues("delta")
 	for _, r := range []string{"ok", "error", "invalid"} {
 		m.streams.WithLabelValues(r)
 	}

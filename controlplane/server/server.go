@@ -39,6 +39,10 @@ type Config struct {
 	// KeepaliveMinTime is the shortest client ping interval tolerated
 	// (enforcement policy); zero means 10s. Agents must ping less often.
 	KeepaliveMinTime time.Duration
+	// MaxAdmissions bounds the streams between their first request and
+	// the agent's first ACK or NACK; more wait (a reconnect storm is
+	// served in turns, so memory and CPU stay bounded). Zero means 128.
+	MaxAdmissions int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -51,10 +55,11 @@ type Config struct {
 type Server struct {
 	meshdnsv1.UnimplementedNameDiscoveryServiceServer
 
-	cfg  Config
-	log  *slog.Logger
-	m    *metrics
-	grpc *grpc.Server
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	grpc  *grpc.Server
+	admit *admission
 
 	mu     sync.Mutex // guards agents
 	agents map[*agent]struct{}
@@ -67,6 +72,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 8
+	}
+	if cfg.MaxAdmissions <= 0 {
+		cfg.MaxAdmissions = 128
 	}
 	if cfg.KeepaliveTime <= 0 {
 		cfg.KeepaliveTime = 30 * time.Second
@@ -84,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, m: m, agents: map[*agent]struct{}{}}
+	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), agents: map[*agent]struct{}{}}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		// Server pings detect dead agents (a node gone without a FIN);

@@ -25,6 +25,9 @@ type agent struct {
 	sub                                                           *view.Sub
 
 	wake chan struct{} // the receiver asks the sender for a full table
+	// admitted frees the stream's admission slot once the agent answered
+	// its first response; idempotent.
+	admitted func()
 
 	mu        sync.Mutex          // guards following
 	nonce     uint64              // last nonce sent
@@ -83,12 +86,17 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	release, err := s.admit.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sub := s.cfg.Views.Subscribe(view.Key{Namespace: id.GetNamespace(), ClusterDomain: id.GetClusterDomain()}, s.cfg.QueueSize)
 	defer sub.Close()
 	a := &agent{
 		pod: id.GetPodName(), namespace: id.GetNamespace(), clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
-		connected: s.cfg.Now(), sub: sub, wake: make(chan struct{}, 1),
+		connected: s.cfg.Now(), sub: sub, wake: make(chan struct{}, 1), admitted: release,
 		inflight: map[uint64]inflight{},
 	}
 	if p, ok := peer.FromContext(ctx); ok {
@@ -197,8 +205,9 @@ func (s *Server) write(st grpc.ServerStream, a *agent, p *view.Prepared) error {
 	if err := st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)}); err != nil {
 		return err
 	}
-	s.m.pushes.WithLabelValues(p.Kind).Inc()
-	s.m.pushBytes.WithLabelValues(p.Kind).Add(float64(len(p.Bytes)))
+	count, bytes := s.m.push(p.Kind)
+	count.Inc()
+	bytes.Add(float64(len(p.Bytes)))
 	return nil
 }
 
@@ -209,6 +218,7 @@ func (s *Server) receive(st grpc.ServerStream, a *agent, log *slog.Logger) error
 		if err := st.RecvMsg(req); err != nil {
 			return err
 		}
+		a.admitted()
 		n, err := strconv.ParseUint(req.GetResponseNonce(), 10, 64)
 		if err != nil {
 			log.Warn("ignoring request with a bad nonce", "nonce", req.GetResponseNonce())

@@ -1,0 +1,132 @@
+package loadagent
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fleet describes many agents.
+type Fleet struct {
+	// Addrs are the control planes; agent i starts at Addrs[i%len].
+	Addrs []string
+	// Agents is how many; First is the index of the first (so several
+	// processes can share one numbering).
+	Agents, First int
+	// Namespaces spreads the agents: agent i is in ns-<i%Namespaces>.
+	Namespaces int
+	// Watch is passed to every agent (Config.Watch).
+	Watch string
+	// Ramp spreads the connects over this long; zero connects at once.
+	Ramp time.Duration
+}
+
+// RunFleet runs the fleet until ctx ends, writing one line per event to w
+// (FormatEvent); w is written by one goroutine.
+func RunFleet(ctx context.Context, f Fleet, w io.Writer) error {
+	if len(f.Addrs) == 0 || f.Agents <= 0 {
+		return fmt.Errorf("fleet needs addresses and agents")
+	}
+	f.Namespaces = max(f.Namespaces, 1)
+	events := make(chan Event, 4096)
+	var wg sync.WaitGroup
+	for k := range f.Agents {
+		i := f.First + k
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f.Ramp > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(f.Ramp * time.Duration(k) / time.Duration(f.Agents)):
+				}
+			}
+			_ = Run(ctx, Config{
+				Addrs: f.Addrs, Namespace: fmt.Sprintf("ns-%d", i%f.Namespaces), Pod: fmt.Sprintf("pod-%d", i),
+				Index: i, Watch: f.Watch,
+				Report: func(e Event) {
+					select {
+					case events <- e:
+					case <-ctx.Done():
+					}
+				},
+			})
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	bw := bufio.NewWriterSize(w, 64<<10)
+	flush := time.NewTicker(20 * time.Millisecond)
+	defer flush.Stop()
+	for {
+		select {
+		case e := <-events:
+			if _, err := io.WriteString(bw, FormatEvent(e)); err != nil {
+				return err
+			}
+		case <-flush.C:
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		case <-done:
+			return bw.Flush()
+		}
+	}
+}
+
+// FormatEvent renders e as one line: "EV agent kind empty watched unixnano
+// bytes version addr\n" (watched and version "-" when empty).
+func FormatEvent(e Event) string {
+	w := e.Watched
+	if w == "" {
+		w = "-"
+	}
+	v := e.Version
+	if v == "" {
+		v = "-"
+	}
+	return fmt.Sprintf("EV %d %s %t %s %d %d %s %s\n", e.Agent, e.Kind, e.Empty, w, e.At.UnixNano(), e.Bytes, v, e.Addr)
+}
+
+// ParseEvent reads a line written by FormatEvent.
+func ParseEvent(line string) (Event, error) {
+	f := strings.Fields(line)
+	if len(f) != 9 || f[0] != "EV" {
+		return Event{}, fmt.Errorf("not an event line: %q", line)
+	}
+	var e Event
+	var err error
+	errs := func(e2 error) {
+		if err == nil {
+			err = e2
+		}
+	}
+	var x error
+	e.Agent, x = strconv.Atoi(f[1])
+	errs(x)
+	e.Kind = f[2]
+	e.Empty, x = strconv.ParseBool(f[3])
+	errs(x)
+	if f[4] != "-" {
+		e.Watched = f[4]
+	}
+	ns, x := strconv.ParseInt(f[5], 10, 64)
+	errs(x)
+	e.At = time.Unix(0, ns)
+	e.Bytes, x = strconv.Atoi(f[6])
+	errs(x)
+	if f[7] != "-" {
+		e.Version = f[7]
+	}
+	e.Addr = f[8]
+	if err != nil {
+		return Event{}, fmt.Errorf("event line %q: %w", line, err)
+	}
+	return e, nil
+}
