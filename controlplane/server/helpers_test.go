@@ -34,8 +34,9 @@ type harnessOpts struct {
 	debounce  time.Duration
 	queue     int
 	history   int
-	tls       *tls.Config
-	keepalive time.Duration
+	tls        *tls.Config
+	keepalive  time.Duration
+	admissions int
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -53,7 +54,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom,
-		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive})
+		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive, MaxAdmissions: o.admissions})
 	if err != nil {
 		t.Fatal(err)
 	}
