@@ -31,9 +31,9 @@ type harness struct {
 }
 
 type harnessOpts struct {
-	debounce  time.Duration
-	queue     int
-	history   int
+	debounce   time.Duration
+	queue      int
+	history    int
 	tls        *tls.Config
 	keepalive  time.Duration
 	admissions int
