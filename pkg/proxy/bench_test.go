@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -207,4 +208,32 @@ func BenchmarkHandlerManyNames(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkTCPUnderAbuse: a normal client's TCP lookup (connect, one table
+// query, reply, close) while 300 abusive connections are open (half idle
+// after a query, half stalled in a length prefix; see TestTCPUnderAbuse).
+// Reports the p50 and p99 of the lookups; the bar is 100ms.
+func BenchmarkTCPUnderAbuse(b *testing.B) {
+	s := startServer(b, testConfig(&fakeResolver{}))
+	s.SetTable(demoTable(b))
+	openAbusers(b, s, 300)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		c, err := net.DialTimeout("tcp", tcpAddr(s), 2*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !roundTrip(b, c, 2*time.Second) {
+			b.Fatal("normal client not served")
+		}
+		c.Close()
+		lat = append(lat, time.Since(start))
+		// Keep the abuse going: each lookup reclaimed an abuser's slot.
+		openAbusers(b, s, 1)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

@@ -31,12 +31,25 @@ type Config struct {
 	// once; beyond it queries get REFUSED so a slow upstream cannot stall
 	// table answers. Zero means 1024.
 	MaxForwarding int
-	// MaxTCPConns bounds concurrent client TCP connections; more are closed
-	// at once. Zero means 256.
+	// MaxTCPConns bounds concurrent client TCP connections (BIND's
+	// tcp-clients is 150, Unbound's incoming-num-tcp 10 per thread). At the
+	// bound the connection idle the longest is closed for the newcomer;
+	// when all have a query in progress the newcomer is closed at once.
+	// Zero means 256.
 	MaxTCPConns int
+	// MaxTCPConnsPerClient bounds the connections of one source address
+	// the same way, so one client never holds every slot. Zero means
+	// MaxTCPConns/2.
+	MaxTCPConnsPerClient int
 	// TCPIdleTimeout closes a TCP connection that sends no query for this
-	// long. Zero means 10s (RFC 7766 6.2.3 suggests seconds).
+	// long. Zero means 10s (RFC 7766 6.2.3 suggests seconds; BIND's and
+	// Unbound's tcp-idle-timeout are 30s).
 	TCPIdleTimeout time.Duration
+	// MaxTCPConnAge closes a TCP connection this long after it opened,
+	// however busy (after answering what it has asked), so a client that
+	// sends a query every few seconds does not keep a slot for ever. Zero
+	// means 60s.
+	MaxTCPConnAge time.Duration
 	// MaxAnswers bounds the precomputed answers kept per table. Zero means
 	// 10000.
 	MaxAnswers int
@@ -53,6 +66,7 @@ const (
 	defaultMaxForwarding  = 1024
 	defaultMaxTCPConns    = 256
 	defaultTCPIdleTimeout = 10 * time.Second
+	defaultMaxTCPConnAge  = 60 * time.Second
 	defaultMaxAnswers     = 10000
 )
 
@@ -80,8 +94,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxTCPConns <= 0 {
 		cfg.MaxTCPConns = defaultMaxTCPConns
 	}
+	if cfg.MaxTCPConnsPerClient <= 0 {
+		cfg.MaxTCPConnsPerClient = max(cfg.MaxTCPConns/2, 1)
+	}
 	if cfg.TCPIdleTimeout <= 0 {
 		cfg.TCPIdleTimeout = defaultTCPIdleTimeout
+	}
+	if cfg.MaxTCPConnAge <= 0 {
+		cfg.MaxTCPConnAge = defaultMaxTCPConnAge
 	}
 	if cfg.MaxAnswers <= 0 {
 		cfg.MaxAnswers = defaultMaxAnswers

@@ -112,12 +112,13 @@ func classifyRcode(rc int) rcodeClass {
 type dropReason uint8
 
 const (
-	dropMalformed dropReason = iota // shorter than a header, or a response
-	dropTCPLimit                    // a TCP connection beyond MaxTCPConns
+	dropMalformed    dropReason = iota // shorter than a header, or a response
+	dropTCPLimit                       // a TCP connection beyond MaxTCPConns, every one busy
+	dropTCPReclaimed                   // an idle TCP connection closed to admit a new one
 	nDropReasons
 )
 
-var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit"}
+var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed"}
 
 // lazyCounter resolves its label values on first use, so unused label
 // combinations do not show up as zero series.

@@ -27,8 +27,8 @@ type Server struct {
 	jobs     chan *fwdJob
 	jobPool  sync.Pool
 	forwards atomic.Int64 // forwarding workers running
-	// tcpConns counts open client TCP connections (tcp.go).
-	tcpConns atomic.Int64
+	// tcpConns holds the open client TCP connections (tcpconns.go).
+	tcpConns *tcpTable
 }
 
 // New returns a Server that has not opened any socket yet; Run (or Listen)
@@ -42,7 +42,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, h: h, log: cfg.Logger, jobs: make(chan *fwdJob)}
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, jobs: make(chan *fwdJob),
+		tcpConns: newTCPTable(cfg.MaxTCPConns, cfg.MaxTCPConnsPerClient)}
 	s.jobPool.New = func() any { return new(fwdJob) }
 	return s, nil
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// serveTCP accepts connections until l is closed. Connections beyond
-// MaxTCPConns are closed at once: a client holding many idle connections
-// must not exhaust the agent (RFC 7766 6.2.2).
+// serveTCP accepts connections until l is closed. At MaxTCPConns (or a
+// client's MaxTCPConnsPerClient) the connection idle the longest makes
+// room (tcpconns.go); when every one has a query in progress the new one is
+// closed at once: a client holding many connections must not exhaust the
+// agent (RFC 7766 6.2.2).
 func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPListener) {
 	var backoff time.Duration
 	for {
@@ -34,19 +36,22 @@ func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPLis
 			continue
 		}
 		backoff = 0
-		if s.tcpConns.Add(1) > int64(s.cfg.MaxTCPConns) {
-			s.tcpConns.Add(-1)
+		tc, res := s.tcpConns.admit(c, time.Now())
+		switch res {
+		case refusedClient, refusedTotal:
 			s.h.m.drop(TCP, dropTCPLimit)
 			_ = c.Close()
 			continue
+		case admittedReclaimed:
+			s.h.m.drop(TCP, dropTCPReclaimed)
 		}
 		s.h.m.tcpConns.Inc()
 		wg.Go(func() {
 			defer func() {
-				s.tcpConns.Add(-1)
+				s.tcpConns.remove(tc)
 				s.h.m.tcpConns.Dec()
 			}()
-			s.serveConn(ctx, c)
+			s.serveConn(ctx, tc)
 		})
 	}
 }
@@ -56,12 +61,16 @@ func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPLis
 const tcpInflight = 16
 
 // serveConn answers the length-prefixed queries on c (RFC 7766 6.2.1.1
-// pipelining) until the client closes, idles past TCPIdleTimeout, or ctx
+// pipelining) until the client closes, idles past TCPIdleTimeout, the
+// connection is MaxTCPConnAge old (it then takes no further query, answers
+// those it has and closes: a client may not keep a slot forever by
+// sending a query now and then), it is reclaimed for a newcomer, or ctx
 // ends. Table answers and Resolver cache hits are written in order from
 // this goroutine; queries that wait for an upstream are answered by their
 // own goroutine when ready, out of order (RFC 7766 7: clients match by ID),
 // so one slow name does not hold up the rest of the pipeline.
-func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
+func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
+	c := tc.c
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 	defer c.Close()
@@ -75,8 +84,13 @@ func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 	out := make([]byte, 0, 4096)
 	var lenBuf [2]byte
 	var r request
+	retire := tc.born.Add(s.cfg.MaxTCPConnAge)
 	for {
-		if err := c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout)); err != nil {
+		deadline := time.Now().Add(s.cfg.TCPIdleTimeout)
+		if deadline.After(retire) {
+			deadline = retire
+		}
+		if err := c.SetReadDeadline(deadline); err != nil {
 			return
 		}
 		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
@@ -86,11 +100,15 @@ func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 		if _, err := io.ReadFull(br, pkt[:n]); err != nil {
 			return
 		}
+		if !tc.begin() {
+			return // reclaimed for a newcomer
+		}
 		reply, wait := s.h.answer(out, pkt[:n], TCP, &r)
 		if wait {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
+				tc.end()
 				return
 			}
 			r.start = s.h.clock()
@@ -98,16 +116,16 @@ func (s *Server) serveConn(ctx context.Context, c *net.TCPConn) {
 			inflight.Go(func() {
 				defer func() { <-sem }()
 				w.write(s.h.resolve(ctx, nil, &req))
+				tc.end()
 			})
 			continue
 		}
-		if reply == nil {
-			continue
-		}
-		if cap(reply) > cap(out) {
+		ok := reply == nil || w.write(reply)
+		tc.end()
+		if reply != nil && cap(reply) > cap(out) {
 			out = reply[:0]
 		}
-		if !w.write(reply) {
+		if !ok {
 			return
 		}
 	}
