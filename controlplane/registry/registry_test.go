@@ -3,8 +3,10 @@ package registry
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -105,57 +107,114 @@ func TestUnchangedCandidatesAreShared(t *testing.T) {
 	}
 }
 
+// published records when each version appears, as a duration since start
+// on the bubble's clock, until ctx ends.
+func published(ctx context.Context, r *Registry, start time.Time) func() []time.Duration {
+	var (
+		mu   sync.Mutex
+		at   []time.Duration
+		seen uint64
+	)
+	ch := r.Subscribe()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+			}
+			mu.Lock()
+			// Time stands still while the bubble has work, so every version
+			// published at this instant is seen at it.
+			for m := r.Latest(); seen < m.Version; seen++ {
+				at = append(at, time.Since(start))
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
+}
+
+// TestDebounce runs the registry on synctest's fake clock, so the exact
+// instant of every version is known: a burst waits Debounce after its last
+// update, a trickle that never goes quiet still publishes every MaxDelay.
 func TestDebounce(t *testing.T) {
+	ms := func(ds ...int) []time.Duration {
+		out := make([]time.Duration, len(ds))
+		for i, d := range ds {
+			out[i] = time.Duration(d) * time.Millisecond
+		}
+		return out
+	}
 	tests := []struct {
 		name     string
 		debounce time.Duration
 		maxDelay time.Duration
 		updates  int
 		every    time.Duration
-		min, max uint64 // versions
+		want     []time.Duration // when each version is published
 	}{
-		{name: "burst folds into one", debounce: 50 * time.Millisecond, updates: 50, min: 1, max: 1},
-		// 30 updates 10ms apart never go quiet for 40ms, so only MaxDelay
-		// publishes: about 3 versions. A loaded machine stretches the
-		// sleeps (and may open 40ms gaps), so bound loosely: more than
-		// one, far fewer than one per update.
+		{name: "burst folds into one", debounce: 50 * time.Millisecond, updates: 50, want: ms(50)},
+		{name: "quiet period counts from the last update", debounce: 50 * time.Millisecond,
+			updates: 3, every: 20 * time.Millisecond, want: ms(90)},
+		// Updates at 0, 15, ..., 435ms never leave 40ms of quiet, so
+		// MaxDelay closes a burst 100ms after its first update; the next
+		// update opens the next burst, and the last burst ends 40ms after
+		// the last update.
 		{name: "endless trickle still publishes", debounce: 40 * time.Millisecond, maxDelay: 100 * time.Millisecond,
-			updates: 30, every: 10 * time.Millisecond, min: 2, max: 15},
+			updates: 30, every: 15 * time.Millisecond, want: ms(100, 205, 310, 415, 475)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := run(t, Config{Debounce: tc.debounce, MaxDelay: tc.maxDelay})
-			for range tc.updates {
-				r.Update("file", Snapshot{Entries: []Entry{ent("a.x", "10.0.0.1")}, Changed: time.Now()})
-				time.Sleep(tc.every)
-			}
-			time.Sleep(3 * tc.debounce)
-			if got := r.Latest().Version; got < tc.min || got > tc.max {
-				t.Errorf("versions = %d, want %d to %d", got, tc.min, tc.max)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				r := run(t, Config{Debounce: tc.debounce, MaxDelay: tc.maxDelay})
+				start := time.Now()
+				got := published(t.Context(), r, start)
+				for i := range tc.updates {
+					if i > 0 {
+						time.Sleep(tc.every)
+					}
+					r.Update("file", Snapshot{Entries: []Entry{ent("a.x", "10.0.0.1")}, Changed: time.Now()})
+				}
+				time.Sleep(time.Second) // far past the last possible version
+				synctest.Wait()
+				if diff := cmp.Diff(tc.want, got()); diff != "" {
+					t.Errorf("versions published at (-want +got):\n%s", diff)
+				}
+			})
 		})
 	}
 }
 
+// TestExpectHoldsFirstVersion checks, on synctest's fake clock, that no
+// version is published while an expected source has not reported, however
+// long it takes, and that the programming latency still counts from the
+// first change.
 func TestExpectHoldsFirstVersion(t *testing.T) {
-	r := run(t, Config{Expect: []string{"file", "kubernetes"}})
-	ch := r.Subscribe()
-	early := time.Now().Add(-time.Second)
-	r.Update("file", Snapshot{Entries: []Entry{ent("a.x", "10.0.0.1")}, Changed: early})
-	time.Sleep(50 * time.Millisecond)
-	if m := r.Latest(); m != nil {
-		t.Fatalf("published version %d before kubernetes reported", m.Version)
-	}
-	r.Update("kubernetes", Snapshot{})
-	m := await(t, r, ch, 0)
-	if len(m.Names) != 1 {
-		t.Errorf("names = %v", m.Names)
-	}
-	// The programming latency counts from the first change, not from the
-	// moment the last expected source came.
-	if !m.Changed.Equal(early) {
-		t.Errorf("Changed = %v, want %v", m.Changed, early)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := run(t, Config{Debounce: 10 * time.Millisecond, Expect: []string{"file", "kubernetes"}})
+		ch := r.Subscribe()
+		early := time.Now().Add(-time.Second)
+		r.Update("file", Snapshot{Entries: []Entry{ent("a.x", "10.0.0.1")}, Changed: early})
+		// Ten debounce periods: the build ran and held the version back.
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if m := r.Latest(); m != nil {
+			t.Fatalf("published version %d before kubernetes reported", m.Version)
+		}
+		r.Update("kubernetes", Snapshot{})
+		m := await(t, r, ch, 0)
+		if len(m.Names) != 1 {
+			t.Errorf("names = %v", m.Names)
+		}
+		if !m.Changed.Equal(early) {
+			t.Errorf("Changed = %v, want %v", m.Changed, early)
+		}
+	})
 }
 
 func TestDropsEntriesWithoutHostname(t *testing.T) {
