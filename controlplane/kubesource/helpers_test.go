@@ -2,8 +2,11 @@ package kubesource
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -142,4 +145,70 @@ func restClientFor(t testing.TB, cfg *rest.Config) Client {
 		t.Fatalf("NewClientForConfig: %v", err)
 	}
 	return c
+}
+
+// listSpy is a Client that reports the result of every List its informers
+// make, so a test can wait for "the source asked and got this answer"
+// instead of sleeping.
+type listSpy struct {
+	Client
+	lists chan listResult // buffered; a full channel drops reports
+	// gates, or nil, holds a resource's List until its channel closes
+	// (set before the source runs).
+	gates map[string]<-chan struct{}
+}
+
+// listResult is one List call's resource ("services", "endpointslices")
+// and error.
+type listResult struct {
+	resource string
+	err      error
+}
+
+func spyOn(c Client) *listSpy { return &listSpy{Client: c, lists: make(chan listResult, 64)} }
+
+func (s *listSpy) Services(ns string) cache.ListerWatcher {
+	return s.wrap("services", s.Client.Services(ns))
+}
+
+func (s *listSpy) EndpointSlices(ns string) cache.ListerWatcher {
+	return s.wrap("endpointslices", s.Client.EndpointSlices(ns))
+}
+
+func (s *listSpy) wrap(resource string, lw cache.ListerWatcher) cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			if gate := s.gates[resource]; gate != nil {
+				<-gate
+			}
+			obj, err := lw.List(o)
+			select {
+			case s.lists <- listResult{resource: resource, err: err}:
+			default:
+			}
+			return obj, err
+		},
+		WatchFunc: lw.Watch,
+	}
+}
+
+// awaitLists waits until each resource's List has returned once with an
+// error for which ok holds (nil ok: any result).
+func (s *listSpy) awaitLists(t testing.TB, within time.Duration, ok func(error) bool, resources ...string) {
+	t.Helper()
+	left := map[string]bool{}
+	for _, r := range resources {
+		left[r] = true
+	}
+	deadline := time.After(within)
+	for len(left) > 0 {
+		select {
+		case l := <-s.lists:
+			if ok == nil || ok(l.err) {
+				delete(left, l.resource)
+			}
+		case <-deadline:
+			t.Fatalf("no matching List result for %v within %v", slices.Sorted(maps.Keys(left)), within)
+		}
+	}
 }

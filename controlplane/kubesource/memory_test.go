@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // The memory test measures what the source keeps with the scale:
@@ -302,13 +303,7 @@ func measureControlPlane(t *testing.T, client Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cp.Run(ctx) }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cp.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("control plane not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the control plane ready", 2*time.Minute, cp.Ready)
 	after := heapAlloc()
 	names := 0
 	if m := cp.Registry().Latest(); m != nil {

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -36,11 +38,16 @@ func TestRBAC(t *testing.T) {
 	}
 
 	// Without a role: the lists are forbidden, the informers never sync.
-	denied := newSource(t, Config{Client: client})
+	// Once both lists have been refused, nothing else can make them sync.
+	spy := spyOn(client)
+	denied := newSource(t, Config{Client: spy})
 	rec := run(t, denied)
-	time.Sleep(time.Second)
+	spy.awaitLists(t, 30*time.Second, apierrors.IsForbidden, "services", "endpointslices")
 	if n := rec.count(); n != 0 {
 		t.Fatalf("%d snapshots without permission to list, want 0", n)
+	}
+	if got := testutil.ToFloat64(denied.m.synced); got != 0 {
+		t.Errorf("synced gauge = %v without permission to list, want 0", got)
 	}
 
 	// The README's rules.

@@ -77,6 +77,11 @@ type Source struct {
 	// keepFull turns the informer transforms off; the memory test sets it
 	// to measure what the transforms save.
 	keepFull bool
+	// rebuilt, or nil, is called by Run after each coalesced rebuild with
+	// the service keys it looked at, their earliest change time and
+	// whether it sent a snapshot, so tests learn that a change was handled
+	// without sleeping.
+	rebuilt func(keys []string, changed time.Time, sent bool)
 }
 
 var _ registry.Source = (*Source)(nil)
@@ -205,6 +210,9 @@ func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 				s.send(sink, entries, changed)
 			}
 			s.m.rebuild.Observe(time.Since(start).Seconds())
+			if s.rebuilt != nil {
+				s.rebuilt(keys, changed, diff)
+			}
 		}
 	}
 }

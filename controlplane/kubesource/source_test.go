@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
@@ -324,15 +325,23 @@ func TestFakeLifecycle(t *testing.T) {
 // TestFakeZoneOnlyAfterSync holds the Service list and checks that nothing,
 // in particular no zone, reaches the registry until the informers sync.
 func TestFakeZoneOnlyAfterSync(t *testing.T) {
-	client, _ := fakeClient(clusterIPService("app", "web", "10.96.0.10"))
+	client, _ := fakeClient(
+		clusterIPService("app", "web", "10.96.0.10"),
+		slice("app", "web-1", "web", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.1.0.2"}}),
+	)
+	// The Service list is held (in the Client, not in a fake reactor: the
+	// fake clientset serialises every call behind one lock).
 	release := make(chan struct{})
-	client.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
-		<-release
-		return false, nil, nil
-	})
-	src := newSource(t, Config{Client: typed(client)})
+	spy := spyOn(typed(client))
+	spy.gates = map[string]<-chan struct{}{"services": release}
+	src := newSource(t, Config{Client: spy})
 	rec := run(t, src)
-	time.Sleep(300 * time.Millisecond)
+	// Everything but the Service list is done: the slice informer has
+	// listed and its add event is handled.
+	spy.awaitLists(t, 10*time.Second, nil, "endpointslices")
+	testenv.Eventually(t, "the slice's add event", 10*time.Second, func() bool {
+		return testutil.ToFloat64(src.m.events.WithLabelValues("endpointslice", "add")) == 1
+	})
 	if n := rec.count(); n != 0 {
 		t.Fatalf("%d snapshots before the informers synced, want 0", n)
 	}
@@ -349,43 +358,89 @@ func TestFakeZoneOnlyAfterSync(t *testing.T) {
 	}
 }
 
+// rebuildReport is what one coalesced rebuild looked at (Source.rebuilt).
+type rebuildReport struct {
+	keys    []string
+	changed time.Time
+	sent    bool
+}
+
+// rebuilds returns a hook for Source.rebuilt and a channel of its reports.
+func rebuilds() (func([]string, time.Time, bool), <-chan rebuildReport) {
+	ch := make(chan rebuildReport, 64)
+	return func(keys []string, changed time.Time, sent bool) {
+		ch <- rebuildReport{keys: slices.Sorted(slices.Values(keys)), changed: changed, sent: sent}
+	}, ch
+}
+
+// awaitRebuildAt returns the rebuild that handled the change made at the
+// clock time at: events of the initial list carry no time, and every
+// change of a test at its own instant.
+func awaitRebuildAt(t testing.TB, ch <-chan rebuildReport, at time.Time) rebuildReport {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-ch:
+			if r.changed.Equal(at) {
+				return r
+			}
+		case <-deadline:
+			t.Fatalf("no rebuild of the change made at %v", at)
+		}
+	}
+}
+
 // TestFakeNoSnapshotWithoutChange churns the slice of a ClusterIP service
-// (its answers do not depend on endpoints) and checks that no snapshot is
-// sent, then that a real change still is.
+// (its answers do not depend on endpoints) and checks that the rebuild it
+// causes sends no snapshot, then that a real change still does.
 func TestFakeNoSnapshotWithoutChange(t *testing.T) {
 	client, watches := fakeClient(
 		clusterIPService("app", "web", "10.96.0.10"),
 		slice("app", "web-1", "web", discoveryv1.AddressTypeIPv4, ep{addrs: []string{"10.1.0.2"}}),
 	)
-	src := newSource(t, Config{Client: typed(client), Coalesce: 5 * time.Millisecond})
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	src := newSource(t, Config{Client: typed(client), Now: clk.Now, Coalesce: 5 * time.Millisecond})
+	hook, rebuilt := rebuilds()
+	src.rebuilt = hook
 	rec := run(t, src)
 	rec.wait(t, "first snapshot", func(registry.Snapshot) bool { return true })
 	waitWatches(t, watches, 2)
 
 	ctx := context.Background()
+	churn := time.Unix(1_800_000_010, 0)
+	clk.Set(churn)
 	_, err := client.DiscoveryV1().EndpointSlices("app").Update(ctx, slice("app", "web-1", "web", discoveryv1.AddressTypeIPv4,
 		ep{addrs: []string{"10.1.0.3"}}), metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(src.m.events.WithLabelValues("endpointslice", "update")) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("slice update event not received")
-		}
-		time.Sleep(10 * time.Millisecond)
+	r := awaitRebuildAt(t, rebuilt, churn)
+	if diff := cmp.Diff([]string{"app/web"}, r.keys); diff != "" {
+		t.Errorf("rebuilt keys (-want +got):\n%s", diff)
 	}
-	time.Sleep(100 * time.Millisecond) // 20 coalescing periods
+	if r.sent {
+		t.Errorf("the rebuild after an endpoint change behind a ClusterIP sent a snapshot")
+	}
 	if n := rec.count(); n != 1 {
 		t.Errorf("%d snapshots after an endpoint change behind a ClusterIP, want 1 (the first)", n)
 	}
+
+	change := time.Unix(1_800_000_020, 0)
+	clk.Set(change)
 	if _, err := client.CoreV1().Services("app").Update(ctx, clusterIPService("app", "web", "10.96.0.11"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.wait(t, "new cluster IP", func(s registry.Snapshot) bool {
+	if r := awaitRebuildAt(t, rebuilt, change); !r.sent {
+		t.Errorf("the rebuild after a cluster IP change sent no snapshot")
+	}
+	s := rec.wait(t, "new cluster IP", func(s registry.Snapshot) bool {
 		e, ok := find(s, "web.app.svc.cluster.local")
 		return ok && slices.Equal(e.IPs, addrs("10.96.0.11"))
 	})
+	if !s.Changed.Equal(change) {
+		t.Errorf("Changed = %v, want %v", s.Changed, change)
+	}
 }
 
 // TestFakeNamespaces watches two of three namespaces.
@@ -477,9 +532,9 @@ func TestFakeCoalesce(t *testing.T) {
 		if i == 0 {
 			// Later events must not move Changed: once the first is
 			// received, the clock moves on.
-			for testutil.ToFloat64(src.m.events.WithLabelValues("service", "add")) < 1 {
-				time.Sleep(time.Millisecond)
-			}
+			testenv.Eventually(t, "the first add event", 10*time.Second, func() bool {
+				return testutil.ToFloat64(src.m.events.WithLabelValues("service", "add")) >= 1
+			})
 			clk.Set(first.Add(time.Second))
 		}
 	}
