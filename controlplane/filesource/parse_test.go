@@ -26,7 +26,7 @@ func TestParse(t *testing.T) {
 		wantErr   string
 	}{
 		{
-			name: "issue example",
+			name: "the documented example entry",
 			yaml: `
 entries:
   - hostname: api.example.internal

@@ -26,7 +26,7 @@ import (
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// The memory test measures what the source keeps with the scale:
+// The memory test measures what the source keeps at a large cluster's scale:
 // 10,000 ClusterIP services and 1,000 headless services of 10 endpoints
 // each, in 100 namespaces. The objects look like what the API server
 // returns: kubectl-applied Services (last-applied annotation,

@@ -81,7 +81,7 @@ func runBench(args []string) error {
 type scenario struct {
 	name  string
 	lines func(i int) string
-	bar   float64 // CPU/query ratio to the reflector the issue allows
+	bar   float64 // the highest CPU/query ratio to the reflector that passes
 }
 
 func scenarios() []scenario {

@@ -398,7 +398,7 @@ func TestExchangeAndPeek(t *testing.T) {
 	}
 }
 
-// TestCacheHitAllocatesNothing is the issue's bar ("cache hits allocate
+// TestCacheHitAllocatesNothing is the README's promise ("cache hits allocate
 // nothing per query") as a test; the benchmark reports the same figure.
 func TestCacheHitAllocatesNothing(t *testing.T) {
 	srv := newServer(t, answerWith(t, 0, []string{"$QNAME 60 IN A 192.0.2.1", "$QNAME 60 IN A 192.0.2.2"}, nil))
