@@ -60,7 +60,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(30 * time.Second)}
+	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(time.Second, 10*time.Second)}
 	if cfg.IPTablesCheckInterval > 0 {
 		if a.rules, err = newRulesCheck(cfg); err != nil {
 			return nil, err

@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshdns/meshdns/internal/testenv"
+)
+
+func TestWorthIt(t *testing.T) {
+	tests := []struct {
+		name          string
+		reclaim, live uint64
+		want          bool
+	}{
+		{name: "nothing", reclaim: 0, live: 30 << 20, want: false},
+		{name: "under a MiB", reclaim: 1 << 19, live: 1 << 20, want: false},
+		{name: "under a sixteenth of a big heap", reclaim: 1 << 21, live: 64 << 20, want: false},
+		{name: "over a sixteenth", reclaim: 5 << 20, live: 64 << 20, want: true},
+		{name: "over a MiB beside a small heap", reclaim: 2 << 20, live: 4 << 20, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := worthIt(tt.reclaim, tt.live); got != tt.want {
+				t.Errorf("worthIt(%d, %d) = %v, want %v", tt.reclaim, tt.live, got, tt.want)
+			}
+		})
+	}
+}
+
+// The releaser frees memory after a kick, and on its periodic look only
+// when enough is reclaimable.
+func TestMemoryReleaser(t *testing.T) {
+	var releases atomic.Int32
+	var reclaim atomic.Uint64
+	r := newMemoryReleaser(time.Millisecond, 5*time.Millisecond)
+	r.release = func() { releases.Add(1) }
+	r.reclaimable = func() (uint64, uint64) { return reclaim.Load(), 8 << 20 }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	time.Sleep(30 * time.Millisecond) // several looks with nothing to give back
+	if n := releases.Load(); n != 0 {
+		t.Fatalf("%d releases with nothing reclaimable, want 0", n)
+	}
+	r.kick()
+	testenv.Eventually(t, "release after a kick", 5*time.Second, func() bool { return releases.Load() == 1 })
+	reclaim.Store(16 << 20)
+	testenv.Eventually(t, "release on a look finding 16 MiB reclaimable", 5*time.Second, func() bool { return releases.Load() >= 2 })
+}
+
+// readReclaimable reads the runtime's figures: after garbage is made,
+// something is reclaimable and the live heap is known.
+func TestReadReclaimable(t *testing.T) {
+	keep := make([][]byte, 0, 64)
+	for range 64 {
+		keep = append(keep, make([]byte, 64<<10))
+	}
+	keep = keep[:0]
+	reclaim, live := readReclaimable()
+	if live == 0 {
+		t.Errorf("live heap 0 bytes")
+	}
+	if reclaim < 1<<20 {
+		t.Errorf("reclaimable %d bytes after dropping 4 MiB, want at least 1 MiB", reclaim)
+	}
+	_ = keep
+}
