@@ -48,7 +48,7 @@ func (b *builder) addEntry(e *Entry) error {
 		return b.addWildcard(e, host, alts, ips, ttl)
 	}
 
-	fqdn := host + "."
+	fqdn, host := b.slabs.name(host)
 	d := &draft{
 		canonical: fqdn,
 		owner:     host,

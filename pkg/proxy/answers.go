@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -29,42 +30,78 @@ const (
 // next query for it costs a map lookup and a copy instead of a Lookup and a
 // Pack. Immutable once stored.
 type answer struct {
-	kind answerKind
 	// msg is the packed reply (kindPacked): ID 0, QR AA RA set, the
 	// question in lowercase at offset 12, owners compressed to it so a copy
 	// with the client's question bytes echoes the client's spelling.
 	msg []byte
-	// rcode of msg, for metrics.
-	rcode int
+	// res is the Lookup result (kindChase only).
+	res *nametable.Result
 	// A run of equal-length A or AAAA records in msg that the server rotates
 	// per query: offset of the first, length of each, count.
 	shufOff, shufLen, shufN int
-	// res is the Lookup result (kindChase only).
-	res nametable.Result
+	// rcode of msg, for metrics.
+	rcode int
+	kind  answerKind
 }
 
 // answerShards spreads the answer cache over several maps so readers on
 // different cores rarely share a lock word.
 const answerShards = 16
 
+// Bounds of a table's answer cache in bytes (Config.MaxAnswerBytes): the
+// budget is answerBytesPerName per name of the table, at least
+// minAnswerBytes, at most MaxAnswerBytes. A table keeps about 200 bytes
+// per name, so the cache stays under a third of it.
+const (
+	answerBytesPerName = 64
+	minAnswerBytes     = 128 << 10
+	// answerOverhead is what an entry costs besides its key and reply
+	// bytes: its answer in the slab and its map slot.
+	answerOverhead = int(unsafe.Sizeof(answer{})) + 40
+	// answerChunk is the size of the byte chunks keys and replies are
+	// copied into, and answerSlab the answers per slab.
+	answerChunk = 8 << 10
+	answerSlab  = 64
+)
+
 // tableState is one table with its answer cache. A new table gets a new
 // state, so cached answers never outlive the table they came from.
 type tableState struct {
 	table Lookuper // or nil before the first table
-	// perShard bounds each shard; total entries <= answerShards*perShard.
-	perShard int
-	seed     maphash.Seed
-	shards   [answerShards]answerShard
+	// perShard bounds each shard's entries and shardBytes its bytes.
+	perShard, shardBytes int
+	seed                 maphash.Seed
+	shards               [answerShards]answerShard
 }
 
+// answerShard is one part of the cache. Keys, replies and answers are cut
+// from chunks that live as long as the shard's current generation: cached
+// one by one among the garbage of packing them, they pinned spans of the
+// heap long after that garbage was freed (18 MB of a 100,000-name agent's
+// heap after every name was asked once). A full shard starts a new
+// generation (a new map and new chunks) instead of evicting entries one
+// by one, so whole chunks are freed together.
 type answerShard struct {
 	mu sync.RWMutex
-	// m is keyed by lowercased wire name + type + class. Guarded by mu.
-	m map[string]*answer
+	// m is keyed by lowercased wire name + type + class. Guarded by mu,
+	// as are the following.
+	m     map[string]*answer
+	bytes []byte   // chunk keys and replies are copied into
+	slab  []answer // chunk answers are cut from
+	used  int      // bytes this generation holds (estimate, see answerOverhead)
 }
 
-func newTableState(t Lookuper, maxAnswers int) *tableState {
-	s := &tableState{table: t, perShard: max(1, maxAnswers/answerShards), seed: maphash.MakeSeed()}
+func newTableState(t Lookuper, maxAnswers, maxBytes int) *tableState {
+	budget := maxBytes
+	if l, ok := t.(interface{ Len() int }); ok {
+		budget = min(maxBytes, max(minAnswerBytes, l.Len()*answerBytesPerName))
+	}
+	s := &tableState{
+		table:      t,
+		perShard:   max(1, maxAnswers/answerShards),
+		shardBytes: max(1, budget/answerShards),
+		seed:       maphash.MakeSeed(),
+	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*answer)
 	}
@@ -84,27 +121,46 @@ func (s *tableState) get(key []byte) *answer {
 	return a
 }
 
-// put stores a; when the shard is full it drops an arbitrary entry (map
-// iteration order is random), which keeps memory bounded without any
-// bookkeeping on the hit path. Forward markers never evict: a client
-// walking random external names (random subdomains of a CDN) must not push
-// out the table's answers, so once the shard is full such names pay a
-// Lookup per query instead.
-func (s *tableState) put(key []byte, a *answer) {
+// put stores a copy of a and returns it. When the shard is full (entries
+// or bytes) a new generation starts. Forward markers never start one: a
+// client walking random external names (random subdomains of a CDN) must
+// not push out the table's answers, so once the shard is full such names
+// pay a Lookup per query instead.
+func (s *tableState) put(key []byte, a *answer) *answer {
+	need := len(key) + len(a.msg) + answerOverhead
 	sh := s.shard(key)
 	sh.mu.Lock()
-	if len(sh.m) >= s.perShard {
+	defer sh.mu.Unlock()
+	if len(sh.m) >= s.perShard || sh.used+need > s.shardBytes {
 		if a.kind == kindForward {
-			sh.mu.Unlock()
-			return
+			return a
 		}
-		for k := range sh.m {
-			delete(sh.m, k)
-			break
-		}
+		sh.m = make(map[string]*answer, len(sh.m))
+		sh.bytes, sh.slab, sh.used = nil, nil, 0
 	}
-	sh.m[string(key)] = a
-	sh.mu.Unlock()
+	if len(sh.slab) == cap(sh.slab) {
+		sh.slab = make([]answer, 0, answerSlab)
+	}
+	sh.slab = append(sh.slab, *a)
+	stored := &sh.slab[len(sh.slab)-1]
+	k := sh.copyBytes(key)
+	if a.msg != nil {
+		stored.msg = sh.copyBytes(a.msg)
+	}
+	sh.m[unsafe.String(unsafe.SliceData(k), len(k))] = stored
+	sh.used += need
+	return stored
+}
+
+// copyBytes copies b into the shard's chunk (bytes once written there are
+// never written again, so keys may be strings over them). Locked.
+func (sh *answerShard) copyBytes(b []byte) []byte {
+	if cap(sh.bytes)-len(sh.bytes) < len(b) {
+		sh.bytes = make([]byte, 0, max(answerChunk, len(b)))
+	}
+	lo := len(sh.bytes)
+	sh.bytes = append(sh.bytes, b...)
+	return sh.bytes[lo:len(sh.bytes):len(sh.bytes)]
 }
 
 // len returns the number of cached answers.
@@ -128,7 +184,7 @@ func buildAnswer(t Lookuper, lowerName string, qtype, qclass uint16) (*answer, e
 	case res.Action != nametable.Answer:
 		return &answer{kind: kindForward}, nil
 	case res.Chase != "":
-		return &answer{kind: kindChase, res: res}, nil
+		return &answer{kind: kindChase, res: &res}, nil
 	}
 	m := new(dns.Msg)
 	m.Response = true

@@ -53,6 +53,12 @@ type Config struct {
 	// MaxAnswers bounds the precomputed answers kept per table. Zero means
 	// 10000.
 	MaxAnswers int
+	// MaxAnswerBytes bounds the bytes of the precomputed answers kept per
+	// table (keys, packed replies and bookkeeping). The bound of a table
+	// is 64 bytes per name it holds (a third of what the table itself
+	// keeps per name), at least 128 KiB, at most MaxAnswerBytes. Zero
+	// means 4 MiB.
+	MaxAnswerBytes int
 	// Logger receives errors and, at Debug, one line per query. Nil means
 	// discard.
 	Logger *slog.Logger
@@ -68,6 +74,7 @@ const (
 	defaultTCPIdleTimeout = 10 * time.Second
 	defaultMaxTCPConnAge  = 60 * time.Second
 	defaultMaxAnswers     = 10000
+	defaultMaxAnswerBytes = 4 << 20
 )
 
 var errNoResolver = errors.New("proxy: Config.Resolver is required")
@@ -102,6 +109,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxTCPConnAge <= 0 {
 		cfg.MaxTCPConnAge = defaultMaxTCPConnAge
+	}
+	if cfg.MaxAnswerBytes <= 0 {
+		cfg.MaxAnswerBytes = defaultMaxAnswerBytes
 	}
 	if cfg.MaxAnswers <= 0 {
 		cfg.MaxAnswers = defaultMaxAnswers

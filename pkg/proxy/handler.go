@@ -22,8 +22,8 @@ type Handler struct {
 	log      *slog.Logger
 	m        *metrics
 	// zone is the cluster domain in lowercased wire form.
-	zone       []byte
-	maxAnswers int
+	zone                       []byte
+	maxAnswers, maxAnswerBytes int
 	// state is the current table with its answer cache; never nil. Each
 	// query loads it once, so a swap never waits for queries.
 	state atomic.Pointer[tableState]
@@ -49,9 +49,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers}
+	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
 	h.epoch = time.Now()
-	h.state.Store(newTableState(nil, cfg.MaxAnswers))
+	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
 	h.m, err = newMetrics(cfg.Registerer, func() float64 { return float64(h.state.Load().len()) })
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 // cache. A nil t goes back to the state before the first table (pass nil
 // itself: a nil pointer inside a Lookuper is a table that panics).
 func (h *Handler) SetTable(t Lookuper) {
-	h.state.Store(newTableState(t, h.maxAnswers))
+	h.state.Store(newTableState(t, h.maxAnswers, h.maxAnswerBytes))
 	h.ready.Store(t != nil)
 }
 
@@ -196,8 +196,7 @@ func (h *Handler) fill(st *tableState, key []byte, r *request) (*answer, error) 
 	if err != nil {
 		return nil, err
 	}
-	st.put(key, a)
-	return a, nil
+	return st.put(key, a), nil
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must

@@ -3,11 +3,14 @@ package proxy
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
 func packMsg(t *testing.T, m *dns.Msg) []byte {
@@ -193,6 +196,57 @@ func TestAnswerCacheBound(t *testing.T) {
 	}
 	if n := h.state.Load().len(); n > 32 {
 		t.Errorf("answer cache holds %d entries, bound 32", n)
+	}
+}
+
+// The answers a table keeps are bounded in bytes, 64 per name of the table
+// within [128 KiB, MaxAnswerBytes], and answers stay right across the
+// generations a full shard starts.
+func TestAnswerCacheBytes(t *testing.T) {
+	tbl, err := nametable.New([]nametable.Entry{{
+		Hostname: "*.wild.example.org", IPs: []netip.Addr{netip.MustParseAddr("192.0.2.7")},
+	}}, []string{"wild.example.org"}, nametable.Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(&fakeResolver{answer: staticAnswer(t, "A 192.0.2.1")})
+	cfg.MaxAnswers = 1 << 20
+	cfg.MaxAnswerBytes = 200 << 10
+	h, err := NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetTable(tbl)
+	st := h.state.Load()
+	if want := minAnswerBytes / answerShards; st.shardBytes != want {
+		t.Errorf("budget per shard %d for a %d-name table, want the minimum %d", st.shardBytes, tbl.Len(), want)
+	}
+	for i := range 5000 {
+		name := fmt.Sprintf("host-%d.wild.example.org.", i)
+		r := h.Serve(t.Context(), nil, packMsg(t, newQuery(name, dns.TypeA)), UDP)
+		var m dns.Msg
+		if err := m.Unpack(r); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.0.2.7" || m.Answer[0].Header().Name != name {
+			t.Fatalf("%s: answer %v", name, m.Answer)
+		}
+	}
+	held := 0
+	for i := range st.shards {
+		sh := &st.shards[i]
+		if sh.used > st.shardBytes {
+			t.Errorf("shard %d holds %d bytes, bound %d", i, sh.used, st.shardBytes)
+		}
+		for k, a := range sh.m {
+			held += len(k) + len(a.msg) + answerOverhead
+		}
+	}
+	if held > minAnswerBytes {
+		t.Errorf("cache holds %d bytes, bound %d", held, minAnswerBytes)
+	}
+	if n := st.len(); n < 100 {
+		t.Errorf("cache holds %d answers after 5000 questions; the bound should leave room for hundreds", n)
 	}
 }
 
