@@ -155,7 +155,10 @@ func (a *Agent) Listen() error {
 				if a.restoring.Load() {
 					src = sourceState
 				}
-				return a.tables.apply(src, version, nt)
+				// The discovery client keeps the table (compactly) for
+				// its deltas; /debug/nametable asks it rather than
+				// keeping the decoded message here.
+				return a.tables.applyWith(src, version, nt, a.disc.Table)
 			},
 			StateDir:   cfg.StateDir,
 			CACert:     cfg.CACert,

@@ -338,6 +338,27 @@ func TestRestartFromPersistedState(t *testing.T) {
 	if v := srv.Recv(t).GetVersionInfo(); v != "v2" {
 		t.Errorf("resume version_info = %q, want v2", v)
 	}
+	// The server resends v2 in full: ACKed and synced without building
+	// the same table again, then a delta applies on top of it.
+	srv.Send(full("v2", "n3", table("a.example", "b.example")))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v2" || ack.GetResponseNonce() != "n3" || ack.GetErrorDetail() != nil {
+		t.Errorf("ack of the resent v2 = %v", ack)
+	}
+	<-c3.Synced()
+	srv.Send(delta("v3", "n4", "v2", []string{"c.example"}, []string{"a.example"}))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v3" || ack.GetErrorDetail() != nil {
+		t.Errorf("ack of delta v3 = %v", ack)
+	}
+	if diff := cmp.Diff([]string{"v2", "v2", "v3"}, rec2.versions); diff != "" {
+		t.Errorf("applied versions (-want +got): the restores of c2 and c3, then v3 only\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b.example", "c.example"}, rec2.names()); diff != "" {
+		t.Errorf("names after the delta (-want +got)\n%s", diff)
+	}
+	v, cur := c3.Current()
+	if v != "v3" || len(cur.GetTable()) != 2 || cur.GetTable()["c.example"].GetIps()[0] != "10.0.0.2" {
+		t.Errorf("Current() = %s %v", v, cur)
+	}
 }
 
 func TestRestoreRejectsBadState(t *testing.T) {
@@ -365,7 +386,11 @@ func TestRestoreRejectsBadState(t *testing.T) {
 	}
 	t.Run("invalid table", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := saveState(dir, "v9", table("bad.example")); err != nil {
+		wire, err := proto.Marshal(table("bad.example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := saveState(dir, "v9", wire); err != nil {
 			t.Fatal(err)
 		}
 		c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})

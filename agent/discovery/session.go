@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -57,7 +58,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("open stream %s: %w", addr, err)
 	}
-	version, _ := c.Current()
+	version, _ := c.current()
 	first := &meshdnsv1.StreamNameTableRequest{
 		Identity: &meshdnsv1.AgentIdentity{
 			PodName:       c.cfg.PodName,
@@ -119,26 +120,38 @@ func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 
 // handle applies one response and returns the ACK or NACK for it.
 func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.StreamNameTableRequest {
-	cur, curTable := c.Current()
+	cur, curWire := c.current()
 	kind := "full"
 	var next *meshdnsv1.NameTable
 	var err error
 	code := codes.InvalidArgument
 	switch u := resp.GetUpdate().(type) {
 	case *meshdnsv1.StreamNameTableResponse_Full:
+		if resp.GetVersionInfo() == cur && curWire != nil {
+			// Versions name content (a hash of the view), so this is
+			// the table we serve: after a restart from the persisted
+			// table the stream resends it, and building it again
+			// would only double the memory for a moment.
+			c.metrics.responses.WithLabelValues(kind, "ack").Inc()
+			c.markSynced()
+			return &meshdnsv1.StreamNameTableRequest{VersionInfo: cur, ResponseNonce: resp.GetNonce()}
+		}
 		next = u.Full
 		if next == nil {
 			next = &meshdnsv1.NameTable{}
 		}
 	case *meshdnsv1.StreamNameTableResponse_Delta:
 		kind = "delta"
-		if u.Delta.GetBaseVersion() != cur || curTable == nil {
+		if u.Delta.GetBaseVersion() != cur || curWire == nil {
 			// The server thinks we hold another version: NACK so it falls
 			// back to a full table instead of us guessing.
 			code = codes.FailedPrecondition
 			err = fmt.Errorf("delta for base version %q, agent has %q", u.Delta.GetBaseVersion(), cur)
 		} else {
-			next = applyDelta(curTable, u.Delta)
+			base := new(meshdnsv1.NameTable)
+			if err = proto.Unmarshal(curWire, base); err == nil {
+				next = applyDelta(base, u.Delta)
+			}
 		}
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
@@ -155,7 +168,11 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
-	c.setCurrent(resp.GetVersionInfo(), next)
+	if err := c.setCurrent(resp.GetVersionInfo(), next); err != nil {
+		// Applied and serving, but no base for deltas: the next delta
+		// is NACKed and the server sends a full table.
+		c.log.Error("keep applied table", "version", resp.GetVersionInfo(), "err", err)
+	}
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
@@ -164,7 +181,8 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 	// version the server believes applied is also the one a restart
 	// restores.
 	if c.cfg.StateDir != "" {
-		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), next); err != nil {
+		_, wire := c.current()
+		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), wire); err != nil {
 			c.metrics.stateWrites.WithLabelValues("error").Inc()
 			c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
 		} else {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -20,14 +21,15 @@ const stateFile = "nametable.pb"
 // saveState writes the table atomically: a temporary file in the same
 // directory, fsynced, then renamed over the old one, so a crash leaves
 // either the old or the new table, never half of one.
-func saveState(dir, version string, t *meshdnsv1.NameTable) error {
-	b, err := proto.Marshal(&meshdnsv1.StreamNameTableResponse{
-		VersionInfo: version,
-		Update:      &meshdnsv1.StreamNameTableResponse_Full{Full: t},
-	})
-	if err != nil {
-		return fmt.Errorf("marshal state: %w", err)
-	}
+//
+// table is the NameTable in its wire form; the file is written as the
+// StreamNameTableResponse that carries it (fields version_info and full),
+// without decoding the table again.
+func saveState(dir, version string, table []byte) error {
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendString(b, version)
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendBytes(b, table)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
