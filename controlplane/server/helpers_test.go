@@ -37,6 +37,8 @@ type harnessOpts struct {
 	tls        *tls.Config
 	keepalive  time.Duration
 	admissions int
+	// server changes the server's configuration before New.
+	server func(*server.Config)
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -53,8 +55,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom,
-		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive, MaxAdmissions: o.admissions})
+	cfg := server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom,
+		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive, MaxAdmissions: o.admissions}
+	if o.server != nil {
+		o.server(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package server
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/controlplane/auth"
+)
 
 type metrics struct {
 	agents      prometheus.Gauge
@@ -12,6 +16,7 @@ type metrics struct {
 	streams     *prometheus.CounterVec
 
 	admissionWaiting prometheus.Gauge
+	admissions       *prometheus.CounterVec
 	// Children resolved once: a label lookup per send costs more than
 	// the rest of the bookkeeping of a delta.
 	pushFull, pushDelta           prometheus.Counter
@@ -66,8 +71,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_admission_waiting",
 			Help: "Agent streams waiting to be admitted (paced by --max-admissions).",
 		}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_stream_admissions_total",
+			Help: "Agent streams admitted or refused at their first request, by result (ok|invalid|unauthenticated|denied|limited|unavailable) and method (token|spiffe|insecure|none).",
+		}, []string{"result", "method"}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.admissionWaiting} {
+	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.admissionWaiting, m.admissions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -77,6 +86,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.pushDelta, m.pushBytesDelta = m.pushes.WithLabelValues("delta"), m.pushBytes.WithLabelValues("delta")
 	for _, r := range []string{"ok", "error", "invalid"} {
 		m.streams.WithLabelValues(r)
+	}
+	m.admissions.WithLabelValues(admitUnauthenticated, "none")
+	for _, method := range []string{auth.MethodToken, auth.MethodSPIFFE} {
+		m.admissions.WithLabelValues(admitOK, method)
+		m.admissions.WithLabelValues(admitDenied, method)
 	}
 	return m, nil
 }

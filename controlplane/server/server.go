@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
+	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -43,6 +45,31 @@ type Config struct {
 	// the agent's first ACK or NACK; more wait (a reconnect storm is
 	// served in turns, so memory and CPU stay bounded). Zero means 128.
 	MaxAdmissions int
+	// Authenticator verifies each stream's credential (package auth); the
+	// namespace and pod come from the identity it returns, and a claim that
+	// differs is refused. Nil means auth.Insecure(): claims are taken as
+	// they are (the binary never leaves it nil without
+	// --insecure-allow-unauthenticated).
+	Authenticator auth.Authenticator
+	// ClusterDomain is the control plane's cluster domain; zero means
+	// "cluster.local". Agents of other domains count against
+	// MaxClusterDomains.
+	ClusterDomain string
+	// MaxStreamsPerIdentity bounds the streams one identity holds open at
+	// once; zero means 4 (a pod has one, two while it fails over).
+	MaxStreamsPerIdentity int
+	// ReconnectBurst and ReconnectRate bound how often one identity opens
+	// streams: a bucket of ReconnectBurst (zero means 10) refilled at
+	// ReconnectRate per second (zero means 0.2, one every 5s).
+	ReconnectBurst int
+	ReconnectRate  float64
+	// MaxClusterDomains bounds the cluster domains other than
+	// ClusterDomain served at once, each a further view of every
+	// namespace; zero means 4.
+	MaxClusterDomains int
+	// MaxRequestBytes bounds one message from an agent (agents send only
+	// their identity, ACKs and NACKs); zero means 64 KiB.
+	MaxRequestBytes int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -60,6 +87,9 @@ type Server struct {
 	m     *metrics
 	grpc  *grpc.Server
 	admit *admission
+
+	auth   auth.Authenticator
+	limits *limits
 
 	mu     sync.Mutex // guards agents
 	agents map[*agent]struct{}
@@ -85,6 +115,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeepaliveMinTime <= 0 {
 		cfg.KeepaliveMinTime = 10 * time.Second
 	}
+	if cfg.Authenticator == nil {
+		cfg.Authenticator = auth.Insecure()
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.MaxStreamsPerIdentity <= 0 {
+		cfg.MaxStreamsPerIdentity = 4
+	}
+	if cfg.ReconnectBurst <= 0 {
+		cfg.ReconnectBurst = 10
+	}
+	if cfg.ReconnectRate <= 0 {
+		cfg.ReconnectRate = 0.2
+	}
+	if cfg.MaxClusterDomains <= 0 {
+		cfg.MaxClusterDomains = 4
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 64 << 10
+	}
 	cfg.Now = deps.Now(cfg.Now)
 	log := deps.Logger(cfg.Logger)
 	reg := deps.Registerer(cfg.Registerer)
@@ -92,7 +143,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), agents: map[*agent]struct{}{}}
+	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), agents: map[*agent]struct{}{},
+		auth: cfg.Authenticator,
+		limits: &limits{
+			maxStreams: cfg.MaxStreamsPerIdentity, burst: float64(cfg.ReconnectBurst), rate: cfg.ReconnectRate,
+			maxDomains: cfg.MaxClusterDomains, localDomain: registry.CanonicalHost(cfg.ClusterDomain),
+			ids: map[string]*idState{}, domains: map[string]int{},
+		}}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		// Server pings detect dead agents (a node gone without a FIN);
@@ -115,6 +172,7 @@ func New(cfg Config) (*Server, error) {
 		// agent per update for nothing (agents send only small ACKs).
 		grpc.StaticStreamWindowSize(64 << 10),
 		grpc.StaticConnWindowSize(64 << 10),
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))

@@ -269,7 +269,10 @@ func TestNamespaceScoping(t *testing.T) {
 
 func TestMarshalOncePerView(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.publish(t, manyEntries(100)...)
+	// ns-b is named by an entry, so it has a view of its own; ns-a is
+	// named by none and gets the shared view.
+	onlyB := entry("only-b.corp.example", "10.8.8.8", "ns-b")
+	h.publish(t, append(manyEntries(100), onlyB)...)
 	var agents []*cptest.Agent
 	for i := range 10 {
 		ns := "ns-a"
@@ -285,7 +288,7 @@ func TestMarshalOncePerView(t *testing.T) {
 	pushesBefore := h.metric(t, "meshdns_controlplane_pushes_total", "kind", "delta")
 	es := manyEntries(100)
 	es[5] = entry("e5.corp.example", "10.9.9.9")
-	h.publish(t, es...)
+	h.publish(t, append(es, onlyB)...)
 	for _, a := range agents {
 		a.Next()
 		if got := a.IPs()["e5.corp.example"]; got != "10.9.9.9" {

@@ -75,10 +75,13 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		return err
 	}
 	id := first.GetIdentity()
-	if id.GetNamespace() == "" {
+	// Who the agent is comes from its credential (identity.go).
+	ver, err := s.authorize(ctx, id)
+	if err != nil {
 		s.m.streams.WithLabelValues("invalid").Inc()
-		return status.Error(codes.InvalidArgument, "first request must carry identity with a namespace")
+		return err
 	}
+	defer ver.release()
 	// Hold the agent until the first model exists: an empty table would
 	// replace the one it restored from disk.
 	select {
@@ -91,10 +94,10 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		return err
 	}
 	defer release()
-	sub := s.cfg.Views.Subscribe(view.Key{Namespace: id.GetNamespace(), ClusterDomain: id.GetClusterDomain()}, s.cfg.QueueSize)
+	sub := s.cfg.Views.Subscribe(ver.viewKey(), s.cfg.QueueSize)
 	defer sub.Close()
 	a := &agent{
-		pod: id.GetPodName(), namespace: id.GetNamespace(), clusterDomain: id.GetClusterDomain(),
+		pod: ver.pod, namespace: ver.namespace, clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
 		connected: s.cfg.Now(), sub: sub, wake: make(chan struct{}, 1), admitted: release,
 		inflight: map[uint64]inflight{},
@@ -114,6 +117,12 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}()
 	err = s.send(ctx, st, a, first.GetVersionInfo())
 	cancel()
+	if err == errRebind {
+		// The server ends this stream: the receiver ends when the
+		// handler returns, not before.
+		log.Info("agent told to reconnect: its namespace has a view of its own now")
+		return err
+	}
 	rerr := <-recvErr
 	if err == nil || errors.Is(err, context.Canceled) {
 		err = rerr
@@ -145,6 +154,11 @@ func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resum
 			return ctx.Err()
 		case target = <-a.sub.C():
 		case <-a.wake:
+		}
+		if a.sub.Rebind() {
+			// The namespace got a view of its own (view.Shared): the agent
+			// reconnects at once and resumes with a delta.
+			return errRebind
 		}
 		overflow := a.sub.Overflowed()
 		a.mu.Lock()

@@ -66,6 +66,7 @@ type Store struct {
 	mu    sync.Mutex // guards following
 	model *registry.Model
 	views map[Key]*View
+	ns    namespaces // namespaces the model names (namespaces.go)
 }
 
 // View is the table series of one Key.
@@ -99,12 +100,14 @@ type step struct {
 
 // Sub is one agent's subscription to its view.
 type Sub struct {
-	view *View
-	ch   chan *Version
+	view      *View
+	namespace string // the namespace subscribed for (the view's, or Shared's member)
+	ch        chan *Version
 	// overflow is set when the queue was full: the subscriber must drain
 	// C and send a full table of the current version.
 	overflow atomic.Bool
 	closed   atomic.Bool
+	rebind   atomic.Bool // see Rebind
 }
 
 // New returns an empty store; Run feeds it.
@@ -156,6 +159,7 @@ func (s *Store) Apply(m *registry.Model) {
 	if s.model != nil && m.Version <= s.model.Version {
 		return
 	}
+	added := s.ns.apply(s.model, m)
 	s.model = m
 	now := s.cfg.Now()
 	var live []*View
@@ -188,6 +192,7 @@ func (s *Store) Apply(m *registry.Model) {
 	close(work)
 	wg.Wait()
 	s.enc.views.Set(float64(len(s.views)))
+	s.rebindLocked(added)
 	s.readyOnce.Do(func() { close(s.ready) })
 }
 
@@ -204,6 +209,8 @@ func (s *Store) Subscribe(key Key, queue int) *Sub {
 	if s.model == nil {
 		return nil
 	}
+	ns := key.Namespace
+	key = s.canonicalLocked(key)
 	v, ok := s.views[key]
 	if !ok {
 		v = &View{key: key, enc: s.enc, subs: map[*Sub]struct{}{}}
@@ -211,7 +218,7 @@ func (s *Store) Subscribe(key Key, queue int) *Sub {
 		s.views[key] = v
 		s.enc.views.Set(float64(len(s.views)))
 	}
-	sub := &Sub{view: v, ch: make(chan *Version, max(queue, 1))}
+	sub := &Sub{view: v, namespace: ns, ch: make(chan *Version, max(queue, 1))}
 	v.mu.Lock()
 	v.subs[sub] = struct{}{}
 	v.mu.Unlock()
@@ -237,7 +244,7 @@ func (s *Store) Lookup(key Key) *View {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.views[key]
+	return s.views[s.canonicalLocked(key)]
 }
 
 // applyTo brings v to model m: incrementally when v reflects the model

@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,6 +46,20 @@ func Serial(n int64) Option {
 // DNSNames adds DNS SANs to the ones Issue puts in a server certificate.
 func DNSNames(names ...string) Option {
 	return func(c *x509.Certificate) { c.DNSNames = append(c.DNSNames, names...) }
+}
+
+// URIs adds URI SANs, such as a SPIFFE ID
+// (spiffe://cluster.local/ns/team-a/sa/default).
+func URIs(uris ...string) Option {
+	return func(c *x509.Certificate) {
+		for _, s := range uris {
+			u, err := url.Parse(s)
+			if err != nil {
+				panic("certtest.URIs: " + err.Error())
+			}
+			c.URIs = append(c.URIs, u)
+		}
+	}
 }
 
 func newSerial(t testing.TB) *big.Int {

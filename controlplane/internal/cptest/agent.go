@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -41,6 +42,8 @@ type DialOpts struct {
 	Resume string
 	// TLS, when set, dials with TLS.
 	TLS *tls.Config
+	// Token, when set, is sent as "authorization: Bearer <token>".
+	Token string
 	// NoRead leaves responses unread until Read is called (a slow agent).
 	NoRead bool
 	// Window, when set, fixes the HTTP/2 stream and connection windows
@@ -48,6 +51,9 @@ type DialOpts struct {
 	// read blocks the server after that many bytes.
 	Window int32
 }
+
+// NoPod as DialOpts.Pod sends an empty pod name.
+const NoPod = "-"
 
 // Dial opens a stream and sends the identity. A refused connection is
 // reported through Errs, not as a test failure.
@@ -66,13 +72,19 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if o.Token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.Token)
+	}
 	st, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(ctx)
 	a := &Agent{t: t, conn: conn, stream: st, cancel: cancel,
 		Resps: make(chan *meshdnsv1.StreamNameTableResponse, 64), Errs: make(chan error, 1),
 		Version: o.Resume, Table: map[string]*meshdnsv1.NameInfo{}}
 	t.Cleanup(a.Close)
-	if o.Pod == "" {
+	switch o.Pod {
+	case "":
 		o.Pod = "pod"
+	case NoPod:
+		o.Pod = ""
 	}
 	if err == nil {
 		err = st.Send(&meshdnsv1.StreamNameTableRequest{

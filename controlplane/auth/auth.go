@@ -1,0 +1,101 @@
+// Package auth verifies who an agent is before the control plane serves it
+// a name table: the namespace (and pod) an agent may see comes from a
+// credential the control plane checked, never from what the agent claims.
+//
+// Three authenticators exist: TokenReview (a projected ServiceAccount token,
+// verified by the Kubernetes API server), SPIFFE (the URI SAN of a client
+// certificate the TLS layer verified) and Insecure (no check: the agent's
+// claim is taken as is, for file-only setups that opt in explicitly). Chain
+// combines them.
+package auth
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+)
+
+// Methods, also the values of the method metric label.
+const (
+	MethodToken    = "token"
+	MethodSPIFFE   = "spiffe"
+	MethodInsecure = "insecure"
+)
+
+// Sentinel errors. The server maps ErrNoCredential and ErrInvalid to
+// codes.Unauthenticated and ErrUnavailable to codes.Unavailable.
+var (
+	// ErrNoCredential: the request carries no credential this
+	// authenticator understands (no token, no certificate).
+	ErrNoCredential = errors.New("no credential")
+	// ErrInvalid: a credential was presented and refused.
+	ErrInvalid = errors.New("invalid credential")
+	// ErrUnavailable: the credential could not be checked now (the API
+	// server is unreachable or too many reviews are in flight).
+	ErrUnavailable = errors.New("cannot verify credential now")
+)
+
+// Request is what an agent presented when it opened its stream.
+type Request struct {
+	// Token is the bearer token of the "authorization" metadata, or "".
+	Token string
+	// Chains are the client certificate chains the TLS handshake verified
+	// (leaf first), or nil without mTLS.
+	Chains [][]*x509.Certificate
+}
+
+// Identity is a verified agent identity.
+type Identity struct {
+	// Method that verified it (MethodToken, MethodSPIFFE, MethodInsecure).
+	Method string
+	// Namespace the agent is in; "" only for MethodInsecure, where the
+	// agent's own claim is used.
+	Namespace string
+	// Pod name bound to the credential, or "" when the credential does
+	// not name a pod (a SPIFFE certificate names a service account).
+	Pod string
+	// ServiceAccount of the credential, or "".
+	ServiceAccount string
+	// Subject names the credential in logs and per-identity limits: the
+	// user name of a token, the SPIFFE ID of a certificate.
+	Subject string
+}
+
+// Verified reports whether the identity was checked (anything but Insecure).
+func (i Identity) Verified() bool { return i.Method != MethodInsecure && i.Method != "" }
+
+// Authenticator verifies one request. Implementations are safe for
+// concurrent use. Authenticate returns ErrNoCredential (wrapped or not)
+// when the request carries nothing it can check, so Chain tries the next.
+type Authenticator interface {
+	Authenticate(ctx context.Context, r Request) (Identity, error)
+}
+
+// Chain tries each authenticator in order and returns the first identity.
+// An authenticator that found its credential and refused it ends the chain:
+// a bad token is not rescued by falling through to Insecure.
+func Chain(as ...Authenticator) Authenticator { return chain(as) }
+
+type chain []Authenticator
+
+func (c chain) Authenticate(ctx context.Context, r Request) (Identity, error) {
+	for _, a := range c {
+		id, err := a.Authenticate(ctx, r)
+		if errors.Is(err, ErrNoCredential) {
+			continue
+		}
+		return id, err
+	}
+	return Identity{}, ErrNoCredential
+}
+
+// Insecure accepts every request without a check; the server then takes
+// the namespace and pod the agent claims. Only for setups that turned
+// authentication off explicitly (--insecure-allow-unauthenticated).
+func Insecure() Authenticator { return insecure{} }
+
+type insecure struct{}
+
+func (insecure) Authenticate(context.Context, Request) (Identity, error) {
+	return Identity{Method: MethodInsecure}, nil
+}

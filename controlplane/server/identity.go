@@ -1,0 +1,219 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshdns/meshdns/controlplane/auth"
+	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/controlplane/view"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// Admission results, the values of the result label of
+// meshdns_controlplane_stream_admissions_total.
+const (
+	admitOK              = "ok"
+	admitInvalid         = "invalid"         // no namespace claimed
+	admitUnauthenticated = "unauthenticated" // no or a bad credential
+	admitDenied          = "denied"          // claims differ from the identity
+	admitLimited         = "limited"         // per-identity or global bounds
+	admitUnavailable     = "unavailable"     // the credential could not be checked now
+)
+
+// errRebind ends the stream of an agent whose namespace got a view of its
+// own (view.Sub.Rebind); the agent reconnects at once.
+var errRebind = status.Error(codes.Unavailable, "the namespace's view changed; reconnect")
+
+// verified is what the server learned at admission.
+type verified struct {
+	id             auth.Identity
+	namespace, pod string // verified (or, insecure, claimed) names
+	domain         string // claimed cluster domain
+	key            string // of the per-identity limits
+	release        func()
+}
+
+// authorize authenticates the first request of a stream, checks its claims
+// against the identity and applies the per-identity bounds. Every refusal
+// is counted and logged at Warn, with the peer and the subject, never the
+// credential.
+func (s *Server) authorize(ctx context.Context, claim *meshdnsv1.AgentIdentity) (*verified, error) {
+	peerAddr := ""
+	p, _ := peer.FromContext(ctx)
+	if p != nil && p.Addr != nil {
+		peerAddr = p.Addr.String()
+	}
+	req := auth.Request{Token: bearer(ctx)}
+	if p != nil {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			req.Chains = ti.State.VerifiedChains
+		}
+	}
+	refuse := func(result, method string, code codes.Code, msg string, args ...any) error {
+		s.m.admissions.WithLabelValues(result, method).Inc()
+		s.log.Warn("agent stream refused", "result", result, "peer", peerAddr,
+			"claimed", claim.GetNamespace()+"/"+claim.GetPodName(), "err", fmt.Sprintf(msg, args...))
+		return status.Errorf(code, msg, args...)
+	}
+	id, err := s.auth.Authenticate(ctx, req)
+	switch {
+	case errors.Is(err, auth.ErrUnavailable):
+		return nil, refuse(admitUnavailable, "none", codes.Unavailable, "authenticate: %v", err)
+	case errors.Is(err, auth.ErrNoCredential):
+		return nil, refuse(admitUnauthenticated, "none", codes.Unauthenticated,
+			"authenticate: no credential (a bearer token in %q or a client certificate)", "authorization")
+	case err != nil:
+		return nil, refuse(admitUnauthenticated, "none", codes.Unauthenticated, "authenticate: %v", err)
+	}
+	method := id.Method
+	ns, pod := claim.GetNamespace(), claim.GetPodName()
+	if id.Verified() {
+		// The identity wins; a claim is only checked against it. An agent
+		// may leave its namespace or pod out and get the verified ones.
+		if ns != "" && ns != id.Namespace {
+			return nil, refuse(admitDenied, method, codes.PermissionDenied,
+				"namespace %q claimed, but the credential of %s is for namespace %q", ns, id.Subject, id.Namespace)
+		}
+		if id.Pod != "" && pod != "" && pod != id.Pod {
+			return nil, refuse(admitDenied, method, codes.PermissionDenied,
+				"pod %q claimed, but the credential of %s is bound to pod %q", pod, id.Subject, id.Pod)
+		}
+		ns = id.Namespace
+		if id.Pod != "" {
+			pod = id.Pod
+		}
+	}
+	if ns == "" {
+		return nil, refuse(admitInvalid, method, codes.InvalidArgument, "first request must carry identity with a namespace")
+	}
+	key := method + ":" + ns + "/" + pod
+	if id.Verified() {
+		key = method + ":" + id.Subject + "/" + pod
+	}
+	domain := registry.CanonicalHost(claim.GetClusterDomain())
+	release, why := s.limits.acquire(key, domain, s.cfg.Now())
+	if why != "" {
+		return nil, refuse(admitLimited, method, codes.ResourceExhausted, "%s", why)
+	}
+	s.m.admissions.WithLabelValues(admitOK, method).Inc()
+	return &verified{id: id, namespace: ns, pod: pod, domain: claim.GetClusterDomain(), key: key, release: release}, nil
+}
+
+// viewKey is the view an admitted agent subscribes to (the store maps a
+// namespace no source names to its shared view).
+func (a *verified) viewKey() view.Key {
+	return view.Key{Namespace: a.namespace, ClusterDomain: a.domain}
+}
+
+// bearer returns the token of the "authorization: Bearer <token>"
+// metadata, or "".
+func bearer(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, tok, ok := strings.Cut(v, " ")
+		if ok && strings.EqualFold(scheme, "bearer") {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return ""
+}
+
+// limits bounds what one identity may hold: concurrent streams, the rate
+// of new ones, and, for the whole server, the cluster domains other than
+// the control plane's (each is a further view of every namespace).
+type limits struct {
+	maxStreams  int
+	burst       float64
+	rate        float64 // streams per second
+	maxDomains  int
+	localDomain string
+	log         *slog.Logger
+
+	mu      sync.Mutex // guards following
+	ids     map[string]*idState
+	domains map[string]int // foreign cluster domain -> live streams
+}
+
+type idState struct {
+	streams int
+	tokens  float64
+	last    time.Time
+}
+
+// maxIdentities bounds the per-identity state kept for identities without
+// streams (their reconnect budget); beyond it the idle ones are forgotten.
+const maxIdentities = 100_000
+
+func (l *limits) acquire(key, domain string, now time.Time) (release func(), why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.ids[key]
+	if st == nil {
+		if len(l.ids) >= maxIdentities {
+			l.pruneLocked(now)
+		}
+		st = &idState{tokens: l.burst, last: now}
+		l.ids[key] = st
+	}
+	st.tokens = min(l.burst, st.tokens+now.Sub(st.last).Seconds()*l.rate)
+	st.last = now
+	switch {
+	case st.streams >= l.maxStreams:
+		return nil, fmt.Sprintf("identity already has %d streams open (the limit)", st.streams)
+	case st.tokens < 1:
+		return nil, "identity reconnects too often; back off"
+	}
+	foreign := domain != "" && domain != l.localDomain
+	if foreign && l.domains[domain] == 0 && len(l.domains) >= l.maxDomains {
+		return nil, fmt.Sprintf("too many cluster domains in use (%d); %q refused", len(l.domains), domain)
+	}
+	st.tokens--
+	st.streams++
+	if foreign {
+		l.domains[domain]++
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			st.streams--
+			if foreign {
+				if l.domains[domain]--; l.domains[domain] == 0 {
+					delete(l.domains, domain)
+				}
+			}
+		})
+	}, ""
+}
+
+// pruneLocked forgets identities without streams whose reconnect budget is
+// full again (they lose nothing); if that is not enough (a flood of
+// identities), every identity without a stream.
+func (l *limits) pruneLocked(now time.Time) {
+	for k, st := range l.ids {
+		if st.streams == 0 && st.tokens+now.Sub(st.last).Seconds()*l.rate >= l.burst {
+			delete(l.ids, k)
+		}
+	}
+	if len(l.ids) < maxIdentities {
+		return
+	}
+	for k, st := range l.ids {
+		if st.streams == 0 {
+			delete(l.ids, k)
+		}
+	}
+}
