@@ -91,13 +91,15 @@ func (a *Agent) Listen() error {
 		a.cfg.DNSAddrs = cfg.DNSAddrs
 	}
 	a.resolver, err = upstream.New(upstream.Config{
-		Upstreams:  in.Upstreams,
-		Timeout:    cfg.UpstreamTimeout,
-		Parallel:   cfg.ParallelUpstreams,
-		CacheSize:  cfg.CacheSize,
-		Now:        cfg.Now,
-		Logger:     a.log,
-		Registerer: cfg.Registerer,
+		Upstreams: in.Upstreams,
+		Timeout:   cfg.UpstreamTimeout,
+		// The pod's resolver's patience: the forward answers within it.
+		ClientTimeout: in.ClientTimeout,
+		Parallel:      cfg.ParallelUpstreams,
+		CacheSize:     cfg.CacheSize,
+		Now:           cfg.Now,
+		Logger:        a.log,
+		Registerer:    cfg.Registerer,
 	})
 	if err != nil {
 		return err

@@ -74,8 +74,9 @@ type Config struct {
 	// before the agent reports ready without a control plane; 10s.
 	ReadyGrace time.Duration
 
-	// UpstreamTimeout is the time one try against one upstream may take;
-	// 2s.
+	// UpstreamTimeout is how long a try waits alone before the next try
+	// goes out; earlier tries keep listening until the pod's resolver
+	// timeout (resolv.conf "options timeout:", 5s) less 4%; 2s.
 	UpstreamTimeout time.Duration
 	// ParallelUpstreams races every upstream instead of trying them in turn.
 	ParallelUpstreams bool

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/meshdns/meshdns/internal/resolvconf"
 )
@@ -15,6 +16,9 @@ type resolvInputs struct {
 	Upstreams []string
 	Search    []string
 	Ndots     int
+	// ClientTimeout is how long the pod's resolver waits for a reply
+	// (resolv.conf "options timeout:").
+	ClientTimeout time.Duration
 	// From names the file or flag the upstreams came from, for the logs.
 	From string
 }
@@ -34,7 +38,8 @@ func readResolvInputs(cfg Config) (resolvInputs, error) {
 	if err != nil {
 		return resolvInputs{}, err
 	}
-	in := resolvInputs{Search: rc.Search, Ndots: rc.Ndots, Upstreams: rc.HostPorts(), From: cfg.ResolvConf}
+	in := resolvInputs{Search: rc.Search, Ndots: rc.Ndots, Upstreams: rc.HostPorts(), From: cfg.ResolvConf,
+		ClientTimeout: time.Duration(rc.Timeout) * time.Second}
 	switch {
 	case len(cfg.Upstreams) > 0:
 		in.Upstreams, in.From = cfg.Upstreams, "--upstream"

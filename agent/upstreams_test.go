@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -25,19 +26,19 @@ func TestReadResolvInputs(t *testing.T) {
 			name: "pod resolv.conf",
 			cfg:  Config{ResolvConf: pod, VMResolvConf: vmSaved, DNSAddrs: []string{"127.0.0.1:15053"}},
 			want: resolvInputs{Upstreams: []string{"10.96.0.10:53", "[fd00::10]:53"},
-				Search: []string{"demo.svc.cluster.local", "svc.cluster.local"}, Ndots: 5, From: pod},
+				Search: []string{"demo.svc.cluster.local", "svc.cluster.local"}, Ndots: 5, ClientTimeout: 5 * time.Second, From: pod},
 		},
 		{
 			name: "--upstream overrides nameservers but keeps the search list",
 			cfg:  Config{ResolvConf: pod, Upstreams: []string{"127.0.0.1:5353"}, DNSAddrs: []string{"127.0.0.1:15053"}},
 			want: resolvInputs{Upstreams: []string{"127.0.0.1:5353"},
-				Search: []string{"demo.svc.cluster.local", "svc.cluster.local"}, Ndots: 5, From: "--upstream"},
+				Search: []string{"demo.svc.cluster.local", "svc.cluster.local"}, Ndots: 5, ClientTimeout: 5 * time.Second, From: "--upstream"},
 		},
 		{
 			name: "VM on port 53 takes the saved resolv.conf",
 			cfg:  Config{ResolvConf: vmEtc, VMResolvConf: vmSaved, DNSAddrs: []string{"127.0.0.1:53"}},
 			want: resolvInputs{Upstreams: []string{"192.0.2.53:53", "192.0.2.54:53"},
-				Search: []string{"corp.example"}, Ndots: 1, From: vmSaved},
+				Search: []string{"corp.example"}, Ndots: 1, ClientTimeout: 5 * time.Second, From: vmSaved},
 		},
 		{
 			name:    "port 53 without the saved file drops itself and finds nothing",
@@ -52,7 +53,7 @@ func TestReadResolvInputs(t *testing.T) {
 		{
 			name: "other port is not a loop",
 			cfg:  Config{ResolvConf: vmEtc, VMResolvConf: vmSaved, DNSAddrs: []string{"127.0.0.1:15053"}},
-			want: resolvInputs{Upstreams: []string{"127.0.0.1:53"}, Search: []string{"corp.example"}, Ndots: 1, From: vmEtc},
+			want: resolvInputs{Upstreams: []string{"127.0.0.1:53"}, Search: []string{"corp.example"}, Ndots: 1, ClientTimeout: 5 * time.Second, From: vmEtc},
 		},
 		{
 			name:    "missing resolv.conf",

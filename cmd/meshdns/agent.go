@@ -67,7 +67,7 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory keeping the last control plane table across restarts")
 	fs.DurationVar(&cfg.ReadyGrace, "ready-grace", 10*time.Second, "with a restored table and no control plane, report ready after this long")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (changeable at /debug/loglevel)")
-	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time one try against one upstream may take")
+	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time a try to an upstream waits alone before the next goes out (earlier tries keep listening until the resolv.conf timeout)")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
 	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
 	fs.DurationVar(&cfg.IPTablesCheckInterval, "iptables-check-interval", 0, "re-check the DNS capture rules this often and report drift in metrics (0: never; reading them needs NET_ADMIN)")

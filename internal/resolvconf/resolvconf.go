@@ -31,6 +31,10 @@ type Config struct {
 	// Ndots from "options ndots:n"; 1 when absent (the glibc default),
 	// capped at 15 like glibc.
 	Ndots int
+	// Timeout from "options timeout:n" in seconds: how long the libc
+	// resolver waits for a reply before it asks again; 5 when absent (the
+	// glibc default RES_TIMEOUT), capped at 30 like glibc.
+	Timeout int
 }
 
 // Parse parses resolv.conf text. Unknown keywords and options are ignored
@@ -39,7 +43,7 @@ type Config struct {
 // query into SERVFAIL with no clue why, and capturing fewer nameservers
 // than the pod uses would let some of its queries bypass the agent.
 func Parse(data []byte) (Config, error) {
-	rc := Config{Ndots: 1}
+	rc := Config{Ndots: 1, Timeout: 5}
 	if len(data) > MaxSize {
 		return rc, fmt.Errorf("resolv.conf: %d bytes is larger than %d", len(data), MaxSize)
 	}
@@ -78,15 +82,19 @@ func Parse(data []byte) (Config, error) {
 			}
 		case "options":
 			for _, o := range f[1:] {
-				v, ok := strings.CutPrefix(o, "ndots:")
-				if !ok {
+				name, v, ok := strings.Cut(o, ":")
+				if !ok || (name != "ndots" && name != "timeout") {
 					continue
 				}
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {
 					return rc, fmt.Errorf("resolv.conf line %d: bad option %q", line, o)
 				}
-				rc.Ndots = min(n, 15)
+				if name == "ndots" {
+					rc.Ndots = min(n, 15)
+				} else {
+					rc.Timeout = min(max(n, 1), 30) // glibc: 0 means 1
+				}
 			}
 		}
 	}
@@ -103,7 +111,7 @@ func Parse(data []byte) (Config, error) {
 func Read(r io.Reader) (Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
 	if err != nil {
-		return Config{Ndots: 1}, fmt.Errorf("read resolv.conf: %w", err)
+		return Config{Ndots: 1, Timeout: 5}, fmt.Errorf("read resolv.conf: %w", err)
 	}
 	return Parse(data)
 }
@@ -112,7 +120,7 @@ func Read(r io.Reader) (Config, error) {
 func ReadFile(path string) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{Ndots: 1}, fmt.Errorf("read resolv.conf: %w", err)
+		return Config{Ndots: 1, Timeout: 5}, fmt.Errorf("read resolv.conf: %w", err)
 	}
 	defer f.Close()
 	rc, err := Read(f)

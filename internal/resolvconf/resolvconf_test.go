@@ -37,6 +37,7 @@ func TestParse(t *testing.T) {
 				Nameservers: addrs("10.96.0.10"),
 				Search:      []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"},
 				Ndots:       5,
+				Timeout:     5,
 			},
 			hostPorts: []string{"10.96.0.10:53"},
 			addrs:     addrs("10.96.0.10"),
@@ -47,6 +48,7 @@ func TestParse(t *testing.T) {
 			want: resolvconf.Config{
 				Nameservers: addrs("fd00::10", "fe80::1%eth0", "127.0.0.53", "::ffff:127.0.0.53", "fd00::10"),
 				Ndots:       1,
+				Timeout:     5,
 			},
 			hostPorts: []string{"[fd00::10]:53", "[fe80::1%eth0]:53", "127.0.0.53:53", "[::ffff:127.0.0.53]:53", "[fd00::10]:53"},
 			addrs:     addrs("fd00::10", "fe80::1", "127.0.0.53"),
@@ -58,6 +60,7 @@ func TestParse(t *testing.T) {
 				Nameservers: addrs("1.1.1.1"),
 				Search:      []string{"corp.example", "example.com"},
 				Ndots:       2,
+				Timeout:     1,
 			},
 			hostPorts: []string{"1.1.1.1:53"},
 			addrs:     addrs("1.1.1.1"),
@@ -65,19 +68,31 @@ func TestParse(t *testing.T) {
 		{
 			name:      "last search line wins, domain counts as search",
 			in:        "search a.example b.example\ndomain c.example\n",
-			want:      resolvconf.Config{Search: []string{"c.example"}, Ndots: 1},
+			want:      resolvconf.Config{Search: []string{"c.example"}, Ndots: 1, Timeout: 5},
 			hostPorts: []string{},
 		},
 		{
 			name:      "ndots capped at 15",
 			in:        "options ndots:40\n",
-			want:      resolvconf.Config{Ndots: 15},
+			want:      resolvconf.Config{Ndots: 15, Timeout: 5},
+			hostPorts: []string{},
+		},
+		{
+			name:      "timeout 0 is 1",
+			in:        "options timeout:0 attempts:3\n",
+			want:      resolvconf.Config{Ndots: 1, Timeout: 1},
+			hostPorts: []string{},
+		},
+		{
+			name:      "timeout capped at 30",
+			in:        "options timeout:60\n",
+			want:      resolvconf.Config{Ndots: 1, Timeout: 30},
 			hostPorts: []string{},
 		},
 		{
 			name:      "unknown keywords ignored",
 			in:        "sortlist 130.155.160.0/255.255.240.0\nlookup file bind\n",
-			want:      resolvconf.Config{Ndots: 1},
+			want:      resolvconf.Config{Ndots: 1, Timeout: 5},
 			hostPorts: []string{},
 		},
 		{
@@ -89,6 +104,11 @@ func TestParse(t *testing.T) {
 			name:    "nameserver without value",
 			in:      "\nnameserver\n",
 			wantErr: "line 2: nameserver without address",
+		},
+		{
+			name:    "bad timeout",
+			in:      "options timeout:soon\n",
+			wantErr: `bad option "timeout:soon"`,
 		},
 		{
 			name:    "bad ndots",

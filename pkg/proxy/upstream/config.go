@@ -13,13 +13,21 @@ import (
 type Config struct {
 	// Upstreams are the resolvers as host:port (IPv6 in brackets). Required.
 	Upstreams []string
-	// Timeout bounds one try against one upstream (UDP, plus the TCP retry
-	// of a truncated reply). Zero means 2s.
+	// Timeout is how long a try waits alone before the next try goes out
+	// (to the next upstream); the earlier try keeps listening, so its late
+	// reply is still taken. Zero means 2s.
 	Timeout time.Duration
+	// ClientTimeout is how long the client waits for one reply before it
+	// asks again (resolv.conf "options timeout:", glibc's default 5s).
+	// Every try listens until the client's timeout less 4%, and the
+	// query fails then, so the client gets our answer or our SERVFAIL
+	// before it gives up on us. Zero means 5s.
+	ClientTimeout time.Duration
 	// Attempts is the total number of tries across upstreams, taken in a
-	// random order and wrapping around. Zero means len(Upstreams), at least
-	// 2 (a single upstream gets one retry for a lost datagram). Ignored
-	// when Parallel is set.
+	// random order and wrapping around, one every Timeout (or at once when
+	// the previous one failed) while the window lasts. Zero means
+	// len(Upstreams), at least 2 (a single upstream gets one retry for a
+	// lost datagram). Ignored when Parallel is set.
 	Attempts int
 	// Parallel races one try to every upstream and takes the first good
 	// reply. Zero (false) tries them one after another.
@@ -67,6 +75,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics. Nil means they are not registered.
 	Registerer prometheus.Registerer
+
+	// window is how long a forward may take: ClientTimeout less a margin.
+	window time.Duration
 }
 
 // withDefaults validates cfg and fills in the zero values.
@@ -84,6 +95,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
+	if cfg.ClientTimeout <= 0 {
+		cfg.ClientTimeout = 5 * time.Second
+	}
+	cfg.window = cfg.ClientTimeout - cfg.ClientTimeout/25
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = max(len(cfg.Upstreams), 2)
 	}

@@ -101,7 +101,8 @@ type reply struct {
 // A reply that cannot be turned into a servable entry counts as garbage.
 func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*reply, error) {
 	start := time.Now()
-	// One deadline for the whole try, TCP retry included.
+	// One deadline for the whole try, TCP retry included: the end of the
+	// forward's window, so a late reply is still taken.
 	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
 	defer cancel()
 	m, err := r.exchangeUDP(ctx, up, q, nameLen, true)
@@ -130,7 +131,13 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 	}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, ctx.Err() // Close or a lost race: not the upstream's fault
+			// Close, a lost race, or a later try answered first: not
+			// the upstream's fault, unless it had been silent for a
+			// whole Timeout, which a dead upstream always is.
+			if m == nil && time.Since(start) >= r.cfg.Timeout {
+				up.errs[kindTimeout].Inc()
+			}
+			return nil, ctx.Err()
 		}
 		if errors.As(err, &te) {
 			up.errs[te.kind].Inc()
@@ -140,13 +147,13 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 	return rep, nil
 }
 
-// deadline is the earlier of now+Timeout and ctx's deadline.
+// deadline is ctx's deadline (forward's window), or now plus the window
+// when ctx has none.
 func (r *Resolver) deadline(ctx context.Context) time.Time {
-	d := time.Now().Add(r.cfg.Timeout)
-	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+	if cd, ok := ctx.Deadline(); ok {
 		return cd
 	}
-	return d
+	return time.Now().Add(r.cfg.window)
 }
 
 // ioError classifies a socket error; a passed deadline is a timeout.

@@ -5,51 +5,101 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
+// result is what one try came back with.
+type result struct {
+	m   *reply
+	err error
+}
+
 // forward asks the upstreams for question q (lowercased wire form, name
-// nameLen bytes) until one gives an acceptable reply.
+// nameLen bytes) until one gives an acceptable reply or the client's
+// patience is spent.
+//
+// The schedule (README.md, Attempt schedule): a try goes out at once and
+// another every Timeout while tries remain, each to the next upstream in a
+// random order; a try that fails early (SERVFAIL, REFUSED, an unreachable
+// port) starts the next one at once. No try stops listening when the next
+// starts: every socket stays open until the window ends, so a slow reply to
+// the first try is still taken after the second went out. The window is
+// the client's timeout less a margin, so the client hears our answer (or
+// our SERVFAIL) before it gives up on us.
 func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, error) {
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
+	results := make(chan result, r.cfg.Attempts+len(r.ups))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	if r.cfg.Parallel && len(r.ups) > 1 {
-		return r.race(ctx, q, nameLen)
+		return r.race(ctx, q, nameLen, results, &wg)
 	}
 	order := r.perm(len(r.ups))
-	var errs []error
-	for i := range r.cfg.Attempts {
-		up := r.ups[order[i%len(order)]]
-		m, err := r.try(ctx, up, q, nameLen)
-		if err == nil {
-			return m, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		errs = append(errs, err)
+	launched, pending := 0, 0
+	launch := func() {
+		up := r.ups[order[launched%len(order)]]
+		launched++
+		pending++
+		wg.Go(func() {
+			m, err := r.try(ctx, up, q, nameLen)
+			results <- result{m, err}
+		})
 	}
-	return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
+	launch()
+	next := time.NewTimer(r.cfg.Timeout)
+	defer next.Stop()
+	var errs []error
+	for {
+		select {
+		case res := <-results:
+			pending--
+			if res.err == nil {
+				return res.m, nil
+			}
+			errs = append(errs, res.err)
+			if err := ctx.Err(); err != nil {
+				return nil, windowError(ctx, err, errs)
+			}
+			if launched < r.cfg.Attempts {
+				launch()
+				next.Reset(r.cfg.Timeout)
+			} else if pending == 0 {
+				return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
+			}
+		case <-next.C:
+			if launched < r.cfg.Attempts {
+				launch()
+				next.Reset(r.cfg.Timeout)
+			}
+		case <-ctx.Done():
+			return nil, windowError(ctx, ctx.Err(), errs)
+		}
+	}
+}
+
+// windowError is the error of a forward whose context ended: the caller's
+// cancellation as it is, the window's end as a failed upstream.
+func windowError(ctx context.Context, err error, errs []error) error {
+	if errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
+		errs = append(errs, errors.New("no reply within the client's timeout"))
+		return fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
+	}
+	return err
 }
 
 // race sends one try to every upstream at once and returns the first good
-// reply. The losers are cancelled and waited for, so no goroutine outlives
-// the call.
-func (r *Resolver) race(ctx context.Context, q []byte, nameLen int) (*reply, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	type result struct {
-		m   *reply
-		err error
-	}
-	results := make(chan result, len(r.ups))
-	var wg sync.WaitGroup
+// reply; each listens until the window ends. The losers are cancelled and
+// waited for by forward, so no goroutine outlives the call.
+func (r *Resolver) race(ctx context.Context, q []byte, nameLen int, results chan result, wg *sync.WaitGroup) (*reply, error) {
 	for _, up := range r.ups {
 		wg.Go(func() {
 			m, err := r.try(ctx, up, q, nameLen)
 			results <- result{m, err}
 		})
 	}
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
 	var errs []error
 	for range r.ups {
 		res := <-results
@@ -59,7 +109,7 @@ func (r *Resolver) race(ctx context.Context, q []byte, nameLen int) (*reply, err
 		errs = append(errs, res.err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, windowError(ctx, err, errs)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
 }

@@ -179,6 +179,12 @@ func newTestResolver(t testing.TB, cfg Config) (*Resolver, *prometheus.Registry)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 500 * time.Millisecond
 	}
+	if cfg.ClientTimeout == 0 {
+		// A window of one Timeout per attempt, so a test of failing
+		// upstreams takes what its Timeout says, not a client's 5s.
+		attempts := max(cfg.Attempts, len(cfg.Upstreams), 2)
+		cfg.ClientTimeout = cfg.Timeout * time.Duration(attempts) * 25 / 24
+	}
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
