@@ -295,6 +295,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Each good table marks the agent ready (see the file source's
 		// apply in Listen), this first load included.
 		if err := a.file.load(); err != nil {
+			a.file.lastErr = err.Error() // the watch's first check does not log it again
 			a.log.Error("rejected name table file; serving without a table until a good one appears", "err", err)
 		}
 		run("name table file", a.file.Run)

@@ -33,7 +33,8 @@ type fileSource struct {
 	log      *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
-	seen [sha256.Size]byte // content last applied or rejected
+	seen    [sha256.Size]byte // content last applied or rejected
+	lastErr string            // last rejection logged, so it is logged once
 }
 
 // parseTableFile reads the protojson form of a NameTable. Unknown fields
@@ -97,7 +98,13 @@ func (f *fileSource) dumper(sum [sha256.Size]byte) func() (*meshdnsv1.NameTable,
 // reload loads the file and logs a rejection. It runs when the file may
 // have changed; unchanged content costs a read and a hash.
 func (f *fileSource) reload() {
-	if err := f.load(); err != nil {
+	err := f.load()
+	if err == nil {
+		f.lastErr = ""
+		return
+	}
+	if err.Error() != f.lastErr {
+		f.lastErr = err.Error()
 		f.log.Error("rejected name table file; the last good table keeps serving", "err", err)
 	}
 }
