@@ -237,28 +237,56 @@ func (s *Source) list() []string {
 			out = append(out, p)
 			continue
 		}
-		des, err := os.ReadDir(p)
+		files, err := folderFiles(p)
 		if err != nil {
 			s.m.reloadErrors.Inc()
 			s.log.Error("entries folder unreadable", "path", p, "err", err)
 			continue
 		}
 		s.loaded[p] = true
-		for _, de := range des {
-			name := de.Name()
-			if strings.HasPrefix(name, ".") || !hasEntriesExt(name) {
-				continue
-			}
-			fp := filepath.Join(p, name)
-			// Follow symlinks (ConfigMap keys are links into ..data).
-			if fi, err := os.Stat(fp); err != nil || fi.IsDir() {
-				continue
-			}
-			out = append(out, fp)
-		}
+		out = append(out, files...)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Files returns the entries files path names, sorted: the file itself, or
+// the files of a folder that Run reads. `meshdns validate` checks the same
+// files the control plane would load.
+func Files(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	files, err := folderFiles(path)
+	sort.Strings(files)
+	return files, err
+}
+
+// folderFiles lists a folder's *.yaml, *.yml and *.json files, not hidden
+// ones (a ConfigMap's ..data is skipped), following symlinks (ConfigMap
+// keys are links into ..data).
+func folderFiles(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") || !hasEntriesExt(name) {
+			continue
+		}
+		fp := filepath.Join(dir, name)
+		if fi, err := os.Stat(fp); err != nil || fi.IsDir() {
+			continue
+		}
+		out = append(out, fp)
+	}
+	return out, nil
 }
 
 func hasEntriesExt(name string) bool {

@@ -236,3 +236,10 @@ func loadTemplate(path string, base Template) (Template, []byte, error) {
 	t, err := parseTemplate(data, base)
 	return t, data, err
 }
+
+// ParseTemplate parses and validates the content of a template file as the
+// webhook uses it: layered over DefaultTemplate. It is the check of
+// `meshdns validate --inject-template` and of the control plane's start.
+func ParseTemplate(data []byte) (Template, error) {
+	return parseTemplate(data, DefaultTemplate())
+}
