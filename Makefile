@@ -5,7 +5,8 @@ BIN := bin
 KUBE_ASSETS ?= $(HOME)/.cache/meshdns/kube
 export KUBE_ASSETS
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo +dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .DEFAULT_GOAL := help
 

@@ -5,16 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/internal/certfile"
 	"github.com/meshdns/meshdns/iptables"
 )
 
@@ -25,9 +27,12 @@ func init() {
 	}
 }
 
-func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
-	cfg, err := agentConfig(args, stderr)
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := agentConfig(args, stdout, stderr)
 	if err != nil {
+		return err
+	}
+	if err := agentPreflight(cfg); err != nil {
 		return err
 	}
 	a, err := agent.New(cfg)
@@ -38,22 +43,22 @@ func runAgent(ctx context.Context, args []string, _, stderr io.Writer) error {
 }
 
 // agentConfig turns the command line and environment into agent.Config,
-// with a logger on stderr and a registry holding the Go and process metrics.
-func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
+// with a logger on stderr and a registry holding the Go and process metrics
+// and meshdns_build_info. --help goes to stdout.
+func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	var (
 		dnsAddrs, upstreams, controlPlanes stringList
 		cfg                                agent.Config
 		ttl                                uint
-		logLevel                           string
 		rules                              ruleFlags
 	)
 	fs.Var(&dnsAddrs, "dns-addr", "address served over UDP and TCP, repeatable (default 127.0.0.1:15053)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:15020", `admin HTTP address ("-" turns it off)`)
 	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "resolv.conf with the upstream nameservers, search list and ndots")
 	fs.StringVar(&cfg.VMResolvConf, "vm-resolv-conf", "/var/lib/meshdns/resolv.conf", "upstreams on a VM: used instead of --resolv-conf's nameservers when serving port 53 and the file exists")
-	fs.Var(&upstreams, "upstream", "upstream host:port, repeatable; overrides the resolv.conf nameservers (the search list stays)")
+	fs.Var(&upstreams, "upstream", "upstream nameserver IP[:port] (port 53 when absent; [v6]:port), repeatable; overrides the resolv.conf nameservers (the search list stays)")
 	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the pod (env POD_NAMESPACE)")
 	fs.StringVar(&cfg.PodName, "pod-name", "", "name of the pod (env POD_NAME)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
@@ -66,7 +71,7 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key (PEM) for mTLS to the control plane")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory keeping the last control plane table across restarts")
 	fs.DurationVar(&cfg.ReadyGrace, "ready-grace", 10*time.Second, "with a restored table and no control plane, report ready after this long")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (changeable at /debug/loglevel)")
+	logs := newLogFlags(fs, "debug, info, warn or error (changeable at /debug/loglevel)")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time a try to an upstream waits alone before the next goes out (earlier tries keep listening until the resolv.conf timeout)")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
 	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
@@ -84,14 +89,19 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 		return cfg, err
 	}
 	if ttl == 0 || ttl > 1<<31-1 {
-		return cfg, fmt.Errorf("--ttl %d: want 1 to 2147483647 seconds", ttl)
+		return cfg, usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)
 	}
-	level := new(slog.LevelVar)
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return cfg, fmt.Errorf("--log-level: %w", err)
+	log, level, err := logs.logger(stderr)
+	if err != nil {
+		return cfg, err
 	}
-	if cfg.IPTablesCheckInterval < 0 {
-		return cfg, fmt.Errorf("--iptables-check-interval %v is negative", cfg.IPTablesCheckInterval)
+	for i, u := range upstreams {
+		if upstreams[i], err = upstreamAddr(u); err != nil {
+			return cfg, err
+		}
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return cfg, usagef("--tls-cert and --tls-key go together")
 	}
 	if cfg.IPTablesCheckInterval > 0 {
 		rc, err := agentRules(rules, dnsAddrs, cfg.ResolvConf)
@@ -101,14 +111,14 @@ func agentConfig(args []string, stderr io.Writer) (agent.Config, error) {
 		cfg.IPTables = rc
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	cfg.DNSAddrs = dnsAddrs
 	cfg.Upstreams = upstreams
 	cfg.ControlPlanes = controlPlanes
 	cfg.TTL = uint32(ttl)
-	cfg.Version = version
+	cfg.Version = buildInfo().Version
 	cfg.LogLevel = level
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = log
 	cfg.Registerer, cfg.Gatherer = reg, reg
 	return cfg, nil
 }
@@ -124,11 +134,11 @@ func agentRules(rf ruleFlags, dnsAddrs []string, resolvConf string) (iptables.Co
 		// The rules redirect to one port: the first address's.
 		_, p, err := net.SplitHostPort(dnsAddrs[0])
 		if err != nil {
-			return iptables.Config{}, fmt.Errorf("--dns-addr %q: %w", dnsAddrs[0], err)
+			return iptables.Config{}, usagef("--dns-addr %q: want host:port", dnsAddrs[0])
 		}
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
-			return iptables.Config{}, fmt.Errorf("--dns-addr %q: the iptables check needs a fixed port", dnsAddrs[0])
+			return iptables.Config{}, usagef("--dns-addr %q: the iptables check needs a fixed port", dnsAddrs[0])
 		}
 		rf.port = uint16(n)
 	}
@@ -157,6 +167,54 @@ func (f podRecordsFlag) Set(s string) error {
 		*f.forward = true
 	default:
 		return fmt.Errorf("want insecure or forward, not %q", s)
+	}
+	return nil
+}
+
+// upstreamAddr turns an --upstream value into host:port: an IP address
+// alone means port 53, as a nameserver line of resolv.conf does.
+func upstreamAddr(s string) (string, error) {
+	bad := usagef("--upstream %q: want an IP address, optionally with a port (10.0.0.10, 10.0.0.10:5353, fd00::10, [fd00::10]:5353)", s)
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+		return net.JoinHostPort(a.String(), "53"), nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", bad
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", bad
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", bad
+	}
+	return net.JoinHostPort(a.String(), port), nil
+}
+
+// agentPreflight refuses, before the agent logs that it starts, sources it
+// could never read: a table file or resolv.conf that does not exist or is
+// not readable, TLS files that do not load. (A table file with bad content
+// is not refused: the agent keeps serving and takes the next good version.)
+func agentPreflight(cfg agent.Config) error {
+	if cfg.NameTableFile != "" {
+		if err := readable("--nametable-file", cfg.NameTableFile); err != nil {
+			return err
+		}
+	}
+	if cfg.ResolvConf != "" { // its search list is read even with --upstream
+		if err := readable("--resolv-conf", cfg.ResolvConf); err != nil {
+			return err
+		}
+	}
+	if cfg.CACert != "" || cfg.TLSCert != "" {
+		r, err := certfile.New(certfile.Config{CAFile: cfg.CACert, CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
+		if err != nil {
+			return err
+		}
+		if _, err := r.ClientConfig(); err != nil {
+			return fmt.Errorf("--ca-cert/--tls-cert/--tls-key: %w", err)
+		}
 	}
 	return nil
 }

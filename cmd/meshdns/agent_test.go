@@ -69,17 +69,32 @@ func TestAgentFlags(t *testing.T) {
 		{name: "bad pod records", args: []string{"--pod-records", "verified"}, wantErr: "want insecure or forward"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{
+			name: "upstream without a port means 53",
+			args: []string{"--upstream", "1.2.3.4", "--upstream", "fd00::10", "--upstream", "[fd00::11]", "--upstream", "10.0.0.1:5353", "--log-format", "json"},
+			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
+				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30,
+				Upstreams:  []string{"1.2.3.4:53", "[fd00::10]:53", "[fd00::11]:53", "10.0.0.1:5353"},
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+		},
+		{name: "upstream hostname", args: []string{"--upstream", "dns.example:53"}, wantErr: `--upstream "dns.example:53": want an IP address`},
+		{name: "upstream port zero", args: []string{"--upstream", "1.2.3.4:0"}, wantErr: "want an IP address, optionally with a port"},
+		{name: "negative duration", args: []string{"--upstream-timeout", "-1s"}, wantErr: "--upstream-timeout -1s: a duration must not be negative"},
+		{name: "negative duration from the environment", env: map[string]string{"MESHDNS_READY_GRACE": "-5s"}, wantErr: "--ready-grace -5s"},
+		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: `--log-format "xml": want text or json`},
+		{name: "unknown flag", args: []string{"--upstreams", "1.2.3.4"}, wantErr: "unknown flag --upstreams"},
+		{name: "certificate without key", args: []string{"--tls-cert", "c.pem"}, wantErr: "--tls-cert and --tls-key go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"POD_NAMESPACE", "POD_NAME", "MESHDNS_NAMESPACE", "MESHDNS_UPSTREAM", "MESHDNS_CONTROL_PLANE", "MESHDNS_TTL"} {
+			for _, k := range []string{"POD_NAMESPACE", "POD_NAME", "MESHDNS_NAMESPACE", "MESHDNS_UPSTREAM", "MESHDNS_CONTROL_PLANE", "MESHDNS_TTL", "MESHDNS_READY_GRACE"} {
 				t.Setenv(k, "") // restores the variable after the test
 				os.Unsetenv(k)
 			}
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			got, err := agentConfig(tt.args, io.Discard)
+			got, err := agentConfig(tt.args, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -142,7 +157,7 @@ func TestAgentIPTablesFlags(t *testing.T) {
 				ProxyGIDs: []uint32{1337, 1338}, Nameservers: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 				Backend: iptables.Auto}},
 		},
-		{name: "negative interval", args: []string{"--iptables-check-interval", "-1s"}, wantErr: "is negative"},
+		{name: "negative interval", args: []string{"--iptables-check-interval", "-1s"}, wantErr: "must not be negative"},
 		{name: "bad backend", args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m", "--iptables-backend", "ebpf"}, wantErr: "unknown iptables backend"},
 		{name: "bad uid", args: []string{"--resolv-conf", rc, "--iptables-check-interval", "1m", "--iptables-proxy-uid", "agent"}, wantErr: "--iptables-proxy-uid"},
 		{name: "missing resolv.conf", args: []string{"--resolv-conf", rc + ".missing", "--iptables-check-interval", "1m"}, wantErr: "no such file"},
@@ -157,7 +172,7 @@ func TestAgentIPTablesFlags(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := agentConfig(tt.args, io.Discard)
+			cfg, err := agentConfig(tt.args, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -230,7 +245,7 @@ func freePort(t testing.TB) string {
 // Configuration table of agent/README.md.
 func TestAgentFlagsDocumented(t *testing.T) {
 	var usage strings.Builder
-	if _, err := agentConfig([]string{"-h"}, &usage); err == nil {
+	if _, err := agentConfig([]string{"-h"}, &usage, io.Discard); err == nil {
 		t.Fatal("-h did not stop parsing")
 	}
 	readme, err := os.ReadFile("../../agent/README.md")
@@ -244,7 +259,7 @@ func TestAgentFlagsDocumented(t *testing.T) {
 			continue
 		}
 		n++
-		name := "--" + strings.TrimPrefix(f[0], "-")
+		name := "--" + strings.TrimLeft(f[0], "-")
 		if !strings.Contains(string(readme), "`"+name+"`") {
 			t.Errorf("flag %s is not documented in agent/README.md", name)
 		}

@@ -9,9 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/webhook"
 )
 
 func init() {
@@ -30,7 +35,7 @@ type controlPlaneFlags struct {
 	tlsCert, tlsKey, clientCA          string
 	debounce                           time.Duration
 	maxAdmissions                      int
-	logLevel                           string
+	logs                               *logFlags
 }
 
 func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
@@ -46,7 +51,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.StringVar(&f.clientCA, "client-ca", "", "PEM CA that must have signed agents' client certificates (mTLS)")
 	fs.DurationVar(&f.debounce, "debounce", 100*time.Millisecond, "wait for more source changes before building a version")
 	fs.IntVar(&f.maxAdmissions, "max-admissions", 128, "agent streams served their first table at once; more wait their turn (paces reconnect storms)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
+	f.logs = newLogFlags(fs, "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
 	return f
 }
 
@@ -69,33 +74,39 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 	for _, s := range f.vipCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return cfg, fmt.Errorf("--vip-cidr %q: %w", s, err)
+			return cfg, usagef("--vip-cidr %q: want a CIDR prefix such as 240.240.0.0/16", s)
 		}
 		cfg.VIPCIDRs = append(cfg.VIPCIDRs, p)
 	}
 	return cfg, nil
 }
 
-func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	f := newControlPlaneFlags(fs)
 	wf := newWebhookFlags(fs)
 	kf := newKubeFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
-	level := new(slog.LevelVar)
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, level, err := f.logs.logger(stderr)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg, err := f.config(log, level)
 	if err != nil {
 		return err
 	}
+	// One registry for the control plane, the webhook and the build info.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	cfg.Registerer, cfg.Gatherer = reg, reg
 	watchTemplate, err := wf.apply(&cfg, log, kf.kubeconfig)
 	if err != nil {
+		return err
+	}
+	if err := controlPlanePreflight(cfg, wf); err != nil {
 		return err
 	}
 	if err := kf.apply(&cfg, log); err != nil {
@@ -106,4 +117,30 @@ func runControlPlane(ctx context.Context, args []string, _, stderr io.Writer) er
 		return err
 	}
 	return runWithWebhook(ctx, cp.Run, watchTemplate)
+}
+
+// controlPlanePreflight refuses, before anything logs that the control
+// plane started, sources it could never read: an entries path that does
+// not exist or is not readable, an injection template that does not load.
+// (An entries file with bad content is the file source's business: it
+// keeps the last good version, from --state-dir after a restart.)
+func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
+	for _, p := range cfg.Entries {
+		if err := readable("--entries", p); err != nil {
+			return err
+		}
+	}
+	if wf.template != "" {
+		if err := readable("--inject-template", wf.template); err != nil {
+			return err
+		}
+		data, err := os.ReadFile(wf.template)
+		if err != nil {
+			return fmt.Errorf("--inject-template: %w", err)
+		}
+		if _, err := webhook.ParseTemplate(data); err != nil {
+			return fmt.Errorf("--inject-template %s: %w", wf.template, err)
+		}
+	}
+	return nil
 }

@@ -61,7 +61,7 @@ func TestControlPlaneFlags(t *testing.T) {
 			want: controlplane.Config{GRPCAddr: ":1", AdminAddr: ":15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
 		},
 		{name: "bad cidr", args: []string{"--vip-cidr", "240.240.0.0"}, wantErr: `--vip-cidr "240.240.0.0"`},
-		{name: "bad duration", args: []string{"--debounce", "soon"}, wantErr: "invalid value"},
+		{name: "bad duration", args: []string{"--debounce", "soon"}, wantErr: `--debounce "soon": want a duration such as 500ms`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 func init() {
 	commands["iptables"] = command{
 		summary: "install (apply), remove (clean) or show (print) the DNS capture rules",
+		usage:   iptablesUsage,
 		run:     runIPTables,
 	}
 }
@@ -24,17 +25,11 @@ const iptablesUsage = `usage: meshdns iptables apply|clean|print [flags]
 
   apply  install the rules (one iptables-restore transaction per family; idempotent)
   clean  remove every rule and chain of meshdns, and nothing else
-  print  show the iptables-restore input apply would run
-
-flags (each also read from MESHDNS_<FLAG_NAME>):`
+  print  show the iptables-restore input apply would run`
 
 func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("iptables", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, iptablesUsage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(stdout)
 	var (
 		uids, gids stringList
 		port       = fs.Uint("proxy-port", iptables.DefaultProxyPort, "the agent's DNS port on 127.0.0.1 and ::1 (UDP and TCP)")
@@ -47,20 +42,22 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(&uids, "proxy-uid", "the agent's uid; its own queries bypass the redirect (repeatable)")
 	fs.Var(&gids, "proxy-gid", "the agent's gid; its own queries bypass the redirect (repeatable)")
 
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fs.Usage()
+	if len(args) == 0 {
+		return usagef("no action given (want apply, clean or print)")
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		printHelp(stdout, fs)
 		return flag.ErrHelp
 	}
 	action := args[0]
 	if action != "apply" && action != "clean" && action != "print" {
-		fs.Usage()
-		return fmt.Errorf("iptables: unknown action %q (want apply, clean or print)", action)
+		return usagef("unknown action %q (want apply, clean or print)", action)
 	}
 	if err := parseFlags(fs, args[1:], nil); err != nil {
 		return err
 	}
 	if *port == 0 || *port > 65535 {
-		return fmt.Errorf("--proxy-port %d out of range", *port)
+		return usagef("--proxy-port %d out of range", *port)
 	}
 	rf := ruleFlags{port: uint16(*port), uids: uids, gids: gids, resolvConf: *resolvConf,
 		captureAll: *captureAll, backend: *backend, noIPv6: *noIPv6}
@@ -157,7 +154,7 @@ func parseIDs(flagName string, ids stringList) ([]uint32, error) {
 	for _, s := range ids {
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("--%s %q: not a numeric id", flagName, s)
+			return nil, usagef("--%s %q: not a numeric id", flagName, s)
 		}
 		out = append(out, uint32(n))
 	}

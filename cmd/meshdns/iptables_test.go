@@ -23,7 +23,7 @@ func TestIPTablesCommandErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{name: "no action", args: nil, wantErr: "help requested"},
+		{name: "no action", args: nil, wantErr: "no action given"},
 		{name: "unknown action", args: []string{"install"}, wantErr: `unknown action "install"`},
 		{name: "no owner", args: []string{"apply", "--resolv-conf", rc}, wantErr: "need the agent's uid or gid"},
 		{name: "bad uid", args: []string{"apply", "--proxy-uid", "proxy", "--resolv-conf", rc}, wantErr: "not a numeric id"},

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -22,7 +23,10 @@ import (
 // its flag set (and its README section).
 type command struct {
 	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// usage, when set, replaces "usage: meshdns <name> [flags]" and the
+	// summary at the top of --help.
+	usage string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // commands is filled by the init functions of the subcommand files.
@@ -30,32 +34,79 @@ var commands = map[string]command{}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	os.Exit(code)
+}
+
+// run runs the command line and returns the exit status, as the tools
+// meshdns sits beside do: 0 on success and for --help, 2 for a mistake in
+// the command line (one line saying what, and where to read more), 1 for
+// anything that failed while running.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
+	var ue *usageError
 	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		name := "meshdns"
+		if ue.cmd != "" {
+			name += " " + ue.cmd
+		}
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, ue.err, name)
+		return 2
 	default:
-		fmt.Fprintf(os.Stderr, "meshdns: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "meshdns: %v\n", err)
+		return 1
 	}
 }
 
+// usageError is a mistake in the command line: an unknown command or
+// flag, a flag value out of range, flags that exclude each other.
+type usageError struct {
+	cmd string // the subcommand, "" for meshdns itself
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError; dispatch fills in the subcommand.
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return flag.ErrHelp
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return c.run(ctx, []string{"--help"}, stdout, stderr)
+			}
+			return usagef("unknown command %q", args[1])
 		}
+		usage(stdout)
 		return nil
+	case "-version", "--version":
+		return printVersion(stdout)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		usage(stderr)
-		return fmt.Errorf("unknown command %q", args[0])
+		if strings.HasPrefix(args[0], "-") {
+			return usagef("flag %s given before the command", args[0])
+		}
+		return usagef("unknown command %q", args[0])
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	err := c.run(ctx, args[1:], stdout, stderr)
+	var ue *usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = args[0]
+	}
+	return err
 }
 
 func usage(w io.Writer) {
@@ -68,5 +119,5 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'meshdns <command> -h' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'meshdns <command> --help' for the flags of a command; 'meshdns --version' for the version.")
 }

@@ -48,15 +48,15 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (func(context.Context) error, error) {
 	if f.cert == "" && f.key == "" && f.secret == "" {
 		if f.template != "" || f.failClosed {
-			return nil, errors.New("--inject-template and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
+			return nil, usagef("--inject-template and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
 		}
 		return nil, nil
 	}
 	if f.cert == "" != (f.key == "") {
-		return nil, errors.New("--webhook-cert and --webhook-key go together")
+		return nil, usagef("--webhook-cert and --webhook-key go together")
 	}
 	if f.cert != "" && f.secret != "" {
-		return nil, errors.New("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
+		return nil, usagef("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
 	}
 	// One registry for the control plane and the webhook, so /metrics on
 	// the admin port shows both; the same default New would make.
@@ -90,7 +90,7 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (*selfcert.Manager, error) {
 	ns, name, ok := strings.Cut(f.secret, "/")
 	if !ok || ns == "" || name == "" {
-		return nil, fmt.Errorf("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
+		return nil, usagef("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
 	}
 	rc, err := kubesource.RESTConfig(kubeconfig)
 	if err != nil {

@@ -127,7 +127,7 @@ func TestWebhookFlagErrors(t *testing.T) {
 		{name: "template without webhook", args: []string{"--inject-template", "t.yaml"}, wantErr: "need --webhook-secret or --webhook-cert"},
 		{name: "secret and cert", args: []string{"--webhook-secret", "ns/s", "--webhook-cert", "c", "--webhook-key", "k"}, wantErr: "exclude each other"},
 		{name: "secret without namespace", args: []string{"--webhook-secret", "s"}, wantErr: "want NAMESPACE/NAME"},
-		{name: "missing template file", args: []string{"--webhook-cert", "c", "--webhook-key", "k", "--inject-template", "/nonexistent/t.yaml"}, wantErr: "read template"},
+		{name: "missing template file", args: []string{"--webhook-cert", "c", "--webhook-key", "k", "--inject-template", "/nonexistent/t.yaml"}, wantErr: "--inject-template /nonexistent/t.yaml: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,149 @@
+//go:build !agentonly
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshdns/meshdns/controlplane/server"
+)
+
+func init() {
+	commands["status"] = command{
+		summary: "list the agents connected to a control plane: namespace, acked vs current version, last NACK",
+		run:     runStatus,
+	}
+}
+
+// statusHint says how to reach the admin API, which listens on localhost.
+const statusHint = "is the control plane running, and its admin port forwarded? " +
+	"kubectl -n meshdns-system port-forward deploy/meshdns-controlplane 15014"
+
+func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	addr := fs.String("admin-addr", "127.0.0.1:15014", "admin address of the control plane (host:port or an http:// URL)")
+	output := fs.String("output", "table", "table or json")
+	namespace := fs.String("namespace", "", "only the agents of this namespace")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
+	if err := parseFlags(fs, args, nil); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return usagef("--output %q: want table or json", *output)
+	}
+	base := *addr
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	agents, err := fetchAgents(ctx, strings.TrimSuffix(base, "/")+"/debug/agents")
+	if err != nil {
+		return err
+	}
+	if *namespace != "" {
+		kept := agents[:0]
+		for _, a := range agents {
+			if a.Namespace == *namespace {
+				kept = append(kept, a)
+			}
+		}
+		agents = kept
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(agents)
+	}
+	return printStatus(stdout, agents, *addr)
+}
+
+// fetchAgents reads the control plane's list of connected agents.
+func fetchAgents(ctx context.Context, url string) ([]server.AgentInfo, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, usagef("--admin-addr: %v", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return nil, fmt.Errorf("nothing listens at %s (%s)", url, statusHint)
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("no answer from %s within --timeout (%s)", url, statusHint)
+		}
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+		return nil, fmt.Errorf("get %s: %s: %s", url, res.Status, first)
+	}
+	var agents []server.AgentInfo
+	if err := json.Unmarshal(body, &agents); err != nil {
+		return nil, fmt.Errorf("%s did not answer with the agent list (is it the admin address of a meshdns control plane?): %w", url, err)
+	}
+	return agents, nil
+}
+
+// syncState is the STATUS column, as istioctl proxy-status says SYNCED or
+// STALE: SYNCED when the agent ACKed the current version of its view;
+// NACKED when it has not and refused a version; SENT when the current
+// version is on its way; STALE when it has not been sent yet.
+func syncState(a server.AgentInfo) string {
+	switch {
+	case a.Acked != "" && a.Acked == a.View:
+		return "SYNCED"
+	case a.LastNack != "":
+		return "NACKED"
+	case a.Sent == a.View:
+		return "SENT"
+	}
+	return "STALE"
+}
+
+func printStatus(w io.Writer, agents []server.AgentInfo, addr string) error {
+	if len(agents) == 0 {
+		_, err := fmt.Fprintf(w, "no agents connected to the control plane at %s\n", addr)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tSTATUS\tACKED\tCURRENT\tNACKS\tLAST NACK\tAGENT VERSION\tCONNECTED")
+	for _, a := range agents {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+			orDash(a.Namespace), orDash(a.Pod), syncState(a), orDash(short(a.Acked, 12)), orDash(short(a.View, 12)),
+			a.Nacks, orDash(short(a.LastNack, 60)), orDash(a.AgentVersion), a.Connected.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// short cuts s to n characters, marking the cut.
+func short(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ") // a NACK message may hold newlines
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
