@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -320,6 +321,29 @@ func TestValidate(t *testing.T) {
 				if !strings.HasPrefix(got[i], w) {
 					t.Errorf("line %d = %q, want it to start with %q", i, got[i], w)
 				}
+			}
+		})
+	}
+}
+
+func TestControlPlanePreflight(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "entries.yaml")
+	tests := []struct {
+		name    string
+		cfg     controlplane.Config
+		wantErr string
+	}{
+		{name: "existing folder", cfg: controlplane.Config{Entries: []string{"../../examples/entries"}}},
+		{name: "missing file", cfg: controlplane.Config{Entries: []string{missing}}, wantErr: "--entries " + missing + ": no such file or directory"},
+		// The last good version in the state serves while the file is gone.
+		{name: "missing file with a state", cfg: controlplane.Config{Entries: []string{missing}, StateDir: dir}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := controlPlanePreflight(tc.cfg, &webhookFlags{})
+			if (err == nil) != (tc.wantErr == "") || err != nil && err.Error() != tc.wantErr {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -4,9 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -122,11 +124,14 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 // controlPlanePreflight refuses, before anything logs that the control
 // plane started, sources it could never read: an entries path that does
 // not exist or is not readable, an injection template that does not load.
-// (An entries file with bad content is the file source's business: it
-// keeps the last good version, from --state-dir after a restart.)
+// With --state-dir a missing entries path is let through: the file source
+// serves its last good version from the state (a restart while the file
+// is deleted must not take names away) and says so. An entries file with
+// bad content is the file source's business too.
 func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
 	for _, p := range cfg.Entries {
-		if err := readable("--entries", p); err != nil {
+		err := readable("--entries", p)
+		if err != nil && !(cfg.StateDir != "" && errors.Is(err, fs.ErrNotExist)) {
 			return err
 		}
 	}
