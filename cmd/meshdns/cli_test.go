@@ -23,25 +23,6 @@ import (
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestExitCodes runs command lines through run, what main does, and checks
 // the exit status and what is written where: help on stdout with 0, a
 // mistake in the command line as one line plus a hint with 2, a failure
@@ -141,7 +122,7 @@ func TestStatusAndBuildInfo(t *testing.T) {
 	grpcAddr, cpAdmin, dnsAddr, agentAdmin := freePort(t), freePort(t), freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var agentLog syncBuffer
+	var agentLog testenv.Buffer
 	start := func(name string, log io.Writer, args ...string) {
 		wg.Add(1)
 		go func() {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/filewatch"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -40,13 +41,7 @@ func start(t *testing.T, cfg filewatch.Config) *atomic.Int64 {
 // and volume updates do.
 func replace(t *testing.T, path, data string) {
 	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	certtest.Write(t, filepath.Dir(path), filepath.Base(path), []byte(data))
 }
 
 func TestRun(t *testing.T) {
