@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,9 +198,20 @@ func downwardEnv(t *testing.T, c corev1.Container, fields map[string]string) []s
 	var env []string
 	for _, e := range c.Env {
 		v := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			rf := e.ValueFrom.ResourceFieldRef
+			// As the kubelet does with the default divisor 1: the
+			// container's limit in bytes.
+			q, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(rf.Resource, "limits."))]
+			if !ok {
+				t.Fatalf("env %s: container has no %s", e.Name, rf.Resource)
+			}
+			env = append(env, e.Name+"="+strconv.FormatInt(q.Value(), 10))
+			continue
+		}
 		if e.ValueFrom != nil {
 			if e.ValueFrom.FieldRef == nil {
-				t.Fatalf("env %s: only fieldRef is emulated", e.Name)
+				t.Fatalf("env %s: only fieldRef and resourceFieldRef are emulated", e.Name)
 			}
 			var ok bool
 			if v, ok = fields[e.ValueFrom.FieldRef.FieldPath]; !ok {

@@ -155,6 +155,12 @@ func (t *Template) agentContainer() corev1.Container {
 		Env: []corev1.EnvVar{
 			fieldEnv("POD_NAME", "metadata.name"),
 			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+			// The Go runtime collects harder as the heap nears the
+			// container's memory limit instead of being OOM-killed
+			// above it (a burst of queries to a slow upstream).
+			{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+				ContainerName: AgentContainerName, Resource: "limits.memory",
+			}}},
 		},
 		Ports: []corev1.ContainerPort{{
 			Name:          adminPortName,

@@ -80,7 +80,9 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 	sem := make(chan struct{}, tcpInflight)
 
 	br := bufio.NewReaderSize(c, 4096)
-	pkt := make([]byte, maxUDPPacket)
+	// Grown on demand: a connection costs 512 bytes here, not 64 KiB, and
+	// queries are rarely larger.
+	pkt := make([]byte, minUDPSize)
 	out := make([]byte, 0, 4096)
 	var lenBuf [2]byte
 	var r request
@@ -97,6 +99,9 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 			return
 		}
 		n := int(binary.BigEndian.Uint16(lenBuf[:]))
+		if n > len(pkt) {
+			pkt = make([]byte, n)
+		}
 		if _, err := io.ReadFull(br, pkt[:n]); err != nil {
 			return
 		}

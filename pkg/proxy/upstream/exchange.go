@@ -38,9 +38,13 @@ type tryError struct {
 func (e *tryError) Error() string { return e.kind + ": " + e.err.Error() }
 func (e *tryError) Unwrap() error { return e.err }
 
-// bufPool holds read buffers big enough for any DNS message, so a miss does
-// not allocate 64 KiB.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0xFFFF); return &b }}
+// bufPool holds the buffers of tries: the EDNS size we ask upstreams for,
+// plus one byte to tell a datagram bigger than asked for (the kernel cuts
+// it to the buffer) from one that fits. With many queries in flight to a
+// slow upstream (two tries each while both listen) these are most of the
+// forwarding memory: 1.2 KiB a try where 64 KiB was. A TCP reply longer
+// than this gets a buffer of its own length.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, ednsSize+1); return &b }}
 
 // appendQuery appends a query for the question q (wire form) with the given
 // ID, RD set and, with edns, an OPT record advertising ednsSize.
@@ -200,7 +204,13 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 			}
 			return nil, ioError("read udp", up, err)
 		}
-		switch kind := checkReply(buf[:n], id, q, nameLen); kind {
+		kind := checkReply(buf[:n], id, q, nameLen)
+		if kind == "" && n > ednsSize {
+			// Our reply, bigger than the size we asked for and cut to
+			// our buffer: ask over TCP as for TC.
+			kind = kindTruncated
+		}
+		switch kind {
 		case "":
 		case kindTruncated:
 			return nil, &tryError{kindTruncated, fmt.Errorf("udp reply from %s truncated", up.addr)}
@@ -248,6 +258,9 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 		return nil, ioError("read tcp", up, err)
 	}
 	n := int(binary.BigEndian.Uint16(buf))
+	if n > len(buf) {
+		buf = make([]byte, n) // rare: grows for this reply only
+	}
 	if _, err := io.ReadFull(conn, buf[:n]); err != nil {
 		return nil, ioError("read tcp", up, err)
 	}

@@ -685,3 +685,23 @@ func TestReplyFromOtherAddressIgnored(t *testing.T) {
 		t.Errorf("the spoof reached the resolver (%v mismatches/garbage counted)", got)
 	}
 }
+
+// TestOversizedUDPReplyRetriedOverTCP: the try's buffer is the EDNS size
+// we ask for (1232) plus one byte. An upstream that ignores it and sends a
+// bigger datagram without TC gets the question again over TCP, whose
+// buffer grows to the reply, so the client still gets every record.
+func TestOversizedUDPReplyRetriedOverTCP(t *testing.T) {
+	var answer []string
+	for i := range 150 { // ~2.4 KB, over 1232 on UDP and over the buffer
+		answer = append(answer, fmt.Sprintf("$QNAME 60 IN A 10.1.%d.%d", i/250, i%250))
+	}
+	srv := newServer(t, answerWith(t, 0, answer, nil)) // UDP too: no truncation
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}})
+	m, _ := ask(t, r, "oversized.example.", dns.TypeA)
+	if len(m.Answer) != 150 {
+		t.Errorf("answer has %d records, want 150", len(m.Answer))
+	}
+	if srv.TCP.Load() != 1 {
+		t.Errorf("TCP queries %d, want 1", srv.TCP.Load())
+	}
+}
