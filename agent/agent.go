@@ -134,15 +134,15 @@ func (a *Agent) Listen() error {
 		a.file = &fileSource{
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
-			apply: func(version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
-				if err := a.tables.applyWith(sourceFile, version, nt, dump); err != nil {
-					return err
+			apply: func(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+				n, err := a.tables.applyFile(version, b, dump)
+				if err != nil {
+					return 0, err
 				}
 				a.setReady("name table loaded")
-				return nil
+				return n, nil
 			},
-			rejected: func() { a.m.rejections.WithLabelValues(sourceFile).Inc() },
-			log:      a.log,
+			log: a.log,
 		}
 	case len(cfg.ControlPlanes) > 0:
 		a.disc, err = discovery.New(discovery.Config{

@@ -61,32 +61,68 @@ func Convert(t *meshdnsv1.NameTable, lim Limits) ([]nametable.Entry, []string, e
 	if n := len(t.GetTable()); n > lim.MaxNames {
 		return nil, nil, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, n, lim.MaxNames)
 	}
-	zones := make([]string, 0, len(t.GetAuthoritativeZones()))
-	for _, z := range t.GetAuthoritativeZones() {
+	zones, err := convertZones(t.GetAuthoritativeZones())
+	if err != nil {
+		return nil, nil, err
+	}
+	c := newCollector(len(t.GetTable()), lim)
+	for host, info := range t.GetTable() {
+		if err := c.add(host, info); err != nil {
+			return nil, nil, err
+		}
+	}
+	return c.done(), zones, nil
+}
+
+// convertZones checks and normalizes the authoritative zones.
+func convertZones(in []string) ([]string, error) {
+	zones := make([]string, 0, len(in))
+	for _, z := range in {
 		z = strings.ToLower(strings.TrimSuffix(z, "."))
 		if err := dnsname.Check(z, false); err != nil {
-			return nil, nil, fmt.Errorf("%w: zone %q: %v", ErrInvalidTable, z, err)
+			return nil, fmt.Errorf("%w: zone %q: %v", ErrInvalidTable, z, err)
 		}
 		zones = append(zones, z)
 	}
-	seen := make(map[string]struct{}, len(t.GetTable()))
-	entries := make([]nametable.Entry, 0, len(t.GetTable()))
-	for host, info := range t.GetTable() {
-		e, err := convertInfo(host, info, lim)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
-		}
-		key := strings.ToLower(e.Hostname)
-		if _, dup := seen[key]; dup {
-			// Two keys differing only in case: the agent matches names
-			// case-insensitively, so one would silently shadow the other.
-			return nil, nil, fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
-		}
-		seen[key] = struct{}{}
-		entries = append(entries, e)
+	return zones, nil
+}
+
+// collector converts names one at a time into entries, rejecting names
+// that appear twice in any case.
+type collector struct {
+	lim     Limits
+	seen    map[string]struct{}
+	entries []nametable.Entry
+}
+
+func newCollector(n int, lim Limits) *collector {
+	return &collector{lim: lim, seen: make(map[string]struct{}, n), entries: make([]nametable.Entry, 0, n)}
+}
+
+func (c *collector) add(host string, info *meshdnsv1.NameInfo) error {
+	if len(c.entries) >= c.lim.MaxNames {
+		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Hostname < entries[j].Hostname })
-	return entries, zones, nil
+	e, err := convertInfo(host, info, c.lim)
+	if err != nil {
+		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+	}
+	key := strings.ToLower(e.Hostname)
+	if _, dup := c.seen[key]; dup {
+		// Two keys differing only in case: the agent matches names
+		// case-insensitively, so one would silently shadow the other.
+		return fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
+	}
+	c.seen[key] = struct{}{}
+	c.entries = append(c.entries, e)
+	return nil
+}
+
+// done returns the entries sorted by hostname, so equal tables convert to
+// equal slices.
+func (c *collector) done() []nametable.Entry {
+	sort.Slice(c.entries, func(i, j int) bool { return c.entries[i].Hostname < c.entries[j].Hostname })
+	return c.entries
 }
 
 func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.Entry, error) {

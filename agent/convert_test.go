@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
@@ -234,8 +235,9 @@ func FuzzConvert(f *testing.F) {
 // FuzzTableFile feeds arbitrary --nametable-file content through the
 // parser and the converter, the path a hand-edited file takes.
 func FuzzTableFile(f *testing.F) {
-	// The demo table, a table with a wrong type, deep nesting and an
-	// unknown field.
+	// The demo table, a table with a wrong type, deep nesting, an unknown
+	// field, both spellings of the zones, null values, a duplicate name in
+	// another case and trailing data.
 	if b, err := os.ReadFile("../examples/nametable.json"); err == nil {
 		f.Add(b)
 	}
@@ -243,14 +245,33 @@ func FuzzTableFile(f *testing.F) {
 	f.Add([]byte(`{"table": {"a.example": {"ports": [{"port": 99999999999}]}}}`))
 	f.Add([]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`))
 	f.Add([]byte(`{"tabel": {}}`))
+	f.Add([]byte(`{"authoritativeZones": ["Cluster.Local."], "table": {"a.example": {"ips": ["10.0.0.1"], "altHosts": ["b.example"]}}}`))
+	f.Add([]byte(`{"authoritative_zones": null, "table": null}`))
+	f.Add([]byte(`{"table": {"a.example": null}}`))
+	f.Add([]byte(`{"table": {"a.example": {}, "A.example": {}}}`))
+	f.Add([]byte(`{"table": {}} {}`))
+	f.Add([]byte(`{"table": {}, "table": {}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		nt, err := parseTableFile(data)
+		// The streaming converter of files agrees with protojson plus
+		// Convert: the same entries and zones, or both fail.
+		entries, zones, err := convertTableFile(data, Limits{})
+		nt, perr := parseTableFile(data)
+		var want []nametable.Entry
+		var wantZones []string
+		if perr == nil {
+			want, wantZones, perr = Convert(nt, Limits{})
+		}
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("streaming converter error %v, protojson+Convert error %v", err, perr)
+		}
 		if err != nil {
 			return
 		}
-		entries, _, err := Convert(nt, Limits{})
-		if err == nil && len(entries) != len(nt.GetTable()) {
-			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))
+		if diff := cmp.Diff(want, entries, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			t.Fatalf("entries (-protojson +streaming):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantZones, zones, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("zones (-protojson +streaming):\n%s", diff)
 		}
 	})
 }

@@ -26,11 +26,10 @@ const maxTableFile = 256 << 20
 type fileSource struct {
 	path     string
 	interval time.Duration
-	apply    func(version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error
-	// rejected counts a file that never reached apply (unreadable, not
-	// protojson); apply counts its own rejections.
-	rejected func()
-	log      *slog.Logger
+	// apply converts and builds the file's content (protojson) and
+	// returns how many names it holds; it counts its own rejections.
+	apply func(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error)
+	log   *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
 	seen    [sha256.Size]byte // content last applied or rejected
@@ -68,15 +67,11 @@ func (f *fileSource) load() error {
 	}
 	f.seen = sum
 	version := "file-" + hex.EncodeToString(sum[:6])
-	nt, err := parseTableFile(b)
+	names, err := f.apply(version, b, f.dumper(sum))
 	if err != nil {
-		f.rejected()
-		return fmt.Errorf("name table file %s (version %s): %w", f.path, version, err)
-	}
-	if err := f.apply(version, nt, f.dumper(sum)); err != nil {
 		return fmt.Errorf("name table file %s: %w", f.path, err)
 	}
-	f.log.Info("loaded name table file", "path", f.path, "version", version, "names", len(nt.GetTable()))
+	f.log.Info("loaded name table file", "path", f.path, "version", version, "names", names)
 	return nil
 }
 

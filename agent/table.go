@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,17 +59,49 @@ func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
 // applyWith is apply with the function that gives the table back for
 // debugging; nt itself is not kept.
 func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
+	_, err := ts.build(source, version, func() ([]nametable.Entry, []string, error) { return Convert(nt, ts.limits) }, dump)
+	return err
+}
+
+// applyFile builds the table of a --nametable-file content (protojson),
+// converting it name by name, and returns how many names it holds.
+func (ts *tables) applyFile(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+	return ts.build(sourceFile, version, func() ([]nametable.Entry, []string, error) { return convertTableFile(b, ts.limits) }, dump)
+}
+
+// buildGCPercent is the GOGC of a table build. A build's garbage (decoder
+// tokens, converted entries, drafts) is several times the table, and with
+// the default GOGC of 100 the heap grew to twice what the build held live
+// before the collector caught up: the peak RSS of a pod, the figure its
+// memory limit must cover. At 25 the heap stays within a quarter of what
+// is live, for a few more collections during the build.
+const buildGCPercent = 25
+
+// lowGC lowers GOGC to buildGCPercent (unless it is lower or off) and
+// returns the function that restores it.
+func lowGC() func() {
+	old := debug.SetGCPercent(buildGCPercent)
+	if old >= 0 && old <= buildGCPercent || old < 0 {
+		debug.SetGCPercent(old)
+		return func() {}
+	}
+	return func() { debug.SetGCPercent(old) }
+}
+
+// build converts a table with convert, builds it and swaps it in.
+func (ts *tables) build(source, version string, convert func() ([]nametable.Entry, []string, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	defer lowGC()()
 	start := ts.now()
-	entries, zones, err := Convert(nt, ts.limits)
+	entries, zones, err := convert()
 	var t *nametable.Table
 	if err == nil {
 		t, err = nametable.New(entries, zones, ts.pod)
 	}
 	if err != nil {
 		ts.m.rejections.WithLabelValues(source).Inc()
-		return fmt.Errorf("table %s from %s: %w", version, source, err)
+		return 0, fmt.Errorf("table %s from %s: %w", version, source, err)
 	}
 	now := ts.now()
 	ts.m.build.Observe(now.Sub(start).Seconds())
@@ -85,5 +118,5 @@ func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dum
 	if ts.built != nil {
 		ts.built()
 	}
-	return nil
+	return len(entries), nil
 }

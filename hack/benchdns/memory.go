@@ -32,6 +32,7 @@ type memConfig struct {
 	dnsmasq   string
 	dnsperf   string
 	settle    time.Duration
+	steady    time.Duration
 	perfLimit time.Duration
 	memLimit  string // GOMEMLIMIT of the agent, or ""
 	dir       string
@@ -45,6 +46,7 @@ func runMemory(args []string) error {
 	fs.StringVar(&cfg.meshdns, "controlplane", "bin/meshdns", "meshdns binary that runs the control plane (empty: skip the stream)")
 	fs.StringVar(&cfg.dnsmasq, "dnsmasq", "dnsmasq", "dnsmasq binary (empty: skip it)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait after ready (and after a replacement) before reading memory")
+	fs.DurationVar(&cfg.steady, "steady", 12*time.Second, "wait after dnsperf before reading the steady memory (the agent looks for memory to release every 10s)")
 	fs.DurationVar(&cfg.perfLimit, "perf-limit", 60*time.Second, "bound on the dnsperf run over every name")
 	fs.StringVar(&cfg.memLimit, "gomemlimit", "", "GOMEMLIMIT given to the agent (default: none, as the sidecar without a limit)")
 	_ = fs.Parse(args)
@@ -115,7 +117,7 @@ func readMemStatus(pid int) (memStatus, error) {
 func benchMemory(cfg *memConfig) error {
 	fmt.Printf("# benchdns memory: names svc-N.ns-(N%%100).svc.cluster.local, one A each; %s\n", strings.Join(cfg.agent, " "))
 	fmt.Printf("# ready: start to /healthz/ready (dnsmasq: to the last name answering); answers: start to the last name answering\n")
-	fmt.Printf("# idle: %s after ready; after: after dnsperf asked every name once; replaced: %s after a new table was served\n", cfg.settle, cfg.settle)
+	fmt.Printf("# idle: %s after ready; after: %s after dnsperf asked every name once; replaced: %s after a new table was served\n", cfg.settle, cfg.steady, cfg.settle)
 	var rows []memRow
 	for _, n := range cfg.sizes {
 		files, err := newMemFiles(cfg.dir, n)
@@ -283,6 +285,7 @@ func readyAndMeasure(cfg *memConfig, p *memProc, r *memRow, files memFiles) erro
 	if err := askAll(cfg, p.dnsAddr, files.queries, r.names); err != nil {
 		return err
 	}
+	time.Sleep(cfg.steady)
 	r.after, err = readMemStatus(p.cmd.Process.Pid)
 	return err
 }
