@@ -103,6 +103,19 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return cfg, usagef("--tls-cert and --tls-key go together")
 	}
+	if cfg.NameTableFile != "" && len(controlPlanes) > 0 {
+		return cfg, usagef("--nametable-file and --control-plane exclude each other: the table comes from a file or from the control plane")
+	}
+	for _, a := range dnsAddrs {
+		if err := hostPort("--dns-addr", a); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.AdminAddr != "-" {
+		if err := hostPort("--admin-addr", cfg.AdminAddr); err != nil {
+			return cfg, err
+		}
+	}
 	if cfg.IPTablesCheckInterval > 0 {
 		rc, err := agentRules(rules, dnsAddrs, cfg.ResolvConf)
 		if err != nil {

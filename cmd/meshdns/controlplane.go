@@ -73,6 +73,11 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 		Logger:        log,
 		Level:         level,
 	}
+	for flag, a := range map[string]string{"--grpc-addr": f.grpcAddr, "--admin-addr": f.adminAddr} {
+		if err := hostPort(flag, a); err != nil {
+			return cfg, err
+		}
+	}
 	for _, s := range f.vipCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
@@ -113,6 +118,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if err := kf.apply(&cfg, log); err != nil {
 		return err
+	}
+	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
+		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
 	}
 	cp, err := controlplane.New(cfg)
 	if err != nil {

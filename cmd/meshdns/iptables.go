@@ -164,15 +164,15 @@ func parseIDs(flagName string, ids stringList) ([]uint32, error) {
 func readNameservers(path string) ([]netip.Addr, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read nameservers: %w", err)
+		return nil, fmt.Errorf("--resolv-conf %s: %w", path, pathError(err))
 	}
 	defer f.Close()
 	ns, err := iptables.ParseResolvConf(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("--resolv-conf %s: %w", path, err)
 	}
 	if len(ns) == 0 {
-		return nil, fmt.Errorf("%s: %w", path, iptables.ErrNoNameservers)
+		return nil, fmt.Errorf("--resolv-conf %s: %w", path, iptables.ErrNoNameservers)
 	}
 	return ns, nil
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"log/slog"
 
@@ -43,7 +42,7 @@ func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger) error {
 	}
 	if client == nil {
 		if len(f.namespaces) > 0 || f.labelSelector != "" {
-			return errors.New("--namespaces and --label-selector need --kubeconfig or an in-cluster service account")
+			return usagef("--namespaces and --label-selector need --kubeconfig or an in-cluster service account")
 		}
 		log.Info("no kubeconfig and not in a pod: Kubernetes source off")
 		return nil

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"strconv"
 )
 
 // readable checks that path, given with flag, can be read now: a file
@@ -27,9 +29,28 @@ func readable(flag, path string) error {
 	if err == nil {
 		return nil
 	}
+	return fmt.Errorf("%s %s: %w", flag, path, pathError(err))
+}
+
+// pathError drops the operation and path from an *fs.PathError, for
+// messages that name the path already.
+func pathError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		err = pe.Err
+		return pe.Err
 	}
-	return fmt.Errorf("%s %s: %w", flag, path, err)
+	return err
+}
+
+// hostPort checks a listen address given with flag: host:port with a
+// numeric port ("" host means every address).
+func hostPort(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return usagef("%s %q: want host:port, such as 127.0.0.1:15053 or :15014", flag, addr)
+	}
+	return nil
 }

@@ -92,13 +92,3 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	return nil
 }
-
-// pathError drops the path and syscall from an *fs.PathError: the report
-// line names the path already.
-func pathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}

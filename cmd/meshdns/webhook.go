@@ -97,7 +97,7 @@ func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, k
 		return nil, err
 	}
 	if rc == nil {
-		return nil, errors.New("--webhook-secret needs --kubeconfig or an in-cluster service account")
+		return nil, usagef("--webhook-secret needs --kubeconfig or an in-cluster service account")
 	}
 	api, err := selfcert.NewAPI(rc)
 	if err != nil {

@@ -128,7 +128,10 @@ func (r *Reloader) current() (*loaded, error) {
 	}
 	l, err := r.load()
 	if err != nil {
-		if !r.tried || stamp != r.stamp {
+		// Without a last good version the caller gets the error (a
+		// start-up failure, a client that cannot connect); log only what
+		// the caller does not see: a bad renewal under a good version.
+		if r.loaded != nil && stamp != r.stamp {
 			r.log.Error("tls files rejected; keeping the last good ones", "cert", r.cfg.CertFile, "ca", r.cfg.CAFile, "err", err)
 		}
 		r.stamp, r.tried = stamp, true
