@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +63,11 @@ func TestMemoryReleaser(t *testing.T) {
 // readReclaimable reads the runtime's figures: after garbage is made,
 // something is reclaimable and the live heap is known.
 func TestReadReclaimable(t *testing.T) {
+	// A collection first, so the live heap is known; then none may run
+	// between making the garbage and the reading (other tests allocate
+	// too).
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	keep := make([][]byte, 0, 64)
 	for range 64 {
 		keep = append(keep, make([]byte, 64<<10))
