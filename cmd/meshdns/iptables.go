@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"strconv"
@@ -39,6 +38,7 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		dryRun     = fs.Bool("dry-run", false, "print what apply or clean would run instead of running it")
 		noIPv6     = fs.Bool("disable-ipv6", false, "write IPv4 rules only (hosts without ip6tables)")
 	)
+	logs := newLogFlags(fs, "debug, info, warn or error")
 	fs.Var(&uids, "proxy-uid", "the agent's uid; its own queries bypass the redirect (repeatable)")
 	fs.Var(&gids, "proxy-gid", "the agent's gid; its own queries bypass the redirect (repeatable)")
 
@@ -70,7 +70,9 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	if cfg.Logger, _, err = logs.logger(stderr); err != nil {
+		return err
+	}
 	if action == "clean" {
 		// Clean removes by ownership, not by configuration: give the
 		// validation what it needs without asking the user for it.
