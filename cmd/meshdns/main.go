@@ -14,9 +14,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/meshdns/meshdns/cni"
 )
 
 // command is one subcommand. run parses args itself so each subcommand owns
@@ -34,6 +37,12 @@ var commands = map[string]command{}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Installed as the CNI plugin, the binary speaks the CNI protocol.
+	if filepath.Base(os.Args[0]) == cni.PluginType {
+		code := runCNIPlugin(ctx, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -183,6 +183,9 @@ func (t *Template) agentContainer() corev1.Container {
 			AllowPrivilegeEscalation: ptr(false),
 			ReadOnlyRootFilesystem:   ptr(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			// With the settings above, what the restricted Pod Security
+			// level asks of every container.
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
 	if t.HoldApplicationUntilReady {

@@ -11,6 +11,8 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/cni"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -111,6 +113,22 @@ func TestPatchGolden(t *testing.T) {
 			template: custom,
 			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
 		},
+		{
+			name:     "cni_mode",
+			template: Template{CNI: true}.over(DefaultTemplate()),
+			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
+		},
+		{
+			name:     "cni_mode_with_annotations_and_init_containers",
+			template: Template{CNI: true, ProxyUID: 2000, DNSPort: 5353}.over(DefaultTemplate()),
+			pod: corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{
+					InitContainers: []corev1.Container{{Name: "migrate", Image: "migrate:1"}},
+					Containers:     []corev1.Container{app},
+				},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +144,23 @@ func TestPatchGolden(t *testing.T) {
 				names = append(names, c.Name)
 			}
 			want := []string{InitContainerName, AgentContainerName}
+			if tt.template.CNI {
+				// The node's CNI plugin programs the redirect, from the
+				// annotation: nothing in the pod needs NET_ADMIN.
+				want = []string{AgentContainerName}
+				r, err := cni.ParseRedirect(got.Annotations[cni.AnnotationRedirect])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(cni.Redirect{ProxyUID: tt.template.ProxyUID, ProxyGID: tt.template.ProxyGID, DNSPort: tt.template.DNSPort}, r); diff != "" {
+					t.Errorf("redirect annotation (-want +got):\n%s", diff)
+				}
+			} else if _, ok := got.Annotations[cni.AnnotationRedirect]; ok {
+				t.Errorf("init container mode set the CNI annotation")
+			}
+			if got.Annotations[AnnotationStatus] != "injected" {
+				t.Errorf("status annotation %q", got.Annotations[AnnotationStatus])
+			}
 			for _, c := range tt.pod.Spec.InitContainers {
 				want = append(want, c.Name)
 			}

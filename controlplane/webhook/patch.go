@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,18 +26,21 @@ func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
 		}
 	}
 	var ops []patchOp
+	annotations := t.annotations()
 	if pod.Annotations == nil {
-		ops = append(ops, patchOp{"add", "/metadata/annotations", map[string]string{AnnotationStatus: "injected"}})
+		ops = append(ops, patchOp{"add", "/metadata/annotations", annotations})
 	} else {
-		ops = append(ops, patchOp{"add", "/metadata/annotations/" + escapeJSONPointer(AnnotationStatus), "injected"})
+		for _, k := range sortedKeys(annotations) {
+			ops = append(ops, patchOp{"add", "/metadata/annotations/" + escapeJSONPointer(k), annotations[k]})
+		}
 	}
-	initC, agent := t.initContainer(), t.agentContainer()
+	first := t.firstContainers()
 	if len(pod.Spec.InitContainers) == 0 {
-		ops = append(ops, patchOp{"add", "/spec/initContainers", []corev1.Container{initC, agent}})
+		ops = append(ops, patchOp{"add", "/spec/initContainers", first})
 	} else {
-		ops = append(ops,
-			patchOp{"add", "/spec/initContainers/0", initC},
-			patchOp{"add", "/spec/initContainers/1", agent})
+		for i, c := range first {
+			ops = append(ops, patchOp{"add", "/spec/initContainers/" + strconv.Itoa(i), c})
+		}
 	}
 	if len(pod.Spec.Volumes) == 0 {
 		ops = append(ops, patchOp{"add", "/spec/volumes", []corev1.Volume{t.stateVolume()}})

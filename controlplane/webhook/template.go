@@ -62,6 +62,13 @@ type Template struct {
 	// its first name table. Off by default: with it, pods do not start
 	// while the control plane is unreachable.
 	HoldApplicationUntilReady bool `json:"holdApplicationUntilReady,omitempty"`
+	// CNI leaves the redirect to the meshdns CNI plugin on the node: no
+	// init container (so no NET_ADMIN in the pod, which the baseline and
+	// restricted Pod Security levels forbid), and the annotation the plugin
+	// reads instead. Turn it on only where the plugin's DaemonSet runs, or
+	// pods get an agent that nothing sends DNS to. IptablesArgs and
+	// InitResources are then unused.
+	CNI bool `json:"cni,omitempty"`
 }
 
 // DefaultTemplate is the bottom layer of every template.
@@ -149,6 +156,9 @@ func (t Template) over(base Template) Template {
 	}
 	if !t.HoldApplicationUntilReady {
 		t.HoldApplicationUntilReady = base.HoldApplicationUntilReady
+	}
+	if !t.CNI {
+		t.CNI = base.CNI
 	}
 	return t
 }

@@ -84,6 +84,8 @@ var onlyImports = []struct {
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check)"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
 	{layer: "iptables", allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
+	{layer: "cni", allow: []string{Module + "/cni", Module + "/iptables", Module + "/internal/resolvconf", "golang.org/x/sys"}, deps: true,
+		why: "cni/ is the node's CNI plugin: the standard library, iptables and x/sys only (the Kubernetes lookup is injected by the command)"},
 }
 
 // lean lists import path prefixes a layer's non-test code must not depend

@@ -62,6 +62,11 @@ func TestViolations(t *testing.T) {
 			want: []string{"iptables imports github.com/miekg/dns: iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
 		},
 		{
+			name: "cni depending on client-go",
+			pkgs: withStd(std, Package{ImportPath: m + "cni", Deps: []string{"fmt", m + "iptables", "golang.org/x/sys/unix", "k8s.io/client-go/rest"}}),
+			want: []string{"cni imports k8s.io/client-go/rest: cni/ is the node's CNI plugin: the standard library, iptables and x/sys only (the Kubernetes lookup is injected by the command)"},
+		},
+		{
 			name: "proto importing a meshdns package",
 			pkgs: []Package{{ImportPath: m + "proto/meshdns/v1", Deps: []string{m + "pkg/nametable"}}},
 			want: []string{"proto/meshdns/v1 depends on github.com/meshdns/meshdns/pkg/nametable: the generated protocol code imports no meshdns package"},

@@ -1,0 +1,223 @@
+package cni
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// PluginType is the plugin's binary name in the CNI bin directory and its
+// "type" in the configuration list.
+const PluginType = "meshdns-cni"
+
+// InstallConfig says where the installer (the DaemonSet's container) finds
+// the node's CNI directories, mounted from the host.
+type InstallConfig struct {
+	// Binary is the meshdns binary to copy (os.Executable()).
+	Binary string
+	// BinDir and ConfDir are the node's CNI bin and configuration
+	// directories as the installer sees them (host mounts).
+	BinDir, ConfDir string
+	// HostConfDir is ConfDir as the node sees it, for the kubeconfig path
+	// written into the plugin's entry; empty means ConfDir.
+	HostConfDir string
+	// ConfName is the configuration list to chain into; empty means the
+	// one the runtime uses: the first *.conflist or *.conf of ConfDir in
+	// lexical order.
+	ConfName string
+	// Kubeconfig is the content of the plugin's kubeconfig, written to
+	// ConfDir/KubeconfigName with mode 0600.
+	Kubeconfig []byte
+	// Options are extra fields of the plugin's entry (backend,
+	// disableIPv6, captureAllDNS).
+	Options map[string]any
+}
+
+// KubeconfigName is the plugin's kubeconfig file in the CNI configuration
+// directory. Its name does not end in .conf, so runtimes never load it as a
+// network.
+const KubeconfigName = "meshdns-cni.kubeconfig"
+
+// Install copies the binary and chains the plugin into the network
+// configuration list; it is idempotent and writes only what changed, so the
+// installer calls it again to repair a list another installer rewrote. It
+// reports whether it changed anything.
+func Install(cfg InstallConfig) (changed bool, err error) {
+	if cfg.HostConfDir == "" {
+		cfg.HostConfDir = cfg.ConfDir
+	}
+	if c, err := copyIfChanged(cfg.Binary, filepath.Join(cfg.BinDir, PluginType), 0o755); err != nil {
+		return false, err
+	} else if c {
+		changed = true
+	}
+	if c, err := writeIfChanged(filepath.Join(cfg.ConfDir, KubeconfigName), cfg.Kubeconfig, 0o600); err != nil {
+		return changed, err
+	} else if c {
+		changed = true
+	}
+	name, err := confName(cfg)
+	if err != nil {
+		return changed, err
+	}
+	path := filepath.Join(cfg.ConfDir, name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return changed, fmt.Errorf("read network configuration: %w", err)
+	}
+	entry := map[string]any{"type": PluginType, "kubeconfig": filepath.Join(cfg.HostConfDir, KubeconfigName),
+		"capabilities": map[string]bool{"dns": true}}
+	for k, v := range cfg.Options {
+		entry[k] = v
+	}
+	out, err := chain(data, entry)
+	if err != nil {
+		return changed, fmt.Errorf("%s: %w", path, err)
+	}
+	c, err := writeIfChanged(path, out, 0o644)
+	return changed || c, err
+}
+
+// Uninstall takes the plugin's entry out of the configuration list and
+// removes its kubeconfig and binary.
+func Uninstall(cfg InstallConfig) error {
+	var errs []error
+	if name, err := confName(cfg); err == nil {
+		path := filepath.Join(cfg.ConfDir, name)
+		if data, err := os.ReadFile(path); err == nil {
+			if out, err := chain(data, nil); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			} else if _, err := writeIfChanged(path, out, 0o644); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, p := range []string{filepath.Join(cfg.ConfDir, KubeconfigName), filepath.Join(cfg.BinDir, PluginType)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// confName returns the configuration list the plugin goes into.
+func confName(cfg InstallConfig) (string, error) {
+	if cfg.ConfName != "" {
+		return cfg.ConfName, nil
+	}
+	ents, err := os.ReadDir(cfg.ConfDir)
+	if err != nil {
+		return "", fmt.Errorf("read CNI configuration directory: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".conflist") || strings.HasSuffix(n, ".conf") || strings.HasSuffix(n, ".json")) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no network configuration in %s yet (the pod network plugin writes it)", cfg.ConfDir)
+	}
+	slices.Sort(names)
+	if !strings.HasSuffix(names[0], ".conflist") {
+		return "", fmt.Errorf("%s is a single-plugin configuration; meshdns-cni chains only into a .conflist", names[0])
+	}
+	return names[0], nil
+}
+
+// chain returns the configuration list data with entry as its last
+// plugin, replacing an earlier meshdns entry; a nil entry only removes it.
+// Other fields and plugins are kept as they were.
+func chain(data []byte, entry map[string]any) ([]byte, error) {
+	var list map[string]json.RawMessage
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("parse configuration list: %w", err)
+	}
+	var plugins []json.RawMessage
+	if err := json.Unmarshal(list["plugins"], &plugins); err != nil || len(plugins) == 0 {
+		return nil, errors.New("configuration list has no plugins")
+	}
+	kept := plugins[:0]
+	for _, p := range plugins {
+		var t struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(p, &t); err != nil {
+			return nil, fmt.Errorf("parse plugin: %w", err)
+		}
+		if t.Type != PluginType {
+			kept = append(kept, p)
+		}
+	}
+	if entry != nil {
+		b, err := json.Marshal(entry)
+		if err != nil {
+			return nil, err
+		}
+		kept = append(kept, b)
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, err
+	}
+	list["plugins"] = b
+	var out bytes.Buffer
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// copyIfChanged copies src to dst unless dst has the same content.
+func copyIfChanged(src, dst string, mode os.FileMode) (bool, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return false, fmt.Errorf("open plugin binary: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return false, fmt.Errorf("read plugin binary: %w", err)
+	}
+	return writeIfChanged(dst, data, mode)
+}
+
+// writeIfChanged replaces path by data atomically (a rename: the runtime
+// never reads half a file, and a running plugin binary is not overwritten
+// in place) unless it already holds data.
+func writeIfChanged(path string, data []byte, mode os.FileMode) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".meshdns-*")
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,164 @@
+package cni
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/meshdns/meshdns/iptables"
+)
+
+// SupportedVersions are the CNI spec versions the plugin speaks. It only
+// passes prevResult on, so every version since chaining (0.3.0) works.
+var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+// PodAnnotations returns the annotations of pod namespace/name, read with
+// the kubeconfig at path. A pod that does not exist returns (nil, nil).
+type PodAnnotations func(ctx context.Context, kubeconfig, namespace, name string) (map[string]string, error)
+
+// Config of a Plugin.
+type Config struct {
+	// Pods looks pods up; required.
+	Pods PodAnnotations
+	// Runner returns the iptables runner for a network namespace path;
+	// nil means NetNSRunner.
+	Runner func(netns string) iptables.Runner
+	// Logger receives one line per programmed pod (the runtime keeps the
+	// plugin's stderr in its log); nil discards.
+	Logger *slog.Logger
+}
+
+// Plugin is the chained CNI plugin.
+type Plugin struct {
+	cfg Config
+}
+
+// New checks cfg; it does no I/O.
+func New(cfg Config) (*Plugin, error) {
+	if cfg.Pods == nil {
+		return nil, errors.New("cni: Config.Pods is nil")
+	}
+	if cfg.Runner == nil {
+		cfg.Runner = func(netns string) iptables.Runner { return NetNSRunner{Path: netns} }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Plugin{cfg: cfg}, nil
+}
+
+// Exec runs one CNI call: args from the environment, the configuration on
+// stdin, the result on stdout. The caller reports an error with WriteError
+// and a non-zero exit status.
+func (p *Plugin) Exec(ctx context.Context, args Args, stdin []byte, stdout io.Writer) error {
+	switch args.Command {
+	case "VERSION":
+		return json.NewEncoder(stdout).Encode(map[string]any{"cniVersion": "1.1.0", "supportedVersions": SupportedVersions})
+	case "DEL", "GC", "STATUS":
+		// The rules live in the pod's network namespace and go with it.
+		return nil
+	case "ADD", "CHECK":
+	default:
+		return fmt.Errorf("unknown CNI_COMMAND %q", args.Command)
+	}
+	conf, err := parseNetConf(stdin)
+	if err != nil {
+		return err
+	}
+	if args.Command == "ADD" {
+		if len(conf.PrevResult) == 0 {
+			return errors.New("no prevResult: meshdns-cni only runs chained after the pod's network plugin")
+		}
+	}
+	red, ok, err := p.redirect(ctx, conf, args)
+	if err != nil || !ok {
+		if err == nil && args.Command == "ADD" {
+			_, err = stdout.Write(conf.PrevResult)
+		}
+		return err
+	}
+	m, err := p.manager(conf, args, red)
+	if err != nil {
+		return err
+	}
+	if args.Command == "CHECK" {
+		drift, err := m.Check(ctx)
+		if err != nil {
+			return fmt.Errorf("check rules of %s/%s: %w", args.Namespace, args.Pod, err)
+		}
+		if drift {
+			return fmt.Errorf("the DNS redirect of %s/%s is not in place", args.Namespace, args.Pod)
+		}
+		return nil
+	}
+	if err := m.Apply(ctx); err != nil {
+		return fmt.Errorf("apply rules for %s/%s: %w", args.Namespace, args.Pod, err)
+	}
+	p.cfg.Logger.Info("DNS redirect applied", "namespace", args.Namespace, "pod", args.Pod, "netns", args.NetNS,
+		"proxy_port", red.DNSPort)
+	_, err = stdout.Write(conf.PrevResult)
+	return err
+}
+
+// redirect looks the pod up and returns its Redirect; ok is false for a
+// pod meshdns does not program (not a Kubernetes pod, not injected in CNI
+// mode, gone). A pod that cannot be looked up is an error: the runtime
+// retries the sandbox rather than start an injected pod whose DNS bypasses
+// its agent.
+func (p *Plugin) redirect(ctx context.Context, conf NetConf, args Args) (Redirect, bool, error) {
+	if args.Namespace == "" || args.Pod == "" {
+		return Redirect{}, false, nil
+	}
+	if conf.Kubeconfig == "" {
+		return Redirect{}, false, errors.New("network configuration: no kubeconfig")
+	}
+	ann, err := p.cfg.Pods(ctx, conf.Kubeconfig, args.Namespace, args.Pod)
+	if err != nil {
+		return Redirect{}, false, fmt.Errorf("get pod %s/%s: %w", args.Namespace, args.Pod, err)
+	}
+	v, ok := ann[AnnotationRedirect]
+	if !ok {
+		return Redirect{}, false, nil
+	}
+	r, err := ParseRedirect(v)
+	if err != nil {
+		return Redirect{}, false, err
+	}
+	return r, true, nil
+}
+
+// manager builds the iptables manager for the pod's namespace.
+func (p *Plugin) manager(conf NetConf, args Args, r Redirect) (*iptables.Manager, error) {
+	if args.NetNS == "" {
+		return nil, errors.New("no CNI_NETNS")
+	}
+	ns, err := conf.nameservers()
+	if err != nil {
+		return nil, err
+	}
+	cfg := iptables.Config{
+		ProxyPort:     uint16(r.DNSPort),
+		Nameservers:   ns,
+		CaptureAllDNS: len(ns) == 0,
+		Backend:       iptables.Backend(conf.Backend),
+		DisableIPv6:   conf.DisableIPv6,
+		Runner:        p.cfg.Runner(args.NetNS),
+		Logger:        p.cfg.Logger,
+	}
+	if r.ProxyUID > 0 {
+		cfg.ProxyUIDs = []uint32{uint32(r.ProxyUID)}
+	}
+	if r.ProxyGID > 0 {
+		cfg.ProxyGIDs = []uint32{uint32(r.ProxyGID)}
+	}
+	return iptables.New(cfg)
+}
+
+// WriteError writes err as a CNI error result (code 999: a plugin error)
+// in the configuration's version, for the runtime to log.
+func WriteError(w io.Writer, err error) {
+	_ = json.NewEncoder(w).Encode(map[string]any{"cniVersion": "1.0.0", "code": 999, "msg": err.Error()})
+}
