@@ -179,45 +179,96 @@ func chain(data []byte, entry map[string]any) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// copyIfChanged copies src to dst unless dst has the same content.
+// copyIfChanged copies src to dst unless dst has the same content. It
+// streams: the binary is tens of megabytes and the installer's memory
+// limit small.
 func copyIfChanged(src, dst string, mode os.FileMode) (bool, error) {
+	same, err := sameContent(src, dst)
+	if err != nil {
+		return false, err
+	}
+	if same {
+		return false, nil
+	}
 	f, err := os.Open(src)
 	if err != nil {
 		return false, fmt.Errorf("open plugin binary: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return false, fmt.Errorf("read plugin binary: %w", err)
-	}
-	return writeIfChanged(dst, data, mode)
+	return true, replaceFile(dst, mode, func(w io.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	})
 }
 
-// writeIfChanged replaces path by data atomically (a rename: the runtime
-// never reads half a file, and a running plugin binary is not overwritten
-// in place) unless it already holds data.
+// sameContent reports whether the files at a and b hold the same bytes; a
+// missing b is a difference.
+func sameContent(a, b string) (bool, error) {
+	fa, err := os.Open(a)
+	if err != nil {
+		return false, fmt.Errorf("open plugin binary: %w", err)
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return false, nil
+	}
+	defer fb.Close()
+	sa, err := fa.Stat()
+	if err != nil {
+		return false, err
+	}
+	if sb, err := fb.Stat(); err != nil || sa.Size() != sb.Size() {
+		return false, nil
+	}
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, _ := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
+			return true, nil
+		}
+		if ea != nil {
+			return false, fmt.Errorf("read plugin binary: %w", ea)
+		}
+	}
+}
+
+// writeIfChanged replaces path by data unless it already holds data.
 func writeIfChanged(path string, data []byte, mode os.FileMode) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		return false, nil
 	}
+	return true, replaceFile(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// replaceFile writes a temporary file beside path with write and renames
+// it over path: the runtime never reads half a file, and a running plugin
+// binary is not overwritten in place.
+func replaceFile(path string, mode os.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".meshdns-*")
 	if err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("write %s: %w", path, err)
+	err = write(tmp)
+	if err == nil {
+		err = tmp.Chmod(mode)
 	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("write %s: %w", path, err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return false, fmt.Errorf("write %s: %w", path, err)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return true, nil
+	return nil
 }

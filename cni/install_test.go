@@ -103,6 +103,16 @@ func TestInstall(t *testing.T) {
 	if changed, err := Install(cfg); err != nil || changed {
 		t.Fatalf("second Install: changed %v, err %v", changed, err)
 	}
+	// A new binary of the same size replaces the old one.
+	if err := os.WriteFile(cfg.Binary, []byte("binary v2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := Install(cfg); err != nil || !changed {
+		t.Fatalf("Install of a new binary: changed %v, err %v", changed, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cfg.BinDir, PluginType)); string(b) != "binary v2" {
+		t.Errorf("binary %q, want v2", b)
+	}
 	// A renewed token, and another installer rewriting the list, are
 	// repaired without a second entry.
 	cfg.Kubeconfig = []byte("kubeconfig v2\n")

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
@@ -23,10 +24,14 @@ import (
 // webhook configuration, the injection template pointing at the image
 // built from this repository.
 type env struct {
-	c       *kubetest.Cluster
-	n       *nodetest.Node
-	standIn *dnsStandIn
-	dir     string
+	c        *kubetest.Cluster
+	n        *nodetest.Node
+	standIn  *dnsStandIn
+	dir      string
+	template string // the injection template file the control plane watches
+	grpcAddr string // the control plane's gRPC address, on the node
+	meshdns  string // the static binary in the images
+	webhook  []runtime.Object
 }
 
 func setup(t *testing.T) *env {
@@ -41,9 +46,11 @@ func setup(t *testing.T) *env {
 	buildStatic(t, "./cmd/meshdns", meshdns)
 	buildStatic(t, "./e2e/node/testapp", app)
 
-	c := kubetest.Start(t, kubetest.WithRBAC())
+	// Pod Security: every namespace enforces baseline unless labelled
+	// otherwise, as a cluster-wide default of the API server.
+	c := kubetest.Start(t, kubetest.WithRBAC(), kubetest.WithArgs("--admission-control-config-file="+podSecurityDefaults(t, dir)))
 	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
-	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir}
+	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir, meshdns: meshdns}
 
 	files, links := map[string]string{"/bin/meshdns": meshdns}, map[string]string{}
 	iptablesFiles(t, files, links)
@@ -64,12 +71,14 @@ func setup(t *testing.T) *env {
 	adminAddr := freePort(t, "127.0.0.1")
 	webhookAddr := freePort(t, "127.0.0.1")
 	template := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(template, []byte("image: localhost/meshdns:test\nimagePullPolicy: Never\ncontrolPlane: "+grpcAddr+"\n"), 0o644); err != nil {
+	e.template, e.grpcAddr = template, grpcAddr
+	if err := os.WriteFile(template, []byte(templateText(grpcAddr, false)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The webhook configuration of the manifests, with no caBundle: the
 	// control plane makes its certificate and sets the caBundle itself.
 	registerWebhook(t, c, rest, "https://"+webhookAddr)
+	e.webhook = rest
 	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
 		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
 		"--webhook-addr", webhookAddr, "--webhook-secret", "meshdns-system/meshdns-webhook-certs",
@@ -103,8 +112,10 @@ func setup(t *testing.T) *env {
 func TestNode(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
+	// The init container needs NET_ADMIN: its namespace allows privileged
+	// pods (the cluster default is baseline).
 	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: "demo", Labels: map[string]string{"meshdns.io/inject": "enabled"}}}, metav1.CreateOptions{}); err != nil {
+		Name: "demo", Labels: map[string]string{"meshdns.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "privileged"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -116,6 +127,8 @@ func TestNode(t *testing.T) {
 	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
 	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
 	t.Run("StartLatencyAndMemory", func(t *testing.T) { testStartLatency(t, e) })
+	// Last: it turns the control plane's template to CNI mode.
+	t.Run("PodSecurity", func(t *testing.T) { testPodSecurity(t, e) })
 }
 
 // testInjectedPod is the whole chain in a kubelet pod: the webhook injects

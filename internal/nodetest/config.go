@@ -31,8 +31,15 @@ func (n *Node) network() error {
 // configuration into Dir.
 func (n *Node) writeConfigs(o Options) error {
 	d := n.Dir
-	for _, sub := range []string{"cni/net.d", "cni/ipam", "kubelet", "images"} {
+	for _, sub := range []string{"cni/net.d", "cni/ipam", "cni/bin", "kubelet", "images"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	// The node's own CNI bin directory, so a test can install a plugin
+	// there (as a CNI DaemonSet does) without touching the machine's.
+	for _, p := range cniPlugins {
+		if err := os.Symlink(filepath.Join("/usr/lib/cni", p), filepath.Join(d, "cni/bin", p)); err != nil {
 			return err
 		}
 	}
@@ -58,7 +65,7 @@ state = "%[1]s/containerd/state"
         SystemdCgroup = false
         Root = "%[1]s/containerd/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "%[1]s/cni/bin"
     conf_dir = "%[1]s/cni/net.d"
 `, d, pauseImage)
 	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "nodetest", "plugins": [
@@ -100,10 +107,10 @@ maxPods: 50
 podLogsDir: %[1]s/pod-logs
 `, d, NodeIP)
 	files := map[string]string{
-		"containerd.toml":              containerd,
-		"cni/net.d/10-bridge.conflist": cni,
-		"resolv.conf":                  resolv,
-		"kubelet.yaml":                 kubelet,
+		"containerd.toml":          containerd,
+		"cni/net.d/" + CNIConfName: cni,
+		"resolv.conf":              resolv,
+		"kubelet.yaml":             kubelet,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {

@@ -47,7 +47,13 @@ const (
 	lockPath   = "/run/meshdns-nodetest.lock"
 	stateFile  = "nodetest.state"
 	pauseImage = "pause"
+	// CNIConfName is the node's network configuration list in CNIConfDir.
+	CNIConfName = "10-bridge.conflist"
 )
+
+// cniPlugins are the plugins of the node's network, from Debian's
+// containernetworking-plugins.
+var cniPlugins = []string{"bridge", "host-local", "loopback"}
 
 // NodeIP is the node's address, where tests put what pods must reach on
 // the host (a DNS stand-in, the control plane).
@@ -59,6 +65,10 @@ type Node struct {
 	// Dir holds the node's state, configs and logs (containerd.log,
 	// kubelet.log); removed by Stop.
 	Dir string
+	// CNIBinDir and CNIConfDir are the container runtime's CNI bin and
+	// configuration directories (under Dir): a test installs a chained
+	// plugin there as a CNI DaemonSet would on a node.
+	CNIBinDir, CNIConfDir string
 	// StartupTime is how long Start took, from the first command to the
 	// node being Ready with its images loaded.
 	StartupTime time.Duration
@@ -129,7 +139,8 @@ func start(c *kubetest.Cluster, kubelet string, o Options) (*Node, error) {
 		lock.Close()
 		return nil, err
 	}
-	n := &Node{Name: NodeName, Dir: dir, cluster: c, lock: lock, saved: readSysctls()}
+	n := &Node{Name: NodeName, Dir: dir, CNIBinDir: filepath.Join(dir, "cni/bin"), CNIConfDir: filepath.Join(dir, "cni/net.d"),
+		cluster: c, lock: lock, saved: readSysctls()}
 	if err := os.WriteFile(filepath.Join(lockDir(), stateFile), []byte(dir+"\n"+n.saved.String()), 0o600); err != nil {
 		return n, err
 	}
