@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package main
 
 import (
@@ -27,6 +29,7 @@ func init() {
 		summary: "install the chained CNI plugin on a node (the DaemonSet's container)",
 		run:     runCNI,
 	}
+	personalities[cni.PluginType] = runCNIPlugin
 }
 
 // runCNIPlugin is the binary called as meshdns-cni by the container runtime:

@@ -18,8 +18,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-
-	"github.com/meshdns/meshdns/cni"
 )
 
 // command is one subcommand. run parses args itself so each subcommand owns
@@ -35,11 +33,16 @@ type command struct {
 // commands is filled by the init functions of the subcommand files.
 var commands = map[string]command{}
 
+// personalities are the programs the binary is when called by their name
+// (argv[0]), filled like commands; each returns its exit status.
+var personalities = map[string]func(ctx context.Context, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int{}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// Installed as the CNI plugin, the binary speaks the CNI protocol.
-	if filepath.Base(os.Args[0]) == cni.PluginType {
-		code := runCNIPlugin(ctx, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	// Called by another name (the CNI plugin), the binary speaks that
+	// program's protocol instead of subcommands.
+	if prog, ok := personalities[filepath.Base(os.Args[0])]; ok {
+		code := prog(ctx, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
 	}
