@@ -217,7 +217,7 @@ func startFaultUpstream(t *testing.T) string {
 
 // freeAddr returns a loopback address with a port free for TCP and UDP
 // right now (a process started later binds it; a restart binds it again).
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	for range 20 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -239,7 +239,7 @@ func freeAddr(t *testing.T) string {
 
 // writeAtomic replaces path by renaming a temporary file over it, as
 // editors and ConfigMaps do.
-func writeAtomic(t *testing.T, path, content string) {
+func writeAtomic(t testing.TB, path, content string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
@@ -258,7 +258,7 @@ type process struct {
 
 // startProcess starts bin with args, its output in the test log on
 // failure; it is killed when the test ends.
-func startProcess(t *testing.T, bin string, args ...string) *process {
+func startProcess(t testing.TB, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	out := &lockedBuffer{}
@@ -278,7 +278,7 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 }
 
 // kill sends SIGKILL and waits for the process to be gone; idempotent.
-func (p *process) kill(t *testing.T) {
+func (p *process) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	select {
@@ -306,7 +306,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // awaitHTTP polls url until it answers code.
-func awaitHTTP(t *testing.T, url string, code int) {
+func awaitHTTP(t testing.TB, url string, code int) {
 	t.Helper()
 	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var got string
