@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"bufio"
-	"io"
-	"net/http"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
