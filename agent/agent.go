@@ -166,6 +166,7 @@ func (a *Agent) Listen() error {
 			CACert:     cfg.CACert,
 			TLSCert:    cfg.TLSCert,
 			TLSKey:     cfg.TLSKey,
+			TokenFile:  cfg.TokenFile,
 			Logger:     a.log,
 			Registerer: cfg.Registerer,
 			Now:        cfg.Now,

@@ -67,6 +67,10 @@ type Config struct {
 	CACert  string
 	TLSCert string
 	TLSKey  string
+	// TokenFile is a bearer token (the pod's projected ServiceAccount
+	// token) presented to the control plane, re-read at every reconnect;
+	// needs TLS (CACert).
+	TokenFile string
 	// StateDir keeps the last table from the control plane across
 	// restarts; "" keeps nothing.
 	StateDir string

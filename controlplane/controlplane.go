@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/controlplane/admin"
+	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/selfcert"
@@ -59,6 +60,16 @@ type Config struct {
 	// requires agents to present a certificate it signed. The files are
 	// re-read when they change.
 	TLSCert, TLSKey, ClientCA string
+	// GRPCSelfTLS serves gRPC over TLS with the self-managed certificate
+	// of WebhookCerts (whose CA the webhook hands to injected agents)
+	// when TLSCert is not set.
+	GRPCSelfTLS bool
+	// Authenticator verifies agents (package auth): the namespace and pod
+	// of a stream come from the identity it returns. Nil takes the agents'
+	// claims as they are (auth.Insecure); cmd/meshdns sets it from the
+	// Kubernetes source (TokenReview), --client-ca (SPIFFE) and
+	// --insecure-allow-unauthenticated.
+	Authenticator auth.Authenticator
 	// Debounce folds bursts of source updates into one version; zero
 	// means 100ms.
 	Debounce time.Duration
@@ -180,8 +191,15 @@ func New(cfg Config) (*ControlPlane, error) {
 			return nil, fmt.Errorf("grpc tls: %w", err)
 		}
 	}
+	if cfg.GRPCSelfTLS && c.grpcTLS == nil {
+		if cfg.WebhookCerts == nil {
+			return nil, errors.New("controlplane: GRPCSelfTLS needs WebhookCerts (--webhook-secret)")
+		}
+		c.grpcTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cfg.WebhookCerts.GetCertificate}
+	}
 	if c.server, err = server.New(server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions,
+		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}); err != nil {
 		return nil, err

@@ -49,7 +49,7 @@ func TestFaultLoop(t *testing.T) {
 
 	up := startFaultUpstream(t)
 	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
-	cpArgs := []string{"controlplane", "--entries", file, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
+	cpArgs := []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", file, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
 		"--debounce", "20ms", "--log-level", "warn"}
 	if baseline == "" {
 		cpArgs = append(cpArgs, "--state-dir", state)

@@ -94,7 +94,7 @@ func TestInjectedPod(t *testing.T) {
 		t.Fatalf("agent ready before it has a table")
 	}
 
-	cp := exec.Command("ip", "netns", "exec", tp.cluster, meshdns, "controlplane", "--entries", entries,
+	cp := exec.Command("ip", "netns", "exec", tp.cluster, meshdns, "controlplane", "--insecure-allow-unauthenticated", "--entries", entries,
 		"--grpc-addr", upstreamIP+":15010", "--admin-addr", "127.0.0.1:15014", "--log-level", "warn")
 	logf, err := os.Create(filepath.Join(tp.dir, "controlplane.log"))
 	if err != nil {

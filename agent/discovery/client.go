@@ -55,6 +55,12 @@ type Config struct {
 	// ServerName overrides the name verified in the server certificate;
 	// default the host of the address dialled.
 	ServerName string
+	// TokenFile holds a bearer token (a projected ServiceAccount token with
+	// the control plane's audience) sent with every stream as
+	// "authorization: Bearer". It is read again for every new stream, so
+	// the kubelet's rotation is picked up at the next reconnect. Needs
+	// TLS: a token is never sent in plaintext.
+	TokenFile string
 
 	// ConnectTimeout bounds one connection attempt, so a dead address
 	// fails over quickly; 5s.
@@ -150,6 +156,9 @@ func New(cfg Config) (*Client, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("discovery: %w", err)
 		}
+	}
+	if cfg.TokenFile != "" && c.tls == nil {
+		return nil, errors.New("discovery: a token file needs TLS to the control plane (a CA certificate): a token is never sent in plaintext")
 	}
 	return c, nil
 }

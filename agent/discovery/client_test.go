@@ -470,6 +470,38 @@ func TestMTLS(t *testing.T) {
 	}
 }
 
+// TestToken: the projected token goes with every stream, read again at
+// each reconnect, so a token the kubelet rotated is the one presented.
+func TestToken(t *testing.T) {
+	ca := certtest.NewCA(t, "meshdns-ca")
+	dir := t.TempDir()
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	srv := discoverytest.Start(t, "127.0.0.1:0", certtest.ServerTLS(t, srvCert, srvKey, nil))
+	tokenFile := certtest.Write(t, dir, "token", []byte("first-token\n"))
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, CACert: certtest.Write(t, dir, "ca.pem", ca.PEM),
+		TokenFile: tokenFile, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	next := func() string {
+		t.Helper()
+		select {
+		case a := <-srv.Authorization:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatal("no stream within 5s")
+		}
+		return ""
+	}
+	if got := next(); got != "Bearer first-token" {
+		t.Fatalf("authorization %q, want the token", got)
+	}
+	srv.Recv(t)
+	certtest.Write(t, dir, "token", []byte("rotated-token"))
+	srv.DropStream()
+	if got := next(); got != "Bearer rotated-token" {
+		t.Fatalf("authorization after rotation %q, want the new token", got)
+	}
+}
+
 func TestNewRejects(t *testing.T) {
 	on := (&recorder{}).onTable
 	tests := []struct {
@@ -478,6 +510,7 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{name: "no address", cfg: Config{OnTable: on}},
 		{name: "no callback", cfg: Config{Addrs: []string{"127.0.0.1:1"}}},
+		{name: "token without TLS", cfg: Config{Addrs: []string{"127.0.0.1:1"}, OnTable: on, TokenFile: "/var/run/token"}},
 		{name: "cert without key", cfg: Config{Addrs: []string{"127.0.0.1:1"}, OnTable: on, TLSCert: "c.pem"}},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -53,6 +54,14 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if c.cfg.TokenFile != "" {
+		tok, err := readToken(c.cfg.TokenFile)
+		if err != nil {
+			c.metrics.connects.WithLabelValues("error").Inc()
+			return false, err
+		}
+		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+tok)
+	}
 	stream, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx)
 	if err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()

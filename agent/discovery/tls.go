@@ -2,6 +2,9 @@ package discovery
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,4 +21,29 @@ func (c *Client) transportCredentials() (credentials.TransportCredentials, error
 		return nil, fmt.Errorf("control plane tls: %w", err)
 	}
 	return credentials.NewTLS(conf), nil
+}
+
+// maxToken bounds the token file read; projected tokens are ~1 KB.
+const maxToken = 64 << 10
+
+// readToken reads the bearer token file as it is now (the kubelet rotates
+// projected tokens by swapping the volume's ..data symlink).
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxToken+1))
+	if err != nil {
+		return "", fmt.Errorf("read token %s: %w", path, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxToken:
+		return "", fmt.Errorf("read token %s: longer than %d bytes", path, maxToken)
+	case tok == "" || strings.ContainsAny(tok, " \t\r\n"):
+		return "", fmt.Errorf("read token %s: empty or not one token", path)
+	}
+	return tok, nil
 }

@@ -94,6 +94,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	f := newControlPlaneFlags(fs)
 	wf := newWebhookFlags(fs)
 	kf := newKubeFlags(fs)
+	af := newAuthFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -121,6 +122,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
 		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
+	}
+	if err := af.apply(&cfg, log, kf.kubeconfig); err != nil {
+		return err
 	}
 	cp, err := controlplane.New(cfg)
 	if err != nil {

@@ -100,7 +100,7 @@ func TestControlPlaneCommandServesAgents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"controlplane", "--entries", "../../examples/entries",
+		done <- dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--debounce", "10ms", "--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {

@@ -32,7 +32,7 @@ func TestKubeFlagErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"controlplane", "--entries", "../../examples/entries",
+			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 				"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, tt.args...)
 			err := dispatch(context.Background(), args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -38,7 +38,7 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"controlplane", "--entries", "../../examples/entries",
+		done <- dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--webhook-addr", webhookAddr,
 			"--webhook-cert", certFile, "--webhook-key", keyFile,
 			"--inject-template", tmpl, "--log-level", "error"}, io.Discard, io.Discard)
@@ -133,7 +133,7 @@ func TestWebhookFlagErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			args := append([]string{"controlplane", "--entries", "../../examples/entries", "--grpc-addr", freePort(t),
+			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--grpc-addr", freePort(t),
 				"--admin-addr", freePort(t), "--webhook-addr", freePort(t), "--log-level", "error"}, tt.args...)
 			err := dispatch(ctx, args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

@@ -155,7 +155,7 @@ func TestSPIFFE(t *testing.T) {
 		{name: "namespace and service account", req: cert("spiffe://cluster.local/ns/team-a/sa/web"),
 			want: Identity{Method: MethodSPIFFE, Namespace: "team-a", ServiceAccount: "web", Subject: "spiffe://cluster.local/ns/team-a/sa/web"}},
 		{name: "no certificate", req: Request{}, err: ErrNoCredential},
-		{name: "no SPIFFE ID", req: cert("https://example.com"), err: ErrInvalid},
+		{name: "no SPIFFE ID", req: cert("https://example.com"), err: ErrNoCredential},
 		{name: "two SPIFFE IDs", req: cert("spiffe://cluster.local/ns/a/sa/x", "spiffe://cluster.local/ns/b/sa/x"), err: ErrInvalid},
 		{name: "another trust domain", req: cert("spiffe://evil.example/ns/team-a/sa/web"), err: ErrInvalid},
 		{name: "another path", req: cert("spiffe://cluster.local/team-a/web"), err: ErrInvalid},

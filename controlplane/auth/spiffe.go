@@ -13,7 +13,8 @@ import (
 // verified against the client CA: its one SPIFFE URI SAN
 // spiffe://<trustDomain>/ns/<namespace>/sa/<serviceaccount> (the form
 // Istio and SPIRE issue on Kubernetes). A certificate of another trust
-// domain, with no or several SPIFFE IDs, or another path is refused.
+// domain, with several SPIFFE IDs, or another path is refused; one with
+// none is no credential (ErrNoCredential).
 func SPIFFE(trustDomain string) (Authenticator, error) {
 	td := strings.ToLower(strings.TrimSuffix(trustDomain, "."))
 	if dnsname.Check(td, false) != nil {
@@ -35,7 +36,14 @@ func (s spiffe) Authenticate(_ context.Context, r Request) (Identity, error) {
 			ids = append(ids, u)
 		}
 	}
-	if len(ids) != 1 {
+	switch len(ids) {
+	case 0:
+		// A certificate that names no workload is no identity (it may
+		// still carry a token, or the setup may allow unauthenticated
+		// agents).
+		return Identity{}, fmt.Errorf("%w: certificate %q has no SPIFFE ID", ErrNoCredential, leaf.Subject.CommonName)
+	case 1:
+	default:
 		return Identity{}, fmt.Errorf("%w: certificate %q has %d SPIFFE IDs, want one", ErrInvalid, leaf.Subject.CommonName, len(ids))
 	}
 	ns, sa, err := parseSPIFFE(ids[0], s.trustDomain)

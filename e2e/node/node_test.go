@@ -81,6 +81,9 @@ func setup(t *testing.T) *env {
 	e.webhook = rest
 	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
 		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
+		// The injected agents here dial plaintext gRPC (the template's
+		// controlPlane) and so present no token.
+		"--insecure-allow-unauthenticated",
 		"--webhook-addr", webhookAddr, "--webhook-secret", "meshdns-system/meshdns-webhook-certs",
 		"--webhook-dns-names", "127.0.0.1", "--inject-template", template,
 	})

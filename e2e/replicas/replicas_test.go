@@ -75,6 +75,7 @@ func startReplica(t testing.TB, c *kubetest.Cluster, grpcAddr string) *replica {
 	t.Helper()
 	r := &replica{grpc: grpcAddr, admin: freeAddr(t), done: make(chan struct{})}
 	r.cmd = exec.Command(buildMeshdns(t), "controlplane", "--kubeconfig", c.Kubeconfig,
+		"--insecure-allow-unauthenticated", // the agents here present no token: the test is about replicas
 		"--grpc-addr", r.grpc, "--admin-addr", r.admin, "--debounce", "20ms", "--log-level", "warn")
 	r.cmd.Stderr = os.Stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

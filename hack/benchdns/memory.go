@@ -356,7 +356,7 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := exec.Command(cfg.meshdns, "controlplane", "--grpc-addr", grpcAddr, "--admin-addr", cpAdmin,
+	cp := exec.Command(cfg.meshdns, "controlplane", "--insecure-allow-unauthenticated", "--grpc-addr", grpcAddr, "--admin-addr", cpAdmin,
 		"--entries", entries, "--log-level", "warn", "--debounce", "10ms")
 	cp.Stderr = os.Stderr
 	if err := cp.Start(); err != nil {

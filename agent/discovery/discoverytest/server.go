@@ -8,6 +8,7 @@ package discoverytest
 import (
 	"crypto/tls"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -29,6 +31,9 @@ type Server struct {
 	Requests chan *meshdnsv1.StreamNameTableRequest
 	// Streams receives one value each time a stream opens.
 	Streams chan struct{}
+	// Authorization receives the "authorization" metadata of each stream
+	// ("" without one).
+	Authorization chan string
 
 	srv *grpc.Server
 
@@ -58,11 +63,12 @@ func Start(t testing.TB, addr string, tlsCfg *tls.Config) *Server {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	s := &Server{
-		Addr:     lis.Addr().String(),
-		Requests: make(chan *meshdnsv1.StreamNameTableRequest, 100),
-		Streams:  make(chan struct{}, 100),
-		srv:      grpc.NewServer(opts...),
-		drop:     make(chan struct{}),
+		Addr:          lis.Addr().String(),
+		Requests:      make(chan *meshdnsv1.StreamNameTableRequest, 100),
+		Streams:       make(chan struct{}, 100),
+		Authorization: make(chan string, 100),
+		srv:           grpc.NewServer(opts...),
+		drop:          make(chan struct{}),
 	}
 	meshdnsv1.RegisterNameDiscoveryServiceServer(s.srv, s)
 	go s.srv.Serve(lis)
@@ -83,6 +89,11 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	defer s.retire(send)
 	select {
 	case s.Streams <- struct{}{}:
+	default:
+	}
+	md, _ := metadata.FromIncomingContext(st.Context())
+	select {
+	case s.Authorization <- strings.Join(md.Get("authorization"), ","):
 	default:
 	}
 	errc := make(chan error, 1)
