@@ -141,7 +141,7 @@ func TestStatusAndBuildInfo(t *testing.T) {
 		}()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	start("controlplane", io.Discard, "controlplane", "--entries", "../../examples/entries", "--grpc-addr", grpcAddr,
+	start("controlplane", io.Discard, "controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--grpc-addr", grpcAddr,
 		"--admin-addr", cpAdmin, "--debounce", "10ms", "--log-level", "error")
 	start("agent", &agentLog, "agent", "--control-plane", grpcAddr, "--namespace", "team-a", "--pod-name", "web-0",
 		"--resolv-conf", "../../examples/resolv.conf", "--upstream", "127.0.0.1", "--dns-addr", dnsAddr,
