@@ -63,9 +63,11 @@ func TestExitCodes(t *testing.T) {
 		{name: "table file and control plane", args: []string{"agent", "--nametable-file", "t.json", "--control-plane", "cp:15010"}, code: 2, stderr: "--nametable-file and --control-plane exclude each other", stderrRows: 2},
 		{name: "listen address without port", args: []string{"agent", "--dns-addr", "127.0.0.1"}, code: 2, stderr: `--dns-addr "127.0.0.1": want host:port`, stderrRows: 2},
 		{name: "bad admin address", args: []string{"controlplane", "--admin-addr", "localhost"}, code: 2, stderr: `--admin-addr "localhost": want host:port`, stderrRows: 2},
+		{name: "no way to authenticate agents", args: []string{"controlplane", "--entries", "../../examples/entries"}, code: 2,
+			stderr: "no way to authenticate agents", stderrRows: 3}, // "Kubernetes source off", the error, the usage hint
 		{name: "nothing to serve", args: []string{"controlplane", "--log-level", "warn"}, code: 2, stderr: "meshdns controlplane: no names to serve: give --entries", stderrRows: 2},
-		{name: "unreadable TLS files", args: []string{"controlplane", "--entries", "../../examples/entries", "--tls-cert", filepath.Join(dir, "tls.crt"),
-			"--tls-key", filepath.Join(dir, "tls.key"), "--log-level", "warn"}, code: 1, stderr: "load key pair", stderrRows: 1},
+		{name: "unreadable TLS files", args: []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--tls-cert", filepath.Join(dir, "tls.crt"),
+			"--tls-key", filepath.Join(dir, "tls.key"), "--log-level", "warn"}, code: 1, stderr: "load key pair", stderrRows: 2}, // the insecure warning, then the error,
 		{name: "iptables without resolv.conf", args: []string{"iptables", "print", "--proxy-uid", "1337", "--resolv-conf", filepath.Join(dir, "nope.conf")}, code: 1,
 			stderr: "meshdns: --resolv-conf " + filepath.Join(dir, "nope.conf") + ": no such file or directory\n", stderrRows: 1},
 		{name: "flags that go together", args: []string{"controlplane", "--webhook-cert", "c.pem"}, code: 2, stderr: "--webhook-cert and --webhook-key go together", stderrRows: 2},
