@@ -130,6 +130,7 @@ func TestNode(t *testing.T) {
 	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
 	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
 	t.Run("StartLatencyAndMemory", func(t *testing.T) { testStartLatency(t, e) })
+	t.Run("VMOnTheNodeHost", func(t *testing.T) { testVM(t, e) })
 	// Last: it turns the control plane's template to CNI mode.
 	t.Run("PodSecurity", func(t *testing.T) { testPodSecurity(t, e) })
 }
