@@ -33,6 +33,12 @@ func TestExitCodes(t *testing.T) {
 	if err := os.WriteFile(badTemplate, []byte("imgae: typo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A kubeconfig that is never dialled: the template check comes first.
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -79,8 +85,10 @@ func TestExitCodes(t *testing.T) {
 			"--ca-cert", filepath.Join(dir, "ca.pem")}, code: 1, stderr: "--ca-cert/--tls-cert/--tls-key: read CA file", stderrRows: 1},
 		{name: "unreadable entries", args: []string{"controlplane", "--entries", filepath.Join(dir, "entries")}, code: 1,
 			stderr: "meshdns: --entries " + filepath.Join(dir, "entries") + ": no such file or directory\n", stderrRows: 1},
-		{name: "bad injection template", args: []string{"controlplane", "--entries", "../../examples/entries", "--webhook-cert", "c.pem",
-			"--webhook-key", "k.pem", "--inject-template", badTemplate}, code: 1, stderr: `unknown field "imgae"`, stderrRows: 1},
+		{name: "bad injection template", args: []string{"controlplane", "--entries", "../../examples/entries", "--webhook-secret", "ns/name",
+			"--kubeconfig", kubeconfig, "--inject-template", badTemplate, "--log-level", "warn"}, code: 1, stderr: `unknown field "imgae"`, stderrRows: 1},
+		{name: "unreadable webhook certificate", args: []string{"controlplane", "--entries", "../../examples/entries", "--webhook-cert", "c.pem",
+			"--webhook-key", "k.pem"}, code: 1, stderr: "meshdns: --webhook-cert/--webhook-key: load key pair c.pem k.pem: open c.pem: no such file or directory\n", stderrRows: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

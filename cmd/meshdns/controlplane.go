@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/webhook"
+	"github.com/meshdns/meshdns/internal/certfile"
 )
 
 func init() {
@@ -135,7 +136,8 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 
 // controlPlanePreflight refuses, before anything logs that the control
 // plane started, sources it could never read: an entries path that does
-// not exist or is not readable, an injection template that does not load.
+// not exist or is not readable, a webhook certificate or an injection
+// template that does not load.
 // With --state-dir a missing entries path is let through: the file source
 // serves its last good version from the state (a restart while the file
 // is deleted must not take names away) and says so. An entries file with
@@ -145,6 +147,15 @@ func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
 		err := readable("--entries", p)
 		if err != nil && !(cfg.StateDir != "" && errors.Is(err, fs.ErrNotExist)) {
 			return err
+		}
+	}
+	if wf.cert != "" {
+		r, err := certfile.New(certfile.Config{CertFile: wf.cert, KeyFile: wf.key})
+		if err == nil {
+			_, err = r.ServerConfig()
+		}
+		if err != nil {
+			return fmt.Errorf("--webhook-cert/--webhook-key: %w", err)
 		}
 	}
 	if wf.template != "" {
