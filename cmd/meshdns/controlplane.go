@@ -149,15 +149,6 @@ func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
 			return err
 		}
 	}
-	if wf.cert != "" {
-		r, err := certfile.New(certfile.Config{CertFile: wf.cert, KeyFile: wf.key})
-		if err == nil {
-			_, err = r.ServerConfig()
-		}
-		if err != nil {
-			return fmt.Errorf("--webhook-cert/--webhook-key: %w", err)
-		}
-	}
 	if wf.template != "" {
 		if err := readable("--inject-template", wf.template); err != nil {
 			return err
@@ -168,6 +159,15 @@ func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
 		}
 		if _, err := webhook.ParseTemplate(data); err != nil {
 			return fmt.Errorf("--inject-template %s: %w", wf.template, err)
+		}
+	}
+	if wf.cert != "" {
+		r, err := certfile.New(certfile.Config{CertFile: wf.cert, KeyFile: wf.key})
+		if err == nil {
+			_, err = r.ServerConfig()
+		}
+		if err != nil {
+			return fmt.Errorf("--webhook-cert/--webhook-key: %w", err)
 		}
 	}
 	return nil
