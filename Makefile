@@ -19,6 +19,21 @@ build: ## build bin/meshdns and bin/meshdns-agent (the sidecar's build: agent, i
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns ./cmd/meshdns
 	$(GO) build -tags agentonly -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns-agent ./cmd/meshdns
 
+IMAGE ?= ghcr.io/meshdns/meshdns
+PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_DIR := $(BIN)/image
+
+.PHONY: image
+image: ## build the meshdns image (static, linux/amd64+arm64, empty base): $(IMAGE_DIR)/oci and $(IMAGE_DIR)/meshdns.tar
+	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)
+	@for p in $(PLATFORMS); do \
+	  echo "go build $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
+	done
+	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" \
+	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns) \
+	  -layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/meshdns.tar
+
 .PHONY: run
 run: build ## run the agent on the embedded sample table (examples/nametable.json); dig @127.0.0.1 -p 15053 web.demo
 	$(BIN)/meshdns agent --nametable-file examples/nametable.json --namespace demo --resolv-conf examples/resolv.conf

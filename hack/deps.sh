@@ -9,6 +9,7 @@ KUBE_ASSETS=${KUBE_ASSETS:-$HOME/.cache/meshdns/kube}
 pkgs=()
 need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
 need iptables iptables
+need nft nftables
 need ip iproute2
 need dig bind9-dnsutils
 need kdig knot-dnsutils

@@ -34,7 +34,7 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		port       = fs.Uint("proxy-port", iptables.DefaultProxyPort, "the agent's DNS port on 127.0.0.1 and ::1 (UDP and TCP)")
 		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "only DNS to the nameservers listed here is redirected")
 		captureAll = fs.Bool("capture-all-dns", false, "redirect all port 53 traffic, whatever the destination")
-		backend    = fs.String("backend", "auto", "auto, legacy or nft")
+		backend    = fs.String("backend", "auto", "auto, legacy, nft (iptables-nft) or native (nftables over netlink, no binaries)")
 		dryRun     = fs.Bool("dry-run", false, "print what apply or clean would run instead of running it")
 		noIPv6     = fs.Bool("disable-ipv6", false, "write IPv4 rules only (hosts without ip6tables)")
 	)
@@ -85,6 +85,18 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	native, err := useNative(ctx, *backend, m)
+	if err != nil {
+		return err
+	}
+	if native {
+		return runNative(action, *dryRun, nftConfig(cfg, cfg.Logger), stdout)
+	}
+	if action == "clean" && !*dryRun && *backend == string(iptables.Auto) {
+		if err := cleanNative(nftConfig(cfg, cfg.Logger)); err != nil {
+			return err
+		}
+	}
 
 	switch {
 	case action == "print":
@@ -132,7 +144,10 @@ type ruleFlags struct {
 // config checks the values and reads the nameservers of resolvConf unless
 // every port 53 packet is captured.
 func (f ruleFlags) config() (iptables.Config, error) {
-	b, err := iptables.ParseBackend(f.backend)
+	if f.prefix != "" && f.backend == backendNative {
+		return iptables.Config{}, fmt.Errorf("--%sbackend %s: the drift check reads the rules with the iptables tools; use auto, legacy or nft", f.prefix, backendNative)
+	}
+	b, err := parseBackend(f.backend)
 	if err != nil {
 		return iptables.Config{}, err
 	}

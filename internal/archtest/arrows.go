@@ -76,14 +76,22 @@ var forbidden = []struct {
 // onlyImports lists layers whose direct (non-test) imports are limited to
 // the standard library plus a few allowed prefixes.
 var onlyImports = []struct {
-	layer string
-	allow []string // import path prefixes allowed besides the standard library
-	deps  bool     // check transitive deps too, not only direct imports
-	why   string
+	layer  string
+	except []string // module-relative packages under layer with a rule of their own
+	allow  []string // import path prefixes allowed besides the standard library
+	deps   bool     // check transitive deps too, not only direct imports
+	why    string
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check)"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
-	{layer: "iptables", allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
+	{layer: "iptables", except: []string{"iptables/nft"}, allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
+	{
+		layer: "iptables/nft",
+		allow: []string{Module + "/iptables", Module + "/internal/resolvconf", "github.com/google/nftables", "github.com/mdlayher/netlink", "github.com/mdlayher/socket",
+			"golang.org/x/sys", "golang.org/x/net/bpf", "golang.org/x/sync"},
+		deps: true,
+		why:  "iptables/nft is the iptables model written over netlink: the netfilter library and nothing else",
+	},
 	{layer: "cni", allow: []string{Module + "/cni", Module + "/iptables", Module + "/internal/resolvconf", "golang.org/x/sys"}, deps: true,
 		why: "cni/ is the node's CNI plugin: the standard library, iptables and x/sys only (the Kubernetes lookup is injected by the command)"},
 }
@@ -153,7 +161,7 @@ func Violations(pkgs []Package) []string {
 			}
 		}
 		for _, r := range onlyImports {
-			if !under(rel, r.layer) {
+			if !under(rel, r.layer) || slices.ContainsFunc(r.except, func(e string) bool { return under(rel, e) }) {
 				continue
 			}
 			list := p.Imports

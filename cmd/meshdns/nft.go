@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/meshdns/meshdns/iptables"
+	"github.com/meshdns/meshdns/iptables/nft"
+)
+
+// backendNative is the --backend value of the nftables rules written over
+// netlink (package iptables/nft): no iptables or nft binary is needed, so
+// the init container runs from the static binary alone.
+const backendNative = "native"
+
+// useNative reports whether `meshdns iptables` writes with the native
+// backend: when asked to, or with auto when neither iptables-legacy nor
+// iptables-nft runs here (the meshdns image ships no iptables binaries).
+func useNative(ctx context.Context, backend string, m *iptables.Manager) (bool, error) {
+	switch backend {
+	case backendNative:
+		return true, nil
+	case "", string(iptables.Auto):
+		_, err := m.Backend(ctx)
+		if errors.Is(err, iptables.ErrNoBackend) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// nftConfig is cfg for the native backend.
+func nftConfig(cfg iptables.Config, logger *slog.Logger) nft.Config {
+	return nft.Config{ProxyPort: cfg.ProxyPort, ProxyUIDs: cfg.ProxyUIDs, ProxyGIDs: cfg.ProxyGIDs,
+		Nameservers: cfg.Nameservers, CaptureAllDNS: cfg.CaptureAllDNS, DisableIPv6: cfg.DisableIPv6, Logger: logger}
+}
+
+// runNative carries out action with the native backend. print and
+// --dry-run show the tables in nft's syntax: apply replaces the meshdns
+// tables whole, so the tables are the transaction.
+func runNative(action string, dryRun bool, cfg nft.Config, stdout io.Writer) error {
+	switch {
+	case action == "print" || (action == "apply" && dryRun):
+		for _, f := range families(cfg) {
+			fmt.Fprint(stdout, nft.Render(nft.Build(cfg, f), f))
+		}
+		return nil
+	case action == "apply":
+		return nft.Apply(cfg)
+	case dryRun:
+		for _, f := range families(cfg) {
+			fmt.Fprintf(stdout, "delete table %s %s\n", map[iptables.Family]string{iptables.IPv4: "ip", iptables.IPv6: "ip6"}[f], nft.TableName)
+		}
+		return nil
+	}
+	return nft.Clean(cfg)
+}
+
+func families(cfg nft.Config) []iptables.Family {
+	if cfg.DisableIPv6 {
+		return []iptables.Family{iptables.IPv4}
+	}
+	return []iptables.Family{iptables.IPv4, iptables.IPv6}
+}
+
+// parseBackend accepts the iptables backends and native; native maps to
+// Auto for the iptables.Config, which is then not used to write rules.
+func parseBackend(s string) (iptables.Backend, error) {
+	if s == backendNative {
+		return iptables.Auto, nil
+	}
+	b, err := iptables.ParseBackend(s)
+	if err != nil {
+		return "", fmt.Errorf("%w (or %s)", err, backendNative)
+	}
+	return b, nil
+}
+
+// cleanNative removes the native tables when clean runs with auto on a
+// host whose iptables tools work: rules written by either backend are
+// removed, as clean promises. Without the privilege to talk to nftables
+// there is nothing of ours there either.
+func cleanNative(cfg nft.Config) error {
+	err := nft.Clean(cfg)
+	if err != nil && strings.Contains(err.Error(), "operation not permitted") {
+		return nil
+	}
+	return err
+}

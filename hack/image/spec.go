@@ -1,0 +1,74 @@
+package main
+
+import (
+	"time"
+
+	"github.com/meshdns/meshdns/internal/ociimage"
+)
+
+// Binary is the meshdns binary of one platform.
+type Binary struct {
+	Platform ociimage.Platform
+	Data     []byte
+}
+
+// Spec is what goes into the meshdns image.
+type Spec struct {
+	Name     string // repository:version
+	Revision string // or ""
+	License  []byte
+	Binaries []Binary
+	Created  time.Time
+	Gzip     bool
+}
+
+// Paths and ids inside the image.
+const (
+	binaryPath = "/usr/local/bin/meshdns"
+	// nonroot is the default user (distroless's convention). The control
+	// plane runs as it; the injected sidecar sets its own uid (the one the
+	// capture rules exempt), and the init container runs as root with
+	// NET_ADMIN and NET_RAW only.
+	nonroot = "65532:65532"
+)
+
+// Index returns the image set: one image per binary, holding the binary,
+// the license, the passwd and group entries of root and nonroot, and an
+// empty /tmp. There is no shell and no other program: every role (the
+// sidecar agent, the init container's `meshdns iptables apply` with its
+// native nftables backend, the control plane) is the one binary.
+func (s Spec) Index() ociimage.Index {
+	ix := ociimage.Index{Name: s.Name, Created: s.Created, Gzip: s.Gzip}
+	version := ix.Tag()
+	labels := map[string]string{
+		"org.opencontainers.image.title":    "meshdns",
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.source":   "https://github.com/meshdns/meshdns",
+	}
+	if s.Revision != "" {
+		labels["org.opencontainers.image.revision"] = s.Revision
+	}
+	for _, b := range s.Binaries {
+		ix.Images = append(ix.Images, ociimage.Image{
+			Platform: b.Platform,
+			Files: []ociimage.File{
+				{Path: binaryPath, Data: b.Data, Mode: 0o755},
+				{Path: "/usr/share/doc/meshdns/LICENSE", Data: s.License},
+				{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+				{Path: "/etc/group", Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+				// The Go resolver reads it for the order of /etc/hosts and
+				// DNS; without it, it guesses the same.
+				{Path: "/etc/nsswitch.conf", Data: []byte("hosts: files dns\n")},
+				{Path: "/tmp", Dir: true, Mode: 0o1777},
+			},
+			Config: ociimage.Config{
+				User:       nonroot,
+				Env:        []string{"PATH=/usr/local/bin"},
+				Entrypoint: []string{binaryPath},
+				Labels:     labels,
+			},
+		})
+	}
+	return ix
+}
