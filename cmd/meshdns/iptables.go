@@ -85,11 +85,7 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	native, err := useNative(ctx, *backend, m)
-	if err != nil {
-		return err
-	}
-	if native {
+	if useNative(*backend) {
 		return runNative(action, *dryRun, nftConfig(cfg, cfg.Logger), stdout)
 	}
 	if action == "clean" && !*dryRun && *backend == string(iptables.Auto) {

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"strings"
 
 	"github.com/meshdns/meshdns/iptables"
@@ -18,20 +17,23 @@ import (
 const backendNative = "native"
 
 // useNative reports whether `meshdns iptables` writes with the native
-// backend: when asked to, or with auto when neither iptables-legacy nor
-// iptables-nft runs here (the meshdns image ships no iptables binaries).
-func useNative(ctx context.Context, backend string, m *iptables.Manager) (bool, error) {
+// backend: when asked to, or with auto when neither iptables-legacy-save
+// nor iptables-nft-save is installed (the meshdns image ships no iptables
+// binaries). Installed tools that fail (no privilege) keep the iptables
+// backends, whose errors say what is wrong.
+func useNative(backend string) bool {
 	switch backend {
 	case backendNative:
-		return true, nil
+		return true
 	case "", string(iptables.Auto):
-		_, err := m.Backend(ctx)
-		if errors.Is(err, iptables.ErrNoBackend) {
-			return true, nil
+		for _, tool := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+			if _, err := exec.LookPath(tool); err == nil {
+				return false
+			}
 		}
-		return false, err
+		return true
 	}
-	return false, nil
+	return false
 }
 
 // nftConfig is cfg for the native backend.
