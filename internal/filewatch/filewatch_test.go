@@ -171,3 +171,17 @@ func TestRunConfigErrors(t *testing.T) {
 		t.Error("Run accepted no Changed")
 	}
 }
+
+// BenchmarkStamp is the cost certfile adds to every TLS handshake (three
+// files) and Run to every poll.
+func BenchmarkStamp(b *testing.B) {
+	dir := b.TempDir()
+	var paths []string
+	for _, n := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		paths = append(paths, certtest.Write(b, dir, n, []byte(n)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		filewatch.Stamp(paths...)
+	}
+}
