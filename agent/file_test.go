@@ -30,6 +30,10 @@ func TestFileHotReload(t *testing.T) {
 	}
 	rejections := func() float64 { return testutil.ToFloat64(a.m.rejections.WithLabelValues(sourceFile)) }
 
+	// wantRejections counts the rejections a step adds. A step that writes
+	// in place (truncate, then write) may add one more: the watcher can read
+	// the file empty between the two, which is rejected and then fixed by
+	// the next event. The final table is the same either way.
 	steps := []struct {
 		name           string
 		content        string
@@ -45,29 +49,33 @@ func TestFileHotReload(t *testing.T) {
 		{name: "not json keeps the last good table", content: `{"table": `, rename: true,
 			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 1},
 		{name: "unknown field keeps the last good table", content: `{"tabel": {}}`,
-			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 2},
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 1},
 		{name: "bad address keeps the last good table", content: tableJSON("d.demo.svc.cluster.local", "10.0.0.300"), rename: true,
-			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 3},
+			wantName: "c.demo.svc.cluster.local", wantIP: "10.0.0.3", wantRejections: 1},
 		{name: "good file after bad ones", content: tableJSON("e.demo.svc.cluster.local", "10.0.0.5"), rename: true,
-			wantName: "e.demo.svc.cluster.local", wantIP: "10.0.0.5", wantRejections: 3},
+			wantName: "e.demo.svc.cluster.local", wantIP: "10.0.0.5"},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
+			base := rejections()
 			if st.rename {
 				replaceFile(t, path, st.content)
 			} else if err := os.WriteFile(path, []byte(st.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "rejection count", func() bool { return rejections() == st.wantRejections })
 			want := []string{st.wantName + ". A " + st.wantIP}
 			eventually(t, st.wantName+" served", func() bool { return cmp.Equal(want, answers(st.wantName)) })
+			eventually(t, "rejection count", func() bool { return rejections()-base >= st.wantRejections })
+			if got, most := rejections()-base, st.wantRejections; got > most && (st.rename || got > most+1) {
+				t.Errorf("%v rejections, want %v", got, most)
+			}
 			if !a.Ready() {
 				t.Error("not ready")
 			}
 			// The dump reads the file again: after a rejection it must say
 			// the file is no longer the table served, not show the bad one.
 			wantDump := 200
-			if st.wantName != "e.demo.svc.cluster.local" && st.wantRejections > 0 {
+			if st.wantRejections > 0 {
 				wantDump = 409
 			}
 			if code, body := httpGet(t, a.admin+"/debug/nametable"); code != wantDump {
