@@ -152,7 +152,7 @@ func (a *Agent) Listen() error {
 			ClusterDomain: cfg.ClusterDomain,
 			AgentVersion:  cfg.Version,
 			InstanceID:    cfg.InstanceID,
-			OnTable: func(version string, nt *meshdnsv1.NameTable) error {
+			OnWireTable: func(version string, wire []byte) error {
 				src := sourceControlPlane
 				if a.restoring.Load() {
 					src = sourceState
@@ -160,7 +160,7 @@ func (a *Agent) Listen() error {
 				// The discovery client keeps the table (compactly) for
 				// its deltas; /debug/nametable asks it rather than
 				// keeping the decoded message here.
-				return a.tables.applyWith(src, version, nt, a.disc.Table)
+				return a.tables.applyWire(src, version, wire, a.disc.Table)
 			},
 			StateDir:   cfg.StateDir,
 			CACert:     cfg.CACert,

@@ -208,8 +208,24 @@ func FuzzConvert(f *testing.F) {
 			return
 		}
 		entries, zones, err := Convert(&nt, Limits{})
+		// The wire converter agrees on the table as the client keeps it
+		// (marshalled again: one entry per name).
+		wire, merr := proto.Marshal(&nt)
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		wEntries, wZones, werr := ConvertWire(wire, Limits{})
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("Convert error %v, ConvertWire error %v", err, werr)
+		}
 		if err != nil {
 			return
+		}
+		if diff := cmp.Diff(entries, wEntries, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			t.Fatalf("entries (-Convert +ConvertWire):\n%s", diff)
+		}
+		if diff := cmp.Diff(zones, wZones, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("zones (-Convert +ConvertWire):\n%s", diff)
 		}
 		if len(entries) != len(nt.GetTable()) {
 			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))

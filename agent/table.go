@@ -63,6 +63,13 @@ func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dum
 	return err
 }
 
+// applyWire builds a table in its wire form (from the discovery client),
+// converting it name by name.
+func (ts *tables) applyWire(source, version string, wire []byte, dump func() (*meshdnsv1.NameTable, error)) error {
+	_, err := ts.build(source, version, func() ([]nametable.Entry, []string, error) { return ConvertWire(wire, ts.limits) }, dump)
+	return err
+}
+
 // applyFile builds the table of a --nametable-file content (protojson),
 // converting it name by name, and returns how many names it holds.
 func (ts *tables) applyFile(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {

@@ -40,6 +40,11 @@ type Config struct {
 	// goroutine (and from Restore), one call at a time. An error rejects
 	// the table: the client NACKs it and keeps the previous one. Required.
 	OnTable func(version string, t *meshdnsv1.NameTable) error
+	// OnWireTable, when set, is called instead of OnTable with the table
+	// in its wire form (a marshalled NameTable; EachName walks it), so the
+	// caller can convert it name by name without the whole table decoded.
+	// The bytes must not be modified; they may be kept.
+	OnWireTable func(version string, wire []byte) error
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string
@@ -112,7 +117,7 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("discovery: no control plane address")
 	}
-	if cfg.OnTable == nil {
+	if cfg.OnTable == nil && cfg.OnWireTable == nil {
 		return nil, errors.New("discovery: OnTable is required")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
@@ -213,31 +218,35 @@ func (c *Client) Restore() (bool, error) {
 	if c.cfg.StateDir == "" {
 		return false, nil
 	}
-	version, t, err := loadState(c.cfg.StateDir)
-	if err != nil || t == nil {
+	version, wire, err := loadState(c.cfg.StateDir)
+	if err != nil || wire == nil {
 		return false, err
 	}
-	if err := c.cfg.OnTable(version, t); err != nil {
+	if err := c.apply(version, wire); err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
 	}
-	names := len(t.GetTable())
-	if err := c.setCurrent(version, t); err != nil {
-		return false, err
-	}
-	c.log.Info("restored name table", "version", version, "names", names)
+	c.setCurrent(version, wire)
+	c.log.Info("restored name table", "version", version, "bytes", len(wire))
 	return true, nil
 }
 
-// setCurrent records t as the table applied at version, in its wire form.
-func (c *Client) setCurrent(version string, t *meshdnsv1.NameTable) error {
-	wire, err := proto.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("marshal table %s: %w", version, err)
+// apply hands a wire-form table to OnWireTable, or decoded to OnTable.
+func (c *Client) apply(version string, wire []byte) error {
+	if c.cfg.OnWireTable != nil {
+		return c.cfg.OnWireTable(version, wire)
 	}
+	t := new(meshdnsv1.NameTable)
+	if err := proto.Unmarshal(wire, t); err != nil {
+		return fmt.Errorf("decode table: %w", err)
+	}
+	return c.cfg.OnTable(version, t)
+}
+
+// setCurrent records wire as the table applied at version.
+func (c *Client) setCurrent(version string, wire []byte) {
 	c.mu.Lock()
 	c.version, c.wire = version, wire
 	c.mu.Unlock()
-	return nil
 }
 
 func (c *Client) markSynced() {

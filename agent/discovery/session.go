@@ -131,7 +131,7 @@ func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.StreamNameTableRequest {
 	cur, curWire := c.current()
 	kind := "full"
-	var next *meshdnsv1.NameTable
+	var next []byte
 	var err error
 	code := codes.InvalidArgument
 	switch u := resp.GetUpdate().(type) {
@@ -145,9 +145,10 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 			c.markSynced()
 			return &meshdnsv1.StreamNameTableRequest{VersionInfo: cur, ResponseNonce: resp.GetNonce()}
 		}
-		next = u.Full
-		if next == nil {
-			next = &meshdnsv1.NameTable{}
+		if next, err = proto.Marshal(u.Full); err != nil {
+			err = fmt.Errorf("marshal table: %w", err)
+		} else if next == nil {
+			next = []byte{}
 		}
 	case *meshdnsv1.StreamNameTableResponse_Delta:
 		kind = "delta"
@@ -157,16 +158,13 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 			code = codes.FailedPrecondition
 			err = fmt.Errorf("delta for base version %q, agent has %q", u.Delta.GetBaseVersion(), cur)
 		} else {
-			base := new(meshdnsv1.NameTable)
-			if err = proto.Unmarshal(curWire, base); err == nil {
-				next = applyDelta(base, u.Delta)
-			}
+			next, err = applyDeltaWire(curWire, u.Delta)
 		}
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
 	}
 	if err == nil {
-		err = c.cfg.OnTable(resp.GetVersionInfo(), next)
+		err = c.apply(resp.GetVersionInfo(), next)
 	}
 	if err != nil {
 		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
@@ -177,21 +175,16 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
-	if err := c.setCurrent(resp.GetVersionInfo(), next); err != nil {
-		// Applied and serving, but no base for deltas: the next delta
-		// is NACKed and the server sends a full table.
-		c.log.Error("keep applied table", "version", resp.GetVersionInfo(), "err", err)
-	}
+	c.setCurrent(resp.GetVersionInfo(), next)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
-	c.log.Debug("applied name table", "version", resp.GetVersionInfo(), "kind", kind, "names", len(next.GetTable()))
+	c.log.Debug("applied name table", "version", resp.GetVersionInfo(), "kind", kind, "bytes", len(next))
 	// Persisting a big table takes milliseconds; the ACK waits for it so a
 	// version the server believes applied is also the one a restart
 	// restores.
 	if c.cfg.StateDir != "" {
-		_, wire := c.current()
-		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), wire); err != nil {
+		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), next); err != nil {
 			c.metrics.stateWrites.WithLabelValues("error").Inc()
 			c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
 		} else {
@@ -199,26 +192,4 @@ func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.Stre
 		}
 	}
 	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
-}
-
-// applyDelta returns a new table: base with d applied. base is not
-// modified; NameInfo messages are shared, since nobody mutates them.
-func applyDelta(base *meshdnsv1.NameTable, d *meshdnsv1.NameTableDelta) *meshdnsv1.NameTable {
-	next := &meshdnsv1.NameTable{
-		Table:              make(map[string]*meshdnsv1.NameInfo, len(base.GetTable())+len(d.GetUpserted())),
-		AuthoritativeZones: base.GetAuthoritativeZones(),
-	}
-	for k, v := range base.GetTable() {
-		next.Table[k] = v
-	}
-	for _, k := range d.GetRemoved() {
-		delete(next.Table, k)
-	}
-	for k, v := range d.GetUpserted() {
-		next.Table[k] = v
-	}
-	if z := d.GetAuthoritativeZones(); z != nil {
-		next.AuthoritativeZones = append([]string(nil), z.GetZones()...)
-	}
-	return next
 }

@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // stateFile is the persisted table inside StateDir: a
@@ -60,23 +57,26 @@ func saveState(dir, version string, table []byte) error {
 	return nil
 }
 
-// loadState reads the persisted table; a missing file is no error and
-// returns a nil table.
-func loadState(dir string) (string, *meshdnsv1.NameTable, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+// loadState reads the persisted table, in its wire form; a missing file is
+// no error and returns a nil table.
+func loadState(dir string) (string, []byte, error) {
+	path := filepath.Join(dir, stateFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil, nil
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("read state: %w", err)
 	}
-	var r meshdnsv1.StreamNameTableResponse
-	if err := proto.Unmarshal(b, &r); err != nil {
-		return "", nil, fmt.Errorf("parse state file %s: %w", filepath.Join(dir, stateFile), err)
+	version, table, err := stateTable(b)
+	if errors.Is(err, errNoTable) {
+		return "", nil, fmt.Errorf("state file %s holds no table", path)
 	}
-	t := r.GetFull()
-	if t == nil {
-		return "", nil, fmt.Errorf("state file %s holds no table", filepath.Join(dir, stateFile))
+	if err != nil {
+		return "", nil, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	return r.GetVersionInfo(), t, nil
+	if table == nil {
+		table = []byte{} // an empty table, not none
+	}
+	return version, table, nil
 }
