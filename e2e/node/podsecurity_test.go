@@ -81,6 +81,7 @@ func testPodSecurity(t *testing.T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cs := e.c.Client
+	web := e.webService(t)
 	for name, level := range map[string]string{"strict": "restricted", "base": ""} {
 		labels := map[string]string{"meshdns.io/inject": "enabled"}
 		if level != "" {
@@ -132,6 +133,11 @@ func testPodSecurity(t *testing.T, e *env) {
 		got, ok := e.waitRound(t, ns, "app", names)
 		if !ok {
 			t.Fatalf("%s: the application never resolved every name through its agent: %v", ns, got)
+		}
+		for _, n := range names[:2] {
+			if got[n] != "ok "+web.Spec.ClusterIP {
+				t.Errorf("%s: %s answered %q, want the ClusterIP %s", ns, n, got[n], web.Spec.ClusterIP)
+			}
 		}
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
 		if err != nil {
@@ -203,6 +209,11 @@ func installCNI(t *testing.T, ctx context.Context, e *env) {
 	}
 	if ds == nil {
 		t.Fatal("no DaemonSet in cni/60-cni.yaml")
+	}
+	// The DaemonSet itself goes to the API server as written (validation,
+	// Pod Security of its namespace); no controller turns it into pods.
+	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	spec := ds.Spec.Template.Spec.DeepCopy()
 	spec.NodeName = nodetest.NodeName

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -37,6 +39,7 @@ func testVM(t *testing.T, e *env) {
 	for _, tool := range []string{"ip", "getent", "dig", "bash"} {
 		testenv.RequireTool(t, tool)
 	}
+	sweepVMs(t)
 	ns := fmt.Sprintf("mdvm-%d", os.Getpid())
 	hostLink := fmt.Sprintf("mdvmh%d", os.Getpid()%100000)
 	mustRun(t, "ip", "netns", "add", ns)
@@ -102,10 +105,7 @@ func testVM(t *testing.T, e *env) {
 		agent.Stop(5 * time.Second)
 	})
 
-	web, err := e.c.Client.CoreV1().Services("demo").Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	web := e.webService(t)
 	in := func(name string, a ...string) (string, error) {
 		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, name}, a...)...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
@@ -178,4 +178,44 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// sweepVMs removes what a killed run of testVM left: only TestNode makes
+// mdvm-* namespaces, and it holds the machine's node lock, so any found now
+// is stale. Deleting a namespace deletes its end of the veth, and with it
+// the host's end.
+func sweepVMs(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "mdvm-") {
+			_ = exec.Command("ip", "netns", "del", f[0]).Run()
+			t.Logf("removed the namespace %s of an earlier run", f[0])
+		}
+	}
+	stale, _ := filepath.Glob("/etc/netns/mdvm-*")
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+}
+
+// webService returns the Service demo/web that InjectedPod creates, making
+// it when a part runs alone (go test -run).
+func (e *env) webService(t *testing.T) *corev1.Service {
+	t.Helper()
+	svcs := e.c.Client.CoreV1().Services("demo")
+	web, err := svcs.Get(t.Context(), "web", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		web, err = svcs.Create(t.Context(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return web
 }
