@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -62,7 +61,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		}
 		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+tok)
 	}
-	stream, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx)
+	stream, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx, grpc.ForceCodecV2(wireCodec{}))
 	if err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("open stream %s: %w", addr, err)
@@ -96,11 +95,17 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 	c.log.Info("control plane stream open", "addr", addr, "version", version)
 
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		// RecvMsg with our own type: the codec leaves the table in wire
+		// form (codec.go).
+		var raw rawResponse
+		if err := stream.RecvMsg(&raw); err != nil {
 			return got, fmt.Errorf("receive from %s: %w", addr, err)
 		}
 		got = true
+		resp, err := parseResponse(raw.b)
+		if err != nil {
+			return got, fmt.Errorf("parse response from %s: %w", addr, err)
+		}
 		if err := stream.Send(c.handle(resp)); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
 		}
@@ -128,68 +133,67 @@ func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 }
 
 // handle applies one response and returns the ACK or NACK for it.
-func (c *Client) handle(resp *meshdnsv1.StreamNameTableResponse) *meshdnsv1.StreamNameTableRequest {
+func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 	cur, curWire := c.current()
 	kind := "full"
 	var next []byte
 	var err error
 	code := codes.InvalidArgument
-	switch u := resp.GetUpdate().(type) {
-	case *meshdnsv1.StreamNameTableResponse_Full:
-		if resp.GetVersionInfo() == cur && curWire != nil {
+	switch {
+	case resp.isFull:
+		if resp.version == cur && curWire != nil {
 			// Versions name content (a hash of the view), so this is
 			// the table we serve: after a restart from the persisted
 			// table the stream resends it, and building it again
 			// would only double the memory for a moment.
 			c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 			c.markSynced()
-			return &meshdnsv1.StreamNameTableRequest{VersionInfo: cur, ResponseNonce: resp.GetNonce()}
+			return &meshdnsv1.StreamNameTableRequest{VersionInfo: cur, ResponseNonce: resp.nonce}
 		}
-		if next, err = proto.Marshal(u.Full); err != nil {
-			err = fmt.Errorf("marshal table: %w", err)
-		} else if next == nil {
+		next = resp.full
+		if next == nil {
 			next = []byte{}
 		}
-	case *meshdnsv1.StreamNameTableResponse_Delta:
+	case resp.delta != nil:
 		kind = "delta"
-		if u.Delta.GetBaseVersion() != cur || curWire == nil {
+		if resp.delta.GetBaseVersion() != cur || curWire == nil {
 			// The server thinks we hold another version: NACK so it falls
 			// back to a full table instead of us guessing.
 			code = codes.FailedPrecondition
-			err = fmt.Errorf("delta for base version %q, agent has %q", u.Delta.GetBaseVersion(), cur)
+			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.GetBaseVersion(), cur)
 		} else {
-			next, err = applyDeltaWire(curWire, u.Delta)
+			next, err = applyDeltaWire(curWire, resp.delta)
 		}
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
 	}
 	if err == nil {
-		err = c.apply(resp.GetVersionInfo(), next)
+		err = c.apply(resp.version, next)
 	}
 	if err != nil {
 		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
-		c.log.Warn("rejected name table", "version", resp.GetVersionInfo(), "kind", kind, "keep", cur, "err", err)
+		c.log.Warn("rejected name table", "version", resp.version, "kind", kind, "keep", cur, "err", err)
 		return &meshdnsv1.StreamNameTableRequest{
 			VersionInfo:   cur,
-			ResponseNonce: resp.GetNonce(),
+			ResponseNonce: resp.nonce,
 			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
-	c.setCurrent(resp.GetVersionInfo(), next)
+	c.setCurrent(resp.version, next)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
-	c.log.Debug("applied name table", "version", resp.GetVersionInfo(), "kind", kind, "bytes", len(next))
+	c.log.Debug("applied name table", "version", resp.version, "kind", kind, "bytes", len(next))
 	// Persisting a big table takes milliseconds; the ACK waits for it so a
 	// version the server believes applied is also the one a restart
 	// restores.
 	if c.cfg.StateDir != "" {
-		if err := saveState(c.cfg.StateDir, resp.GetVersionInfo(), next); err != nil {
+		if err := saveState(c.cfg.StateDir, resp.version, next); err != nil {
 			c.metrics.stateWrites.WithLabelValues("error").Inc()
 			c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
 		} else {
 			c.metrics.stateWrites.WithLabelValues("ok").Inc()
 		}
 	}
-	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}
+	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.version, ResponseNonce: resp.nonce}
 }

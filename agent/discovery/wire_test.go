@@ -113,3 +113,47 @@ func TestEachName(t *testing.T) {
 		t.Error("a cut table parsed")
 	}
 }
+
+// A raw response parses to what proto would decode, with the full table
+// left in wire form.
+func TestParseResponse(t *testing.T) {
+	tbl := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.1"}}}}
+	fullResp, err := proto.Marshal(full("v1", "n1", tbl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseResponse(fullResp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := new(meshdnsv1.NameTable)
+	if err := proto.Unmarshal(r.full, got); err != nil {
+		t.Fatal(err)
+	}
+	if r.version != "v1" || r.nonce != "n1" || !r.isFull || r.delta != nil {
+		t.Errorf("full response parsed as %+v", r)
+	}
+	if diff := cmp.Diff(tbl, got, protocmp.Transform()); diff != "" {
+		t.Errorf("full table (-want +got):\n%s", diff)
+	}
+
+	deltaResp, err := proto.Marshal(delta("v2", "n2", "v1", []string{"b.example"}, []string{"a.example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = parseResponse(deltaResp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.version != "v2" || r.isFull || r.delta.GetBaseVersion() != "v1" || len(r.delta.GetUpserted()) != 1 || r.delta.GetRemoved()[0] != "a.example" {
+		t.Errorf("delta response parsed as %+v", r)
+	}
+	// Oneof: the last of full and delta wins, as in proto.
+	r, err = parseResponse(append(append([]byte(nil), deltaResp...), fullResp...))
+	if err != nil || !r.isFull || r.delta != nil || r.version != "v1" {
+		t.Errorf("delta then full parsed as %+v, %v", r, err)
+	}
+	if _, err := parseResponse(fullResp[:len(fullResp)-2]); err == nil {
+		t.Error("a cut response parsed")
+	}
+}
