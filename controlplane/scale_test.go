@@ -437,10 +437,15 @@ func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int
 	var mu sync.Mutex
 	rssPeak := 0.0
 	restarted := make(chan *benchCP, 1)
+	var listening time.Time // when the replacement serves
 	go func() {
 		// A replacement pod takes a moment to start: agents of a single
 		// replica retry meanwhile, those of several move on.
-		restarted <- startBenchCP(b, dir, victim.grpc)
+		c := startBenchCP(b, dir, victim.grpc)
+		mu.Lock()
+		listening = time.Now()
+		mu.Unlock()
+		restarted <- c
 	}()
 	var fresh *benchCP
 	kinds := map[string]int{}
@@ -480,11 +485,16 @@ func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int
 		fresh = <-restarted
 		cps[0] = fresh
 	}
+	mu.Lock()
+	restart := listening.Sub(start)
+	mu.Unlock()
 	b.ReportMetric(float64(took.Milliseconds()), "storm-ms")
+	b.ReportMetric(float64(restart.Milliseconds()), "storm-restart-ms")
 	b.ReportMetric(float64(kinds["full"]), "storm-full")
 	b.ReportMetric(float64(kinds["delta"]+kinds["empty-delta"]), "storm-delta")
 	b.ReportMetric(rssPeak/(1<<20), "storm-rss-MiB")
-	b.Logf("storm: %d agents of the killed replica had a table again after %v: %v; peak rss %.1fMiB", moving, took, kinds, rssPeak/(1<<20))
+	b.Logf("storm: %d agents of the killed replica had a table again after %v (the replacement listened after %v): %v; peak rss %.1fMiB",
+		moving, took, restart, kinds, rssPeak/(1<<20))
 }
 
 func drain[T any](c chan T) {

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -217,4 +220,17 @@ func TestAgentsMoveBetweenReplicas(t *testing.T) {
 	if e.Addr != a.grpc || e.Kind != "delta" || !e.Empty || e.Version != v2 {
 		t.Fatalf("after B died: got %s from %s (empty %v, version %s); want an empty delta from A at %s", e.Kind, e.Addr, e.Empty, e.Version, v2)
 	}
+}
+
+// findMetric reads an unlabelled metric's value from a /metrics response.
+func findMetric(resp *http.Response, name string) (float64, bool) {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
