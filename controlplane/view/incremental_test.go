@@ -82,7 +82,7 @@ func TestIncrementalMatchesFullBuild(t *testing.T) {
 		for i, v := range views {
 			got := v.Current()
 			want := build(m, v.Key(), "cluster.local", time.Time{})
-			if diff := cmp.Diff(want.Names, got.Names, cmp.Comparer(func(x, y *registry.Candidate) bool { return x == y })); diff != "" {
+			if diff := cmp.Diff(want.Names(), got.Names(), cmp.Comparer(func(x, y *registry.Candidate) bool { return x == y })); diff != "" {
 				t.Fatalf("step %d view %v names (-full +incremental):\n%s", step, v.Key(), diff)
 			}
 			if want.ID != got.ID || !slices.Equal(want.Zones, got.Zones) {
@@ -93,17 +93,17 @@ func TestIncrementalMatchesFullBuild(t *testing.T) {
 			}
 			r := decode(t, v.Response(before[i].ID, got))
 			table := map[string]string{}
-			for k, c := range before[i].Names {
+			for k, c := range before[i].Names() {
 				table[k] = string(c.Bytes)
 			}
 			for k := range r.GetDelta().GetUpserted() {
-				table[k] = string(got.Names[k].Bytes)
+				table[k] = string(got.Names()[k].Bytes)
 			}
 			for _, k := range r.GetDelta().GetRemoved() {
 				delete(table, k)
 			}
 			wantTable := map[string]string{}
-			for k, c := range got.Names {
+			for k, c := range got.Names() {
 				wantTable[k] = string(c.Bytes)
 			}
 			if diff := cmp.Diff(wantTable, table); diff != "" {

@@ -276,16 +276,16 @@ func (v *View) advance(nv *Version, before map[string]*registry.Candidate, histo
 	}
 	if cur := v.cur; cur != nil && before == nil {
 		st.before = map[string]*registry.Candidate{}
-		for k, c := range nv.Names {
-			if o := cur.Names[k]; o != c {
+		nv.names.each(func(k string, c *registry.Candidate) {
+			if o := cur.names.get(k); o != c {
 				st.before[k] = o // nil when k is new
 			}
-		}
-		for k, o := range cur.Names {
-			if _, ok := nv.Names[k]; !ok {
+		})
+		cur.names.each(func(k string, o *registry.Candidate) {
+			if nv.names.get(k) == nil {
 				st.before[k] = o
 			}
-		}
+		})
 	}
 	v.cur = nv
 	v.steps = append(v.steps, st)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -24,8 +23,8 @@ type Version struct {
 	ID string
 	// Seq is the registry model version the table was built from.
 	Seq uint64
-	// Names maps the table's hostnames to their entries.
-	Names map[string]*registry.Candidate
+	// names maps the table's hostnames to their entries.
+	names names
 	// Zones the table is complete for, sorted.
 	Zones []string
 	// Published is when the version was built; push latency counts from it.
@@ -61,11 +60,11 @@ type Prepared struct {
 func build(m *registry.Model, key Key, localDomain string, now time.Time) *Version {
 	v := &Version{
 		Seq:       m.Version,
-		Names:     make(map[string]*registry.Candidate, len(m.Names)),
 		Published: now,
 		Changed:   m.Changed,
 		Zones:     viewZones(m.Zones, key, localDomain),
 	}
+	all := make(map[string]*registry.Candidate, len(m.Names))
 	rewrite := key.ClusterDomain != "" && key.ClusterDomain != localDomain
 	for host, cs := range m.Names {
 		c := visible(cs, key.Namespace)
@@ -75,17 +74,18 @@ func build(m *registry.Model, key Key, localDomain string, now time.Time) *Versi
 		if rewrite {
 			host = rewriteDomain(host, localDomain, key.ClusterDomain)
 		}
-		v.Names[host] = c
+		all[host] = c
 		v.sum += entryHash(host, c.Hash)
 	}
+	v.names = namesOf(all)
 	v.ID = versionID(v.sum, v.Zones)
 	return v
 }
 
 // update makes the version that follows cur for m, where cur reflects the
 // model just before m: it looks only at the names m touched, so a
-// one-name change costs a map copy, not 10,000 visibility checks and
-// hashes. It returns a nil version when nothing this view sees changed,
+// one-name change costs a small overlay (names), not 10,000 visibility
+// checks, hashes and a map copy. It returns a nil version when nothing this view sees changed,
 // and otherwise the entries the changed names had in cur (nil: absent).
 func update(cur *Version, m *registry.Model, key Key, localDomain string, now time.Time) (*Version, map[string]*registry.Candidate) {
 	zones := viewZones(m.Zones, key, localDomain)
@@ -99,7 +99,7 @@ func update(cur *Version, m *registry.Model, key Key, localDomain string, now ti
 		if rewrite {
 			k = rewriteDomain(host, localDomain, key.ClusterDomain)
 		}
-		if o := cur.Names[k]; o != c {
+		if o := cur.names.get(k); o != c {
 			before[k] = o
 			keys = append(keys, k)
 			news = append(news, c)
@@ -108,18 +108,19 @@ func update(cur *Version, m *registry.Model, key Key, localDomain string, now ti
 	if len(before) == 0 && slices.Equal(zones, cur.Zones) {
 		return nil, nil
 	}
-	nv := &Version{Seq: m.Version, Names: maps.Clone(cur.Names), Zones: zones, Published: now, Changed: m.Changed, sum: cur.sum}
+	nv := &Version{Seq: m.Version, Zones: zones, Published: now, Changed: m.Changed, sum: cur.sum}
+	changes := make(map[string]*registry.Candidate, len(keys))
 	for i, k := range keys {
 		if o := before[k]; o != nil {
 			nv.sum -= entryHash(k, o.Hash)
 		}
-		if c := news[i]; c != nil {
-			nv.Names[k] = c
+		c := news[i]
+		if c != nil {
 			nv.sum += entryHash(k, c.Hash)
-		} else {
-			delete(nv.Names, k)
 		}
+		changes[k] = c
 	}
+	nv.names = cur.names.with(changes)
 	nv.ID = versionID(nv.sum, zones)
 	return nv, before
 }
@@ -186,7 +187,7 @@ func (v *Version) Full() *Prepared {
 		keys := v.sortedNames()
 		var body []byte
 		for _, k := range keys {
-			body = appendMapEntry(body, tableTable, k, v.Names[k].Bytes)
+			body = appendMapEntry(body, tableTable, k, v.names.get(k).Bytes)
 		}
 		for _, z := range v.Zones {
 			body = appendString(body, tableZones, z)
@@ -220,7 +221,8 @@ func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, 
 	}
 	var up, rm []string
 	for k, o := range baseOf {
-		c, ok := v.Names[k]
+		c := v.names.get(k)
+		ok := c != nil
 		switch {
 		case !ok && o != nil:
 			rm = append(rm, k)
@@ -233,7 +235,7 @@ func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, 
 	var body []byte
 	body = appendString(body, deltaBase, base)
 	for _, k := range up {
-		body = appendMapEntry(body, deltaUpserted, k, v.Names[k].Bytes)
+		body = appendMapEntry(body, deltaUpserted, k, v.names.get(k).Bytes)
 	}
 	for _, k := range rm {
 		body = appendString(body, deltaRemoved, k)
@@ -259,18 +261,20 @@ func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, 
 
 // Table returns the version as a NameTable message, for debug output.
 func (v *Version) Table() *meshdnsv1.NameTable {
-	t := &meshdnsv1.NameTable{Table: make(map[string]*meshdnsv1.NameInfo, len(v.Names)), AuthoritativeZones: slices.Clone(v.Zones)}
-	for k, c := range v.Names {
-		t.Table[k] = c.Info
-	}
+	t := &meshdnsv1.NameTable{Table: make(map[string]*meshdnsv1.NameInfo, v.names.len()), AuthoritativeZones: slices.Clone(v.Zones)}
+	v.names.each(func(k string, c *registry.Candidate) { t.Table[k] = c.Info })
 	return t
 }
 
 func (v *Version) sortedNames() []string {
-	keys := make([]string, 0, len(v.Names))
-	for k := range v.Names {
-		keys = append(keys, k)
-	}
+	keys := make([]string, 0, v.names.len())
+	v.names.each(func(k string, _ *registry.Candidate) { keys = append(keys, k) })
 	sort.Strings(keys)
 	return keys
 }
+
+// Names returns the version's hostnames and their entries (a copy).
+func (v *Version) Names() map[string]*registry.Candidate { return v.names.toMap() }
+
+// Len returns how many names the version has.
+func (v *Version) Len() int { return v.names.len() }

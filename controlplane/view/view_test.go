@@ -309,7 +309,7 @@ func TestComposedDeltas(t *testing.T) {
 	}
 	toMap := func(v *Version) map[string]string {
 		out := map[string]string{}
-		for k, c := range v.Names {
+		for k, c := range v.Names() {
 			out[k] = c.Info.GetIps()[0]
 		}
 		return out
