@@ -110,6 +110,11 @@ func (a *Agent) Listen() error {
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        a.log,
 		Registerer:    cfg.Registerer,
+		Takeover:      cfg.Takeover,
+		// On stop, hand the sockets' traffic to a successor (or let the
+		// kernel refuse it) and answer every query taken, within the
+		// pod's resolver timeout.
+		DrainTimeout: in.ClientTimeout,
 	})
 	if err != nil {
 		a.resolver.Close()

@@ -82,6 +82,11 @@ type Config struct {
 	// goes out; earlier tries keep listening until the pod's resolver
 	// timeout (resolv.conf "options timeout:", 5s) less 4%; 2s.
 	UpstreamTimeout time.Duration
+	// Takeover joins the DNS sockets of a running agent (SO_REUSEPORT)
+	// instead of failing because the address is taken: the graceful
+	// upgrade, where the old agent, stopped once this one is ready, hands
+	// its traffic over without losing a query.
+	Takeover bool
 	// ParallelUpstreams races every upstream instead of trying them in turn.
 	ParallelUpstreams bool
 	// CacheSize is the number of forwarded replies cached; 10000, negative

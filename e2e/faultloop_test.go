@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -119,6 +120,7 @@ func TestFaultLoop(t *testing.T) {
 // lookups that did not get NOERROR with the name's table address.
 type queryLoop struct {
 	sent, failed atomic.Int64
+	timeouts     atomic.Int64 // failed lookups that waited the whole deadline
 	mu           sync.Mutex
 	firstErr     error // guarded by mu
 	cancel       context.CancelFunc
@@ -152,6 +154,9 @@ func startQueryLoop(t *testing.T, addr string, names []string) *queryLoop {
 				defer l.wg.Done()
 				if err := lookup(addr, name, want); err != nil {
 					l.failed.Add(1)
+					if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+						l.timeouts.Add(1)
+					}
 					l.mu.Lock()
 					if l.firstErr == nil {
 						l.firstErr = err

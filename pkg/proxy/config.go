@@ -50,6 +50,14 @@ type Config struct {
 	// sends a query every few seconds does not keep a slot for ever. Zero
 	// means 60s.
 	MaxTCPConnAge time.Duration
+	// Takeover joins sockets another process (the agent being upgraded)
+	// has bound, through SO_REUSEPORT, instead of failing because the
+	// address is taken; that process then hands its traffic over with
+	// Drain. Every socket is bound with SO_REUSEPORT so it can be joined.
+	Takeover bool
+	// DrainTimeout, when set, makes Run drain (see Drain) for at most this
+	// long when its context ends, before closing. Zero closes at once.
+	DrainTimeout time.Duration
 	// MaxAnswers bounds the precomputed answers kept per table. Zero means
 	// 10000.
 	MaxAnswers int

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestListenTakenPort(t *testing.T) {
@@ -166,5 +169,57 @@ func TestSecondServerOnSamePortFails(t *testing.T) {
 	if err := second.Listen(); err == nil {
 		second.Close()
 		t.Fatalf("second server bound %s too", udpAddr(first))
+	}
+}
+
+// TestDrainHandsOver: while a forwarded query waits in a first server, a
+// second joins its address with Takeover and the first drains. Queries sent
+// during the drain are answered, the waiting one too, and Drain returns
+// once it is.
+func TestDrainHandsOver(t *testing.T) {
+	res := &fakeResolver{answer: staticAnswer(t, "A 192.0.2.9"), block: make(chan struct{})}
+	first := startServer(t, testConfig(res))
+	first.SetTable(demoTable(t))
+	slow := make(chan *dns.Msg, 1)
+	go func() {
+		c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
+		r, _, _ := c.Exchange(newQuery("slow.example.org.", dns.TypeA), udpAddr(first))
+		slow <- r
+	}()
+	testenv.Eventually(t, "the forwarded query to reach the resolver", 5*time.Second, func() bool { return res.calls.Load() > 0 })
+
+	cfg := testConfig(&fakeResolver{})
+	cfg.Addrs = []string{udpAddr(first)}
+	taken, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken.Listen() == nil {
+		taken.Close()
+		t.Fatal("a second server without Takeover bound a taken address")
+	}
+	cfg.Takeover = true
+	cfg.Registerer = prometheus.NewRegistry()
+	second := startServer(t, cfg)
+	second.SetTable(demoTable(t))
+
+	drained := make(chan error, 1)
+	go func() { drained <- first.Drain(context.Background()) }()
+	for i := range 20 {
+		if r := exchange(t, "udp", udpAddr(first), newQuery("web.demo.svc.cluster.local.", dns.TypeA)); len(r.Answer) != 3 {
+			t.Fatalf("query %d during the drain: %d answers, want 3", i, len(r.Answer))
+		}
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned %v with a query still waiting", err)
+	default:
+	}
+	close(res.block)
+	if r := <-slow; r == nil || len(r.Answer) != 1 {
+		t.Fatalf("the query waiting during the drain got %v, want its answer", r)
+	}
+	if err := <-drained; err != nil {
+		t.Fatalf("Drain: %v", err)
 	}
 }

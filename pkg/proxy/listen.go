@@ -12,9 +12,10 @@ import (
 
 // listenAddr opens n UDP sockets sharing addr through SO_REUSEPORT (the
 // kernel hashes clients over them, so n readers never contend for one
-// socket's read lock) and a TCP listener on the same port. Port 0 picks a
-// port free for both.
-func listenAddr(addr string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
+// socket's read lock) and a TCP listener on the same port, also with
+// SO_REUSEPORT, so a new agent can join them (takeover) and the old one
+// hand its traffic over (Drain). Port 0 picks a port free for both.
+func listenAddr(addr string, n int, takeover bool) ([]*net.UDPConn, *net.TCPListener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
@@ -24,7 +25,7 @@ func listenAddr(addr string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 		tries = 10 // the UDP port picked may be taken for TCP
 	}
 	for {
-		udp, tcp, err := listenOnce(addr, host, n)
+		udp, tcp, err := listenOnce(addr, host, n, takeover)
 		tries--
 		if err == nil || tries == 0 || !errors.Is(err, syscall.EADDRINUSE) {
 			return udp, tcp, err
@@ -32,14 +33,14 @@ func listenAddr(addr string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
 	}
 }
 
-func listenOnce(addr, host string, n int) ([]*net.UDPConn, *net.TCPListener, error) {
-	lc := net.ListenConfig{}
+func listenOnce(addr, host string, n int, takeover bool) ([]*net.UDPConn, *net.TCPListener, error) {
+	lc := net.ListenConfig{Control: reusePort}
 	ctx := context.Background()
-	if n > 1 {
-		lc.Control = reusePort
+	if !takeover {
 		// With SO_REUSEPORT a second agent of the same user could bind the
 		// same port and silently take half the queries. A plain bind
-		// first makes a taken port fail loudly, as it does with n == 1.
+		// first makes a taken port fail loudly unless joining it is
+		// what was asked for.
 		probe, err := net.ListenPacket("udp", addr)
 		if err != nil {
 			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
@@ -67,7 +68,7 @@ func listenOnce(addr, host string, n int) ([]*net.UDPConn, *net.TCPListener, err
 	}
 	_, port, _ := net.SplitHostPort(conns[0].LocalAddr().String())
 	taddr := net.JoinHostPort(host, port)
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", taddr)
+	l, err := lc.Listen(ctx, "tcp", taddr)
 	if err != nil {
 		closeAll()
 		return nil, nil, fmt.Errorf("listen tcp %s: %w", taddr, err)

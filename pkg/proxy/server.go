@@ -29,6 +29,12 @@ type Server struct {
 	forwards atomic.Int64 // forwarding workers running
 	// tcpConns holds the open client TCP connections (tcpconns.go).
 	tcpConns *tcpTable
+	// Drain state (drain.go): draining is set once Drain started;
+	// readers counts UDP reader goroutines, pending forwarded UDP
+	// queries not answered yet.
+	draining atomic.Bool
+	readers  atomic.Int64
+	pending  atomic.Int64
 }
 
 // New returns a Server that has not opened any socket yet; Run (or Listen)
@@ -69,7 +75,7 @@ func (s *Server) Listen() error {
 		return nil
 	}
 	for _, addr := range s.cfg.Addrs {
-		udp, tcp, err := listenAddr(addr, s.cfg.UDPSockets)
+		udp, tcp, err := listenAddr(addr, s.cfg.UDPSockets, s.cfg.Takeover)
 		if err != nil {
 			s.closeLocked()
 			return err
@@ -113,7 +119,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// Serving goes on past ctx while a drain finishes the queries taken.
+	outer := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s.mu.Lock()
 	udp, tcp := s.udp, s.tcp
@@ -134,7 +142,18 @@ func (s *Server) Run(ctx context.Context) error {
 	// Closing the sockets is what unblocks the readers.
 	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
 	defer stop()
-	<-ctx.Done()
+	select {
+	case <-outer.Done():
+		if s.cfg.DrainTimeout > 0 {
+			dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+			if err := s.Drain(dctx); err != nil {
+				s.log.Warn("drain cut short; closing with queries unanswered", "err", err)
+			}
+			dcancel()
+		}
+		cancel()
+	case <-ctx.Done(): // Close
+	}
 	wg.Wait()
 	return nil
 }

@@ -95,6 +95,11 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 		if err := c.SetReadDeadline(deadline); err != nil {
 			return
 		}
+		// After the deadline is set: Drain sets draining before it sets
+		// every connection's deadline to now, so one of the two stops us.
+		if s.draining.Load() {
+			return
+		}
 		if _, err := io.ReadFull(br, lenBuf[:]); err != nil {
 			return
 		}

@@ -151,3 +151,14 @@ func (t *tcpTable) len() int {
 	defer t.mu.Unlock()
 	return len(t.conns)
 }
+
+// stopReading ends the reads of every connection at once (Drain): each
+// answers what it has read and closes.
+func (t *tcpTable) stopReading() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	for tc := range t.conns {
+		_ = tc.c.SetReadDeadline(now)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ type fwdJob struct {
 // reflector. Requests that must wait (upstream, ExternalName) go, parsed,
 // to workers so a slow upstream never delays a table answer.
 func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
+	s.readers.Add(1)
+	defer s.readers.Add(-1)
 	buf := make([]byte, maxUDPPacket)
 	out := make([]byte, 0, maxUDPPacket)
 	var r request
@@ -45,6 +48,9 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return
+			}
+			if s.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+				return // the queue is read: nothing more comes (drain.go)
 			}
 			s.log.Warn("read udp", "err", err)
 			continue
@@ -71,6 +77,7 @@ func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 // queue without limit.
 func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, r *request) {
 	r.start = s.h.clock()
+	s.pending.Add(1)
 	j := s.jobPool.Get().(*fwdJob)
 	j.conn, j.addr = c, addr
 	j.req = r.moved(j.buf)
@@ -85,6 +92,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 		return
 	}
 	s.forwards.Add(-1)
+	s.pending.Add(-1)
 	j.conn = nil
 	s.jobPool.Put(j)
 	var out [maxNameLen + 64]byte
@@ -100,6 +108,7 @@ func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
 	for {
 		reply := s.h.resolve(ctx, out, &j.req)
 		s.writeUDP(j.conn, reply, j.addr)
+		s.pending.Add(-1)
 		if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
 			out = reply[:0] // keep the grown buffer
 		}
