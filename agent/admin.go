@@ -11,25 +11,23 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// adminHandler serves the admin endpoints. It is bound to localhost by
-// default: /debug/lookup makes the agent query upstream on request.
+// adminHandler serves the admin endpoints, on loopback only (checked in
+// Config): /debug/nametable shows the names the pod may see,
+// /debug/loglevel turns on per-query logs, /debug/lookup resolves on
+// request. The probe port (probeHandler) serves the harmless part on the
+// pod IP.
 func (a *Agent) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz/ready", a.handleReady)
-	// Liveness says only that the process serves HTTP: a pod waiting for
-	// its first table must not be restarted for it.
-	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	a.probeRoutes(mux)
 	mux.HandleFunc("GET /debug/nametable", a.handleNameTable)
-	mux.HandleFunc("GET /debug/lookup", a.handleLookup)
+	mux.Handle("GET /debug/lookup", a.lookupLimit.wrap(http.HandlerFunc(a.handleLookup)))
 	mux.HandleFunc("/debug/loglevel", a.handleLogLevel)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -32,10 +32,11 @@ type Agent struct {
 	log        *slog.Logger
 	m          *metrics
 
-	mem       *memoryReleaser
-	rules     *rulesCheck // or nil when the iptables rules are not checked
-	ready     atomic.Bool
-	restoring atomic.Bool // while Restore replays the persisted table
+	mem         *memoryReleaser
+	rules       *rulesCheck // or nil when the iptables rules are not checked
+	ready       atomic.Bool
+	restoring   atomic.Bool // while Restore replays the persisted table
+	lookupLimit lookupLimit // bounds /debug/lookup
 
 	mu       sync.Mutex // guards following, set once by Listen
 	listened bool
@@ -47,6 +48,8 @@ type Agent struct {
 	file     *fileSource       // or nil without table file
 	adminLis net.Listener      // or nil when the admin server is off
 	admin    *http.Server
+	probeLis net.Listener // or nil without ProbeAddr
+	probe    *http.Server
 }
 
 // New checks cfg and registers the agent's metrics; it does no other I/O.
@@ -60,7 +63,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(time.Second, 10*time.Second)}
+	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(time.Second, 10*time.Second),
+		lookupLimit: make(lookupLimit, maxDebugLookups)}
 	if cfg.IPTablesCheckInterval > 0 {
 		if a.rules, err = newRulesCheck(cfg); err != nil {
 			return nil, err
@@ -195,6 +199,19 @@ func (a *Agent) Listen() error {
 		a.adminLis = lis
 		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	}
+	if cfg.ProbeAddr != "" {
+		lis, err := net.Listen("tcp", cfg.ProbeAddr)
+		if err != nil {
+			if a.adminLis != nil {
+				a.adminLis.Close()
+			}
+			a.server.Close()
+			a.resolver.Close()
+			return fmt.Errorf("probes: %w", err)
+		}
+		a.probeLis = lis
+		a.probe = &http.Server{Handler: a.probeHandler(), ReadHeaderTimeout: 5 * time.Second}
+	}
 	return nil
 }
 
@@ -210,8 +227,11 @@ func (a *Agent) Close() error {
 	if a.resolver != nil {
 		errs = append(errs, a.resolver.Close())
 	}
-	if a.adminLis != nil {
-		if err := a.adminLis.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	for _, l := range []net.Listener{a.adminLis, a.probeLis} {
+		if l == nil {
+			continue
+		}
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
@@ -240,6 +260,16 @@ func (a *Agent) AdminAddr() net.Addr {
 		return nil
 	}
 	return a.adminLis.Addr()
+}
+
+// ProbeAddr returns the bound probe address, or nil.
+func (a *Agent) ProbeAddr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.probeLis == nil {
+		return nil
+	}
+	return a.probeLis.Addr()
 }
 
 // Ready reports what /healthz/ready reports.
@@ -319,19 +349,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	run("dns", a.server.Run)
-	if a.admin != nil {
-		run("admin", func(ctx context.Context) error {
+	serve := func(srv *http.Server, lis net.Listener) func(context.Context) error {
+		return func(ctx context.Context) error {
 			stop := context.AfterFunc(ctx, func() {
 				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 				defer c()
-				a.admin.Shutdown(sctx)
+				srv.Shutdown(sctx)
 			})
 			defer stop()
-			if err := a.admin.Serve(a.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
-		})
+		}
+	}
+	if a.admin != nil {
+		run("admin", serve(a.admin, a.adminLis))
+	}
+	if a.probe != nil {
+		run("probes", serve(a.probe, a.probeLis))
 	}
 	return g.Wait()
 }

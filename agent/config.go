@@ -25,8 +25,16 @@ type Config struct {
 	// then send queries over IPv6, which ip6tables redirects there).
 	DNSAddrs []string
 	// AdminAddr serves /healthz/ready, /debug/* and /metrics;
-	// 127.0.0.1:15020. "-" turns the admin server off.
+	// 127.0.0.1:15020. "-" turns the admin server off. It must be a
+	// loopback address: the debug endpoints reveal the names the pod may
+	// see, change the log level and resolve on request (kubectl exec or
+	// port-forward reach it).
 	AdminAddr string
+	// ProbeAddr, when set, serves only /healthz/ready, /healthz/live and
+	// /metrics, on any address (the pod IP, for the kubelet's probes and
+	// Prometheus): nothing there changes state or reveals names. "" turns
+	// it off.
+	ProbeAddr string
 
 	// ResolvConf is the pod's resolv.conf: upstream nameservers, search
 	// list and ndots; /etc/resolv.conf.
@@ -146,6 +154,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = defaultAdminAddr
+	}
+	if err := checkLoopback(cfg.AdminAddr); err != nil {
+		return cfg, fmt.Errorf("admin address: %w", err)
+	}
+	if cfg.ProbeAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.ProbeAddr); err != nil {
+			return cfg, fmt.Errorf("probe address %q: %w", cfg.ProbeAddr, err)
+		}
 	}
 	if cfg.ResolvConf == "" {
 		cfg.ResolvConf = defaultResolvConf

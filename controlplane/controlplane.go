@@ -41,11 +41,19 @@ var DefaultVIPCIDRs = []netip.Prefix{
 type Config struct {
 	// GRPCAddr serves NameDiscoveryService; zero means ":15010".
 	GRPCAddr string
-	// AdminAddr serves /metrics, /healthz and /debug; zero means ":15014".
+	// AdminAddr serves /metrics, /healthz and /debug; zero means
+	// "127.0.0.1:15014". It must be a loopback address: /debug shows every
+	// agent's pod and peer address and every namespace's table, and
+	// changes the log level (kubectl port-forward reaches it).
 	AdminAddr string
-	// GRPCListener and AdminListener, when set, are used instead of
-	// listening on the addresses (tests pass 127.0.0.1:0 listeners).
-	GRPCListener, AdminListener net.Listener
+	// ProbeAddr, when set, serves only /metrics and /healthz/* (any
+	// address: the pod network, for the kubelet and Prometheus); zero
+	// turns it off.
+	ProbeAddr string
+	// GRPCListener, AdminListener and ProbeListener, when set, are used
+	// instead of listening on the addresses (tests pass 127.0.0.1:0
+	// listeners).
+	GRPCListener, AdminListener, ProbeListener net.Listener
 	// ClusterDomain is the cluster's DNS domain; zero means "cluster.local".
 	ClusterDomain string
 	// Entries are YAML files or folders for the file source; none turns
@@ -111,6 +119,7 @@ type ControlPlane struct {
 	views    *view.Store
 	server   *server.Server
 	admin    http.Handler
+	probes   http.Handler
 	sources  []registry.Source
 	grpcTLS  *tls.Config
 }
@@ -122,7 +131,12 @@ func New(cfg Config) (*ControlPlane, error) {
 		cfg.GRPCAddr = ":15010"
 	}
 	if cfg.AdminAddr == "" {
-		cfg.AdminAddr = ":15014"
+		cfg.AdminAddr = "127.0.0.1:15014"
+	}
+	if cfg.AdminListener == nil {
+		if err := checkLoopback(cfg.AdminAddr); err != nil {
+			return nil, fmt.Errorf("controlplane: admin address: %w", err)
+		}
 	}
 	if cfg.WebhookAddr == "" {
 		cfg.WebhookAddr = ":15017"
@@ -204,9 +218,11 @@ func New(cfg Config) (*ControlPlane, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if c.admin, err = admin.New(admin.Config{
-		Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level,
-	}); err != nil {
+	acfg := admin.Config{Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level}
+	if c.admin, err = admin.New(acfg); err != nil {
+		return nil, err
+	}
+	if c.probes, err = admin.NewProbes(acfg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -246,6 +262,11 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	g.run(ctx, cancel, "admin", func(ctx context.Context) error {
 		return serveHTTP(ctx, &http.Server{Handler: c.admin, ReadHeaderTimeout: 10 * time.Second}, c.cfg.AdminAddr, c.cfg.AdminListener, false)
 	})
+	if c.cfg.ProbeAddr != "" || c.cfg.ProbeListener != nil {
+		g.run(ctx, cancel, "probes", func(ctx context.Context) error {
+			return serveHTTP(ctx, &http.Server{Handler: c.probes, ReadHeaderTimeout: 5 * time.Second}, c.cfg.ProbeAddr, c.cfg.ProbeListener, false)
+		})
+	}
 	if c.cfg.Webhook != nil {
 		tlsConf, err := c.webhookTLS()
 		if err != nil {
@@ -261,7 +282,7 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 			return serveHTTP(ctx, srv, c.cfg.WebhookAddr, c.cfg.WebhookListener, true)
 		})
 	}
-	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "tls", c.grpcTLS != nil,
+	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "probes", c.cfg.ProbeAddr, "tls", c.grpcTLS != nil,
 		"entries", c.cfg.Entries, "cluster_domain", c.cfg.ClusterDomain)
 	return g.wait()
 }

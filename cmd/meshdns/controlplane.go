@@ -33,6 +33,8 @@ func init() {
 // reads MESHDNS_<NAME>. Add a flag here and map it in config.
 type controlPlaneFlags struct {
 	grpcAddr, adminAddr, clusterDomain string
+	probeAddr                          string
+	grpcSelfTLS                        bool
 	stateDir                           string
 	entries, vipCIDRs                  stringList
 	tlsCert, tlsKey, clientCA          string
@@ -44,7 +46,9 @@ type controlPlaneFlags struct {
 func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	f := &controlPlaneFlags{}
 	fs.StringVar(&f.grpcAddr, "grpc-addr", ":15010", "address of the gRPC NameDiscoveryService")
-	fs.StringVar(&f.adminAddr, "admin-addr", ":15014", "address of the admin HTTP server (/metrics, /healthz/ready, /debug/...)")
+	fs.StringVar(&f.adminAddr, "admin-addr", "127.0.0.1:15014", "address of the admin HTTP server (/debug/..., /metrics, /healthz/*), loopback only")
+	fs.StringVar(&f.probeAddr, "probe-addr", "", "address serving only /metrics and /healthz/* on the network, for the kubelet and Prometheus, e.g. :15015 (empty: off)")
+	fs.BoolVar(&f.grpcSelfTLS, "grpc-self-signed", false, "serve gRPC over TLS with the self-managed certificate of --webhook-secret (its CA is what injected agents trust)")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	fs.Var(&f.entries, "entries", "entries YAML file or folder of them (repeatable)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "directory keeping the last good version of every entries file across restarts")
@@ -63,6 +67,8 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 	cfg := controlplane.Config{
 		GRPCAddr:      f.grpcAddr,
 		AdminAddr:     f.adminAddr,
+		ProbeAddr:     f.probeAddr,
+		GRPCSelfTLS:   f.grpcSelfTLS,
 		ClusterDomain: f.clusterDomain,
 		Entries:       f.entries,
 		StateDir:      f.stateDir,

@@ -32,7 +32,7 @@ func TestControlPlaneFlags(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			want: controlplane.Config{GRPCAddr: ":15010", AdminAddr: ":15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
+			want: controlplane.Config{GRPCAddr: ":15010", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
 		},
 		{
 			name: "every flag",
@@ -50,7 +50,7 @@ func TestControlPlaneFlags(t *testing.T) {
 			name: "environment",
 			env: map[string]string{"MESHDNS_ENTRIES": "/cm/entries, /cm/more", "MESHDNS_GRPC_ADDR": ":16010",
 				"MESHDNS_VIP_CIDR": "240.1.0.0/16", "MESHDNS_DEBOUNCE": "1s"},
-			want: controlplane.Config{GRPCAddr: ":16010", AdminAddr: ":15014", ClusterDomain: "cluster.local",
+			want: controlplane.Config{GRPCAddr: ":16010", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local",
 				Entries: []string{"/cm/entries", "/cm/more"}, VIPCIDRs: []netip.Prefix{netip.MustParsePrefix("240.1.0.0/16")},
 				Debounce: time.Second, MaxAdmissions: 128},
 		},
@@ -58,7 +58,7 @@ func TestControlPlaneFlags(t *testing.T) {
 			name: "flag beats environment",
 			args: []string{"--grpc-addr", ":1"},
 			env:  map[string]string{"MESHDNS_GRPC_ADDR": ":2"},
-			want: controlplane.Config{GRPCAddr: ":1", AdminAddr: ":15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
+			want: controlplane.Config{GRPCAddr: ":1", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
 		},
 		{name: "bad cidr", args: []string{"--vip-cidr", "240.240.0.0"}, wantErr: `--vip-cidr "240.240.0.0"`},
 		{name: "bad duration", args: []string{"--debounce", "soon"}, wantErr: `--debounce "soon": want a duration such as 500ms`},

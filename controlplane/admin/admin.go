@@ -48,9 +48,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	h := &handler{cfg: cfg}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz/ready", h.ready)
-	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	h.probes(mux)
 	mux.HandleFunc("GET /debug/agents", h.agents)
 	mux.HandleFunc("GET /debug/nametable", h.nametable)
 	mux.HandleFunc("GET /debug/loglevel", h.logLevel)
@@ -65,7 +63,28 @@ func New(cfg Config) (http.Handler, error) {
 	return mux, nil
 }
 
+// NewProbes returns the handler of the probe port: readiness, liveness
+// and /metrics, nothing that reveals a name or changes state, so it may
+// listen on the pod network for the kubelet and Prometheus while New's
+// handler (agents, pods, peer addresses, every namespace's table, log
+// level, profiles) stays on loopback.
+func NewProbes(cfg Config) (http.Handler, error) {
+	if cfg.Gatherer == nil {
+		return nil, errors.New("admin: Gatherer is required")
+	}
+	h := &handler{cfg: cfg}
+	mux := http.NewServeMux()
+	h.probes(mux)
+	return mux, nil
+}
+
 type handler struct{ cfg Config }
+
+func (h *handler) probes(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz/ready", h.ready)
+	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+}
 
 func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 	if h.cfg.Ready != nil && !h.cfg.Ready() {
