@@ -80,7 +80,7 @@ func (p *Plugin) Exec(ctx context.Context, args Args, stdin []byte, stdout io.Wr
 		}
 		return err
 	}
-	m, err := p.manager(conf, args, red)
+	m, capture, err := p.manager(conf, args, red)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (p *Plugin) Exec(ctx context.Context, args Args, stdin []byte, stdout io.Wr
 		return fmt.Errorf("apply rules for %s/%s: %w", args.Namespace, args.Pod, err)
 	}
 	p.cfg.Logger.Info("DNS redirect applied", "namespace", args.Namespace, "pod", args.Pod, "netns", args.NetNS,
-		"proxy_port", red.DNSPort)
+		"proxy_port", red.DNSPort, "capture", capture)
 	_, err = stdout.Write(conf.PrevResult)
 	return err
 }
@@ -130,14 +130,19 @@ func (p *Plugin) redirect(ctx context.Context, conf NetConf, args Args) (Redirec
 	return r, true, nil
 }
 
-// manager builds the iptables manager for the pod's namespace.
-func (p *Plugin) manager(conf NetConf, args Args, r Redirect) (*iptables.Manager, error) {
+// manager builds the iptables manager for the pod's namespace; capture
+// says what port 53 traffic it redirects, for the log.
+func (p *Plugin) manager(conf NetConf, args Args, r Redirect) (*iptables.Manager, string, error) {
 	if args.NetNS == "" {
-		return nil, errors.New("no CNI_NETNS")
+		return nil, "", errors.New("no CNI_NETNS")
 	}
 	ns, err := conf.nameservers()
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	capture := "all"
+	if len(ns) > 0 {
+		capture = fmt.Sprint(ns)
 	}
 	cfg := iptables.Config{
 		ProxyPort:     uint16(r.DNSPort),
@@ -154,7 +159,8 @@ func (p *Plugin) manager(conf NetConf, args Args, r Redirect) (*iptables.Manager
 	if r.ProxyGID > 0 {
 		cfg.ProxyGIDs = []uint32{uint32(r.ProxyGID)}
 	}
-	return iptables.New(cfg)
+	m, err := iptables.New(cfg)
+	return m, capture, err
 }
 
 // WriteError writes err as a CNI error result (code 999: a plugin error)
