@@ -25,6 +25,7 @@ import (
 // The injector is on when --webhook-cert is given.
 type webhookFlags struct {
 	addr, cert, key, template string
+	image                     string // --inject-image, or ""
 	failClosed                bool
 	// self-managed certificates (selfcert)
 	secret, dnsNames, configs string
@@ -36,6 +37,7 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&f.cert, "webhook-cert", "", "PEM serving certificate of the webhook; turns the webhook on (re-read when it changes)")
 	fs.StringVar(&f.key, "webhook-key", "", "PEM key of --webhook-cert")
 	fs.StringVar(&f.template, "inject-template", "", "YAML/JSON injection template (image, resources, ports...), re-read when it changes")
+	fs.StringVar(&f.image, "inject-image", "", "image of the injected init container and sidecar, usually the control plane's own (the install sets it from the one image it names); an image in --inject-template wins")
 	fs.BoolVar(&f.failClosed, "webhook-fail-closed", false, "deny pods the webhook cannot inject instead of admitting them uninjected")
 	fs.StringVar(&f.secret, "webhook-secret", "", "NAMESPACE/NAME of a Secret where the control plane keeps a CA and the webhook's serving certificate it makes and renews itself; turns the webhook on without --webhook-cert")
 	fs.StringVar(&f.dnsNames, "webhook-dns-names", "", "comma-separated DNS names and IPs of the self-managed certificate (default meshdns-controlplane.NAMESPACE.svc of --webhook-secret)")
@@ -66,6 +68,7 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
 	w, err := webhook.New(webhook.Config{
+		Template:     webhook.Template{Image: f.image},
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,
 		Logger:       log.With("component", "webhook"),

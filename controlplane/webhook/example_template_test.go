@@ -22,13 +22,16 @@ func TestExampleTemplate(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseTemplate([]byte(cm.Data["template.yaml"]), Template{})
+	// The base is what --inject-image gives the control plane.
+	got, err := parseTemplate([]byte(cm.Data["template.yaml"]), Template{Image: "example/meshdns:v1"})
 	if err != nil {
 		t.Fatalf("example template: %v", err)
 	}
-	// Command is not spelled out in the example; compare the rest.
+	// Command is not spelled out in the example, and the image comes from
+	// the control plane's --inject-image (set by the install from the one
+	// image it names); compare the rest.
 	want := DefaultTemplate()
-	want.Command = nil
+	want.Command, want.Image = nil, "example/meshdns:v1"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("example template differs from the defaults (-default +example):\n%s", diff)
 	}
