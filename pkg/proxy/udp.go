@@ -16,11 +16,13 @@ const (
 	// maxUDPPacket is the largest UDP payload.
 	maxUDPPacket = 65535
 	// workerBuf is the initial reply buffer of a forwarding worker; bigger
-	// replies grow it (rare: most answers fit a 1232-byte EDNS size).
-	workerBuf = 4096
+	// replies grow it. Most forwarded replies are a few hundred bytes, and
+	// a burst leaves up to MaxForwarding workers holding one each.
+	workerBuf = 512
 	// workerIdle ends a forwarding worker that got no work for this long,
-	// so a burst of slow upstream queries does not leave goroutines behind.
-	workerIdle = 30 * time.Second
+	// so a burst of slow upstream queries does not leave goroutines (and
+	// their stacks and buffers) behind for long.
+	workerIdle = 5 * time.Second
 )
 
 // fwdJob is a request handed from a UDP reader to a forwarding worker.
