@@ -93,6 +93,9 @@ type collector struct {
 	lim     Limits
 	seen    map[string]struct{}
 	entries []nametable.Entry
+	n       int
+	// into, when set, takes each entry instead of entries.
+	into *nametable.Builder
 }
 
 func newCollector(n int, lim Limits) *collector {
@@ -100,7 +103,7 @@ func newCollector(n int, lim Limits) *collector {
 }
 
 func (c *collector) add(host string, info *meshdnsv1.NameInfo) error {
-	if len(c.entries) >= c.lim.MaxNames {
+	if c.n >= c.lim.MaxNames {
 		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
 	}
 	e, err := convertInfo(host, info, c.lim)
@@ -114,6 +117,13 @@ func (c *collector) add(host string, info *meshdnsv1.NameInfo) error {
 		return fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
 	}
 	c.seen[key] = struct{}{}
+	c.n++
+	if c.into != nil {
+		if err := c.into.Add(&e); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidTable, err)
+		}
+		return nil
+	}
 	c.entries = append(c.entries, e)
 	return nil
 }

@@ -218,8 +218,23 @@ func FuzzConvert(f *testing.F) {
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("Convert error %v, ConvertWire error %v", err, werr)
 		}
+		// And building it name by name gives the table New gives.
+		built, n, berr := buildWire(wire, Limits{}, nametable.Context{Namespace: "demo"})
+		var want *nametable.Table
+		if err == nil {
+			want, err = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})
+		}
+		if (err == nil) != (berr == nil) {
+			t.Fatalf("Convert+New error %v, buildWire error %v", err, berr)
+		}
 		if err != nil {
 			return
+		}
+		if n != len(entries) {
+			t.Fatalf("buildWire counted %d names, Convert %d", n, len(entries))
+		}
+		if diff := cmp.Diff(want.Names(), built.Names()); diff != "" {
+			t.Fatalf("names (-New +buildWire):\n%s", diff)
 		}
 		if diff := cmp.Diff(entries, wEntries, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 			t.Fatalf("entries (-Convert +ConvertWire):\n%s", diff)

@@ -59,21 +59,33 @@ func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
 // applyWith is apply with the function that gives the table back for
 // debugging; nt itself is not kept.
 func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
-	_, err := ts.build(source, version, func() ([]nametable.Entry, []string, error) { return Convert(nt, ts.limits) }, dump)
+	_, err := ts.build(source, version, ts.fromEntries(func() ([]nametable.Entry, []string, error) { return Convert(nt, ts.limits) }), dump)
 	return err
 }
 
 // applyWire builds a table in its wire form (from the discovery client),
-// converting it name by name.
+// name by name into the table's builder.
 func (ts *tables) applyWire(source, version string, wire []byte, dump func() (*meshdnsv1.NameTable, error)) error {
-	_, err := ts.build(source, version, func() ([]nametable.Entry, []string, error) { return ConvertWire(wire, ts.limits) }, dump)
+	_, err := ts.build(source, version, func() (*nametable.Table, int, error) { return buildWire(wire, ts.limits, ts.pod) }, dump)
 	return err
 }
 
 // applyFile builds the table of a --nametable-file content (protojson),
 // converting it name by name, and returns how many names it holds.
 func (ts *tables) applyFile(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
-	return ts.build(sourceFile, version, func() ([]nametable.Entry, []string, error) { return convertTableFile(b, ts.limits) }, dump)
+	return ts.build(sourceFile, version, ts.fromEntries(func() ([]nametable.Entry, []string, error) { return convertTableFile(b, ts.limits) }), dump)
+}
+
+// fromEntries builds the table of the entries convert returns.
+func (ts *tables) fromEntries(convert func() ([]nametable.Entry, []string, error)) func() (*nametable.Table, int, error) {
+	return func() (*nametable.Table, int, error) {
+		entries, zones, err := convert()
+		if err != nil {
+			return nil, 0, err
+		}
+		t, err := nametable.New(entries, zones, ts.pod)
+		return t, len(entries), err
+	}
 }
 
 // buildGCPercent is the GOGC of a table build. A build's garbage (decoder
@@ -95,35 +107,31 @@ func lowGC() func() {
 	return func() { debug.SetGCPercent(old) }
 }
 
-// build converts a table with convert, builds it and swaps it in.
-func (ts *tables) build(source, version string, convert func() ([]nametable.Entry, []string, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+// build builds a table with produce and swaps it in.
+func (ts *tables) build(source, version string, produce func() (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	defer lowGC()()
 	start := ts.now()
-	entries, zones, err := convert()
-	var t *nametable.Table
-	if err == nil {
-		t, err = nametable.New(entries, zones, ts.pod)
-	}
+	t, names, err := produce()
 	if err != nil {
 		ts.m.rejections.WithLabelValues(source).Inc()
 		return 0, fmt.Errorf("table %s from %s: %w", version, source, err)
 	}
 	now := ts.now()
 	ts.m.build.Observe(now.Sub(start).Seconds())
-	s := &served{Version: version, Source: source, Applied: now, Proto: dump, Names: len(entries), Table: t}
+	s := &served{Version: version, Source: source, Applied: now, Proto: dump, Names: names, Table: t}
 	prev := ts.cur.Swap(s)
 	ts.publish(t)
 	if prev != nil {
 		ts.m.info.DeleteLabelValues(prev.Version, prev.Source)
 	}
 	ts.m.info.WithLabelValues(version, source).Set(1)
-	ts.m.entries.Set(float64(len(entries)))
+	ts.m.entries.Set(float64(names))
 	ts.m.updates.WithLabelValues(source).Inc()
 	ts.m.lastUpdate.Set(float64(now.UnixNano()) / 1e9)
 	if ts.built != nil {
 		ts.built()
 	}
-	return len(entries), nil
+	return names, nil
 }

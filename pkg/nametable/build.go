@@ -3,6 +3,7 @@ package nametable
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -29,30 +30,69 @@ const (
 // shared slices. SRV and PTR answers are built by Lookup from the ports
 // and a reverse index: precomputed, they were most of the table's memory.
 func New(entries []Entry, zones []string, pod Context) (*Table, error) {
+	b, err := NewBuilder(zones, pod, len(entries))
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		if err := b.Add(&entries[i]); err != nil {
+			return nil, err
+		}
+	}
+	return b.Table(), nil
+}
+
+// Builder builds a Table from entries added one at a time, so a caller
+// converting a big table need not hold every entry at once: New is
+// NewBuilder, Add for each entry, then Table. Entries may come in any
+// order; where several names share an address, the order of their PTR
+// records follows the order they were added in.
+type Builder struct {
+	b    *builder
+	done bool
+}
+
+// NewBuilder starts a table for pod with zones (see New); sizeHint is the
+// expected number of entries, or 0.
+func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 	pod, err := normalizeContext(pod)
 	if err != nil {
 		return nil, err
 	}
 	b := &builder{
 		pod:    pod,
-		drafts: make(map[string]*draft, len(entries)*2),
+		drafts: make(map[string]*draft, sizeHint*2),
 		wild:   make(map[string]*draft),
 		soas:   make(map[string]*[]dns.RR),
-		rev:    make(map[[16]byte]*draft, len(entries)),
+		rev:    make(map[[16]byte]*draft, sizeHint),
 		shapes: make(map[string]*shape),
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
 	}
-	for i := range entries {
-		if err := b.addEntry(&entries[i]); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", entries[i].Hostname, err)
-		}
+	return &Builder{b: b}, nil
+}
+
+// Add validates e and adds its names (see New for the errors). After an
+// error the Builder must not be used: the table would lack e.
+func (bb *Builder) Add(e *Entry) error {
+	if bb.done {
+		return errors.New("nametable: Add after Table")
 	}
+	if err := bb.b.addEntry(e); err != nil {
+		return fmt.Errorf("entry %q: %w", e.Hostname, err)
+	}
+	return nil
+}
+
+// Table finishes the table. The Builder must not be used afterwards.
+func (bb *Builder) Table() *Table {
+	bb.done = true
+	b := bb.b
 	b.addVersion()
 	b.markReverse()
 	b.addEmptyNonTerminals()
-	return b.table(), nil
+	return b.table()
 }
 
 // normalizeContext lowercases pod, drops trailing dots and fills defaults.
