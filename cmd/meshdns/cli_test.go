@@ -297,7 +297,7 @@ func TestValidate(t *testing.T) {
 		{name: "bad address names the entry", args: []string{"--entries", badEntry, "--quiet"}, code: 1,
 			stdout: []string{"INVALID " + badEntry + `: entries[1] "web.example": address "10.0.0.300"`}},
 		{name: "misspelt field", args: []string{"--entries", typo}, code: 1, stdout: []string{"INVALID " + typo + `: decode: error unmarshaling JSON: while decoding JSON: json: unknown field "adresses"`}},
-		{name: "bad template", args: []string{"--inject-template", badTmpl}, code: 1, stdout: []string{"INVALID " + badTmpl + ": invalid template: dnsPort and adminPort are both 15020"}},
+		{name: "bad template", args: []string{"--inject-template", badTmpl}, code: 1, stdout: []string{"INVALID " + badTmpl + ": invalid template: dnsPort 15020, adminPort 15020 and probePort 15121 must differ"}},
 		{name: "missing file", args: []string{"--entries", filepath.Join(dir, "nope.yaml")}, code: 1, stdout: []string{"INVALID " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"}},
 		{name: "folder without entries files", args: []string{"--entries", emptyDir}, code: 1, stdout: []string{"INVALID " + emptyDir + ": folder holds no"}},
 		{name: "nothing to validate", args: nil, code: 2},

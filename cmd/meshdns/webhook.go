@@ -67,8 +67,18 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
+	// The injected agents trust the self-managed CA (the manager is made
+	// below, after the webhook it serves).
+	var certs *selfcert.Manager
+	caBundle := func() []byte {
+		if certs == nil {
+			return nil
+		}
+		return certs.CABundle()
+	}
 	w, err := webhook.New(webhook.Config{
 		Template:     webhook.Template{Image: f.image},
+		CABundle:     caBundle,
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,
 		Logger:       log.With("component", "webhook"),
@@ -85,6 +95,7 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 		if cfg.WebhookCerts, err = f.selfManaged(cfg, log, kubeconfig); err != nil {
 			return nil, err
 		}
+		certs = cfg.WebhookCerts
 	}
 	return w.WatchTemplate, nil
 }

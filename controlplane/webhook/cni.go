@@ -13,6 +13,9 @@ import (
 // the redirect.
 func (t *Template) annotations() map[string]string {
 	a := map[string]string{AnnotationStatus: "injected"}
+	if t.secure() {
+		a[AnnotationCA] = string(t.caBundle)
+	}
 	if t.CNI {
 		a[cni.AnnotationRedirect] = cni.Redirect{ProxyUID: t.ProxyUID, ProxyGID: t.ProxyGID, DNSPort: t.DNSPort}.String()
 	}

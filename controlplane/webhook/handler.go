@@ -100,7 +100,10 @@ func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 		w.skip(why)
 		return resp
 	}
-	t := w.template.Load()
+	t := *w.template.Load()
+	if w.cfg.CABundle != nil {
+		t.caBundle = w.cfg.CABundle()
+	}
 	patch, err := t.patch(&pod)
 	if err != nil {
 		return w.fail(resp, err)

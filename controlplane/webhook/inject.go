@@ -21,7 +21,18 @@ const (
 	InitContainerName  = "meshdns-init"
 	AgentContainerName = "meshdns-agent"
 	StateVolumeName    = "meshdns-state"
-	adminPortName      = "meshdns-admin"
+	probePortName      = "meshdns-probes"
+	// IdentityVolumeName holds what the agent presents to and trusts of
+	// the control plane: the pod's projected ServiceAccount token and the
+	// control plane's CA.
+	IdentityVolumeName = "meshdns-identity"
+	// AnnotationCA carries the control plane's CA bundle into the pod,
+	// where a downward API file exposes it to the agent (a ConfigMap
+	// could not be mounted from another namespace).
+	AnnotationCA = "meshdns.io/control-plane-ca"
+	identityDir  = "/var/run/secrets/meshdns"
+	tokenFile    = "token"
+	caFile       = "ca.crt"
 )
 
 // policy is what the webhook path says about the pod's namespace.
@@ -125,13 +136,18 @@ func (t *Template) initContainer() corev1.Container {
 // running beside them and stops after them (KEP-753, GA in 1.33, on by
 // default since 1.29).
 func (t *Template) agentContainer() corev1.Container {
-	admin := "0.0.0.0:" + strconv.Itoa(int(t.AdminPort))
 	args := []string{
 		"agent",
 		"--control-plane", t.ControlPlane,
 		"--state-dir", t.StateDir,
 		"--dns-addr", "127.0.0.1:" + strconv.Itoa(int(t.DNSPort)),
-		"--admin-addr", admin,
+		// Debug endpoints on loopback; the kubelet and Prometheus get the
+		// probe port on the pod IP.
+		"--admin-addr", "127.0.0.1:" + strconv.Itoa(int(t.AdminPort)),
+		"--probe-addr", "0.0.0.0:" + strconv.Itoa(int(t.ProbePort)),
+	}
+	if t.secure() {
+		args = append(args, "--ca-cert", identityDir+"/"+caFile, "--token-file", identityDir+"/"+tokenFile)
 	}
 	if t.IPv6 {
 		args = append(args, "--dns-addr", "[::1]:"+strconv.Itoa(int(t.DNSPort)))
@@ -139,7 +155,7 @@ func (t *Template) agentContainer() corev1.Container {
 	ready := &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 			Path: "/healthz/ready",
-			Port: intstr.FromInt32(t.AdminPort),
+			Port: intstr.FromInt32(t.ProbePort),
 		}},
 		PeriodSeconds:    2,
 		TimeoutSeconds:   1,
@@ -163,8 +179,8 @@ func (t *Template) agentContainer() corev1.Container {
 			}}},
 		},
 		Ports: []corev1.ContainerPort{{
-			Name:          adminPortName,
-			ContainerPort: t.AdminPort,
+			Name:          probePortName,
+			ContainerPort: t.ProbePort,
 			Protocol:      corev1.ProtocolTCP,
 		}},
 		ReadinessProbe: ready,
@@ -188,6 +204,9 @@ func (t *Template) agentContainer() corev1.Container {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if t.secure() {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: IdentityVolumeName, MountPath: identityDir, ReadOnly: true})
+	}
 	if t.HoldApplicationUntilReady {
 		// The kubelet starts the next container once a sidecar's startup
 		// probe passes; 150 x 2s gives the control plane five minutes.
@@ -206,6 +225,32 @@ func (t *Template) stateVolume() corev1.Volume {
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			Medium:    corev1.StorageMediumMemory,
 			SizeLimit: ptr(t.StateSizeLimit.DeepCopy()),
+		}},
+	}
+}
+
+// secure reports whether the agent talks TLS to the control plane and
+// presents its token: whenever the webhook knows the control plane's CA,
+// unless the template asks for plaintext.
+func (t *Template) secure() bool { return !t.Plaintext && len(t.caBundle) > 0 }
+
+// identityVolume projects the pod's ServiceAccount token for the control
+// plane's audience (short-lived, bound to the pod, rotated by the kubelet)
+// and the control plane's CA from the pod's annotation.
+func (t *Template) identityVolume() corev1.Volume {
+	return corev1.Volume{
+		Name: IdentityVolumeName,
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr(int32(0o444)),
+			Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+					Audience: t.TokenAudience, ExpirationSeconds: ptr(t.TokenExpirationSeconds), Path: tokenFile,
+				}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+					Path:     caFile,
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['" + AnnotationCA + "']"},
+				}}}},
+			},
 		}},
 	}
 }

@@ -73,6 +73,11 @@ func annotated(v string) corev1.Pod {
 
 // TestPatchGolden checks the exact patch against testdata/<name>.json and
 // that applying it gives a pod with the containers in the right places.
+func withCA(t Template, ca string) Template {
+	t.caBundle = []byte(ca)
+	return t
+}
+
 func TestPatchGolden(t *testing.T) {
 	custom := Template{
 		Image:                     "registry.example/meshdns:v1.2.3",
@@ -111,6 +116,18 @@ func TestPatchGolden(t *testing.T) {
 		{
 			name:     "custom_template",
 			template: custom,
+			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
+		},
+		{
+			// The webhook knows the control plane's CA: TLS, the CA from
+			// the pod's annotation, the projected token.
+			name:     "secure",
+			template: withCA(DefaultTemplate(), "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
+		},
+		{
+			name:     "secure_but_plaintext_asked",
+			template: withCA(Template{Plaintext: true}.over(DefaultTemplate()), "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
 			pod:      corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{app}}},
 		},
 		{
@@ -178,8 +195,17 @@ func TestPatchGolden(t *testing.T) {
 					t.Errorf("annotation %s = %q, want %q kept", k, got.Annotations[k], v)
 				}
 			}
-			if v := got.Spec.Volumes[len(got.Spec.Volumes)-1]; v.Name != StateVolumeName || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
-				t.Errorf("last volume = %+v, want in-memory %s", v, StateVolumeName)
+			var state corev1.Volume
+			for _, v := range got.Spec.Volumes {
+				if v.Name == StateVolumeName {
+					state = v
+				}
+			}
+			if state.EmptyDir == nil || state.EmptyDir.Medium != corev1.StorageMediumMemory {
+				t.Errorf("state volume = %+v, want in-memory %s", state, StateVolumeName)
+			}
+			if _, ok := got.Annotations[AnnotationCA]; ok != tt.template.secure() {
+				t.Errorf("CA annotation present %v, want %v", ok, tt.template.secure())
 			}
 			if decide(got, namespaceEnabled) != skipInjected {
 				t.Errorf("patched pod is not recognised as injected")
@@ -208,8 +234,9 @@ func TestAgentContainerContract(t *testing.T) {
 		{"agent is a native sidecar", agent.RestartPolicy != nil && *agent.RestartPolicy == corev1.ContainerRestartPolicyAlways},
 		{"agent runs as proxy uid", *agent.SecurityContext.RunAsUser == 1337 && *agent.SecurityContext.RunAsGroup == 1337},
 		{"agent has no capabilities", len(agent.SecurityContext.Capabilities.Add) == 0 && cmp.Equal(agent.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"})},
-		{"agent readiness on /healthz/ready", agent.ReadinessProbe.HTTPGet.Path == "/healthz/ready" && agent.ReadinessProbe.HTTPGet.Port.IntVal == 15020},
-		{"agent admin listens beyond loopback for the kubelet", cmp.Equal(agent.Args[len(agent.Args)-2:], []string{"--admin-addr", "0.0.0.0:15020"})},
+		{"agent readiness on the probe port", agent.ReadinessProbe.HTTPGet.Path == "/healthz/ready" && agent.ReadinessProbe.HTTPGet.Port.IntVal == 15121},
+		{"agent admin on loopback, probes on the pod IP", cmp.Equal(agent.Args[len(agent.Args)-4:], []string{"--admin-addr", "127.0.0.1:15020", "--probe-addr", "0.0.0.0:15121"})},
+		{"only the probe port is declared", len(agent.Ports) == 1 && agent.Ports[0].ContainerPort == 15121},
 		{"agent has requests", !agent.Resources.Requests.Cpu().IsZero() && !agent.Resources.Requests.Memory().IsZero()},
 		{"agent downward API", agent.Env[0].ValueFrom.FieldRef.FieldPath == "metadata.name" && agent.Env[1].ValueFrom.FieldRef.FieldPath == "metadata.namespace"},
 		{"init runs as root", *init.SecurityContext.RunAsUser == 0 && !*init.SecurityContext.RunAsNonRoot},

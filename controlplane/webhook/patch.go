@@ -21,8 +21,8 @@ type patchOp struct {
 // agent running, before any other init container resolves a name.
 func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == StateVolumeName {
-			return nil, fmt.Errorf("pod already has a volume named %s", StateVolumeName)
+		if v.Name == StateVolumeName || v.Name == IdentityVolumeName {
+			return nil, fmt.Errorf("pod already has a volume named %s", v.Name)
 		}
 	}
 	var ops []patchOp
@@ -42,10 +42,16 @@ func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
 			ops = append(ops, patchOp{"add", "/spec/initContainers/" + strconv.Itoa(i), c})
 		}
 	}
+	vols := []corev1.Volume{t.stateVolume()}
+	if t.secure() {
+		vols = append(vols, t.identityVolume())
+	}
 	if len(pod.Spec.Volumes) == 0 {
-		ops = append(ops, patchOp{"add", "/spec/volumes", []corev1.Volume{t.stateVolume()}})
+		ops = append(ops, patchOp{"add", "/spec/volumes", vols})
 	} else {
-		ops = append(ops, patchOp{"add", "/spec/volumes/-", t.stateVolume()})
+		for _, v := range vols {
+			ops = append(ops, patchOp{"add", "/spec/volumes/-", v})
+		}
 	}
 	return json.Marshal(ops)
 }

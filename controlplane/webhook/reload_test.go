@@ -45,7 +45,7 @@ func TestParseTemplate(t *testing.T) {
 			},
 		},
 		{name: "typo is an error", in: "imgae: x\n", wantErr: `unknown field "imgae"`},
-		{name: "port clash", in: "dnsPort: 15020\n", wantErr: "dnsPort and adminPort are both 15020"},
+		{name: "port clash", in: "dnsPort: 15020\n", wantErr: "must differ"},
 		{name: "relative state dir", in: "stateDir: run\n", wantErr: `stateDir "run" is not absolute`},
 		{name: "negative uid", in: "proxyUID: -1\n", wantErr: "must be positive"},
 		{name: "not yaml", in: "image: [\n", wantErr: "parse template"},

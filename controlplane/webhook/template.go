@@ -40,10 +40,25 @@ type Template struct {
 	// pods have IPv6 nameservers (IPv6 and dual-stack DNS); off by default
 	// because binding ::1 fails in pods without IPv6.
 	IPv6 bool `json:"ipv6,omitempty"`
-	// AdminPort of the agent's admin HTTP server. The agent listens on
-	// 0.0.0.0 in a pod because the kubelet probes /healthz/ready on the pod
-	// IP, not on loopback. Zero means 15020.
+	// AdminPort of the agent's admin HTTP server, on 127.0.0.1 only
+	// (debug endpoints; kubectl exec or port-forward reach it). Zero means
+	// 15020.
 	AdminPort int32 `json:"adminPort,omitempty"`
+	// ProbePort serves readiness, liveness and /metrics on the pod IP, for
+	// the kubelet and Prometheus, and nothing else. Zero means 15121 (not
+	// Istio's 15020 and 15021).
+	ProbePort int32 `json:"probePort,omitempty"`
+	// TokenAudience of the projected ServiceAccount token the agent
+	// presents to the control plane; zero means "meshdns" (the control
+	// plane's --token-audience). TokenExpirationSeconds is its lifetime;
+	// zero means 600, the shortest the API server issues; the kubelet
+	// rotates it at 80%.
+	TokenAudience          string `json:"tokenAudience,omitempty"`
+	TokenExpirationSeconds int64  `json:"tokenExpirationSeconds,omitempty"`
+	// Plaintext makes agents dial the control plane without TLS and so
+	// without their token (a token is never sent in plaintext): only for a
+	// control plane run with --insecure-allow-unauthenticated.
+	Plaintext bool `json:"plaintext,omitempty"`
 	// StateDir is where the state volume is mounted in the agent; zero
 	// means /var/run/meshdns.
 	StateDir string `json:"stateDir,omitempty"`
@@ -69,22 +84,29 @@ type Template struct {
 	// pods get an agent that nothing sends DNS to. IptablesArgs and
 	// InitResources are then unused.
 	CNI bool `json:"cni,omitempty"`
+
+	// caBundle is the control plane's CA at injection time
+	// (Config.CABundle); set per request, never read from the file.
+	caBundle []byte
 }
 
 // DefaultTemplate is the bottom layer of every template.
 func DefaultTemplate() Template {
 	size := resource.MustParse("8Mi")
 	return Template{
-		Image:           "ghcr.io/meshdns/meshdns:latest",
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"meshdns"},
-		ControlPlane:    "meshdns-controlplane.meshdns-system.svc:15010",
-		ProxyUID:        1337,
-		ProxyGID:        1337,
-		DNSPort:         15053,
-		AdminPort:       15020,
-		StateDir:        "/var/run/meshdns",
-		StateSizeLimit:  &size,
+		Image:                  "ghcr.io/meshdns/meshdns:latest",
+		ImagePullPolicy:        corev1.PullIfNotPresent,
+		Command:                []string{"meshdns"},
+		ControlPlane:           "meshdns-controlplane.meshdns-system.svc:15012",
+		ProxyUID:               1337,
+		ProxyGID:               1337,
+		DNSPort:                15053,
+		AdminPort:              15020,
+		ProbePort:              15121,
+		TokenAudience:          "meshdns",
+		TokenExpirationSeconds: 600,
+		StateDir:               "/var/run/meshdns",
+		StateSizeLimit:         &size,
 		AgentResources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -132,6 +154,18 @@ func (t Template) over(base Template) Template {
 	}
 	if t.AdminPort == 0 {
 		t.AdminPort = base.AdminPort
+	}
+	if t.ProbePort == 0 {
+		t.ProbePort = base.ProbePort
+	}
+	if t.TokenAudience == "" {
+		t.TokenAudience = base.TokenAudience
+	}
+	if t.TokenExpirationSeconds == 0 {
+		t.TokenExpirationSeconds = base.TokenExpirationSeconds
+	}
+	if !t.Plaintext {
+		t.Plaintext = base.Plaintext
 	}
 	if t.StateDir == "" {
 		t.StateDir = base.StateDir
@@ -188,13 +222,20 @@ func (t Template) validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	for name, p := range map[string]int32{"dnsPort": t.DNSPort, "adminPort": t.AdminPort} {
+	for name, p := range map[string]int32{"dnsPort": t.DNSPort, "adminPort": t.AdminPort, "probePort": t.ProbePort} {
 		if p <= 0 || p > 65535 {
 			errs = append(errs, fmt.Errorf("%s %d out of range", name, p))
 		}
 	}
-	if t.DNSPort == t.AdminPort {
-		errs = append(errs, fmt.Errorf("dnsPort and adminPort are both %d", t.DNSPort))
+	if t.DNSPort == t.AdminPort || t.DNSPort == t.ProbePort || t.AdminPort == t.ProbePort {
+		errs = append(errs, fmt.Errorf("dnsPort %d, adminPort %d and probePort %d must differ", t.DNSPort, t.AdminPort, t.ProbePort))
+	}
+	// The API server issues projected tokens for 10 minutes at least.
+	if t.TokenExpirationSeconds < 600 {
+		errs = append(errs, fmt.Errorf("tokenExpirationSeconds %d below 600", t.TokenExpirationSeconds))
+	}
+	if strings.TrimSpace(t.TokenAudience) == "" {
+		errs = append(errs, errors.New("tokenAudience is empty"))
 	}
 	if t.StateDir == "" || t.StateDir[0] != '/' {
 		errs = append(errs, fmt.Errorf("stateDir %q is not absolute", t.StateDir))

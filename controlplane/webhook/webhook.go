@@ -36,6 +36,13 @@ type Config struct {
 	// server limits objects to about 1.5 MiB; the cap guards against
 	// anything else that can reach the port.
 	MaxRequestBytes int64
+	// CABundle returns the PEM CAs that verify the control plane's gRPC
+	// certificate (selfcert.Manager.CABundle), or nil. When it returns
+	// some, injected agents talk TLS to the control plane, trusting these
+	// CAs, and present the pod's projected ServiceAccount token; without
+	// it (or with the template's plaintext) they dial plaintext and present
+	// nothing.
+	CABundle func() []byte
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nothing.

@@ -24,7 +24,10 @@ import (
 // here, the control plane on the node, and the redirect by the init
 // container or (cni) by the node's CNI plugin.
 func templateText(grpcAddr string, cni bool) string {
-	s := "image: localhost/meshdns:test\nimagePullPolicy: Never\ncontrolPlane: " + grpcAddr + "\n"
+	// plaintext: the control plane here serves plaintext gRPC (and runs
+	// with --insecure-allow-unauthenticated); the token and TLS path is
+	// tested against a real API server in controlplane/server.
+	s := "image: localhost/meshdns:test\nimagePullPolicy: Never\nplaintext: true\ncontrolPlane: " + grpcAddr + "\n"
 	if cni {
 		s += "cni: true\n"
 	}

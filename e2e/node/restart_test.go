@@ -72,7 +72,7 @@ func testSidecarRestart(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := http.Get("http://" + pp.Status.PodIP + ":15020/metrics")
+	r, err := http.Get("http://" + pp.Status.PodIP + ":15121/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,6 +197,7 @@ func TestManifestPolicies(t *testing.T) {
 			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
 				ResourceNames: []string{"meshdns-sidecar-injector"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
 			t.Errorf("rules (-want +got):\n%s", diff)
@@ -243,7 +244,8 @@ func TestManifestPolicies(t *testing.T) {
 			t.Errorf("pod securityContext = %+v, want runAsNonRoot", ps)
 		}
 		args := strings.Join(c.Args, " ")
-		for _, f := range []string{"--webhook-addr=:15017", "--webhook-secret=meshdns-system/meshdns-webhook-certs", "--inject-template="} {
+		for _, f := range []string{"--webhook-addr=:15017", "--webhook-secret=meshdns-system/meshdns-webhook-certs", "--inject-template=",
+			"--grpc-addr=:15012", "--grpc-self-signed", "--admin-addr=127.0.0.1:15014", "--probe-addr=:15015"} {
 			if !strings.Contains(args, f) {
 				t.Errorf("args %q lack %s", args, f)
 			}
@@ -265,7 +267,8 @@ func TestManifestPolicies(t *testing.T) {
 		for _, p := range s.Spec.Ports {
 			got[p.Name] = p.TargetPort.String()
 		}
-		want := map[string]string{"grpc": "grpc", "https-webhook": "https-webhook", "http-admin": "http-admin"}
+		// No admin port: the debug endpoints listen on loopback only.
+		want := map[string]string{"grpc": "grpc", "https-webhook": "https-webhook", "http-probes": "http-probes"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("ports (-want +got):\n%s", diff)
 		}
