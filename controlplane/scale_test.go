@@ -146,8 +146,10 @@ func startBenchCP(tb testing.TB, dir, grpcAddr string) *benchCP {
 
 // writeEntries writes n entries spread over files files (entries-<k>.yaml)
 // with svc0's address set to changed; it rewrites only the file holding
-// svc0 unless all is set.
-func writeEntries(tb testing.TB, dir string, n, files int, changed string, all bool) {
+// svc0 unless all is set. The last file also holds one entry only
+// namespace ns-<k> may see for each of scoped namespaces, so each of them
+// has a view of its own (namespaces no source names share one).
+func writeEntries(tb testing.TB, dir string, n, files, scoped int, changed string, all bool) {
 	tb.Helper()
 	per := (n + files - 1) / files
 	for f := range files {
@@ -165,6 +167,11 @@ func writeEntries(tb testing.TB, dir string, n, files int, changed string, all b
 				ip = changed
 			}
 			fmt.Fprintf(&sb, "  - {hostname: svc%d.corp.example, addresses: [%s], ports: [{name: http, port: 80}]}\n", i, ip)
+		}
+		if f == files-1 && scoped > 1 {
+			for k := range scoped {
+				fmt.Fprintf(&sb, "  - {hostname: only.ns-%d.corp.example, addresses: [10.250.%d.%d], namespaces: [ns-%d]}\n", k, k>>8&255, k&255, k)
+			}
 		}
 		file := filepath.Join(dir, fmt.Sprintf("entries-%04d.yaml", f))
 		tmp := filepath.Join(dir, ".tmp")
@@ -302,7 +309,7 @@ func BenchmarkScale(b *testing.B) {
 	// Generous bounds that still end a stuck run: ~6s per 1,000 agents.
 	bound := 30*time.Second + time.Duration(nAgents)*6*time.Millisecond
 	dir := b.TempDir()
-	writeEntries(b, dir, nEntries, nFiles, "10.200.0.0", true)
+	writeEntries(b, dir, nEntries, nFiles, nNamespaces, "10.200.0.0", true)
 
 	cps := make([]*benchCP, nReplicas)
 	addrs := make([]string, nReplicas)
@@ -346,7 +353,13 @@ func BenchmarkScale(b *testing.B) {
 	var lat []time.Duration
 	var fanout time.Duration // sum over iterations of last minus first agent
 	var deltaBytes, iters int
-	var ticks int64
+	var ticks, agentTicks int64
+	fleetTicks := func() (t int64) {
+		for _, c := range fl.children {
+			t += cpuTicks(b, c.pid())
+		}
+		return t
+	}
 	heapMax, rssMax := 0.0, 0.0
 	marshals0 := scrape(b, cps[0].admin, `meshdns_controlplane_marshals_total{kind="delta"}`)
 	stopProfile := profileUpdates(b, cps[0].admin)
@@ -354,9 +367,9 @@ func BenchmarkScale(b *testing.B) {
 	for b.Loop() {
 		iters++
 		ip := fmt.Sprintf("10.200.%d.%d", iters>>8&255, iters&255)
-		t0 := totalTicks()
+		t0, a0 := totalTicks(), fleetTicks()
 		start := time.Now()
-		writeEntries(b, dir, nEntries, nFiles, ip, false)
+		writeEntries(b, dir, nEntries, nFiles, nNamespaces, ip, false)
 		first, last := time.Duration(0), time.Duration(0)
 		got := map[int]bool{}
 		fl.await(b, bound, fmt.Sprintf("iteration %d", iters), func(e loadagent.Event) bool {
@@ -380,6 +393,7 @@ func BenchmarkScale(b *testing.B) {
 		// Let the ACKs land before reading the CPU counters.
 		time.Sleep(50 * time.Millisecond)
 		ticks += totalTicks() - t0
+		agentTicks += fleetTicks() - a0
 		for _, c := range cps {
 			heapMax = max(heapMax, scrape(b, c.admin, "go_memstats_heap_inuse_bytes"))
 			rssMax = max(rssMax, rssBytes(b, c.pid()))
@@ -400,6 +414,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(fullBytes), "full-B/agent")
 	b.ReportMetric(cpuPerUpdate, "cp-cpu-ms/update")
 	b.ReportMetric(cpuPerUpdate*1000/float64(nAgents), "cp-cpu-us/agent/update")
+	b.ReportMetric(float64(agentTicks)*10/float64(iters), "agents-cpu-ms/update")
 	b.ReportMetric(heapMax/(1<<20), "cp-heap-MiB")
 	b.ReportMetric(rssMax/(1<<20), "cp-rss-MiB")
 	b.ReportMetric((rss1-rss0)/float64(nAgents)/1024, "cp-rss-KiB/agent")
@@ -410,9 +425,9 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(fanout.Microseconds())/1000/float64(iters), "first-to-last-ms")
 	b.Logf("%d agents (%d processes) in %d namespaces on %d replicas, %d entries in %d files: connect+full table to all %v; "+
 		"per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB; "+
-		"cp cpu %.0fms/update (%.1fus per agent); heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks; %.1f delta encodings per update",
+		"cp cpu %.0fms/update (%.1fus per agent), agents' cpu %.0fms/update; heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks; %.1f delta encodings per update",
 		nAgents, nProcs, nNamespaces, nReplicas, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000,
-		float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes, cpuPerUpdate, cpuPerUpdate*1000/float64(nAgents),
+		float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes, cpuPerUpdate, cpuPerUpdate*1000/float64(nAgents), float64(agentTicks)*10/float64(iters),
 		heapMax/(1<<20), rssMax/(1<<20), (rss1-rss0)/float64(nAgents)/1024, (heap1-heap0)/float64(nAgents)/1024, (stack1-stack0)/float64(nAgents)/1024, marshals)
 
 	if os.Getenv("MESHDNS_BENCH_STORM") != "" {

@@ -132,7 +132,10 @@ func scrapeMetric(b *testing.B, admin, name string) float64 {
 // MESHDNS_BENCH_HEADLESS (100) headless Services of 10 endpoints each, in
 // MESHDNS_BENCH_NAMESPACES (100) namespaces, watched by
 // MESHDNS_BENCH_REPLICAS (1) `meshdns controlplane` processes, with
-// MESHDNS_BENCH_AGENTS (10) lightweight agents per replica. It reports the
+// MESHDNS_BENCH_AGENTS (10) lightweight agents per replica spread over the
+// first MESHDNS_BENCH_AGENT_NAMESPACES (1) namespaces (one view each; a
+// view of N names costs about what one more copy of the names does). It
+// reports the
 // time from a replica's start to its agents' first full table, the
 // replica's heap and RSS then, and, per iteration, the time from a Service
 // create to every agent's delta holding it.
@@ -142,6 +145,7 @@ func BenchmarkKubeScale(b *testing.B) {
 	nNS := envInt("MESHDNS_BENCH_NAMESPACES", 100)
 	nReplicas := envInt("MESHDNS_BENCH_REPLICAS", 1)
 	nAgents := envInt("MESHDNS_BENCH_AGENTS", 10)
+	nViews := envInt("MESHDNS_BENCH_AGENT_NAMESPACES", 1)
 	// A /15 holds 100,000 ClusterIPs (the default /16 does not); not wider:
 	// the allocator rewrites its whole bitmap (16 KiB for a /15) in etcd on
 	// every create, and a /12 (128 KiB) slows creates to ~15/s.
@@ -166,7 +170,7 @@ func BenchmarkKubeScale(b *testing.B) {
 		start := time.Now()
 		rp := startReplica(b, c, freeAddr(b))
 		for k := range nAgents {
-			agents = append(agents, startAgent(b, loadagent.Config{Addrs: []string{rp.grpc}, Namespace: namespaces[k%nNS],
+			agents = append(agents, startAgent(b, loadagent.Config{Addrs: []string{rp.grpc}, Namespace: namespaces[k%min(nViews, nNS)],
 				Pod: fmt.Sprintf("pod-%d-%d", r, k), Index: r*nAgents + k, Watch: "probe-0." + watchNS + ".svc.cluster.local"}))
 		}
 		for _, a := range agents[r*nAgents:] {
@@ -182,8 +186,9 @@ func BenchmarkKubeScale(b *testing.B) {
 		heap := scrapeMetric(b, rp.admin, "go_memstats_heap_inuse_bytes")
 		rss := scrapeMetric(b, rp.admin, "process_resident_memory_bytes")
 		names := scrapeMetric(b, rp.admin, "meshdns_controlplane_names")
-		b.Logf("replica %d: start to first table at %d agents %v; %.0f names; heap in use %.1f MiB, RSS %.1f MiB",
-			i, nAgents, rp.firstTable.Round(time.Millisecond), names, heap/(1<<20), rss/(1<<20))
+		views := scrapeMetric(b, rp.admin, "meshdns_controlplane_views")
+		b.Logf("replica %d: start to first table at %d agents %v; %.0f names, %.0f views; heap in use %.1f MiB, RSS %.1f MiB",
+			i, nAgents, rp.firstTable.Round(time.Millisecond), names, views, heap/(1<<20), rss/(1<<20))
 		report = append(report, func() {
 			b.ReportMetric(rp.firstTable.Seconds(), "first-table-s")
 			b.ReportMetric(heap/(1<<20), "cp-heap-MiB")
