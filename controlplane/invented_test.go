@@ -21,7 +21,7 @@ import (
 func BenchmarkInventedNamespaces(b *testing.B) {
 	names, invented := envInt("MESHDNS_BENCH_NAMES", 20000), envInt("MESHDNS_BENCH_INVENTED", 400)
 	dir := b.TempDir()
-	writeEntries(b, dir, names, 8, "10.255.0.1", true)
+	writeEntries(b, dir, names, 8, 0, "10.255.0.1", true)
 	for b.Loop() {
 		cp := startBenchCP(b, dir, "")
 		// The first stream waits for the first version; after it the
