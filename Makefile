@@ -30,7 +30,7 @@ image: ## build the meshdns image (static, linux/amd64+arm64, empty base): $(IMA
 	  echo "go build $$p"; \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
 	done
-	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)" \
+	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$(REVISION)" \
 	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns) \
 	  -layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/meshdns.tar
 
