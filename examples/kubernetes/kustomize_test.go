@@ -41,7 +41,7 @@ const repo = "ghcr.io/meshdns/meshdns"
 func render(t *testing.T, dir, tag string) []*unstructured.Unstructured {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	for _, sub := range []string{"kubernetes", "overlays/vm"} {
+	for _, sub := range []string{"kubernetes", "kubernetes/cni", "overlays/vm", "overlays/cni"} {
 		files, err := filepath.Glob(filepath.Join("..", sub, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -123,19 +123,11 @@ func images(t *testing.T, objs []*unstructured.Unstructured) map[string][]string
 	return out
 }
 
-// TestKustomizeImageOnce: the base and the VM overlay name one image, the
+// TestKustomizeImageOnce: the base and the overlays name one image, the
 // base's, everywhere an image is named, and a changed tag changes all of
 // them.
 func TestKustomizeImageOnce(t *testing.T) {
-	base, err := os.ReadFile("kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s+newTag:\s*(\S+)$`).FindSubmatch(base)
-	if m == nil {
-		t.Fatal("kustomization.yaml has no newTag")
-	}
-	want := repo + ":" + string(m[1])
+	want := want(t)
 	for _, tc := range []struct {
 		dir, tag, want string
 		uses           int // how many places name it
@@ -144,6 +136,8 @@ func TestKustomizeImageOnce(t *testing.T) {
 		{dir: "overlays/vm", want: want, uses: 3},
 		{dir: "kubernetes", tag: "v9.9.9", want: repo + ":v9.9.9", uses: 2},
 		{dir: "overlays/vm", tag: "v9.9.9", want: repo + ":v9.9.9", uses: 3},
+		{dir: "overlays/cni", want: want, uses: 3},
+		{dir: "overlays/cni", tag: "v9.9.9", want: repo + ":v9.9.9", uses: 3},
 	} {
 		t.Run(tc.dir+" "+tc.tag, func(t *testing.T) {
 			got := images(t, render(t, tc.dir, tc.tag))
@@ -152,6 +146,20 @@ func TestKustomizeImageOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// want is the image the base names.
+func want(t *testing.T) string {
+	t.Helper()
+	base, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+newTag:\s*(\S+)$`).FindSubmatch(base)
+	if m == nil {
+		t.Fatal("kustomization.yaml has no newTag")
+	}
+	return repo + ":" + string(m[1])
 }
 
 // cluster is the install's view of a real API server: apply and delete
@@ -319,6 +327,27 @@ func TestKustomizeInstall(t *testing.T) {
 		}
 		if svc.Spec.Type != "LoadBalancer" || svc.Spec.Ports[0].Port != 15012 {
 			t.Errorf("VM service %v %v", svc.Spec.Type, svc.Spec.Ports)
+		}
+	})
+
+	t.Run("cni overlay", func(t *testing.T) {
+		objs := render(t, "overlays/cni", "")
+		for _, o := range objs {
+			if o.GetNamespace() == "meshdns-system" {
+				o.SetNamespace("meshdns-cnitest")
+			}
+			if o.GetKind() == "Namespace" && o.GetName() == "meshdns-system" {
+				o.SetName("meshdns-cnitest")
+			}
+		}
+		c.apply(ctx, objs, true)
+		c.apply(ctx, objs, false)
+		ds, err := kc.Client.AppsV1().DaemonSets("meshdns-cni").Get(ctx, "meshdns-cni", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ds.Spec.Template.Spec.Containers[0].Image; got != want(t) {
+			t.Errorf("DaemonSet image %q, want the base's %q", got, want(t))
 		}
 	})
 
