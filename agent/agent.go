@@ -115,6 +115,7 @@ func (a *Agent) Listen() error {
 		Logger:        a.log,
 		Registerer:    cfg.Registerer,
 		Takeover:      cfg.Takeover,
+		Inherited:     cfg.Sockets,
 		// On stop, hand the sockets' traffic to a successor (or let the
 		// kernel refuse it) and answer every query taken, within the
 		// pod's resolver timeout.

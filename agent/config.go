@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/iptables"
+	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
 // Config configures an Agent. Zero fields take the default named beside
@@ -90,6 +91,10 @@ type Config struct {
 	// goes out; earlier tries keep listening until the pod's resolver
 	// timeout (resolv.conf "options timeout:", 5s) less 4%; 2s.
 	UpstreamTimeout time.Duration
+	// Sockets, when set, are DNS sockets bound by a supervisor that
+	// outlives this process (meshdns agent --supervise); DNSAddrs must
+	// name their addresses.
+	Sockets *proxy.Sockets
 	// Takeover joins the DNS sockets of a running agent (SO_REUSEPORT)
 	// instead of failing because the address is taken: the graceful
 	// upgrade, where the old agent, stopped once this one is ready, hands

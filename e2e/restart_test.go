@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,6 +96,60 @@ func TestAgentRestart(t *testing.T) {
 		}
 		_ = successor
 	})
+	t.Run("crash under --supervise", func(t *testing.T) {
+		dir := t.TempDir()
+		table, names := agentTable(t, dir, 8)
+		up := startFaultUpstream(t)
+		dnsAddr, admin := freeAddr(t), freeAddr(t)
+		writeAtomic(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
+		sup := startProcess(t, bin, "agent", "--supervise", "--nametable-file", table, "--dns-addr", dnsAddr,
+			"--admin-addr", admin, "--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn")
+		awaitHTTP(t, "http://"+admin+"/healthz/ready", 200)
+		loop := startQueryLoop(t, dnsAddr, names)
+		time.Sleep(500 * time.Millisecond)
+		child := childPID(t, sup.cmd.Process.Pid)
+		if child <= 0 {
+			t.Fatal("the supervisor has no agent process")
+		}
+		before := loop.counts()
+		kill := time.Now()
+		if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		var back time.Duration
+		for {
+			if c := childPID(t, sup.cmd.Process.Pid); c != child && c != 0 {
+				if err := lookup(dnsAddr, names[0], "10.7.0.1"); err == nil {
+					back = time.Since(kill)
+					break
+				}
+			}
+			if time.Since(kill) > 10*time.Second {
+				t.Fatal("no new agent serving within 10s of the kill")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		c := loop.stop()
+		t.Logf("crash under --supervise: served again %v after SIGKILL; %d lookups meanwhile failed, %d by timeout (%v)",
+			back.Round(time.Millisecond), c.failed-before.failed, loop.timeouts.Load(), c.firstErr)
+		if back > time.Second {
+			t.Errorf("served again %v after the kill, want within 1s", back)
+		}
+		// The sockets lived on: what was sent meanwhile waited in their
+		// queue, at most the query the dying agent was answering is lost.
+		if failed := c.failed - before.failed; failed > 1 {
+			t.Errorf("%d lookups failed across the crash, want at most the one being answered", failed)
+		}
+		if err := sup.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sup.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("supervisor did not exit within 10s of SIGTERM")
+		}
+	})
 	t.Run("crash", func(t *testing.T) {
 		dir := t.TempDir()
 		table, names := agentTable(t, dir, 8)
@@ -134,4 +190,26 @@ func TestAgentRestart(t *testing.T) {
 			t.Errorf("%d lookups waited for their timeout, more than the few the killed agent had taken", n)
 		}
 	})
+}
+
+// childPID returns the first child process of pid, 0 when it has none.
+// The kernel lists a child under the thread that forked it, so every
+// thread's list is read.
+func childPID(t *testing.T, pid int) int {
+	t.Helper()
+	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lists {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	return 0
 }

@@ -28,8 +28,15 @@ func init() {
 }
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	args, supervised := cutSupervise(args)
 	cfg, err := agentConfig(args, stdout, stderr)
 	if err != nil {
+		return err
+	}
+	if supervised {
+		return supervise(ctx, args, cfg.DNSAddrs, stderr)
+	}
+	if cfg.Sockets, err = inheritedSockets(); err != nil {
 		return err
 	}
 	if err := agentPreflight(cfg); err != nil {

@@ -50,6 +50,9 @@ type Config struct {
 	// sends a query every few seconds does not keep a slot for ever. Zero
 	// means 60s.
 	MaxTCPConnAge time.Duration
+	// Inherited, when set, are the sockets to serve instead of binding
+	// Addrs (a supervisor's, see Sockets).
+	Inherited *Sockets
 	// Takeover joins sockets another process (the agent being upgraded)
 	// has bound, through SO_REUSEPORT, instead of failing because the
 	// address is taken; that process then hands its traffic over with

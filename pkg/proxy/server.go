@@ -74,6 +74,11 @@ func (s *Server) Listen() error {
 	if len(s.udp) > 0 {
 		return nil
 	}
+	if in := s.cfg.Inherited; in != nil {
+		s.udp = append(s.udp, in.UDP...)
+		s.tcp = append(s.tcp, in.TCP...)
+		return nil
+	}
 	for _, addr := range s.cfg.Addrs {
 		udp, tcp, err := listenAddr(addr, s.cfg.UDPSockets, s.cfg.Takeover)
 		if err != nil {
