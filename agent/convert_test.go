@@ -295,6 +295,24 @@ func FuzzTableFile(f *testing.F) {
 		if (err == nil) != (perr == nil) {
 			t.Fatalf("streaming converter error %v, protojson+Convert error %v", err, perr)
 		}
+		// Building name by name gives the table New gives.
+		built, n, berr := buildTableFile(data, Limits{}, nametable.Context{Namespace: "demo"})
+		var wantTable *nametable.Table
+		nerr := err
+		if nerr == nil {
+			wantTable, nerr = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})
+		}
+		if (nerr == nil) != (berr == nil) {
+			t.Fatalf("convert+New error %v, buildTableFile error %v", nerr, berr)
+		}
+		if nerr == nil {
+			if n != len(entries) {
+				t.Fatalf("buildTableFile counted %d names, the converter %d", n, len(entries))
+			}
+			if diff := cmp.Diff(wantTable.Names(), built.Names()); diff != "" {
+				t.Fatalf("names (-New +buildTableFile):\n%s", diff)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -26,13 +27,56 @@ import (
 // and "authoritative_zones" (or "authoritativeZones"), each at most once;
 // anything else is an error, like protojson's unknown fields.
 func convertTableFile(b []byte, lim Limits) ([]nametable.Entry, []string, error) {
-	lim = lim.withDefaults()
+	return readTableFile(b, newCollector(0, lim.withDefaults()))
+}
+
+// buildTableFile is convertTableFile feeding each name straight into the
+// table's builder, so the converted entries are never held whole beside the
+// table being built. It returns the table and its number of names.
+func buildTableFile(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+	// The zones first: every name's negative answers need its zone, and
+	// the object's fields may come in any order. encoding/json skims the
+	// rest (the table is skipped, not copied); readTableFile checks the
+	// zones again in full.
+	var top struct {
+		Zones      []string `json:"authoritative_zones"`
+		ZonesCamel []string `json:"authoritativeZones"`
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, 0, err
+	}
+	names := top.Zones
+	if names == nil {
+		names = top.ZonesCamel
+	}
+	zones, err := convertZones(names)
+	if err != nil {
+		return nil, 0, err
+	}
+	tb, err := nametable.NewBuilder(zones, pod, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	c := newCollector(0, lim.withDefaults())
+	c.into = tb
+	if _, got, err := readTableFile(b, c); err != nil {
+		return nil, 0, err
+	} else if !slices.Equal(got, zones) {
+		// Field names differing only in case reach encoding/json's
+		// fields but not protojson's.
+		return nil, 0, fmt.Errorf("zones %q, not %q: a field name in another case?", got, zones)
+	}
+	return tb.Table(), c.n, nil
+}
+
+// readTableFile reads the file's names into c and returns c's entries (none
+// when c builds a table) and the zones.
+func readTableFile(b []byte, c *collector) ([]nametable.Entry, []string, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := expectDelim(dec, '{'); err != nil {
 		return nil, nil, err
 	}
 	var (
-		c         *collector
 		zones     []string
 		sawTable  bool
 		sawZones  bool
@@ -51,7 +95,6 @@ func convertTableFile(b []byte, lim Limits) ([]nametable.Entry, []string, error)
 				return nil, nil, errors.New(`duplicate field "table"`)
 			}
 			sawTable = true
-			c = newCollector(0, lim)
 			tok, err := dec.Token()
 			if err != nil {
 				return nil, nil, fmt.Errorf("table: %w", err)
@@ -104,7 +147,7 @@ func convertTableFile(b []byte, lim Limits) ([]nametable.Entry, []string, error)
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, nil, errors.New("data after the table object")
 	}
-	if c == nil {
+	if c.into != nil || !sawTable {
 		return nil, zones, nil
 	}
 	return c.done(), zones, nil

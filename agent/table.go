@@ -73,7 +73,7 @@ func (ts *tables) applyWire(source, version string, wire []byte, dump func() (*m
 // applyFile builds the table of a --nametable-file content (protojson),
 // converting it name by name, and returns how many names it holds.
 func (ts *tables) applyFile(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
-	return ts.build(sourceFile, version, ts.fromEntries(func() ([]nametable.Entry, []string, error) { return convertTableFile(b, ts.limits) }), dump)
+	return ts.build(sourceFile, version, func() (*nametable.Table, int, error) { return buildTableFile(b, ts.limits, ts.pod) }, dump)
 }
 
 // fromEntries builds the table of the entries convert returns.
