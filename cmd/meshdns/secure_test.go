@@ -4,9 +4,11 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // TestSecureStream runs the secure default end to end against a real API
@@ -75,13 +78,21 @@ func TestSecureStream(t *testing.T) {
 		"--admin-addr", cpAdmin, "--webhook-addr", webhookAddr, "--webhook-secret", sys+"/meshdns-webhook-certs",
 		"--webhook-dns-names", "127.0.0.1", "--webhook-configs", "", "--debounce", "10ms", "--log-level", "error")
 
-	var sec *corev1.Secret
+	// The CA through kubectl, not client-go: the control plane in this
+	// process set klog's logger, which client-go reads on every request.
+	kubectl := filepath.Join(testenv.KubeAssets(t), "kubectl")
+	var ca []byte
 	waitFor(t, "the control plane's CA in its Secret", func() bool {
-		sec, err = c.Client.CoreV1().Secrets(sys).Get(ctx, "meshdns-webhook-certs", metav1.GetOptions{})
-		return err == nil && len(sec.Data["ca.crt"]) > 0
+		out, err := exec.Command(kubectl, "--kubeconfig", c.Kubeconfig, "-n", sys, "get", "secret", "meshdns-webhook-certs",
+			"-o", `jsonpath={.data.ca\.crt}`).Output()
+		if err != nil || len(out) == 0 {
+			return false
+		}
+		ca, err = base64.StdEncoding.DecodeString(string(out))
+		return err == nil
 	})
 	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, sec.Data["ca.crt"], 0o644); err != nil {
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	agent := func(namespace string) string {
