@@ -160,6 +160,21 @@ func busyConn(t *testing.T, s *Server, res *fakeResolver, local string) net.Conn
 	return c
 }
 
+// waitIdle waits until no connection of s has a query in progress.
+func waitIdle(t *testing.T, s *Server) {
+	t.Helper()
+	testenv.Eventually(t, "every connection idle", 5*time.Second, func() bool {
+		s.tcpConns.mu.Lock()
+		defer s.tcpConns.mu.Unlock()
+		for tc := range s.tcpConns.conns {
+			if tc.busy.Load() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // At the bound, the connection idle the longest makes room; when every
 // connection has a query in progress, a newcomer is closed.
 func TestTCPConnectionLimit(t *testing.T) {
@@ -173,10 +188,15 @@ func TestTCPConnectionLimit(t *testing.T) {
 			if !roundTrip(t, c, 2*time.Second) {
 				t.Fatal("no reply on a held connection")
 			}
+			// The server marks a query done just after writing its
+			// reply: wait for that, so the activity order is the
+			// test's.
+			waitIdle(t, s)
 		}
 		if !roundTrip(t, recent, 2*time.Second) { // recent is now the last active
 			t.Fatal("no reply")
 		}
+		waitIdle(t, s)
 		if !roundTrip(t, dialTCP(t, s), 2*time.Second) {
 			t.Fatal("a newcomer at the bound was not served")
 		}
