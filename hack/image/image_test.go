@@ -95,11 +95,11 @@ func meshdnsBinary(t testing.TB) []byte {
 	return binary
 }
 
-func testSpec(t testing.TB) Spec {
+func testSpec(t testing.TB) ociimage.Meshdns {
 	// Uncompressed: gzip of the 40 MB binary under the race detector takes
 	// minutes. ociimage's tests cover the compressed layers.
-	return Spec{Name: "localhost/meshdns:test", License: []byte("Apache License 2.0\n"),
-		Binaries: []Binary{{Platform: ociimage.Platform{OS: "linux", Architecture: runtime.GOARCH}, Data: meshdnsBinary(t)}}}
+	return ociimage.Meshdns{Name: "localhost/meshdns:test", License: []byte("Apache License 2.0\n"),
+		Binaries: []ociimage.Binary{{Platform: ociimage.Platform{OS: "linux", Architecture: runtime.GOARCH}, Data: meshdnsBinary(t)}}}
 }
 
 // imageFiles returns the layer of the layout's first image, by path.
@@ -155,7 +155,7 @@ func TestImage(t *testing.T) {
 	}
 
 	cfg, headers, data := imageFiles(t, l1)
-	if diff := cmp.Diff([]string{binaryPath}, cfg.Config.Entrypoint); diff != "" {
+	if diff := cmp.Diff([]string{ociimage.MeshdnsBinary}, cfg.Config.Entrypoint); diff != "" {
 		t.Errorf("entrypoint (-want +got):\n%s", diff)
 	}
 	if cfg.Config.User != "65532:65532" {
@@ -183,13 +183,13 @@ func TestImage(t *testing.T) {
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("image files (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{binaryPath}, executables); diff != "" {
+	if diff := cmp.Diff([]string{ociimage.MeshdnsBinary}, executables); diff != "" {
 		t.Errorf("executables (-want +got); no shell or other program belongs in the image:\n%s", diff)
 	}
 	if headers["/tmp"].Mode != 0o1777 {
 		t.Errorf("/tmp mode %o, want 1777", headers["/tmp"].Mode)
 	}
-	f, err := elf.NewFile(bytes.NewReader(data[binaryPath]))
+	f, err := elf.NewFile(bytes.NewReader(data[ociimage.MeshdnsBinary]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,13 +280,13 @@ func TestImageCapture(t *testing.T) {
 		}
 		return out
 	}
-	initContainer := []string{chroot, root, binaryPath, "iptables"}
+	initContainer := []string{chroot, root, ociimage.MeshdnsBinary, "iptables"}
 	if out, err := inPod(append(initContainer, "apply", "--proxy-uid", "1337", "--proxy-gid", "1337")...); err != nil {
 		t.Fatalf("meshdns iptables apply from the image: %v: %s", err, out)
 	} else if !strings.Contains(out, "nftables rules applied") {
 		t.Errorf("apply output %q does not say the native backend was used", out)
 	}
-	start(t, []string{"ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, binaryPath, "agent",
+	start(t, []string{"ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, ociimage.MeshdnsBinary, "agent",
 		"--nametable-file", "/etc/meshdns/nametable.json", "--namespace", "demo"}, nil, false)
 	testenv.Eventually(t, "agent answers", 20*time.Second, func() bool {
 		out, _ := inPod(digPath, "+time=1", "+tries=1", "+short", "@198.18.0.1", "web.demo.svc.cluster.local")

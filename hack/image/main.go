@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read license: %w", err)
 	}
-	spec := Spec{Name: *name, Revision: *revision, License: lic, Created: created, Gzip: *gz}
+	spec := ociimage.Meshdns{Name: *name, Revision: *revision, License: lic, Created: created, Gzip: *gz}
 	for _, b := range binaries {
 		plat, path, ok := strings.Cut(b, "=")
 		if !ok {
@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("read binary: %w", err)
 		}
-		spec.Binaries = append(spec.Binaries, Binary{Platform: p, Data: data})
+		spec.Binaries = append(spec.Binaries, ociimage.Binary{Platform: p, Data: data})
 	}
 	l, err := spec.Index().Build()
 	if err != nil {

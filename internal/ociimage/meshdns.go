@@ -1,19 +1,17 @@
-package main
+package ociimage
 
-import (
-	"time"
-
-	"github.com/meshdns/meshdns/internal/ociimage"
-)
+import "time"
 
 // Binary is the meshdns binary of one platform.
 type Binary struct {
-	Platform ociimage.Platform
+	Platform Platform
 	Data     []byte
 }
 
-// Spec is what goes into the meshdns image.
-type Spec struct {
+// Meshdns is what goes into the meshdns image: `make image` (hack/image)
+// and the real-node tests build the image from it, so both run the same
+// files and configuration.
+type Meshdns struct {
 	Name     string // repository:version
 	Revision string // or ""
 	License  []byte
@@ -22,9 +20,10 @@ type Spec struct {
 	Gzip     bool
 }
 
-// Paths and ids inside the image.
+// Paths and ids inside the meshdns image.
 const (
-	binaryPath = "/usr/local/bin/meshdns"
+	// MeshdnsBinary is the binary's path, the entrypoint.
+	MeshdnsBinary = "/usr/local/bin/meshdns"
 	// nonroot is the default user (distroless's convention). The control
 	// plane runs as it; the injected sidecar sets its own uid (the one the
 	// capture rules exempt), and the init container runs as root with
@@ -37,8 +36,8 @@ const (
 // empty /tmp. There is no shell and no other program: every role (the
 // sidecar agent, the init container's `meshdns iptables apply` with its
 // native nftables backend, the control plane) is the one binary.
-func (s Spec) Index() ociimage.Index {
-	ix := ociimage.Index{Name: s.Name, Created: s.Created, Gzip: s.Gzip}
+func (s Meshdns) Index() Index {
+	ix := Index{Name: s.Name, Created: s.Created, Gzip: s.Gzip}
 	version := ix.Tag()
 	labels := map[string]string{
 		"org.opencontainers.image.title":    "meshdns",
@@ -50,10 +49,10 @@ func (s Spec) Index() ociimage.Index {
 		labels["org.opencontainers.image.revision"] = s.Revision
 	}
 	for _, b := range s.Binaries {
-		ix.Images = append(ix.Images, ociimage.Image{
+		ix.Images = append(ix.Images, Image{
 			Platform: b.Platform,
-			Files: []ociimage.File{
-				{Path: binaryPath, Data: b.Data, Mode: 0o755},
+			Files: []File{
+				{Path: MeshdnsBinary, Data: b.Data, Mode: 0o755},
 				{Path: "/usr/share/doc/meshdns/LICENSE", Data: s.License},
 				{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
 				{Path: "/etc/group", Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
@@ -62,10 +61,10 @@ func (s Spec) Index() ociimage.Index {
 				{Path: "/etc/nsswitch.conf", Data: []byte("hosts: files dns\n")},
 				{Path: "/tmp", Dir: true, Mode: 0o1777},
 			},
-			Config: ociimage.Config{
+			Config: Config{
 				User:       nonroot,
 				Env:        []string{"PATH=/usr/local/bin"},
-				Entrypoint: []string{binaryPath},
+				Entrypoint: []string{MeshdnsBinary},
 				Labels:     labels,
 			},
 		})
