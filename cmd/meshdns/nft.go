@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
-	"strings"
 
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/iptables/nft"
@@ -84,13 +83,12 @@ func parseBackend(s string) (iptables.Backend, error) {
 }
 
 // cleanNative removes the native tables when clean runs with auto on a
-// host whose iptables tools work: rules written by either backend are
-// removed, as clean promises. Without the privilege to talk to nftables
-// there is nothing of ours there either.
+// host whose iptables tools work, so rules written by either backend go, as
+// clean promises. Where the tables cannot be listed (no privilege, a
+// kernel without nf_tables) none of ours can exist either.
 func cleanNative(cfg nft.Config) error {
-	err := nft.Clean(cfg)
-	if err != nil && strings.Contains(err.Error(), "operation not permitted") {
+	if tables, err := nft.Installed(cfg); err != nil || len(tables) == 0 {
 		return nil
 	}
-	return err
+	return nft.Clean(cfg)
 }
