@@ -49,7 +49,7 @@ func TestMemFiles(t *testing.T) {
 	}
 	for _, f := range []struct {
 		path, line string
-		extra     int
+		extra      int
 	}{
 		{hosts, memAddr(7, 0) + " " + memName(7), 0},
 		{entries, "- {hostname: " + memName(7) + ", addresses: [\"" + memAddr(7, 0) + "\"]}", 2},
