@@ -37,7 +37,6 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	testenv.RequireRoot(t)
-	testenv.RequireTool(t, "ldd")
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -52,15 +51,15 @@ func setup(t *testing.T) *env {
 	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
 	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir, meshdns: meshdns}
 
-	files, links := map[string]string{"/bin/meshdns": meshdns}, map[string]string{}
-	iptablesFiles(t, files, links)
-	for _, img := range []nodetest.Image{
-		{Name: "meshdns", Files: files, Links: links, Entrypoint: []string{"/bin/meshdns"}},
-		{Name: "testapp", Files: map[string]string{"/bin/testapp": app}, Entrypoint: []string{"/bin/testapp"}, User: "1000:1000"},
-	} {
-		if err := n.LoadImage(img); err != nil {
-			t.Fatal(err)
-		}
+	// The project's image, as `make image` writes it (hack/image), for
+	// this machine's platform; the test application's image from its
+	// static binary.
+	if err := n.ImportArchive(projectImage(t, meshdns, dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.LoadImage(nodetest.Image{Name: "testapp", Files: map[string]string{"/bin/testapp": app},
+		Entrypoint: []string{"/bin/testapp"}, User: "1000:1000"}); err != nil {
+		t.Fatal(err)
 	}
 
 	// The control plane as a process with the ServiceAccount and RBAC of

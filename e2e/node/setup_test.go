@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -47,44 +47,23 @@ func buildStatic(t *testing.T, pkg, out string) {
 	}
 }
 
-// iptablesFiles returns the Debian iptables tools the init container runs
-// (legacy and nft, save and restore, both families), with the shared
-// libraries and xtables extensions they load, for an image from an empty
-// base.
-func iptablesFiles(t *testing.T, files, links map[string]string) {
+// projectImage builds the project's image from the static binary with
+// hack/image (the command behind `make image`), named as the injection
+// template refers to it, for this machine's platform; it returns the
+// archive.
+func projectImage(t *testing.T, meshdns, dir string) string {
 	t.Helper()
-	var bins []string
-	for _, fam := range []string{"iptables", "ip6tables"} {
-		for _, b := range []string{"legacy", "nft"} {
-			for _, op := range []string{"save", "restore"} {
-				name := fam + "-" + b + "-" + op
-				p, err := exec.LookPath(name)
-				if err != nil {
-					t.Fatalf("the test image needs %s: %v", name, err)
-				}
-				real, err := filepath.EvalSymlinks(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				files[real] = real
-				links["/usr/sbin/"+name] = real
-				bins = append(bins, real)
-			}
-		}
+	goTool := testenv.RequireTool(t, "go")
+	archive := filepath.Join(dir, "meshdns-image.tar")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "run", "./hack/image", "-name", "localhost/meshdns:test",
+		"-binary", "linux/"+goruntime.GOARCH+"="+meshdns, "-layout", filepath.Join(dir, "oci"), "-archive", archive, "-gzip=false")
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/image: %v\n%s", err, b)
 	}
-	ext, _ := filepath.Glob("/usr/lib/*/xtables/*.so")
-	for _, e := range ext {
-		files[e] = e
-	}
-	for _, b := range append(bins, ext...) {
-		out, err := exec.Command("ldd", b).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", b, err)
-		}
-		for _, m := range regexp.MustCompile(`(/\S+) \(0x`).FindAllStringSubmatch(string(out), -1) {
-			files[m[1]] = m[1]
-		}
-	}
+	return archive
 }
 
 // dnsStandIn is the cluster DNS the node's pods are configured with: it

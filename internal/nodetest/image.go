@@ -74,3 +74,14 @@ func (n *Node) LoadImage(img Image) error {
 	}
 	return nil
 }
+
+// ImportArchive imports an image archive built elsewhere (the project's
+// `make image`: an OCI layout whose index names the image) into the
+// node's containerd, for every platform it holds.
+func (n *Node) ImportArchive(path string) error {
+	out, err := exec.Command("ctr", "--address", n.socket(), "-n", "k8s.io", "images", "import", "--all-platforms", path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("import %s: %v: %s", path, err, out)
+	}
+	return nil
+}
