@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // stateFile is the persisted table inside StateDir: a
@@ -15,9 +17,8 @@ import (
 // binary proto form (compact, and versioned by the proto itself).
 const stateFile = "nametable.pb"
 
-// saveState writes the table atomically: a temporary file in the same
-// directory, fsynced, then renamed over the old one, so a crash leaves
-// either the old or the new table, never half of one.
+// saveState writes the table atomically (internal/atomicfile), so a crash
+// leaves either the old or the new table, never half of one.
 //
 // table is the NameTable in its wire form; the file is written as the
 // StreamNameTableResponse that carries it (fields version_info and full),
@@ -30,29 +31,8 @@ func saveState(dir, version string, table []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	f, err := os.CreateTemp(dir, stateFile+".tmp*")
-	if err != nil {
-		return fmt.Errorf("create state file: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, stateFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state file: %w", err)
-	}
-	// The rename is durable only once the directory is synced.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	if err := atomicfile.WriteFile(filepath.Join(dir, stateFile), b, 0o600); err != nil {
+		return fmt.Errorf("save state: %w", err)
 	}
 	return nil
 }

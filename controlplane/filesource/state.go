@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // state is what survives a restart in Config.StateDir: the last good
@@ -51,45 +53,19 @@ func (s *Source) loadState() (*state, error) {
 	return &st, nil
 }
 
-// saveState writes the state atomically: a temporary file in the same
-// directory, fsynced, renamed over the old one, then the directory synced,
-// so a crash at any point leaves the old state or the new one whole.
+// saveState writes the state atomically (internal/atomicfile), so a crash
+// at any point leaves the old state or the new one whole.
 func (s *Source) saveState(st *state) error {
 	st.Version = stateVersion
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("marshal state: %w", err)
 	}
-	dir := s.cfg.StateDir
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".filesource-*.tmp")
-	if err != nil {
-		return fmt.Errorf("create state file: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.stateFile())
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync state dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state dir: %w", err)
+	if err := atomicfile.WriteFile(s.stateFile(), b, 0o600); err != nil {
+		return fmt.Errorf("save state: %w", err)
 	}
 	return nil
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // The inputs of the memory benchmark: the same n names, one A record each,
@@ -22,30 +24,20 @@ func memAddr(i, changed int) string {
 }
 
 // writeLines writes line(i) for every i < n to dir/name and returns the path.
-// It writes to a temporary file renamed into place, so a watching server
-// never reads half a file.
+// It replaces the file atomically (internal/atomicfile), so a watching
+// server never reads half a file.
 func writeLines(dir, name string, n int, head, tail string, line func(w *bufio.Writer, i int)) (string, error) {
 	path := filepath.Join(dir, name)
-	f, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	w := bufio.NewWriterSize(f, 1<<16)
-	w.WriteString(head)
-	for i := range n {
-		line(w, i)
-	}
-	w.WriteString(tail)
-	if err := w.Flush(); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return path, os.Rename(f.Name(), path)
+	err := atomicfile.Write(path, 0o600, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<16)
+		w.WriteString(head)
+		for i := range n {
+			line(w, i)
+		}
+		w.WriteString(tail)
+		return w.Flush()
+	})
+	return path, err
 }
 
 // writeMemTable writes the protojson NameTable the agent reads with

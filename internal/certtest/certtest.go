@@ -16,10 +16,11 @@ import (
 	"math/big"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // Validity is how long certificates are valid, from an hour in the past so
@@ -147,11 +148,7 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool, opts ...Option) (certP
 func Write(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
