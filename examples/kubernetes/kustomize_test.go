@@ -3,9 +3,7 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,74 +19,38 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/kustomizetest"
 )
 
 const repo = "ghcr.io/meshdns/meshdns"
 
 // render builds the kustomization in dir (relative to examples/) as
 // `kubectl apply -k` does, with the base's image tag replaced by tag when
-// tag is not "" (an upgrade: the one line a release changes). The files
-// are copied into an in-memory file system, so the tree is not modified.
+// tag is not "" (an upgrade: the one line a release changes). The tree is
+// not modified.
 func render(t *testing.T, dir, tag string) []*unstructured.Unstructured {
 	t.Helper()
-	fs := filesys.MakeFsInMemory()
-	for _, sub := range []string{"kubernetes", "kubernetes/cni", "overlays/vm", "overlays/cni"} {
-		files, err := filepath.Glob(filepath.Join("..", sub, "*.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	var edit func(string, []byte) []byte
+	if tag != "" {
+		edit = func(path string, data []byte) []byte {
+			if path != "kubernetes/kustomization.yaml" {
+				return data
 			}
-			if tag != "" && sub == "kubernetes" && filepath.Base(f) == "kustomization.yaml" {
-				re := regexp.MustCompile(`(?m)^(\s+newTag:) .*$`)
-				if !re.Match(data) {
-					t.Fatal("kustomization.yaml has no newTag line")
-				}
-				data = re.ReplaceAll(data, []byte("${1} "+tag))
+			re := regexp.MustCompile(`(?m)^(\s+newTag:) .*$`)
+			if !re.Match(data) {
+				t.Fatal("kustomization.yaml has no newTag line")
 			}
-			if err := fs.WriteFile(filepath.Join("/examples", sub, filepath.Base(f)), data); err != nil {
-				t.Fatal(err)
-			}
+			return re.ReplaceAll(data, []byte("${1} "+tag))
 		}
 	}
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, filepath.Join("/examples", dir))
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := res.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return decode(t, out)
-}
-
-func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, &u)
-		}
-	}
+	return kustomizetest.Render(t, "..", dir, edit)
 }
 
 // images returns every image a rendered install names: containers, init
@@ -348,6 +310,34 @@ func TestKustomizeInstall(t *testing.T) {
 		}
 		if got := ds.Spec.Template.Spec.Containers[0].Image; got != want(t) {
 			t.Errorf("DaemonSet image %q, want the base's %q", got, want(t))
+		}
+		// Applied over the webhook configuration the VM overlay left (the
+		// base's, with its Pod Security expressions): the apply takes them
+		// out, as `kubectl apply -k examples/overlays/cni` does over an
+		// installed base.
+		hook, err := kc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "meshdns-sidecar-injector", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hook.Webhooks) != 2 {
+			t.Fatalf("installed webhooks %d, want 2", len(hook.Webhooks))
+		}
+		for _, w := range hook.Webhooks {
+			if w.NamespaceSelector == nil {
+				t.Fatalf("webhook %s lost its namespaceSelector", w.Name)
+			}
+			for _, e := range w.NamespaceSelector.MatchExpressions {
+				if e.Key == podSecurityLabel {
+					t.Errorf("installed webhook %s still leaves out namespaces by %v", w.Name, e)
+				}
+			}
+		}
+		cm, err := kc.Client.CoreV1().ConfigMaps("meshdns-cnitest").Get(ctx, "meshdns-inject", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tmpl, err := webhook.ParseTemplate([]byte(cm.Data["template.yaml"])); err != nil || !tmpl.CNI {
+			t.Errorf("installed template: cni %v, err %v; want cni: true", tmpl.CNI, err)
 		}
 	})
 
