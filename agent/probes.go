@@ -2,11 +2,11 @@ package agent
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshdns/meshdns/internal/loopback"
 )
 
 // probeHandler serves what the kubelet and Prometheus need on the pod IP,
@@ -32,17 +32,7 @@ func checkLoopback(addr string) error {
 	if addr == "-" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q: %w", addr, err)
-	}
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("%q is not a loopback address: the debug endpoints stay on 127.0.0.1 (use the probe address for probes and metrics)", addr)
+	return loopback.CheckAddr(addr)
 }
 
 // lookupLimit bounds the /debug/lookup requests served at once, so asking

@@ -28,6 +28,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/controlplane/vip"
 	"github.com/meshdns/meshdns/internal/certfile"
+	"github.com/meshdns/meshdns/internal/loopback"
 )
 
 // DefaultVIPCIDRs are the virtual IP pools when none are configured: a
@@ -134,7 +135,7 @@ func New(cfg Config) (*ControlPlane, error) {
 		cfg.AdminAddr = "127.0.0.1:15014"
 	}
 	if cfg.AdminListener == nil {
-		if err := checkLoopback(cfg.AdminAddr); err != nil {
+		if err := loopback.CheckAddr(cfg.AdminAddr); err != nil {
 			return nil, fmt.Errorf("controlplane: admin address: %w", err)
 		}
 	}
