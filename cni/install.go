@@ -28,8 +28,10 @@ type InstallConfig struct {
 	// written into the plugin's entry; empty means ConfDir.
 	HostConfDir string
 	// ConfName is the configuration list to chain into; empty means the
-	// one the runtime uses: the first *.conflist or *.conf of ConfDir in
-	// lexical order.
+	// one the runtime uses: the first *.conflist, *.conf or *.json of
+	// ConfDir in lexical order. A single-plugin configuration is replaced
+	// by the equivalent list under the .conflist name (as istio-cni does);
+	// Uninstall leaves that list, without the plugin, in its place.
 	ConfName string
 	// Kubeconfig is the content of the plugin's kubeconfig, written to
 	// ConfDir/KubeconfigName with mode 0600.
@@ -71,6 +73,20 @@ func Install(cfg InstallConfig) (changed bool, err error) {
 	if err != nil {
 		return changed, fmt.Errorf("read network configuration: %w", err)
 	}
+	// A single-plugin configuration (.conf) cannot chain a second plugin:
+	// it becomes the equivalent list under the .conflist name, which takes
+	// its place in the runtime's order once the .conf is gone.
+	single := ""
+	if !strings.HasSuffix(name, ".conflist") {
+		list, converted, err := asList(data)
+		if err != nil {
+			return changed, fmt.Errorf("%s: %w", path, err)
+		}
+		if converted {
+			single, data = path, list
+			path = filepath.Join(cfg.ConfDir, strings.TrimSuffix(strings.TrimSuffix(name, ".conf"), ".json")+".conflist")
+		}
+	}
 	entry := map[string]any{"type": PluginType, "kubeconfig": filepath.Join(cfg.HostConfDir, KubeconfigName),
 		"capabilities": map[string]bool{"dns": true}}
 	for k, v := range cfg.Options {
@@ -81,7 +97,35 @@ func Install(cfg InstallConfig) (changed bool, err error) {
 		return changed, fmt.Errorf("%s: %w", path, err)
 	}
 	c, err := writeIfChanged(path, out, 0o644)
-	return changed || c, err
+	if err != nil || single == "" {
+		return changed || c, err
+	}
+	if err := os.Remove(single); err != nil {
+		return true, fmt.Errorf("remove the converted configuration: %w", err)
+	}
+	return true, nil
+}
+
+// asList returns a single-plugin network configuration as the equivalent
+// configuration list (CNI spec: the list holds cniVersion and name, its
+// plugin the rest), and whether it converted; a list is returned as it is.
+func asList(data []byte) ([]byte, bool, error) {
+	var conf map[string]json.RawMessage
+	if err := json.Unmarshal(data, &conf); err != nil {
+		return nil, false, fmt.Errorf("parse network configuration: %w", err)
+	}
+	if _, ok := conf["plugins"]; ok {
+		return data, false, nil
+	}
+	if _, ok := conf["type"]; !ok {
+		return nil, false, errors.New("network configuration has neither plugins nor a type")
+	}
+	list := map[string]any{"cniVersion": conf["cniVersion"], "name": conf["name"]}
+	delete(conf, "cniVersion")
+	delete(conf, "name")
+	list["plugins"] = []any{conf}
+	out, err := json.Marshal(list)
+	return out, true, err
 }
 
 // Uninstall takes the plugin's entry out of the configuration list and
@@ -125,9 +169,6 @@ func confName(cfg InstallConfig) (string, error) {
 		return "", fmt.Errorf("no network configuration in %s yet (the pod network plugin writes it)", cfg.ConfDir)
 	}
 	slices.Sort(names)
-	if !strings.HasSuffix(names[0], ".conflist") {
-		return "", fmt.Errorf("%s is a single-plugin configuration; meshdns-cni chains only into a .conflist", names[0])
-	}
 	return names[0], nil
 }
 

@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -153,7 +154,8 @@ func TestInstallErrors(t *testing.T) {
 	tests := []struct {
 		name, file, conf, wantErr string
 	}{
-		{name: "single plugin configuration", file: "10-bridge.conf", conf: `{"cniVersion":"1.0.0","name":"k8s","type":"bridge"}`, wantErr: "only into a .conflist"},
+		{name: "configuration without a type", file: "10-bridge.conf", conf: `{"cniVersion":"1.0.0","name":"k8s"}`, wantErr: "neither plugins nor a type"},
+		{name: "malformed configuration", file: "10-bridge.conf", conf: `{"type": `, wantErr: "parse network configuration"},
 		{name: "list without plugins", file: "10-k8s.conflist", conf: `{"cniVersion":"1.0.0","name":"k8s","plugins":[]}`, wantErr: "no plugins"},
 		{name: "malformed list", file: "10-k8s.conflist", conf: `{"plugins": [`, wantErr: "parse configuration list"},
 		{name: "no configuration yet", file: "README", conf: "x", wantErr: "no network configuration"},
@@ -170,5 +172,68 @@ func TestInstallErrors(t *testing.T) {
 				t.Errorf("configuration changed to %s", b)
 			}
 		})
+	}
+}
+
+// TestInstallSingleConf: a single-plugin .conf (flannel and the bridge
+// examples write one) becomes the equivalent .conflist with the plugin
+// chained after it; the .conf is gone, so the runtime loads the list.
+func TestInstallSingleConf(t *testing.T) {
+	const bridgeConf = `{"cniVersion": "0.4.0", "name": "k8s", "type": "bridge", "bridge": "cni0", "isGateway": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}}
+`
+	cfg := installDirs(t, "10-bridge.conf", bridgeConf)
+	// A later list is not the one the runtime uses, before or after.
+	if err := os.WriteFile(filepath.Join(cfg.ConfDir, "20-other.conflist"), []byte(bridgeList), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := Install(cfg); err != nil || !changed {
+		t.Fatalf("Install: changed %v, err %v", changed, err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.ConfDir, "10-bridge.conf")); !os.IsNotExist(err) {
+		t.Errorf("the .conf is still there (%v): the runtime would load it, without the plugin", err)
+	}
+	list := filepath.Join(cfg.ConfDir, "10-bridge.conflist")
+	data, err := os.ReadFile(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"cniVersion": "0.4.0", "name": "k8s", "plugins": []any{
+		map[string]any{"type": "bridge", "bridge": "cni0", "isGateway": true,
+			"ipam": map[string]any{"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": "10.244.0.0/24"}}}}},
+		map[string]any{"type": PluginType, "kubeconfig": "/etc/cni/net.d/" + KubeconfigName, "capabilities": map[string]any{"dns": true}, "backend": "nft"},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("converted list (-want +got):\n%s", diff)
+	}
+	if other, _ := os.ReadFile(filepath.Join(cfg.ConfDir, "20-other.conflist")); string(other) != bridgeList {
+		t.Errorf("another list was changed:\n%s", other)
+	}
+	// Idempotent from then on: the list is the runtime's configuration.
+	if changed, err := Install(cfg); err != nil || changed {
+		t.Fatalf("second Install: changed %v, err %v", changed, err)
+	}
+	// The network plugin writing its .conf again is repaired the same way.
+	if err := os.WriteFile(filepath.Join(cfg.ConfDir, "10-bridge.conf"), []byte(bridgeConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := Install(cfg); err != nil || !changed {
+		t.Fatalf("repairing Install: changed %v, err %v", changed, err)
+	}
+	if b, _ := os.ReadFile(list); !bytes.Equal(b, data) {
+		t.Errorf("repaired list differs:\n%s\nwant\n%s", b, data)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.ConfDir, "10-bridge.conf")); !os.IsNotExist(err) {
+		t.Errorf("the rewritten .conf is still there (%v)", err)
+	}
+	if err := Uninstall(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if types, ours := pluginTypes(t, list); !cmp.Equal([]string{"bridge"}, types) || ours != nil {
+		t.Errorf("after Uninstall: %v", types)
 	}
 }
