@@ -339,6 +339,35 @@ func TestKustomizeInstall(t *testing.T) {
 		if tmpl, err := webhook.ParseTemplate([]byte(cm.Data["template.yaml"])); err != nil || !tmpl.CNI {
 			t.Errorf("installed template: cni %v, err %v; want cni: true", tmpl.CNI, err)
 		}
+
+		// Back to the init container mode: the base applied over the
+		// overlay restores the exclusion and cni: false.
+		base := render(t, "kubernetes", "")
+		for _, o := range base {
+			if o.GetNamespace() == "meshdns-system" {
+				o.SetNamespace("meshdns-cnitest")
+			}
+			if o.GetKind() == "Namespace" && o.GetName() == "meshdns-system" {
+				o.SetName("meshdns-cnitest")
+			}
+		}
+		c.apply(ctx, base, false)
+		hook, err = kc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "meshdns-sidecar-injector", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range hook.Webhooks {
+			if !slices.ContainsFunc(w.NamespaceSelector.MatchExpressions, func(e metav1.LabelSelectorRequirement) bool { return e.Key == podSecurityLabel }) {
+				t.Errorf("webhook %s: the base applied over the overlay did not restore the Pod Security exclusion", w.Name)
+			}
+		}
+		cm, err = kc.Client.CoreV1().ConfigMaps("meshdns-cnitest").Get(ctx, "meshdns-inject", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tmpl, err := webhook.ParseTemplate([]byte(cm.Data["template.yaml"])); err != nil || tmpl.CNI {
+			t.Errorf("template after the base: cni %v, err %v; want cni: false", tmpl.CNI, err)
+		}
 	})
 
 	t.Run("kubectl", func(t *testing.T) {
