@@ -2,38 +2,22 @@ package iptables
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-var netnsSeq atomic.Int32
-
 // newNetns creates an empty network namespace for one test and deletes it
-// when the test ends; the name is unique per process and call. It returns
-// a Runner that runs commands inside it.
+// when the test ends. It returns a Runner that runs commands inside it.
 func newNetns(t testing.TB) (string, ExecRunner) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireTool(t, "ip")
-	name := fmt.Sprintf("mdipt-%d-%d", os.Getpid(), netnsSeq.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
+	name := netnstest.New(t, "mdipt")
 	return name, ExecRunner{Prefix: []string{"ip", "netns", "exec", name}}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
@@ -23,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/ociimage"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -246,25 +246,13 @@ func TestImageCapture(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(root, "etc/meshdns/nametable.json"), string(table))
 
-	pod, dnsNS := newNetns(t, "p"), newNetns(t, "d")
-	vp, vd := fmt.Sprintf("mdi%dp", os.Getpid()%100000), fmt.Sprintf("mdi%dd", os.Getpid()%100000)
-	for _, args := range [][]string{
-		{"link", "add", vp, "netns", pod, "type", "veth", "peer", "name", vd, "netns", dnsNS},
-		{"-n", pod, "addr", "add", "198.18.0.2/24", "dev", vp},
-		{"-n", dnsNS, "addr", "add", "198.18.0.1/24", "dev", vd},
-		{"-n", pod, "link", "set", vp, "up"},
-		{"-n", dnsNS, "link", "set", vd, "up"},
-		{"-n", pod, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %q: %v: %s", args, err, out)
-		}
-	}
+	pod, dnsNS := netnstest.New(t, "mdimg"), netnstest.New(t, "mdimg")
+	netnstest.Veth(t, pod, "198.18.0.2/24", dnsNS, "198.18.0.1/24")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	start(t, []string{"ip", "netns", "exec", dnsNS, self}, []string{roleEnv + "=upstream", "ADDR=198.18.0.1:53"}, true)
+	netnstest.Start(t, []string{roleEnv + "=upstream", "ADDR=198.18.0.1:53"}, "ip", "netns", "exec", dnsNS, self)
 
 	inPod := func(args ...string) (string, error) {
 		cmd := exec.Command("ip", append([]string{"netns", "exec", pod}, args...)...)
@@ -286,8 +274,8 @@ func TestImageCapture(t *testing.T) {
 	} else if !strings.Contains(out, "nftables rules applied") {
 		t.Errorf("apply output %q does not say the native backend was used", out)
 	}
-	start(t, []string{"ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, ociimage.MeshdnsBinary, "agent",
-		"--nametable-file", "/etc/meshdns/nametable.json", "--namespace", "demo"}, nil, false)
+	netnstest.StartBackground(t, nil, "ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, ociimage.MeshdnsBinary, "agent",
+		"--nametable-file", "/etc/meshdns/nametable.json", "--namespace", "demo")
 	testenv.Eventually(t, "agent answers", 20*time.Second, func() bool {
 		out, _ := inPod(digPath, "+time=1", "+tries=1", "+short", "@198.18.0.1", "web.demo.svc.cluster.local")
 		return strings.Contains(out, "10.96.0.20")
@@ -327,69 +315,6 @@ func modeBits(m int64) os.FileMode {
 	}
 	return 0
 }
-
-func newNetns(t testing.TB, suffix string) string {
-	t.Helper()
-	name := fmt.Sprintf("mdimg-%d-%s", os.Getpid(), suffix)
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name
-}
-
-// start runs argv until the test ends; with waitReady, until it prints
-// "ready".
-func start(t testing.TB, argv, env []string, waitReady bool) {
-	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("%s:\n%s", argv, logs.String())
-			mu.Unlock()
-		}
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		for sc.Scan() {
-		}
-	}()
-	if !waitReady {
-		return
-	}
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("%s failed to start", argv)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not start", argv)
-	}
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func writeFile(t testing.TB, path, content string) {
 	t.Helper()

@@ -1,55 +1,29 @@
 package nft
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/iptables"
 )
-
-var netnsSeq atomic.Int32
 
 // newNetns creates an empty network namespace for one test, deleted when
 // the test ends, and returns its name and an open descriptor of it.
 func newNetns(t testing.TB) (string, int) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireTool(t, "ip")
-	name := fmt.Sprintf("mdnft-%d-%d", os.Getpid(), netnsSeq.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	f, err := os.Open(filepath.Join("/run/netns", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return name, int(f.Fd())
-}
-
-func ipCmd(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %q: %v: %s", args, err, out)
-	}
+	name := netnstest.New(t, "mdnft")
+	return name, netnstest.Open(t, name)
 }
 
 // nftList returns `nft list ruleset` in the namespace, or "" without nft
@@ -160,17 +134,10 @@ func TestCaptureNetns(t *testing.T) {
 		{name: "ipv4 capture all", ns: "198.18.0.1", pod: "198.18.0.2", agent: "127.0.0.1", nsCIDR: "198.18.0.1/24", podCIDR: "198.18.0.2/24", captureAll: true, disableIP6: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			self := copyTestBinary(t)
+			self := netnstest.CopyTestBinary(t, "")
 			pod, fd := newNetns(t)
 			dnsNS, _ := newNetns(t)
-			id := fmt.Sprintf("%d%d", os.Getpid()%100000, netnsSeq.Add(1))
-			vp, vd := "mdn"+id+"p", "mdn"+id+"d"
-			ipCmd(t, "link", "add", vp, "netns", pod, "type", "veth", "peer", "name", vd, "netns", dnsNS)
-			ipCmd(t, addrAdd(pod, c.podCIDR, vp)...)
-			ipCmd(t, addrAdd(dnsNS, c.nsCIDR, vd)...)
-			ipCmd(t, "-n", pod, "link", "set", vp, "up")
-			ipCmd(t, "-n", dnsNS, "link", "set", vd, "up")
-			ipCmd(t, "-n", pod, "link", "set", "lo", "up")
+			netnstest.Veth(t, pod, c.podCIDR, dnsNS, c.nsCIDR)
 			startRole(t, self, dnsNS, nil, "echo", "ADDR="+net.JoinHostPort(c.ns, "53"), "REPLY=upstream")
 			// The agent runs as its uid: its replies to apps must be
 			// put in the apps' zone, or conntrack would not translate
@@ -234,72 +201,11 @@ func TestCaptureNetns(t *testing.T) {
 // asAgent runs a command as the agent's uid and gid.
 var asAgent = []string{"setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"}
 
-func addrAdd(netns, cidr, dev string) []string {
-	args := []string{"-n", netns, "addr", "add", cidr, "dev", dev}
-	if strings.Contains(cidr, ":") {
-		args = append(args, "nodad")
-	}
-	return args
-}
-
-// copyTestBinary copies the test binary where every user can run it (as
-// the agent's uid).
-func copyTestBinary(t testing.TB) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "meshdns-nft-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(dir, "nft.test")
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-// startRole runs the test binary as a helper in a namespace until the
-// test ends, and waits for it to print "ready".
+// startRole runs the test binary as a helper role in a namespace, as the
+// user as says (setpriv arguments, or nil for root), until the test ends,
+// and waits for it to print "ready".
 func startRole(t testing.TB, self, netns string, as []string, role string, env ...string) {
 	t.Helper()
-	cmd := exec.Command("ip", append(append([]string{"netns", "exec", netns}, as...), self)...)
-	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		for sc.Scan() {
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("%s helper in %s failed to start", role, netns)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s helper in %s did not start", role, netns)
-	}
+	argv := append(append([]string{"ip", "netns", "exec", netns}, as...), self)
+	netnstest.Start(t, append([]string{roleEnv + "=" + role}, env...), argv...)
 }
