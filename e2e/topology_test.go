@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -77,39 +78,16 @@ func removeBuild() {
 	}
 }
 
-// copySelf copies the test binary into dir so that a process running as
-// another uid can execute it (for the helper roles).
-func copySelf(t testing.TB, dir string) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(dir, "e2e.test")
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
 // topology is a "cluster DNS" namespace and a "pod" namespace joined by a
 // veth pair, with a DNS server in the first and a pod resolv.conf for the
 // second.
 type topology struct {
-	id      string
 	cluster string // netns name of the cluster DNS side
 	pod     string // netns name of the pod side
 	dir     string // world-readable work directory
 	self    string // copy of the test binary in dir
 	queries *queryLog
 }
-
-var topoSeq sync.Mutex
-var topoN int
 
 // podResolvConf is the pod's /etc/resolv.conf, as the kubelet writes it
 // for a pod in namespace demo with ClusterFirst DNS on a node whose own
@@ -124,26 +102,9 @@ func newTopology(t *testing.T) *topology {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireTool(t, "ip")
-	topoSeq.Lock()
-	topoN++
-	id := fmt.Sprintf("%d%d", os.Getpid()%100000, topoN)
-	topoSeq.Unlock()
-	tp := &topology{id: id, cluster: "mde-dns-" + id, pod: "mde-pod-" + id, dir: workDir(t)}
-	tp.self = copySelf(t, tp.dir)
-
-	for _, ns := range []string{tp.cluster, tp.pod} {
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { runCleanup(t, "ip", "netns", "del", ns) })
-		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	// veth names are limited to 15 bytes; the peers are created directly
-	// inside the namespaces, so nothing appears in the host's namespace.
-	vc, vp := "mdc"+id, "mdp"+id
-	run(t, "ip", "link", "add", vc, "netns", tp.cluster, "type", "veth", "peer", "name", vp, "netns", tp.pod)
-	run(t, "ip", "-n", tp.cluster, "addr", "add", upstreamIP+"/24", "dev", vc)
-	run(t, "ip", "-n", tp.pod, "addr", "add", podIP+"/24", "dev", vp)
-	run(t, "ip", "-n", tp.cluster, "link", "set", vc, "up")
-	run(t, "ip", "-n", tp.pod, "link", "set", vp, "up")
+	tp := &topology{cluster: netnstest.New(t, "mde-dns"), pod: netnstest.New(t, "mde-pod"), dir: workDir(t)}
+	tp.self = netnstest.CopyTestBinary(t, tp.dir)
+	netnstest.Veth(t, tp.cluster, upstreamIP+"/24", tp.pod, podIP+"/24")
 
 	// ip netns exec bind-mounts /etc/netns/NAME/* over /etc/*, so every
 	// command the test runs in the pod sees the pod's resolver files.
