@@ -32,6 +32,9 @@ type env struct {
 	grpcAddr string // the control plane's gRPC address, on the node
 	meshdns  string // the static binary in the images
 	webhook  []runtime.Object
+	// webhookURL is the control plane process's webhook server, which the
+	// webhook configurations point at instead of its Service.
+	webhookURL string
 }
 
 func setup(t *testing.T) *env {
@@ -71,12 +74,13 @@ func setup(t *testing.T) *env {
 	webhookAddr := freePort(t, "127.0.0.1")
 	template := filepath.Join(dir, "template.yaml")
 	e.template, e.grpcAddr = template, grpcAddr
-	if err := os.WriteFile(template, []byte(templateText(grpcAddr, false)), 0o644); err != nil {
+	if err := os.WriteFile(template, []byte(templateText(grpcAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The webhook configuration of the manifests, with no caBundle: the
 	// control plane makes its certificate and sets the caBundle itself.
-	registerWebhook(t, c, rest, "https://"+webhookAddr)
+	e.webhookURL = "https://" + webhookAddr
+	registerWebhook(t, c, rest, e.webhookURL)
 	e.webhook = rest
 	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
 		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,

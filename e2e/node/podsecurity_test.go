@@ -13,25 +13,51 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/cni"
 	"github.com/meshdns/meshdns/controlplane/webhook"
+	"github.com/meshdns/meshdns/internal/kustomizetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// templateText is the injection template of the test: the image built
-// here, the control plane on the node, and the redirect by the init
-// container or (cni) by the node's CNI plugin.
-func templateText(grpcAddr string, cni bool) string {
+// templateText is the injection template of the test's init container
+// mode: the image built here and the control plane on the node (CNI mode
+// takes the overlay's template, cniTemplate).
+func templateText(grpcAddr string) string {
 	// plaintext: the control plane here serves plaintext gRPC (and runs
 	// with --insecure-allow-unauthenticated); the token and TLS path is
 	// tested against a real API server in controlplane/server.
-	s := "image: localhost/meshdns:test\nimagePullPolicy: Never\nplaintext: true\ncontrolPlane: " + grpcAddr + "\n"
-	if cni {
-		s += "cni: true\n"
+	return "image: localhost/meshdns:test\nimagePullPolicy: Never\nplaintext: true\ncontrolPlane: " + grpcAddr + "\n"
+}
+
+// cniTemplate is the injection template of the rendered CNI overlay (its
+// ConfigMap meshdns-inject) with what differs on this node: the image built
+// here, and the control plane process on the node's address, in plaintext.
+func cniTemplate(t *testing.T, objs []*unstructured.Unstructured, grpcAddr string) []byte {
+	t.Helper()
+	text, _, _ := unstructured.NestedString(kustomizetest.Find(t, objs, "ConfigMap", "meshdns-inject").Object, "data", "template.yaml")
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatalf("the overlay's template: %v", err)
 	}
-	return s
+	if m["cni"] != true {
+		t.Fatalf("the overlay's template does not turn CNI mode on:\n%s", text)
+	}
+	// plaintext: the control plane here serves plaintext gRPC (and runs
+	// with --insecure-allow-unauthenticated); the token and TLS path is
+	// tested against a real API server in controlplane/server.
+	m["image"], m["imagePullPolicy"], m["plaintext"], m["controlPlane"] = "localhost/meshdns:test", "Never", true, grpcAddr
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // podSecurityDefaults writes the API server's admission configuration: Pod
@@ -76,10 +102,11 @@ func restrictedPod(name string, names []string) *corev1.Pod {
 
 // testPodSecurity runs injected pods in namespaces enforcing restricted
 // (label) and baseline (the cluster default): the init container's
-// NET_ADMIN would have them rejected, so the DaemonSet of
-// examples/kubernetes/cni installs the CNI plugin on the node, the template
-// turns to CNI mode, and the pods resolve through their agent with no
-// privilege in the pod.
+// NET_ADMIN would have them rejected, so meshdns is installed in CNI mode
+// from the rendered examples/overlays/cni (what `kubectl apply -k` applies):
+// its webhook configuration, its DaemonSet installing the CNI plugin on the
+// node, its template with cni: true; and the pods resolve through their
+// agent with no privilege in the pod.
 func testPodSecurity(t *testing.T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -95,9 +122,11 @@ func testPodSecurity(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	// CNI mode: the webhook no longer leaves out namespaces that enforce
-	// baseline or restricted (examples/kubernetes/cni/README.md).
-	dropPodSecurityExclusion(t, ctx, e)
+	overlay := kustomizetest.Render(t, "../../examples", "overlays/cni", nil)
+	// The overlay's objects go in an order that first shows what the rest
+	// repairs. Its webhook configuration no longer leaves out namespaces
+	// that enforce baseline or restricted.
+	applyWebhook(t, ctx, e, kustomizetest.Find(t, overlay, "MutatingWebhookConfiguration", "meshdns-sidecar-injector"))
 
 	// Before CNI mode, the injected pod is what Pod Security rejects; this
 	// is what the rest of the test repairs.
@@ -116,9 +145,10 @@ func testPodSecurity(t *testing.T, e *env) {
 		}
 	}
 
-	installCNI(t, ctx, e)
+	installCNI(t, ctx, e, overlay)
 
-	if err := os.WriteFile(e.template, []byte(templateText(e.grpcAddr, true)), 0o644); err != nil {
+	// The overlay's ConfigMap, as the control plane process reads it here.
+	if err := os.WriteFile(e.template, cniTemplate(t, overlay, e.grpcAddr), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the webhook in CNI mode", time.Minute, func() bool {
@@ -181,34 +211,69 @@ func testPodSecurity(t *testing.T, e *env) {
 	}
 }
 
-// dropPodSecurityExclusion removes the webhook entries' Pod Security
-// expressions, as the CNI mode's install does.
-func dropPodSecurityExclusion(t *testing.T, ctx context.Context, e *env) {
+// applyWebhook server-side applies the rendered webhook configuration over
+// the installed one, as `kubectl apply --server-side` would, pointed at the
+// control plane process (registerWebhook). The caBundle the control plane
+// wrote is its own field and stays.
+func applyWebhook(t *testing.T, ctx context.Context, e *env, mwc *unstructured.Unstructured) {
 	t.Helper()
+	mwc = mwc.DeepCopy()
+	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+	for _, h := range hooks {
+		h := h.(map[string]any)
+		path, _, _ := unstructured.NestedString(h, "clientConfig", "service", "path")
+		h["clientConfig"] = map[string]any{"url": e.webhookURL + path}
+	}
+	if err := unstructured.SetNestedSlice(mwc.Object, hooks, "webhooks"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := mwc.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	force := true
 	cl := e.c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	testenv.Eventually(t, "the webhook configuration updated", 30*time.Second, func() bool {
-		mwc, err := cl.Get(ctx, "meshdns-sidecar-injector", metav1.GetOptions{})
+	got, err := cl.Patch(ctx, mwc.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "meshdns-install", Force: &force})
+	if err != nil {
+		t.Fatalf("apply the overlay's webhook configuration: %v", err)
+	}
+	for _, w := range got.Webhooks {
+		if w.ClientConfig.URL == nil || !strings.HasPrefix(*w.ClientConfig.URL, e.webhookURL) {
+			t.Errorf("webhook %s: client config %+v, want the control plane process", w.Name, w.ClientConfig)
+		}
+		for _, r := range w.NamespaceSelector.MatchExpressions {
+			if r.Key == "pod-security.kubernetes.io/enforce" {
+				t.Errorf("webhook %s still leaves out namespaces by %v after the overlay", w.Name, r)
+			}
+		}
+	}
+}
+
+// installCNI creates the CNI plugin's objects of the rendered overlay
+// (namespace meshdns-cni, its access, the DaemonSet) and runs the DaemonSet
+// on the node: no controller manager runs here, so its pod template becomes
+// a pod bound to the node, with the node's CNI directories as its host
+// paths.
+func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructured.Unstructured) {
+	t.Helper()
+	cs := e.c.Client
+	var rest []runtime.Object
+	for _, o := range overlay {
+		if o.GetNamespace() != "meshdns-cni" && o.GetName() != "meshdns-cni" {
+			continue
+		}
+		data, err := o.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range mwc.Webhooks {
-			sel := mwc.Webhooks[i].NamespaceSelector
-			sel.MatchExpressions = slices.DeleteFunc(sel.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
-				return r.Key == "pod-security.kubernetes.io/enforce"
-			})
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
-		_, err = cl.Update(ctx, mwc, metav1.UpdateOptions{})
-		return err == nil // a conflict with the control plane's caBundle patch is retried
-	})
-}
-
-// installCNI runs the DaemonSet of examples/kubernetes/cni on the node: no
-// controller manager runs here, so its pod template becomes a pod bound to
-// the node, with the node's CNI directories as its host paths.
-func installCNI(t *testing.T, ctx context.Context, e *env) {
-	t.Helper()
-	cs := e.c.Client
-	rest := applyManifests(t, e.c, "cni/60-cni.yaml")
+		if !createAccess(t, e.c, obj) {
+			rest = append(rest, obj)
+		}
+	}
 	// What kube-controller-manager's root CA publisher would create.
 	if _, err := cs.CoreV1().ConfigMaps("meshdns-cni").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"},
@@ -223,7 +288,7 @@ func installCNI(t *testing.T, ctx context.Context, e *env) {
 		}
 	}
 	if ds == nil {
-		t.Fatal("no DaemonSet in cni/60-cni.yaml")
+		t.Fatal("no DaemonSet meshdns-cni in the overlay")
 	}
 	// The DaemonSet itself goes to the API server as written (validation,
 	// Pod Security of its namespace); no controller turns it into pods.

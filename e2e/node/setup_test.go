@@ -130,7 +130,6 @@ func (s *dnsStandIn) asked(name string) int {
 // and RBAC; it returns the rest decoded, for the test to adapt.
 func applyManifests(t *testing.T, c *kubetest.Cluster, files ...string) []runtime.Object {
 	t.Helper()
-	ctx := context.Background()
 	var rest []runtime.Object
 	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join("../../examples/kubernetes", f))
@@ -152,28 +151,40 @@ func applyManifests(t *testing.T, c *kubetest.Cluster, files ...string) []runtim
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			switch o := obj.(type) {
-			case *corev1.Namespace:
-				_, err = c.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-			case *corev1.ServiceAccount:
-				_, err = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			case *rbacv1.ClusterRole:
-				_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			case *rbacv1.ClusterRoleBinding:
-				_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			case *rbacv1.Role:
-				_, err = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			case *rbacv1.RoleBinding:
-				_, err = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-			default:
+			if !createAccess(t, c, obj) {
 				rest = append(rest, obj)
-			}
-			if err != nil {
-				t.Fatalf("%s: create %T: %v", f, obj, err)
 			}
 		}
 	}
 	return rest
+}
+
+// createAccess creates obj when it is a namespace, service account or RBAC
+// object and reports whether it was one.
+func createAccess(t *testing.T, c *kubetest.Cluster, obj runtime.Object) bool {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		_, err = c.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.ServiceAccount:
+		_, err = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRole:
+		_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRoleBinding:
+		_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.Role:
+		_, err = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.RoleBinding:
+		_, err = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	default:
+		return false
+	}
+	if err != nil {
+		t.Fatalf("create %T: %v", obj, err)
+	}
+	return true
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that acts as the control
