@@ -414,6 +414,13 @@ func TestKustomizeInstall(t *testing.T) {
 			t.Errorf("installed image %q, want the kustomization's version", img)
 		}
 		run("delete", "-k", dir, "--wait=false")
+
+		// kubectl's own kustomize builds the CNI overlay (its JSON patch's
+		// test operations included) as the library does.
+		out = run("kustomize", "../overlays/cni")
+		if !strings.Contains(out, "\n    cni: true\n") || strings.Contains(out, "key: "+podSecurityLabel) {
+			t.Errorf("kubectl kustomize overlays/cni: want cni: true and no Pod Security expression:\n%s", out)
+		}
 	})
 }
 
