@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +45,8 @@ func testZones(t *testing.T, self string, b Backend, c zoneCase) {
 	pod, r := newNetns(t)
 	dnsNS, _ := newNetns(t)
 	netnstest.Veth(t, pod, c.podCIDR, dnsNS, c.nsCIDR)
-	startRole(t, self, dnsNS, "udpecho", "ADDR="+net.JoinHostPort(nsIP, "53"), "REPLY=upstream")
-	startRole(t, self, pod, "udpecho", "ADDR="+net.JoinHostPort(agentIP, "15053"), "REPLY=agent")
+	netnstest.StartEcho(t, self, dnsNS, nil, net.JoinHostPort(nsIP, "53"), "upstream")
+	netnstest.StartEcho(t, self, pod, nil, net.JoinHostPort(agentIP, "15053"), "agent")
 
 	m, err := New(Config{ProxyUIDs: []uint32{1337}, Nameservers: addrs(nsIP), Backend: b, Runner: r})
 	if err != nil {
@@ -58,18 +56,14 @@ func testZones(t *testing.T, self string, b Backend, c zoneCase) {
 	defer cancel()
 	send := func(asAgent bool, port int) string {
 		t.Helper()
-		argv := []string{"netns", "exec", pod}
+		var as []string
 		if asAgent {
-			argv = append(argv, "setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups")
+			as = netnstest.As(1337)
 		}
-		cmd := exec.CommandContext(ctx, "ip", append(argv, self)...)
-		cmd.Env = append(os.Environ(), roleEnv+"=udpsend",
-			"SRC="+net.JoinHostPort(podIP, fmt.Sprint(port)), "DST="+net.JoinHostPort(nsIP, "53"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("udpsend: %v: %s", err, out)
-		}
-		return strings.TrimSpace(string(out))
+		// Unconnected: the test asks which listener a query reached; in
+		// the control step the reply need not come from the nameserver's
+		// address.
+		return netnstest.Send(ctx, t, self, pod, as, "udp-any", net.JoinHostPort(podIP, fmt.Sprint(port)), net.JoinHostPort(nsIP, "53"))
 	}
 
 	// Control: the nat rules alone, without the raw-table zones.
@@ -100,11 +94,4 @@ func testZones(t *testing.T, self string, b Backend, c zoneCase) {
 	if got := send(true, 40003); got != "upstream" {
 		t.Errorf("the agent's query from a fresh port reached %q, want the upstream", got)
 	}
-}
-
-// startRole runs the test binary as a helper role in a namespace until the
-// test ends, and waits for it to print "ready".
-func startRole(t testing.TB, self, netns, role string, env ...string) {
-	t.Helper()
-	netnstest.Start(t, append([]string{roleEnv + "=" + role}, env...), "ip", "netns", "exec", netns, self)
 }

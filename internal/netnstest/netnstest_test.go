@@ -1,8 +1,7 @@
 package netnstest
 
 import (
-	"fmt"
-	"net"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,77 +10,50 @@ import (
 	"time"
 )
 
-const roleEnv = "MESHDNS_NETNSTEST_ROLE"
-
 func TestMain(m *testing.M) {
-	switch os.Getenv(roleEnv) {
-	case "":
-		os.Exit(m.Run())
-	case "echo":
-		// Answers one UDP datagram per read with "pong".
-		c, err := net.ListenPacket("udp", os.Getenv("ADDR"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Println("ready")
-		buf := make([]byte, 64)
-		for {
-			_, from, err := c.ReadFrom(buf)
-			if err != nil {
-				os.Exit(1)
-			}
-			c.WriteTo([]byte("pong"), from)
-		}
-	case "ping":
-		c, err := net.Dial("udp", os.Getenv("ADDR"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		c.Write([]byte("ping"))
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		buf := make([]byte, 64)
-		n, err := c.Read(buf)
-		if err != nil {
-			fmt.Println("timeout")
-			os.Exit(0)
-		}
-		fmt.Println(string(buf[:n]))
-		os.Exit(0)
+	if code, ok := Role(); ok {
+		os.Exit(code)
 	}
-	os.Exit(2)
+	os.Exit(m.Run())
 }
 
-// TestVethCarriesTraffic: two namespaces joined by Veth exchange a UDP
-// datagram between helpers that Start runs inside them, over IPv4 and
-// IPv6; the namespaces are gone once the subtest ends.
+// TestVethCarriesTraffic: two namespaces joined by Veth carry UDP and TCP
+// between the echo and send roles, over IPv4 and IPv6, a sender running
+// as another uid included; an address nothing listens on times out; the
+// namespaces are gone once the subtest ends.
 func TestVethCarriesTraffic(t *testing.T) {
 	self := CopyTestBinary(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var names []string
 	t.Run("veth", func(t *testing.T) {
-		a, b := New(t, "mdnt"), New(t, "mdnt")
-		names = append(names, a, b)
-		Veth(t, a, "198.18.0.1/24", b, "198.18.0.2/24")
-		a6, b6 := New(t, "mdnt"), New(t, "mdnt")
-		names = append(names, a6, b6)
-		Veth(t, a6, "fd00:198:18::1/64", b6, "fd00:198:18::2/64")
-		for _, c := range []struct{ server, client, addr string }{
-			{a, b, "198.18.0.1:5353"},
-			{a6, b6, "[fd00:198:18::1]:5353"},
+		for _, c := range []struct{ cidrA, cidrB, a, b string }{
+			{"198.18.0.1/24", "198.18.0.2/24", "198.18.0.1", "198.18.0.2"},
+			{"fd00:198:18::1/64", "fd00:198:18::2/64", "[fd00:198:18::1]", "[fd00:198:18::2]"},
 		} {
-			Start(t, []string{roleEnv + "=echo", "ADDR=" + c.addr}, "ip", "netns", "exec", c.server, self)
-			cmd := exec.Command("ip", "netns", "exec", c.client, self)
-			cmd.Env = append(os.Environ(), roleEnv+"=ping", "ADDR="+c.addr)
-			out, err := cmd.CombinedOutput()
-			if got := strings.TrimSpace(string(out)); err != nil || got != "pong" {
-				t.Errorf("ping %s from %s: %q, %v; want pong", c.addr, c.client, got, err)
+			a, b := New(t, "mdnt"), New(t, "mdnt")
+			names = append(names, a, b)
+			Veth(t, a, c.cidrA, b, c.cidrB)
+			StartEcho(t, self, a, nil, c.a+":5353", "pong")
+			for _, network := range []string{"udp", "udp-any", "tcp"} {
+				if got := Send(ctx, t, self, b, nil, network, c.b+":40001", c.a+":5353"); got != "pong" {
+					t.Errorf("%s %s from %s: %q, want pong", network, c.a, b, got)
+				}
 			}
-		}
-		// The loopback is up, as in a pod.
-		out, err := exec.Command("ip", "-n", a, "-o", "link", "show", "lo").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "UP") {
-			t.Errorf("lo in %s: %s, %v; want it up", a, out, err)
+			if _, err := exec.LookPath("setpriv"); err == nil {
+				as := As(1337)
+				if got := Send(ctx, t, self, b, as, "udp", c.b+":40002", c.a+":5353"); got != "pong" {
+					t.Errorf("udp %s from %s as uid 1337: %q, want pong", c.a, b, got)
+				}
+			}
+			if got := Send(ctx, t, self, b, nil, "udp", c.b+":40003", c.a+":5354"); got != "timeout" {
+				t.Errorf("udp to a closed port: %q, want timeout", got)
+			}
+			// The loopback is up, as in a pod.
+			out, err := exec.Command("ip", "-n", a, "-o", "link", "show", "lo").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "UP") {
+				t.Errorf("lo in %s: %s, %v; want it up", a, out, err)
+			}
 		}
 	})
 	for _, n := range names {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -138,29 +137,22 @@ func TestCaptureNetns(t *testing.T) {
 			pod, fd := newNetns(t)
 			dnsNS, _ := newNetns(t)
 			netnstest.Veth(t, pod, c.podCIDR, dnsNS, c.nsCIDR)
-			startRole(t, self, dnsNS, nil, "echo", "ADDR="+net.JoinHostPort(c.ns, "53"), "REPLY=upstream")
+			netnstest.StartEcho(t, self, dnsNS, nil, net.JoinHostPort(c.ns, "53"), "upstream")
 			// The agent runs as its uid: its replies to apps must be
 			// put in the apps' zone, or conntrack would not translate
 			// them back to the nameserver's address and the app's
 			// connected socket would drop them.
-			startRole(t, self, pod, asAgent, "echo", "ADDR="+net.JoinHostPort(c.agent, "15053"), "REPLY=agent")
+			netnstest.StartEcho(t, self, pod, asAgent, net.JoinHostPort(c.agent, "15053"), "agent")
 
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			sendFrom := func(network string, isAgent bool, port int) string {
 				t.Helper()
-				argv := []string{"netns", "exec", pod}
+				var as []string
 				if isAgent {
-					argv = append(argv, asAgent...)
+					as = asAgent
 				}
-				cmd := exec.CommandContext(ctx, "ip", append(argv, self)...)
-				cmd.Env = append(os.Environ(), roleEnv+"=send", "NET="+network,
-					"SRC="+net.JoinHostPort(c.pod, fmt.Sprint(port)), "DST="+net.JoinHostPort(c.ns, "53"))
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("send: %v: %s", err, out)
-				}
-				return strings.TrimSpace(string(out))
+				return netnstest.Send(ctx, t, self, pod, as, network, net.JoinHostPort(c.pod, fmt.Sprint(port)), net.JoinHostPort(c.ns, "53"))
 			}
 
 			cfg := Config{ProxyUIDs: []uint32{1337}, Nameservers: []netip.Addr{netip.MustParseAddr(c.ns)},
@@ -199,13 +191,4 @@ func TestCaptureNetns(t *testing.T) {
 }
 
 // asAgent runs a command as the agent's uid and gid.
-var asAgent = []string{"setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"}
-
-// startRole runs the test binary as a helper role in a namespace, as the
-// user as says (setpriv arguments, or nil for root), until the test ends,
-// and waits for it to print "ready".
-func startRole(t testing.TB, self, netns string, as []string, role string, env ...string) {
-	t.Helper()
-	argv := append(append([]string{"ip", "netns", "exec", netns}, as...), self)
-	netnstest.Start(t, append([]string{roleEnv + "=" + role}, env...), argv...)
-}
+var asAgent = netnstest.As(1337)
