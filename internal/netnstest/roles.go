@@ -105,35 +105,25 @@ func echo(addr, reply string) int {
 
 // send is the send role: it prints the reply, or "timeout".
 func send(network, src, dst string) int {
-	var c net.Conn
-	var err error
+	var c interface {
+		Read([]byte) (int, error)
+		SetReadDeadline(time.Time) error
+		Close() error
+	}
 	if network == "tcp" {
-		c, err = net.DialTimeout("tcp", dst, 2*time.Second)
+		tc, err := net.DialTimeout("tcp", dst, 2*time.Second)
 		if err != nil {
 			fmt.Println("timeout")
 			return 0
 		}
-	} else if network == "udp-any" {
-		return sendUnconnected(src, dst)
+		c = tc
 	} else {
-		la, err := net.ResolveUDPAddr("udp", src)
+		uc, err := sendUDP(network, src, dst)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		ra, err := net.ResolveUDPAddr("udp", dst)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if c, err = net.DialUDP("udp", la, ra); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if _, err := c.Write([]byte("q")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+		c = uc
 	}
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -147,37 +137,30 @@ func send(network, src, dst string) int {
 	return 0
 }
 
-// sendUnconnected is send over an unconnected UDP socket.
-func sendUnconnected(src, dst string) int {
+// sendUDP sends the datagram from src to dst and returns the socket to
+// read the reply from: connected for "udp", unconnected (Read takes a
+// datagram from any address) for "udp-any".
+func sendUDP(network, src, dst string) (*net.UDPConn, error) {
 	la, err := net.ResolveUDPAddr("udp", src)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	ra, err := net.ResolveUDPAddr("udp", dst)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	c, err := net.ListenUDP("udp", la)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	var c *net.UDPConn
+	if network == "udp-any" {
+		if c, err = net.ListenUDP("udp", la); err == nil {
+			_, err = c.WriteTo([]byte("q"), ra)
+		}
+	} else if c, err = net.DialUDP("udp", la, ra); err == nil {
+		_, err = c.Write([]byte("q"))
 	}
-	defer c.Close()
-	if _, err := c.WriteTo([]byte("q"), ra); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if err != nil && c != nil {
+		c.Close()
 	}
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	buf := make([]byte, 512)
-	n, _, err := c.ReadFrom(buf)
-	if err != nil {
-		fmt.Println("timeout")
-		return 0
-	}
-	fmt.Println(string(buf[:n]))
-	return 0
+	return c, err
 }
 
 // As is the command prefix that runs a program as uid, with the same gid
