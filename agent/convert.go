@@ -102,6 +102,23 @@ func newCollector(n int, lim Limits) *collector {
 	return &collector{lim: lim, seen: make(map[string]struct{}, n), entries: make([]nametable.Entry, 0, n)}
 }
 
+// newBuildingCollector converts the zone names and returns a collector
+// that feeds each name into a table builder for pod with those zones, and
+// the zones: the streaming builds of both table formats start this way.
+func newBuildingCollector(zoneNames []string, lim Limits, pod nametable.Context) (*collector, []string, error) {
+	zones, err := convertZones(zoneNames)
+	if err != nil {
+		return nil, nil, err
+	}
+	tb, err := nametable.NewBuilder(zones, pod, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := newCollector(0, lim)
+	c.into = tb
+	return c, zones, nil
+}
+
 func (c *collector) add(host string, info *meshdnsv1.NameInfo) error {
 	if c.n >= c.lim.MaxNames {
 		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)

@@ -53,16 +53,10 @@ func buildWire(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, i
 	if err := discovery.EachName(b, noName, func(z string) error { names = append(names, z); return nil }); err != nil {
 		return nil, 0, err
 	}
-	zones, err := convertZones(names)
+	c, _, err := newBuildingCollector(names, lim, pod)
 	if err != nil {
 		return nil, 0, err
 	}
-	tb, err := nametable.NewBuilder(zones, pod, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	c := newCollector(0, lim)
-	c.into = tb
 	info := new(meshdnsv1.NameInfo)
 	err = discovery.EachName(b, func(host string, raw []byte) error {
 		if err := proto.Unmarshal(raw, info); err != nil {
@@ -73,5 +67,5 @@ func buildWire(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, i
 	if err != nil {
 		return nil, 0, err
 	}
-	return tb.Table(), c.n, nil
+	return c.into.Table(), c.n, nil
 }

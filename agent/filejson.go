@@ -49,16 +49,10 @@ func buildTableFile(b []byte, lim Limits, pod nametable.Context) (*nametable.Tab
 	if names == nil {
 		names = top.ZonesCamel
 	}
-	zones, err := convertZones(names)
+	c, zones, err := newBuildingCollector(names, lim.withDefaults(), pod)
 	if err != nil {
 		return nil, 0, err
 	}
-	tb, err := nametable.NewBuilder(zones, pod, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	c := newCollector(0, lim.withDefaults())
-	c.into = tb
 	if _, got, err := readTableFile(b, c); err != nil {
 		return nil, 0, err
 	} else if !slices.Equal(got, zones) {
@@ -66,7 +60,7 @@ func buildTableFile(b []byte, lim Limits, pod nametable.Context) (*nametable.Tab
 		// fields but not protojson's.
 		return nil, 0, fmt.Errorf("zones %q, not %q: a field name in another case?", got, zones)
 	}
-	return tb.Table(), c.n, nil
+	return c.into.Table(), c.n, nil
 }
 
 // readTableFile reads the file's names into c and returns c's entries (none
