@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -29,9 +30,15 @@ type env struct {
 	standIn  *dnsStandIn
 	dir      string
 	template string // the injection template file the control plane watches
-	grpcAddr string // the control plane's gRPC address, on the node
-	meshdns  string // the static binary in the images
-	webhook  []runtime.Object
+	grpcAddr string // the control plane's gRPC address, on the node (TLS)
+	// adminAddr is the control plane's admin port, on loopback.
+	adminAddr string
+	// vmGRPCAddr is the VM control plane's gRPC address (mTLS), vm the
+	// VM's credentials for it.
+	vmGRPCAddr string
+	vm         vmCredentials
+	meshdns    string // the static binary in the images
+	webhook    []runtime.Object
 	// webhookURL is the control plane process's webhook server, which the
 	// webhook configurations point at instead of its Service.
 	webhookURL string
@@ -49,8 +56,14 @@ func setup(t *testing.T) *env {
 	buildStatic(t, "./e2e/node/testapp", app)
 
 	// Pod Security: every namespace enforces baseline unless labelled
-	// otherwise, as a cluster-wide default of the API server.
-	c := kubetest.Start(t, kubetest.WithRBAC(), kubetest.WithArgs("--admission-control-config-file="+podSecurityDefaults(t, dir)))
+	// otherwise, as a cluster-wide default of the API server. The
+	// ServiceAccount admission plugin on (kubetest turns it off), as in
+	// every cluster: pods run as their ServiceAccount, and the kubelet gets
+	// their projected tokens (the agent's, audience meshdns) from the
+	// TokenRequest API, signed with kubetest's service-account key.
+	c := kubetest.Start(t, kubetest.WithRBAC(), kubetest.WithArgs(
+		"--admission-control-config-file="+podSecurityDefaults(t, dir), "--disable-admission-plugins="))
+	defaultServiceAccounts(t, c)
 	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
 	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir, meshdns: meshdns}
 
@@ -73,7 +86,7 @@ func setup(t *testing.T) *env {
 	adminAddr := freePort(t, "127.0.0.1")
 	webhookAddr := freePort(t, "127.0.0.1")
 	template := filepath.Join(dir, "template.yaml")
-	e.template, e.grpcAddr = template, grpcAddr
+	e.template, e.grpcAddr, e.adminAddr = template, grpcAddr, adminAddr
 	if err := os.WriteFile(template, []byte(templateText(grpcAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -82,26 +95,44 @@ func setup(t *testing.T) *env {
 	e.webhookURL = "https://" + webhookAddr
 	registerWebhook(t, c, rest, e.webhookURL)
 	e.webhook = rest
-	cp, err := kubetest.StartProcess("controlplane", meshdns, filepath.Join(dir, "controlplane.log"), []string{
-		"controlplane", "--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
-		// The injected agents here dial plaintext gRPC (the template's
-		// controlPlane) and so present no token.
-		"--insecure-allow-unauthenticated",
+	// The secure default: agents dial TLS (the self-managed certificate,
+	// which also names the node address they dial; its CA is what the
+	// webhook gives them) and present their projected token, which the
+	// control plane verifies with the TokenReview API.
+	startControlPlane(t, "controlplane", meshdns, dir, adminAddr,
+		"--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--grpc-self-signed",
 		"--webhook-addr", webhookAddr, "--webhook-secret", "meshdns-system/meshdns-webhook-certs",
-		"--webhook-dns-names", "127.0.0.1", "--inject-template", template,
-	})
+		"--webhook-dns-names", "127.0.0.1,"+nodetest.NodeIP.String(), "--inject-template", template)
+
+	// VMs have no pod to bind a token to: as in examples/overlays/vm, they
+	// stream from a control plane serving mTLS, whose SPIFFE client
+	// certificates give the namespace.
+	e.vm = newVMCredentials(t, dir, "demo", "node1-host")
+	e.vmGRPCAddr = freePort(t, nodetest.NodeIP.String())
+	vmAdmin := freePort(t, "127.0.0.1")
+	startControlPlane(t, "controlplane-vm", meshdns, dir, vmAdmin,
+		"--kubeconfig", kubeconfig, "--grpc-addr", e.vmGRPCAddr, "--admin-addr", vmAdmin,
+		"--tls-cert", e.vm.serverCert, "--tls-key", e.vm.serverKey, "--client-ca", e.vm.ca)
+	return e
+}
+
+// startControlPlane runs `meshdns controlplane args...` until the test
+// ends and waits for it to be ready on its admin address.
+func startControlPlane(t *testing.T, name, meshdns, dir, adminAddr string, args ...string) {
+	t.Helper()
+	cp, err := kubetest.StartProcess(name, meshdns, filepath.Join(dir, name+".log"), append([]string{"controlplane"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("control plane log:\n%s", cp.Tail(6000))
+			t.Logf("%s log:\n%s", name, cp.Tail(6000))
 		}
 		cp.Stop(5 * time.Second)
 	})
-	testenv.Eventually(t, "the control plane ready", time.Minute, func() bool {
+	testenv.Eventually(t, name+" ready", time.Minute, func() bool {
 		if cp.Exited() {
-			t.Fatalf("control plane exited:\n%s", cp.Tail(4000))
+			t.Fatalf("%s exited:\n%s", name, cp.Tail(4000))
 		}
 		r, err := http.Get("http://" + adminAddr + "/healthz/ready")
 		if err != nil {
@@ -110,7 +141,6 @@ func setup(t *testing.T) *env {
 		r.Body.Close()
 		return r.StatusCode == http.StatusOK
 	})
-	return e
 }
 
 // TestNode runs meshdns on one real node, one part after the other (a node
@@ -120,14 +150,8 @@ func TestNode(t *testing.T) {
 	ctx := context.Background()
 	// The init container needs NET_ADMIN: its namespace allows privileged
 	// pods (the cluster default is baseline).
-	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: "demo", Labels: map[string]string{"meshdns.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "privileged"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: "plain"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.createNamespace(t, ctx, "demo", map[string]string{"meshdns.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "privileged"})
+	e.createNamespace(t, ctx, "plain", nil)
 	t.Run("InjectedPod", func(t *testing.T) { testInjectedPod(t, e) })
 	t.Run("ServiceChanges", func(t *testing.T) { testServiceChanges(t, e) })
 	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
@@ -155,6 +179,14 @@ func testInjectedPod(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	createHeadless(t, ctx, e, "demo", "hl", "pod-0", "10.244.0.200")
+	// A service only demo's pods may see.
+	only, err := cs.CoreV1().Services("demo").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "only", Annotations: map[string]string{"meshdns.io/export-to": "demo"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cs.CoreV1().Services("demo").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "front"},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "web.demo.svc.cluster.local"},
@@ -163,7 +195,7 @@ func testInjectedPod(t *testing.T, e *env) {
 	}
 
 	names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "_http._tcp.web.demo.svc.cluster.local.",
-		"pod-0.hl", "www.example.org", "web.corp.example.com", "front", "10-244-0-7.demo.pod.cluster.local"}
+		"pod-0.hl", "www.example.org", "web.corp.example.com", "front", "10-244-0-7.demo.pod.cluster.local", "only"}
 	pod := appPod("app", names)
 	if _, err := cs.CoreV1().Pods("demo").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -184,6 +216,7 @@ func testInjectedPod(t *testing.T, e *env) {
 		"front": web.Spec.ClusterIP,
 		// A pod name, synthesized as kubeadm's CoreDNS does.
 		"10-244-0-7.demo.pod.cluster.local": "10.244.0.7",
+		"only":                              only.Spec.ClusterIP,
 	}
 	for name, w := range want {
 		if got[name] != "ok "+w {
@@ -197,6 +230,26 @@ func testInjectedPod(t *testing.T, e *env) {
 	if p.Annotations["meshdns.io/status"] == "" || len(p.Spec.InitContainers) < 2 {
 		t.Errorf("pod not injected: annotations %v, %d init containers", p.Annotations, len(p.Spec.InitContainers))
 	}
+	// The sidecar got its table over TLS with the pod's own identity: the
+	// webhook gave it the control plane's CA and a projected token, and
+	// the control plane admitted its stream on the TokenReview verdict
+	// (no other way in: it runs without --insecure-allow-unauthenticated).
+	var agentArgs []string
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == webhook.AgentContainerName {
+			agentArgs = c.Args
+		}
+	}
+	if a := strings.Join(agentArgs, " "); !strings.Contains(a, "--ca-cert") || !strings.Contains(a, "--token-file") {
+		t.Errorf("the sidecar dials without the control plane's CA or its token: %v", agentArgs)
+	}
+	if n := e.admissions(t, "ok", "token"); n < 1 {
+		t.Errorf("the control plane admitted %d streams by ServiceAccount token, want the sidecar's", n)
+	} else {
+		t.Logf("the control plane admitted %d agent streams by verified ServiceAccount token", n)
+	}
+	testForeignNamespace(t, ctx, e, web.Spec.ClusterIP)
+
 	// The kubelet's resolv.conf, untouched: the redirect is iptables only.
 	logs := e.n.ContainerLog("demo", "app", "app")
 	for _, line := range []string{"RESOLV nameserver " + nodetest.NodeIP.String(),

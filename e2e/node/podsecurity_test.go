@@ -30,15 +30,14 @@ import (
 // mode: the image built here and the control plane on the node (CNI mode
 // takes the overlay's template, cniTemplate).
 func templateText(grpcAddr string) string {
-	// plaintext: the control plane here serves plaintext gRPC (and runs
-	// with --insecure-allow-unauthenticated); the token and TLS path is
-	// tested against a real API server in controlplane/server.
-	return "image: localhost/meshdns:test\nimagePullPolicy: Never\nplaintext: true\ncontrolPlane: " + grpcAddr + "\n"
+	// The default security: the agent dials TLS, trusting the control
+	// plane's CA, and presents its projected token.
+	return "image: localhost/meshdns:test\nimagePullPolicy: Never\ncontrolPlane: " + grpcAddr + "\n"
 }
 
 // cniTemplate is the injection template of the rendered CNI overlay (its
 // ConfigMap meshdns-inject) with what differs on this node: the image built
-// here, and the control plane process on the node's address, in plaintext.
+// here, and the control plane process on the node's address.
 func cniTemplate(t *testing.T, objs []*unstructured.Unstructured, grpcAddr string) []byte {
 	t.Helper()
 	text, _, _ := unstructured.NestedString(kustomizetest.Find(t, objs, "ConfigMap", "meshdns-inject").Object, "data", "template.yaml")
@@ -49,10 +48,9 @@ func cniTemplate(t *testing.T, objs []*unstructured.Unstructured, grpcAddr strin
 	if m["cni"] != true {
 		t.Fatalf("the overlay's template does not turn CNI mode on:\n%s", text)
 	}
-	// plaintext: the control plane here serves plaintext gRPC (and runs
-	// with --insecure-allow-unauthenticated); the token and TLS path is
-	// tested against a real API server in controlplane/server.
-	m["image"], m["imagePullPolicy"], m["plaintext"], m["controlPlane"] = "localhost/meshdns:test", "Never", true, grpcAddr
+	// The overlay's security as it is: TLS with the control plane's CA and
+	// the pod's projected token.
+	m["image"], m["imagePullPolicy"], m["controlPlane"] = "localhost/meshdns:test", "Never", grpcAddr
 	out, err := yaml.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,8 @@ func testVM(t *testing.T, e *env) {
 
 	// --no-systemd: the test starts what the unit would.
 	args := append([]string{"netns", "exec", ns, e.meshdns}, vmUnitArgs(t, state)...)
-	args = append(args, "--control-plane", e.grpcAddr, "--namespace", "demo", "--pod-name", "node1-host")
+	args = append(args, "--control-plane", e.vmGRPCAddr, "--namespace", "demo", "--pod-name", "node1-host",
+		"--ca-cert", e.vm.ca, "--tls-cert", e.vm.clientCert, "--tls-key", e.vm.clientKey)
 	agent, err := kubetest.StartProcess("vm-agent", "ip", filepath.Join(e.dir, "vm-agent.log"), args)
 	if err != nil {
 		t.Fatal(err)
