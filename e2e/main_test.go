@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	role := os.Getenv(roleEnv)
 	if role == "" {
 		code := m.Run()
-		removeBuild()
+		meshdnsBuild.Remove()
 		os.Exit(code)
 	}
 	run, ok := roles[role]

@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/internal/buildtest"
 	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -37,46 +37,13 @@ func workDir(t testing.TB) string {
 	return dir
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+// meshdnsBuild is cmd/meshdns, built once for all the tests; TestMain
+// removes it.
+var meshdnsBuild = &buildtest.Binary{Pkg: "github.com/meshdns/meshdns/cmd/meshdns"}
 
-// buildMeshdns builds cmd/meshdns once per test process into a world
-// readable directory and returns the binary's path.
-func buildMeshdns(t testing.TB) string {
-	t.Helper()
-	goTool := testenv.RequireTool(t, "go")
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "meshdns-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", filepath.Join(buildDir, "meshdns"), "./cmd/meshdns")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/meshdns: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "meshdns")
-}
-
-// removeBuild deletes what buildMeshdns built; TestMain calls it after the
-// tests, since the binary is shared by all of them.
-func removeBuild() {
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-}
+// buildMeshdns returns the path of cmd/meshdns, built on first use into a
+// world-readable directory.
+func buildMeshdns(t testing.TB) string { return meshdnsBuild.Path(t) }
 
 // topology is a "cluster DNS" namespace and a "pod" namespace joined by a
 // veth pair, with a DNS server in the first and a pod resolv.conf for the

@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,41 +17,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshdns/meshdns/internal/buildtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/loadagent"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
+// meshdnsBuild is cmd/meshdns, built once for all the tests; TestMain
+// removes it.
+var meshdnsBuild = &buildtest.Binary{Pkg: "github.com/meshdns/meshdns/cmd/meshdns"}
 
-// buildMeshdns builds cmd/meshdns once per test process.
-func buildMeshdns(t testing.TB) string {
-	t.Helper()
-	goTool := testenv.RequireTool(t, "go")
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "meshdns-replicas-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		binary = filepath.Join(dir, "meshdns")
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", binary, "./cmd/meshdns")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/meshdns: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
+func TestMain(m *testing.M) {
+	code := m.Run()
+	meshdnsBuild.Remove()
+	os.Exit(code)
 }
+
+// buildMeshdns returns the path of cmd/meshdns, built on first use.
+func buildMeshdns(t testing.TB) string { return meshdnsBuild.Path(t) }
 
 // freeAddr returns a loopback address nothing listens on now, so a
 // replica restarted later comes back at the same address.

@@ -15,13 +15,13 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/buildtest"
 	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/ociimage"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -38,7 +38,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(roleEnv) == "upstream" {
 		os.Exit(serveUpstream(os.Getenv("ADDR")))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	meshdnsBuild.Remove()
+	os.Exit(code)
 }
 
 func serveUpstream(addr string) int {
@@ -67,32 +69,22 @@ func serveUpstream(addr string) int {
 	return 1
 }
 
-var (
-	buildOnce sync.Once
-	binary    []byte
-	buildErr  error
-)
-
-// meshdnsBinary builds cmd/meshdns the way `make image` does (static,
+// meshdnsBuild is cmd/meshdns built the way `make image` does (static,
 // -trimpath) for this machine's architecture, once per test binary.
+var meshdnsBuild = &buildtest.Binary{
+	Pkg:  "github.com/meshdns/meshdns/cmd/meshdns",
+	Args: []string{"-trimpath", "-ldflags", "-X main.version=imagetest"},
+	Env:  []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
+}
+
+// meshdnsBinary returns the content of meshdnsBuild.
 func meshdnsBinary(t testing.TB) []byte {
 	t.Helper()
-	buildOnce.Do(func() {
-		out := filepath.Join(os.TempDir(), fmt.Sprintf("meshdns-image-test-%d", os.Getpid()))
-		defer os.Remove(out)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=imagetest", "-o", out, "./cmd/meshdns")
-		cmd.Dir = "../.."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, b)
-			return
-		}
-		binary, buildErr = os.ReadFile(out)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	b, err := os.ReadFile(meshdnsBuild.Path(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binary
+	return b
 }
 
 func testSpec(t testing.TB) ociimage.Meshdns {
