@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // tableJSON is a one-name table file.
@@ -59,7 +61,7 @@ func TestFileHotReload(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			base := rejections()
 			if st.rename {
-				replaceFile(t, path, st.content)
+				testenv.ReplaceFile(t, path, st.content)
 			} else if err := os.WriteFile(path, []byte(st.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +144,7 @@ func TestFilePollFallback(t *testing.T) {
 	}
 	a := startAgent(t, Config{NameTableFile: link, Upstreams: []string{up.addr}, FilePollInterval: 50 * time.Millisecond})
 	eventually(t, "ready", a.Ready)
-	replaceFile(t, target, tableJSON("p2.demo.svc.cluster.local", "10.0.2.2"))
+	testenv.ReplaceFile(t, target, tableJSON("p2.demo.svc.cluster.local", "10.0.2.2"))
 	want := []string{"p2.demo.svc.cluster.local. A 10.0.2.2"}
 	eventually(t, "polled change", func() bool {
 		return cmp.Equal(want, answerData(exchange(t, "udp", a.dns, "p2.demo.svc.cluster.local", dns.TypeA)))
@@ -164,7 +166,7 @@ func TestBadFileAtStart(t *testing.T) {
 	if m := exchange(t, "udp", a.dns, "example.com", dns.TypeA); len(m.Answer) != 1 {
 		t.Errorf("forwarded answer = %v", m.Answer)
 	}
-	replaceFile(t, path, readExample(t))
+	testenv.ReplaceFile(t, path, readExample(t))
 	eventually(t, "ready", a.Ready)
 	if code, _ := httpGet(t, a.admin+"/healthz/ready"); code != 200 {
 		t.Errorf("ready = %d, want 200", code)
@@ -218,7 +220,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		})
 	}
 	for i := range 20 {
-		replaceFile(t, path, tableJSON("web.demo.svc.cluster.local", fmt.Sprintf("10.0.0.%d", 1+(i+1)%2)))
+		testenv.ReplaceFile(t, path, tableJSON("web.demo.svc.cluster.local", fmt.Sprintf("10.0.0.%d", 1+(i+1)%2)))
 		want := float64(i + 2)
 		eventually(t, "reload", func() bool {
 			return testutil.ToFloat64(a.m.updates.WithLabelValues(sourceFile)) >= want

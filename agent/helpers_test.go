@@ -137,19 +137,6 @@ func writeFile(t testing.TB, dir, name, content string) string {
 	return p
 }
 
-// replaceFile writes content next to path and renames it over path, the
-// way editors and config management replace files.
-func replaceFile(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // exchange asks addr over proto ("udp" or "tcp").
 func exchange(t testing.TB, proto, addr, name string, qtype uint16) *dns.Msg {
 	t.Helper()

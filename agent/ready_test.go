@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // TestReadyOnFirstGoodFile: a table file that is rejected leaves the agent
@@ -26,7 +28,7 @@ func TestReadyOnFirstGoodFile(t *testing.T) {
 		t.Errorf("/healthz/ready = %d %q, want 503", code, body)
 	}
 
-	replaceFile(t, path, tableJSON("a.demo.svc.cluster.local", "10.0.0.1"))
+	testenv.ReplaceFile(t, path, tableJSON("a.demo.svc.cluster.local", "10.0.0.1"))
 	eventually(t, "ready after a good file", a.Ready)
 	code, body := httpGet(t, a.admin+"/healthz/ready")
 	if code != http.StatusOK || !strings.Contains(body, "from file") {

@@ -133,23 +133,12 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func writeFile(t *testing.T, path, data string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestEndToEnd runs the control plane as the command does, with an entries
 // folder, and drives it through real gRPC and HTTP on loopback.
 func TestEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "entries.yaml")
-	writeFile(t, file, `
+	testenv.ReplaceFile(t, file, `
 zones: [corp.example]
 entries:
   - {hostname: api.corp.example, addresses: [10.1.2.3]}
@@ -224,7 +213,7 @@ entries:
 	})
 
 	t.Run("file change reaches the agents as a delta", func(t *testing.T) {
-		writeFile(t, file, `
+		testenv.ReplaceFile(t, file, `
 zones: [corp.example]
 entries:
   - {hostname: api.corp.example, addresses: [10.1.2.30]}
@@ -248,7 +237,7 @@ entries:
 	})
 
 	t.Run("bad file keeps the last good table", func(t *testing.T) {
-		writeFile(t, file, "entries: [{hostname: api.corp.example, addresses: [not-an-ip]}]")
+		testenv.ReplaceFile(t, file, "entries: [{hostname: api.corp.example, addresses: [not-an-ip]}]")
 		waitFor(t, "reload error metric", func() bool {
 			_, body := get(t, r.admin+"/metrics")
 			return strings.Contains(body, "meshdns_controlplane_file_reload_errors_total 1")
@@ -291,7 +280,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestResumeOnAnotherReplica(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "entries.yaml")
-	writeFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.1]}, {hostname: b.corp.example}]")
+	testenv.ReplaceFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.1]}, {hostname: b.corp.example}]")
 	r1 := start(t, controlplane.Config{Entries: []string{dir}})
 	r2 := start(t, controlplane.Config{Entries: []string{dir}})
 
@@ -312,7 +301,7 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 
 	// Both replicas see the change; an agent still at v1 resumes on
 	// replica 1 with a one-name delta.
-	writeFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.2]}, {hostname: b.corp.example}]")
+	testenv.ReplaceFile(t, file, "entries: [{hostname: a.corp.example, addresses: [10.0.0.2]}, {hostname: b.corp.example}]")
 	c := cptest.Dial(t, r2.grpc, cptest.DialOpts{Namespace: "ns", Pod: "q"})
 	waitFor(t, "replica 2 has the change", func() bool {
 		_, body := get(t, r2.admin+"/debug/nametable?namespace=ns")

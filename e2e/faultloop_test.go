@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // faultLoopBaseline, when set to a meshdns binary, runs TestFaultLoop
@@ -46,7 +48,7 @@ func TestFaultLoop(t *testing.T) {
 		names[i] = fmt.Sprintf("svc%d.corp.example.", i)
 		fmt.Fprintf(&good, "  - {hostname: svc%d.corp.example, addresses: [\"10.7.0.%d\"]}\n", i, i+1)
 	}
-	writeAtomic(t, file, good.String())
+	testenv.ReplaceFile(t, file, good.String())
 
 	up := startFaultUpstream(t)
 	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
@@ -59,7 +61,7 @@ func TestFaultLoop(t *testing.T) {
 	awaitHTTP(t, "http://"+adminAddr+"/healthz/ready", http.StatusOK)
 
 	resolv := filepath.Join(dir, "resolv.conf")
-	writeAtomic(t, resolv, "nameserver 127.0.0.1\nsearch team-a.svc.cluster.local\noptions ndots:5\n")
+	testenv.ReplaceFile(t, resolv, "nameserver 127.0.0.1\nsearch team-a.svc.cluster.local\noptions ndots:5\n")
 	dnsAddr, agentAdmin := freeAddr(t), freeAddr(t)
 	startProcess(t, bin, "agent", "--control-plane", grpcAddr, "--dns-addr", dnsAddr, "--admin-addr", agentAdmin,
 		"--upstream", up, "--resolv-conf", resolv, "--namespace", "team-a", "--pod-name", "client-0",
@@ -82,10 +84,10 @@ func TestFaultLoop(t *testing.T) {
 	}{
 		{name: "warm up", fault: func(*testing.T) {}},
 		{name: "invalid file", fault: func(t *testing.T) {
-			writeAtomic(t, file, "entries: [{hostname: svc0.corp.example, addresses: [10.7.0]}]\n")
+			testenv.ReplaceFile(t, file, "entries: [{hostname: svc0.corp.example, addresses: [10.7.0]}]\n")
 		}},
 		{name: "SIGKILL and restart with the invalid file", fault: restart},
-		{name: "empty file", fault: func(t *testing.T) { writeAtomic(t, file, "") }},
+		{name: "empty file", fault: func(t *testing.T) { testenv.ReplaceFile(t, file, "") }},
 		{name: "SIGKILL and restart with the empty file", fault: restart},
 		{name: "file deleted", fault: func(t *testing.T) {
 			if err := os.Remove(file); err != nil {
@@ -93,7 +95,7 @@ func TestFaultLoop(t *testing.T) {
 			}
 		}},
 		{name: "SIGKILL and restart without the file", fault: restart},
-		{name: "file back", fault: func(t *testing.T) { writeAtomic(t, file, good.String()) }},
+		{name: "file back", fault: func(t *testing.T) { testenv.ReplaceFile(t, file, good.String()) }},
 	}
 	for _, s := range steps {
 		before := loop.counts()
@@ -240,19 +242,6 @@ func freeAddr(t testing.TB) string {
 	}
 	t.Fatal("no free port")
 	return ""
-}
-
-// writeAtomic replaces path by renaming a temporary file over it, as
-// editors and ConfigMaps do.
-func writeAtomic(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // process is a meshdns process the test started.

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // agentTable writes a protojson name table of n names svcI.corp.example ->
@@ -28,7 +30,7 @@ func agentTable(t *testing.T, dir string, n int) (string, []string) {
 	}
 	b.WriteString(`}, "authoritative_zones": ["corp.example"]}`)
 	path := filepath.Join(dir, "table.json")
-	writeAtomic(t, path, b.String())
+	testenv.ReplaceFile(t, path, b.String())
 	return path, names
 }
 
@@ -56,7 +58,7 @@ func TestAgentRestart(t *testing.T) {
 			return append([]string{"agent", "--nametable-file", table, "--dns-addr", dnsAddr, "--admin-addr", admin,
 				"--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn"}, extra...)
 		}
-		writeAtomic(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
+		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 		admin1, admin2 := freeAddr(t), freeAddr(t)
 		old := startProcess(t, bin, args(admin1)...)
 		awaitHTTP(t, "http://"+admin1+"/healthz/ready", 200)
@@ -101,7 +103,7 @@ func TestAgentRestart(t *testing.T) {
 		table, names := agentTable(t, dir, 8)
 		up := startFaultUpstream(t)
 		dnsAddr, admin := freeAddr(t), freeAddr(t)
-		writeAtomic(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
+		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 		sup := startProcess(t, bin, "agent", "--supervise", "--nametable-file", table, "--dns-addr", dnsAddr,
 			"--admin-addr", admin, "--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn")
 		awaitHTTP(t, "http://"+admin+"/healthz/ready", 200)
@@ -155,7 +157,7 @@ func TestAgentRestart(t *testing.T) {
 		table, names := agentTable(t, dir, 8)
 		up := startFaultUpstream(t)
 		dnsAddr, admin := freeAddr(t), freeAddr(t)
-		writeAtomic(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
+		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 		args := []string{"agent", "--nametable-file", table, "--dns-addr", dnsAddr, "--admin-addr", admin,
 			"--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn"}
 		p := startProcess(t, bin, args...)
