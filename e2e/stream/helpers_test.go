@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // pollTimeout bounds every wait: generous, for -race on a loaded 2-core
@@ -128,13 +129,7 @@ func entries(zone string, names ...string) string {
 // control planes never read a half-written file.
 func writeFile(t testing.TB, dir, name, content string) {
 	t.Helper()
-	tmp := filepath.Join(dir, ".tmp-"+name)
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ReplaceFile(t, filepath.Join(dir, name), content)
 }
 
 // upstream is a DNS server on 127.0.0.1:0 answering every A question with
