@@ -88,7 +88,7 @@ func testUpgrade(t, parent *testing.T, e *env) {
 	// control plane is told to stop as the kubelet does, and the new one
 	// starts with the same arguments once the old has let go of its ports.
 	t0 := time.Now()
-	tmpl := strings.Replace(templateText(e.grpcAddr, false), "localhost/meshdns:test", nextImage, 1)
+	tmpl := strings.Replace(templateText(e.grpcAddr), "localhost/meshdns:test", nextImage, 1)
 	if err := os.WriteFile(e.template, []byte(tmpl), 0o644); err != nil {
 		t.Fatal(err)
 	}
