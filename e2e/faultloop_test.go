@@ -51,7 +51,7 @@ func TestFaultLoop(t *testing.T) {
 	testenv.ReplaceFile(t, file, good.String())
 
 	up := startFaultUpstream(t)
-	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	cpArgs := []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", file, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr,
 		"--debounce", "20ms", "--log-level", "warn"}
 	if baseline == "" {
@@ -62,7 +62,7 @@ func TestFaultLoop(t *testing.T) {
 
 	resolv := filepath.Join(dir, "resolv.conf")
 	testenv.ReplaceFile(t, resolv, "nameserver 127.0.0.1\nsearch team-a.svc.cluster.local\noptions ndots:5\n")
-	dnsAddr, agentAdmin := freeAddr(t), freeAddr(t)
+	dnsAddr, agentAdmin := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	startProcess(t, bin, "agent", "--control-plane", grpcAddr, "--dns-addr", dnsAddr, "--admin-addr", agentAdmin,
 		"--upstream", up, "--resolv-conf", resolv, "--namespace", "team-a", "--pod-name", "client-0",
 		"--cache-size", "-1", "--log-level", "warn")
@@ -220,28 +220,6 @@ func startFaultUpstream(t *testing.T) string {
 	go func() { defer close(done); _ = srv.ActivateAndServe() }()
 	t.Cleanup(func() { _ = srv.Shutdown(); <-done })
 	return pc.LocalAddr().String()
-}
-
-// freeAddr returns a loopback address with a port free for TCP and UDP
-// right now (a process started later binds it; a restart binds it again).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		return addr
-	}
-	t.Fatal("no free port")
-	return ""
 }
 
 // process is a meshdns process the test started.

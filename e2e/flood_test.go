@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // floodAgentBin, when set to a meshdns binary, runs BenchmarkAgentFlood
@@ -76,7 +78,7 @@ func flood(b *testing.B, bin string, delay time.Duration, n, rate int) (peak, af
 	if err != nil {
 		b.Fatal(err)
 	}
-	dnsAddr, admin := freeAddr(b), freeAddr(b)
+	dnsAddr, admin := testenv.FreeAddr(b), testenv.FreeAddr(b)
 	p := startProcess(b, bin, "agent", "--nametable-file", table, "--dns-addr", dnsAddr, "--admin-addr", admin,
 		"--upstream", up, "--resolv-conf", resolv, "--namespace", "demo", "--log-level", "error")
 	awaitHTTP(b, "http://"+admin+"/healthz/ready", 200)

@@ -53,20 +53,20 @@ func TestAgentRestart(t *testing.T) {
 		dir := t.TempDir()
 		table, names := agentTable(t, dir, 8)
 		up := startFaultUpstream(t)
-		dnsAddr := freeAddr(t)
+		dnsAddr := testenv.FreeAddr(t)
 		args := func(admin string, extra ...string) []string {
 			return append([]string{"agent", "--nametable-file", table, "--dns-addr", dnsAddr, "--admin-addr", admin,
 				"--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn"}, extra...)
 		}
 		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
-		admin1, admin2 := freeAddr(t), freeAddr(t)
+		admin1, admin2 := testenv.FreeAddr(t), testenv.FreeAddr(t)
 		old := startProcess(t, bin, args(admin1)...)
 		awaitHTTP(t, "http://"+admin1+"/healthz/ready", 200)
 
 		loop := startQueryLoop(t, dnsAddr, names)
 		time.Sleep(500 * time.Millisecond)
 		// Without --takeover the address is taken: the loud failure stays.
-		taken := startProcess(t, bin, args(freeAddr(t))...)
+		taken := startProcess(t, bin, args(testenv.FreeAddr(t))...)
 		select {
 		case <-taken.done:
 		case <-time.After(10 * time.Second):
@@ -102,7 +102,7 @@ func TestAgentRestart(t *testing.T) {
 		dir := t.TempDir()
 		table, names := agentTable(t, dir, 8)
 		up := startFaultUpstream(t)
-		dnsAddr, admin := freeAddr(t), freeAddr(t)
+		dnsAddr, admin := testenv.FreeAddr(t), testenv.FreeAddr(t)
 		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 		sup := startProcess(t, bin, "agent", "--supervise", "--nametable-file", table, "--dns-addr", dnsAddr,
 			"--admin-addr", admin, "--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn")
@@ -156,7 +156,7 @@ func TestAgentRestart(t *testing.T) {
 		dir := t.TempDir()
 		table, names := agentTable(t, dir, 8)
 		up := startFaultUpstream(t)
-		dnsAddr, admin := freeAddr(t), freeAddr(t)
+		dnsAddr, admin := testenv.FreeAddr(t), testenv.FreeAddr(t)
 		testenv.ReplaceFile(t, filepath.Join(dir, "resolv.conf"), "nameserver 127.0.0.1\n")
 		args := []string{"agent", "--nametable-file", table, "--dns-addr", dnsAddr, "--admin-addr", admin,
 			"--upstream", up, "--resolv-conf", filepath.Join(dir, "resolv.conf"), "--log-level", "warn"}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/iptables"
 )
 
@@ -192,7 +192,7 @@ func TestAgentIPTablesFlags(t *testing.T) {
 
 // TestAgentCommandServesExample runs what `make run` runs, on free ports.
 func TestAgentCommandServesExample(t *testing.T) {
-	dnsAddr, adminAddr := freePort(t), freePort(t)
+	dnsAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -229,16 +229,6 @@ func TestAgentCommandServesExample(t *testing.T) {
 	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "10.96.0.20" || !r.Authoritative {
 		t.Errorf("answer = %v (aa=%v), want web.demo.svc.cluster.local A 10.96.0.20 authoritative", r.Answer, r.Authoritative)
 	}
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // TestAgentFlagsDocumented checks that every agent flag is in the

@@ -137,7 +137,7 @@ func metricLine(t *testing.T, url string) string {
 // it with JSON logs, then `meshdns status` against the control plane's
 // admin address; both /metrics carry meshdns_build_info.
 func TestStatusAndBuildInfo(t *testing.T) {
-	grpcAddr, cpAdmin, dnsAddr, agentAdmin := freePort(t), freePort(t), freePort(t), freePort(t)
+	grpcAddr, cpAdmin, dnsAddr, agentAdmin := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var agentLog testenv.Buffer
@@ -213,7 +213,7 @@ func TestStatusErrors(t *testing.T) {
 		http.Error(w, "debug endpoints need a token\nmore", http.StatusForbidden)
 	}))
 	t.Cleanup(forbidden.Close)
-	closed := freePort(t) // nothing listens there any more
+	closed := testenv.FreeAddr(t) // nothing listens there any more
 	tests := []struct {
 		name   string
 		args   []string

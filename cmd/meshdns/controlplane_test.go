@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/internal/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -96,7 +97,7 @@ func TestControlPlaneFlags(t *testing.T) {
 // sample entries, on free loopback ports, and streams tables to two agents
 // of different namespaces over real gRPC.
 func TestControlPlaneCommandServesAgents(t *testing.T) {
-	grpcAddr, adminAddr := freePort(t), freePort(t)
+	grpcAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

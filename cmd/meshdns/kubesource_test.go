@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestKubeFlagErrors(t *testing.T) {
@@ -63,7 +64,7 @@ func TestControlPlaneWatchesKubernetes(t *testing.T) {
 	t.Setenv("MESHDNS_NAMESPACES", ns+",kube-system")
 	t.Setenv("MESHDNS_LABEL_SELECTOR", "dns=web")
 
-	grpcAddr, adminAddr := freePort(t), freePort(t)
+	grpcAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -62,7 +62,7 @@ func TestSecureStream(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	grpcAddr, cpAdmin, webhookAddr := freePort(t), freePort(t), freePort(t)
+	grpcAddr, cpAdmin, webhookAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	var wg sync.WaitGroup
 	start := func(name string, args ...string) {
 		wg.Add(1)
@@ -96,10 +96,10 @@ func TestSecureStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := func(namespace string) string {
-		admin := freePort(t)
+		admin := testenv.FreeAddr(t)
 		start("agent "+namespace, "agent", "--control-plane", grpcAddr, "--ca-cert", caFile, "--token-file", tokenFile,
 			"--namespace", namespace, "--pod-name", "web-0", "--resolv-conf", "../../examples/resolv.conf",
-			"--upstream", "127.0.0.1", "--dns-addr", freePort(t), "--admin-addr", admin, "--log-level", "error")
+			"--upstream", "127.0.0.1", "--dns-addr", testenv.FreeAddr(t), "--admin-addr", admin, "--log-level", "error")
 		return "http://" + admin
 	}
 	get := func(url string) (int, string) {

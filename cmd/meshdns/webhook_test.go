@@ -34,7 +34,7 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	if err := os.WriteFile(tmpl, []byte("image: example/meshdns:one\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	grpcAddr, adminAddr, webhookAddr := freePort(t), freePort(t), freePort(t)
+	grpcAddr, adminAddr, webhookAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -133,8 +133,8 @@ func TestWebhookFlagErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--grpc-addr", freePort(t),
-				"--admin-addr", freePort(t), "--webhook-addr", freePort(t), "--log-level", "error"}, tt.args...)
+			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--grpc-addr", testenv.FreeAddr(t),
+				"--admin-addr", testenv.FreeAddr(t), "--webhook-addr", testenv.FreeAddr(t), "--log-level", "error"}, tt.args...)
 			err := dispatch(ctx, args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/loadagent"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func envInt(name string, def int) int {
@@ -168,7 +169,7 @@ func BenchmarkKubeScale(b *testing.B) {
 	var agents []*agent
 	for r := range nReplicas {
 		start := time.Now()
-		rp := startReplica(b, c, freeAddr(b))
+		rp := startReplica(b, c, testenv.FreeAddr(b))
 		for k := range nAgents {
 			agents = append(agents, startAgent(b, loadagent.Config{Addrs: []string{rp.grpc}, Namespace: namespaces[k%min(nViews, nNS)],
 				Pod: fmt.Sprintf("pod-%d-%d", r, k), Index: r*nAgents + k, Watch: "probe-0." + watchNS + ".svc.cluster.local"}))

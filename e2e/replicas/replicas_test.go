@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,18 +35,6 @@ func TestMain(m *testing.M) {
 // buildMeshdns returns the path of cmd/meshdns, built on first use.
 func buildMeshdns(t testing.TB) string { return meshdnsBuild.Path(t) }
 
-// freeAddr returns a loopback address nothing listens on now, so a
-// replica restarted later comes back at the same address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // replica is one control plane process.
 type replica struct {
 	grpc, admin string
@@ -57,7 +44,7 @@ type replica struct {
 
 func startReplica(t testing.TB, c *kubetest.Cluster, grpcAddr string) *replica {
 	t.Helper()
-	r := &replica{grpc: grpcAddr, admin: freeAddr(t), done: make(chan struct{})}
+	r := &replica{grpc: grpcAddr, admin: testenv.FreeAddr(t), done: make(chan struct{})}
 	r.cmd = exec.Command(buildMeshdns(t), "controlplane", "--kubeconfig", c.Kubeconfig,
 		"--insecure-allow-unauthenticated", // the agents here present no token: the test is about replicas
 		"--grpc-addr", r.grpc, "--admin-addr", r.admin, "--debounce", "20ms", "--log-level", "warn")
@@ -150,8 +137,8 @@ func TestAgentsMoveBetweenReplicas(t *testing.T) {
 	for i := range 5 {
 		createService(t, c, ns, fmt.Sprintf("web-%d", i))
 	}
-	a := startReplica(t, c, freeAddr(t))
-	b := startReplica(t, c, freeAddr(t))
+	a := startReplica(t, c, testenv.FreeAddr(t))
+	b := startReplica(t, c, testenv.FreeAddr(t))
 	moved := "moved." + ns + ".svc.cluster.local"
 
 	// One agent on each replica: the same content has the same version.

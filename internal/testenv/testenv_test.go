@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +22,22 @@ func TestReplaceFile(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("dir holds %d files, want only the replaced one", len(ents))
+	}
+}
+
+func TestFreeAddr(t *testing.T) {
+	addr := FreeAddr(t)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("tcp %s: %v", addr, err)
+	}
+	defer l.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("udp %s: %v", addr, err)
+	}
+	pc.Close()
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("addr %s, want 127.0.0.1", addr)
 	}
 }
