@@ -21,27 +21,18 @@ import (
 // writeTableFile writes n services in the protojson form of
 // meshdns.v1.NameTable, the same services as benchEntries.
 func writeTableFile(dir string, n int) (string, error) {
-	path := filepath.Join(dir, fmt.Sprintf("nametable-%d.json", n))
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprint(w, "{\"authoritative_zones\": [\"cluster.local\"], \"table\": {")
-	for i, e := range benchEntries(n) {
-		if i > 0 {
-			w.WriteString(",")
-		}
-		fmt.Fprintf(w, "\n%q: {\"ips\": [%q], \"registry\": \"Kubernetes\", \"shortname\": %q, \"namespace\": %q, "+
-			"\"ports\": [{\"name\": \"http\", \"port\": 80, \"protocol\": \"TCP\"}]}",
-			e.Hostname, e.IPs[0].String(), e.ShortName, e.Namespace)
-	}
-	fmt.Fprint(w, "\n}}\n")
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return "", err
-	}
-	return path, f.Close()
+	entries := benchEntries(n)
+	return writeLines(dir, fmt.Sprintf("nametable-%d.json", n), len(entries),
+		"{\"authoritative_zones\": [\"cluster.local\"], \"table\": {", "\n}}\n",
+		func(w *bufio.Writer, i int) {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			e := entries[i]
+			fmt.Fprintf(w, "\n%q: {\"ips\": [%q], \"registry\": \"Kubernetes\", \"shortname\": %q, \"namespace\": %q, "+
+				"\"ports\": [{\"name\": \"http\", \"port\": 80, \"protocol\": \"TCP\"}]}",
+				e.Hostname, e.IPs[0].String(), e.ShortName, e.Namespace)
+		})
 }
 
 // startAgent runs the agent pinned to cpus on a table of n services and
