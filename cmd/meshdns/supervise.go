@@ -20,8 +20,10 @@ import (
 // inherited, as descriptors 3, 4, ... (UDP ones first).
 const inheritedFDsEnv = "MESHDNS_INHERITED_FDS"
 
-// cutSupervise removes --supervise from args and reports whether it was
-// there: the supervisor passes the rest to each agent it starts.
+// cutSupervise removes --supervise from args and reports whether it is on:
+// the supervisor passes the rest to each agent it starts. The last one
+// wins, as for every other flag, so an injected --supervise=false (the
+// template's agentArgs) turns off the generated --supervise.
 func cutSupervise(args []string) ([]string, bool) {
 	var out []string
 	found := false
@@ -30,6 +32,7 @@ func cutSupervise(args []string) ([]string, bool) {
 		case "--supervise", "-supervise", "--supervise=true", "-supervise=true":
 			found = true
 		case "--supervise=false", "-supervise=false":
+			found = false
 		default:
 			out = append(out, a)
 		}

@@ -136,16 +136,19 @@ func (t *Template) initContainer() corev1.Container {
 // running beside them and stops after them (KEP-753, GA in 1.33, on by
 // default since 1.29).
 func (t *Template) agentContainer() corev1.Container {
-	args := []string{
-		"agent",
+	args := []string{"agent"}
+	if t.supervised() {
+		args = append(args, "--supervise")
+	}
+	args = append(args,
 		"--control-plane", t.ControlPlane,
 		"--state-dir", t.StateDir,
-		"--dns-addr", "127.0.0.1:" + strconv.Itoa(int(t.DNSPort)),
+		"--dns-addr", "127.0.0.1:"+strconv.Itoa(int(t.DNSPort)),
 		// Debug endpoints on loopback; the kubelet and Prometheus get the
 		// probe port on the pod IP.
-		"--admin-addr", "127.0.0.1:" + strconv.Itoa(int(t.AdminPort)),
-		"--probe-addr", "0.0.0.0:" + strconv.Itoa(int(t.ProbePort)),
-	}
+		"--admin-addr", "127.0.0.1:"+strconv.Itoa(int(t.AdminPort)),
+		"--probe-addr", "0.0.0.0:"+strconv.Itoa(int(t.ProbePort)),
+	)
 	if t.secure() {
 		args = append(args, "--ca-cert", identityDir+"/"+caFile, "--token-file", identityDir+"/"+tokenFile)
 	}
@@ -228,6 +231,10 @@ func (t *Template) stateVolume() corev1.Volume {
 		}},
 	}
 }
+
+// supervised reports whether the agent runs under its supervisor (the
+// default; an unset field, as in a Template built in Go, counts as on).
+func (t *Template) supervised() bool { return t.Supervise == nil || *t.Supervise }
 
 // secure reports whether the agent talks TLS to the control plane and
 // presents its token: whenever the webhook knows the control plane's CA,

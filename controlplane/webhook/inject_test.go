@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,6 +79,38 @@ func withCA(t Template, ca string) Template {
 	return t
 }
 
+// TestSuperviseSwitch: the sidecar runs under its supervisor unless the
+// template file turns it off, and a template layered on one that turned it
+// off keeps it off.
+func TestSuperviseSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       bool
+	}{
+		{name: "absent", file: "{}", want: true},
+		{name: "on", file: "supervise: true", want: true},
+		{name: "off", file: "supervise: false", want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, err := ParseTemplate([]byte(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := tmpl.agentContainer().Args
+			if got := slices.Contains(args, "--supervise"); got != tc.want {
+				t.Errorf("agent args %q: --supervise present = %v, want %v", args, got, tc.want)
+			}
+			layered := Template{}.over(tmpl)
+			if got := layered.supervised(); got != tc.want {
+				t.Errorf("layered on it: supervised = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := ParseTemplate([]byte("supervise: sometimes")); err == nil {
+		t.Error("supervise: sometimes was accepted")
+	}
+}
+
 func TestPatchGolden(t *testing.T) {
 	custom := Template{
 		Image:                     "registry.example/meshdns:v1.2.3",
@@ -89,6 +122,7 @@ func TestPatchGolden(t *testing.T) {
 		AgentArgs:                 []string{"--log-level", "debug"},
 		IPv6:                      true,
 		HoldApplicationUntilReady: true,
+		Supervise:                 ptr(false),
 	}.over(DefaultTemplate())
 	app := corev1.Container{Name: "app", Image: "app:1"}
 	tests := []struct {

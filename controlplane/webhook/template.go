@@ -68,6 +68,14 @@ type Template struct {
 	// they set requests or limits.
 	AgentResources corev1.ResourceRequirements `json:"agentResources,omitempty"`
 	InitResources  corev1.ResourceRequirements `json:"initResources,omitempty"`
+	// Supervise runs the agent under `meshdns agent --supervise`: a small
+	// parent process holds the DNS sockets and restarts a crashed or
+	// OOM-killed agent on them at once, so the pod's queries wait in the
+	// socket queue for a few hundred milliseconds instead of for the
+	// resolver's timeout (behind the redirect the kernel's refusal does not
+	// reach the application). Nil means true; false runs the agent alone and
+	// leaves restarts to the kubelet.
+	Supervise *bool `json:"supervise,omitempty"`
 	// AgentArgs and IptablesArgs are appended to the generated arguments
 	// (a later flag wins in Go's flag package).
 	AgentArgs    []string `json:"agentArgs,omitempty"`
@@ -107,6 +115,7 @@ func DefaultTemplate() Template {
 		TokenExpirationSeconds: 600,
 		StateDir:               "/var/run/meshdns",
 		StateSizeLimit:         &size,
+		Supervise:              ptr(true),
 		AgentResources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -178,6 +187,9 @@ func (t Template) over(base Template) Template {
 	}
 	if t.InitResources.Requests == nil && t.InitResources.Limits == nil {
 		t.InitResources = base.InitResources
+	}
+	if t.Supervise == nil {
+		t.Supervise = base.Supervise
 	}
 	if t.AgentArgs == nil {
 		t.AgentArgs = base.AgentArgs
