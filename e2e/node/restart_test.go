@@ -1,10 +1,16 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,11 +21,14 @@ import (
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// testSidecarRestart kills the sidecar's process, as an OOM kill or a crash
-// would, while the application resolves a name every 20 ms: the kubelet
-// restarts it, the restarted agent restores its table from the state
-// volume, and lookups succeed again. Failed lookups during the restart are
-// counted and reported.
+// testSidecarRestart kills the sidecar's processes, as an OOM kill or a
+// crash would, while the application resolves a name every 20 ms. First
+// the agent under the sidecar's supervisor: the supervisor starts another
+// agent on the same sockets at once, the container is not restarted, and no
+// lookup fails or waits for its timeout. Then the whole sidecar (the
+// supervisor): the kubelet restarts it, the restarted agent restores its
+// table from the state volume, and lookups succeed again; those failing
+// meanwhile are counted and reported.
 func testSidecarRestart(t *testing.T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -30,32 +39,110 @@ func testSidecarRestart(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	ok := func(out string) bool { return strings.HasPrefix(out, "ok ") }
-	e.firstAfter(t, ns, pod, name, time.Time{}, ok)
+	first := e.firstAfter(t, ns, pod, name, time.Time{}, ok)
 
-	agent := func() corev1.ContainerStatus {
+	agent := func() (corev1.ContainerStatus, *corev1.Pod) {
 		p, err := e.c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range p.Status.InitContainerStatuses {
 			if s.Name == webhook.AgentContainerName {
-				return s
+				return s, p
 			}
 		}
 		t.Fatalf("no %s status in %+v", webhook.AgentContainerName, p.Status)
-		return corev1.ContainerStatus{}
+		return corev1.ContainerStatus{}, nil
 	}
-	before := agent()
+	restoredFromState := func(p *corev1.Pod, after string) {
+		t.Helper()
+		r, err := http.Get("http://" + p.Status.PodIP + ":15121/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if !strings.Contains(string(body), `meshdns_agent_table_updates_total{source="state"} 1`) {
+			t.Errorf("%s: the agent did not restore the persisted table; its table updates:\n%s", after, grep(string(body), "meshdns_agent_table_updates_total"))
+		}
+	}
+
+	// The agent under its supervisor. The supervisor restarts an agent
+	// that ran 10 s or more at once (a crash loop backs off), so the kill
+	// comes after that.
+	before, pp := agent()
+	supervisor, child := sidecarProcesses(t, e, before.ContainerID)
+	limit := pp.Spec.InitContainers[slices.IndexFunc(pp.Spec.InitContainers, func(c corev1.Container) bool {
+		return c.Name == webhook.AgentContainerName
+	})].Resources.Limits.Memory().Value()
+	if got := procEnv(t, child, "GOMEMLIMIT"); got != strconv.FormatInt(limit, 10) {
+		t.Errorf("supervised agent (pid %d): GOMEMLIMIT=%q, want the container's memory limit %d", child, got, limit)
+	}
+	t.Logf("sidecar processes: supervisor %s; agent %s", procMemory(t, supervisor), procMemory(t, child))
+	time.Sleep(time.Until(first.Add(11 * time.Second)))
 	t0 := time.Now()
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var next int
+	testenv.Eventually(t, "the supervisor starting another agent", 10*time.Second, func() bool {
+		s, n := sidecarProcesses(t, e, before.ContainerID)
+		next = n
+		return s == supervisor && n != child
+	})
+	restarted := time.Since(t0)
+	// Every lookup that ended in the 4 s after the kill (the application's
+	// timeout: a lookup the kill stranded would end in it) must have
+	// succeeded, and none may have waited long: the queries sent while no
+	// agent ran waited in the supervisor's sockets.
+	end := t0.Add(4 * time.Second)
+	e.firstAfter(t, ns, pod, name, end, ok)
+	failed, total, prev, stall := 0, 0, time.Time{}, time.Duration(0)
+	for _, r := range e.results(ns, pod) {
+		if r.name != name || r.at.After(end) {
+			continue
+		}
+		if r.at.After(t0) {
+			total++
+			if !ok(r.out) {
+				failed++
+				t.Errorf("lookup after the agent's kill: %s", r.out)
+			}
+			// Each lookup starts 20 ms after the previous one ended.
+			stall = max(stall, r.at.Sub(prev)-20*time.Millisecond)
+		}
+		prev = r.at
+	}
+	if total < 20 {
+		t.Errorf("only %d lookups in the 4 s after the agent's kill", total)
+	}
+	if stall > time.Second {
+		t.Errorf("a lookup took %v across the agent's kill, want under 1s", stall.Round(time.Millisecond))
+	}
+	after, pp := agent()
+	if after.RestartCount != before.RestartCount {
+		t.Errorf("the sidecar container restarted (%d -> %d): the supervisor should have restarted the agent", before.RestartCount, after.RestartCount)
+	}
+	t.Logf("agent killed under its supervisor: %d of %d lookups failed, the longest took %v; new agent pid %d started %v after the kill",
+		failed, total, stall.Round(time.Millisecond), next, restarted.Round(time.Millisecond))
+	testenv.Eventually(t, "the new agent ready", 10*time.Second, func() bool {
+		s, _ := agent()
+		return s.Ready
+	})
+	restoredFromState(pp, "agent restarted by the supervisor")
+
+	// The whole sidecar, supervisor included: the kubelet restarts it.
+	before = after
+	t0 = time.Now()
 	if err := e.n.KillContainer(before.ContainerID); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the kubelet restarting the sidecar", time.Minute, func() bool {
-		s := agent()
+		s, _ := agent()
 		return s.RestartCount > before.RestartCount && s.Ready
 	})
 	back := e.firstAfter(t, ns, pod, name, time.Now(), ok)
-	failed, total := 0, 0
+	failed, total = 0, 0
 	for _, r := range e.results(ns, pod) {
 		if r.at.After(t0) && r.at.Before(back) {
 			total++
@@ -66,22 +153,84 @@ func testSidecarRestart(t *testing.T, e *env) {
 	}
 	t.Logf("sidecar killed: %d of %d lookups failed until the restarted agent answered, %v after the kill",
 		failed, total, back.Sub(t0).Round(time.Millisecond))
-
-	// The restarted agent took its table from the state volume.
-	pp, err := e.c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := http.Get("http://" + pp.Status.PodIP + ":15121/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body.Close()
-	if !strings.Contains(string(body), `meshdns_agent_table_updates_total{source="state"} 1`) {
-		t.Errorf("restarted agent did not restore the persisted table; its table updates:\n%s", grep(string(body), "meshdns_agent_table_updates_total"))
-	}
+	_, pp = agent()
+	restoredFromState(pp, "sidecar restarted by the kubelet")
 	_ = e.c.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{})
+}
+
+// sidecarProcesses returns the host PIDs of the sidecar's supervisor (the
+// container's first process) and of the agent it runs.
+func sidecarProcesses(t *testing.T, e *env, containerID string) (supervisor, agent int) {
+	t.Helper()
+	pids, err := e.n.ContainerPIDs(containerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, pid := range pids {
+		if pp, err := ppid(pid); err == nil {
+			parent[pid] = pp
+		}
+	}
+	for pid, pp := range parent {
+		if _, ok := parent[pp]; !ok {
+			supervisor = pid
+		}
+	}
+	for pid, pp := range parent {
+		if pp == supervisor {
+			agent = pid
+		}
+	}
+	if supervisor == 0 || agent == 0 {
+		t.Fatalf("sidecar processes %v (parents %v): want a supervisor and its agent", pids, parent)
+	}
+	return supervisor, agent
+}
+
+// ppid reads a process's parent from /proc/<pid>/stat (the fields after
+// the command name in parentheses: state, ppid, ...).
+func ppid(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return strconv.Atoi(f[1])
+}
+
+// procEnv returns a process's environment variable key.
+func procEnv(t *testing.T, pid int, key string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// procMemory summarizes a process's resident memory from its status.
+func procMemory(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "VmRSS" || k == "RssAnon" || k == "RssFile") {
+			out = append(out, k+" "+strings.Join(strings.Fields(v), " "))
+		}
+	}
+	return fmt.Sprintf("pid %d: %s", pid, strings.Join(out, ", "))
 }
 
 func grep(s, substr string) string {

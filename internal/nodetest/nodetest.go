@@ -357,16 +357,41 @@ func (n *Node) KillContainer(id string) error {
 // MemoryUsage reads a container's memory.usage_in_bytes as the kubelet's
 // cgroup (v1 memory hierarchy) sees it.
 func (n *Node) MemoryUsage(id string) (int64, error) {
+	b, err := readContainerCgroup(id, "memory.usage_in_bytes")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// ContainerPIDs lists the host PIDs of a container's processes (its memory
+// cgroup's cgroup.procs), for a test that signals one process of a
+// container rather than the container's first one.
+func (n *Node) ContainerPIDs(id string) ([]int, error) {
+	b, err := readContainerCgroup(id, "cgroup.procs")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("container %s: cgroup.procs: %w", id, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// readContainerCgroup reads a file of a container's memory cgroup, given
+// the ID of a pod container status.
+func readContainerCgroup(id, file string) ([]byte, error) {
 	id = strings.TrimPrefix(id, "containerd://")
 	for _, pattern := range []string{"/sys/fs/cgroup/memory/kubepods/pod*/" + id, "/sys/fs/cgroup/memory/kubepods/*/pod*/" + id} {
 		dirs, _ := filepath.Glob(pattern)
 		if len(dirs) == 1 {
-			b, err := os.ReadFile(filepath.Join(dirs[0], "memory.usage_in_bytes"))
-			if err != nil {
-				return 0, err
-			}
-			return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return os.ReadFile(filepath.Join(dirs[0], file))
 		}
 	}
-	return 0, fmt.Errorf("no memory cgroup for container %s", id)
+	return nil, fmt.Errorf("no memory cgroup for container %s", id)
 }
