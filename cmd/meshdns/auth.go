@@ -6,9 +6,10 @@ import (
 	"flag"
 	"log/slog"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/auth"
-	"github.com/meshdns/meshdns/controlplane/kubesource"
 )
 
 // authFlags say how `meshdns controlplane` verifies agents.
@@ -31,12 +32,8 @@ func newAuthFlags(fs *flag.FlagSet) *authFlags {
 // agents' bare claims only with --insecure-allow-unauthenticated. Without
 // any of them the control plane refuses to start rather than serve every
 // namespace's names to whoever asks.
-func (f *authFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) error {
+func (f *authFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) error {
 	var as []auth.Authenticator
-	rc, err := kubesource.RESTConfig(kubeconfig)
-	if err != nil {
-		return err
-	}
 	if rc != nil {
 		rv, err := auth.NewReviewer(rc)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/certfile"
 )
@@ -117,20 +118,27 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
 	cfg.Registerer, cfg.Gatherer = reg, reg
-	watchTemplate, err := wf.apply(&cfg, log, kf.kubeconfig)
+	// The API server's address and credentials, read once for the webhook's
+	// certificate Secret, the Kubernetes source and TokenReview; nil when
+	// there is no kubeconfig and no pod service account.
+	rc, err := kubesource.RESTConfig(kf.kubeconfig)
+	if err != nil {
+		return err
+	}
+	watchTemplate, err := wf.apply(&cfg, log, rc)
 	if err != nil {
 		return err
 	}
 	if err := controlPlanePreflight(cfg, wf); err != nil {
 		return err
 	}
-	if err := kf.apply(&cfg, log); err != nil {
+	if err := kf.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
 		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
 	}
-	if err := af.apply(&cfg, log, kf.kubeconfig); err != nil {
+	if err := af.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)

@@ -6,8 +6,7 @@ import (
 	"flag"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/meshdns/meshdns/controlplane"
@@ -31,16 +30,11 @@ func newKubeFlags(fs *flag.FlagSet) *kubeFlags {
 }
 
 // apply adds the Kubernetes source to cfg when an API server is
-// configured. The registry does not wait for it before the first version:
-// until the informers sync the cluster zone is not reported, so agents
-// forward cluster names to the cluster's DNS meanwhile instead of
-// answering them.
-func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger) error {
-	client, err := kubesource.NewClient(f.kubeconfig)
-	if err != nil {
-		return err
-	}
-	if client == nil {
+// configured (rc not nil). The source reports once its informers have
+// synced, and the control plane serves no table before every source has
+// reported, so no agent answers a cluster name from a partial list.
+func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) error {
+	if rc == nil {
 		if len(f.namespaces) > 0 || f.labelSelector != "" {
 			return usagef("--namespaces and --label-selector need --kubeconfig or an in-cluster service account")
 		}
@@ -51,12 +45,9 @@ func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger) error {
 	// the control plane's logger so every line has one format. klog is
 	// process-global, which only main may touch.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	// One registry for every component, so /metrics shows the source's
-	// metrics too; the same default controlplane.New would make.
-	if cfg.Registerer == nil && cfg.Gatherer == nil {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		cfg.Registerer, cfg.Gatherer = reg, reg
+	client, err := kubesource.NewClientForConfig(rc)
+	if err != nil {
+		return err
 	}
 	src, err := kubesource.New(kubesource.Config{
 		Client:        client,

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/webhook"
 )
@@ -47,7 +45,7 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 
 // apply builds the injector into cfg when the webhook is on, and returns
 // what must run beside the control plane (the template watch), or nil.
-func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (func(context.Context) error, error) {
+func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (func(context.Context) error, error) {
 	if f.cert == "" && f.key == "" && f.secret == "" {
 		if f.template != "" || f.failClosed {
 			return nil, usagef("--inject-template and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
@@ -59,13 +57,6 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 	}
 	if f.cert != "" && f.secret != "" {
 		return nil, usagef("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
-	}
-	// One registry for the control plane and the webhook, so /metrics on
-	// the admin port shows both; the same default New would make.
-	if cfg.Registerer == nil && cfg.Gatherer == nil {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
 	// The injected agents trust the self-managed CA (the manager is made
 	// below, after the webhook it serves).
@@ -92,7 +83,7 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 	// beside it.
 	cfg.Webhook, cfg.WebhookAddr, cfg.WebhookCert, cfg.WebhookKey = w, f.addr, f.cert, f.key
 	if f.secret != "" {
-		if cfg.WebhookCerts, err = f.selfManaged(cfg, log, kubeconfig); err != nil {
+		if cfg.WebhookCerts, err = f.selfManaged(cfg, log, rc); err != nil {
 			return nil, err
 		}
 		certs = cfg.WebhookCerts
@@ -101,14 +92,10 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, kubecon
 }
 
 // selfManaged builds the certificate manager of --webhook-secret.
-func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, kubeconfig string) (*selfcert.Manager, error) {
+func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (*selfcert.Manager, error) {
 	ns, name, ok := strings.Cut(f.secret, "/")
 	if !ok || ns == "" || name == "" {
 		return nil, usagef("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
-	}
-	rc, err := kubesource.RESTConfig(kubeconfig)
-	if err != nil {
-		return nil, err
 	}
 	if rc == nil {
 		return nil, usagef("--webhook-secret needs --kubeconfig or an in-cluster service account")
