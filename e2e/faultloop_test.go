@@ -233,7 +233,7 @@ type process struct {
 func startProcess(t testing.TB, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -258,23 +258,6 @@ func (p *process) kill(t testing.TB) {
 	case <-time.After(cmdTimeout):
 		t.Fatalf("pid %d did not exit after SIGKILL", p.cmd.Process.Pid)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // awaitHTTP polls url until it answers code.
