@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // PluginType is the plugin's binary name in the CNI bin directory and its
@@ -236,7 +238,9 @@ func copyIfChanged(src, dst string, mode os.FileMode) (bool, error) {
 		return false, fmt.Errorf("open plugin binary: %w", err)
 	}
 	defer f.Close()
-	return true, replaceFile(dst, mode, func(w io.Writer) error {
+	// Written beside dst and renamed over it, so a running plugin binary
+	// is never overwritten in place and the runtime never reads half of it.
+	return true, atomicfile.Write(dst, mode, func(w io.Writer) error {
 		_, err := io.Copy(w, f)
 		return err
 	})
@@ -283,33 +287,8 @@ func writeIfChanged(path string, data []byte, mode os.FileMode) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		return false, nil
 	}
-	return true, replaceFile(path, mode, func(w io.Writer) error {
+	return true, atomicfile.Write(path, mode, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
-}
-
-// replaceFile writes a temporary file beside path with write and renames
-// it over path: the runtime never reads half a file, and a running plugin
-// binary is not overwritten in place.
-func replaceFile(path string, mode os.FileMode, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".meshdns-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	err = write(tmp)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -64,7 +64,7 @@ func TestViolations(t *testing.T) {
 		{
 			name: "cni depending on client-go",
 			pkgs: withStd(std, Package{ImportPath: m + "cni", Deps: []string{"fmt", m + "iptables", "golang.org/x/sys/unix", "k8s.io/client-go/rest"}}),
-			want: []string{"cni imports k8s.io/client-go/rest: cni/ is the node's CNI plugin: the standard library, iptables and x/sys only (the Kubernetes lookup is injected by the command)"},
+			want: []string{"cni imports k8s.io/client-go/rest: cni/ is the node's CNI plugin: the standard library, iptables, x/sys and the atomic file writer only (the Kubernetes lookup is injected by the command)"},
 		},
 		{
 			name: "proto importing a meshdns package",
