@@ -22,10 +22,12 @@ type AgentInfo struct {
 	Acked   string    `json:"acked"`
 	AckedAt time.Time `json:"ackedAt,omitzero"`
 	// View is the current version of the agent's view.
-	View      string `json:"view"`
-	Nacks     int    `json:"nacks"`
-	LastNack  string `json:"lastNack,omitempty"`
-	Overflows int    `json:"overflows"`
+	View     string `json:"view"`
+	Nacks    int    `json:"nacks"`
+	LastNack string `json:"lastNack,omitempty"`
+	// Holds counts the times the agent's versions were held back
+	// because it had not answered enough of what it was sent.
+	Holds int `json:"holds"`
 }
 
 // Agents lists the connected agents, sorted by namespace and pod.

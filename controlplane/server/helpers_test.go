@@ -32,7 +32,6 @@ type harness struct {
 
 type harnessOpts struct {
 	debounce   time.Duration
-	queue      int
 	history    int
 	tls        *tls.Config
 	keepalive  time.Duration
@@ -55,7 +54,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{Views: views, QueueSize: o.queue, TLS: o.tls, Registerer: prom,
+	cfg := server.Config{Views: views, TLS: o.tls, Registerer: prom,
 		KeepaliveTime: o.keepalive, KeepaliveTimeout: o.keepalive, MaxAdmissions: o.admissions}
 	if o.server != nil {
 		o.server(&cfg)

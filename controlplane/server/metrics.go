@@ -14,6 +14,7 @@ type metrics struct {
 	pushLatency prometheus.Histogram
 	programming prometheus.Histogram
 	streams     *prometheus.CounterVec
+	holds       prometheus.Counter
 
 	admissionWaiting prometheus.Gauge
 	admissions       *prometheus.CounterVec
@@ -67,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_streams_total",
 			Help: "Agent streams ended, by result (ok|error|invalid).",
 		}, []string{"result"}),
+		holds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_push_holds_total",
+			Help: "Times an agent's next versions were held back because it had not answered what it was sent (8 responses or 32 KiB); it gets the current version in one response when it answers.",
+		}),
 		admissionWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshdns_controlplane_admission_waiting",
 			Help: "Agent streams waiting to be admitted (paced by --max-admissions).",
@@ -76,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Agent streams admitted or refused at their first request, by result (ok|invalid|unauthenticated|denied|limited|unavailable) and method (token|spiffe|insecure|none).",
 		}, []string{"result", "method"}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.admissionWaiting, m.admissions} {
+	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.admissionWaiting, m.admissions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -31,9 +31,6 @@ type Config struct {
 	// TLS, when set, serves gRPC over TLS (set ClientAuth and ClientCAs or
 	// GetConfigForClient for mTLS); nil serves plaintext.
 	TLS *tls.Config
-	// QueueSize bounds the versions queued for one agent; when it
-	// overflows the agent gets a full table. Zero means 8.
-	QueueSize int
 	// KeepaliveTime is how often the server pings an idle connection;
 	// zero means 30s. KeepaliveTimeout is how long it waits for the
 	// answer before closing; zero means 10s.
@@ -87,6 +84,7 @@ type Server struct {
 	m     *metrics
 	grpc  *grpc.Server
 	admit *admission
+	fan   *fanout
 
 	auth   auth.Authenticator
 	limits *limits
@@ -99,9 +97,6 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Views == nil {
 		return nil, errors.New("server: Views is required")
-	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 8
 	}
 	if cfg.MaxAdmissions <= 0 {
 		cfg.MaxAdmissions = 128
@@ -143,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), agents: map[*agent]struct{}{},
+	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
 		auth: cfg.Authenticator,
 		limits: &limits{
 			maxStreams: cfg.MaxStreamsPerIdentity, burst: float64(cfg.ReconnectBurst), rate: cfg.ReconnectRate,
@@ -173,6 +168,8 @@ func New(cfg Config) (*Server, error) {
 		grpc.StaticStreamWindowSize(64 << 10),
 		grpc.StaticConnWindowSize(64 << 10),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		// A context per stream the server can end (stream.go).
+		grpc.InTapHandle(withCancel),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
@@ -193,6 +190,10 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 
 // Serve serves on lis until ctx ends, then closes every stream.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	fanCtx, stopFan := context.WithCancel(ctx)
+	fanDone := make(chan struct{})
+	go func() { defer close(fanDone); s.fan.run(fanCtx, s.send) }()
+	defer func() { stopFan(); <-fanDone }()
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(lis) }()
 	select {

@@ -13,61 +13,112 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
+
+// A stream has one goroutine of ours, its handler, which reads the agent's
+// ACKs and NACKs. Responses are sent by whoever finds the agent behind:
+// the handler for the first one, the fan-out workers (fanout.go) for new
+// versions, the handler again when an answer releases a held agent. The
+// scheduled flag makes sure only one of them sends at a time.
 
 // agent is the state of one stream.
 type agent struct {
 	pod, namespace, clusterDomain, instanceID, agentVersion, peer string
 	connected                                                     time.Time
 	sub                                                           *view.Sub
-
-	wake chan struct{} // the receiver asks the sender for a full table
+	st                                                            grpc.ServerStream
+	ts                                                            grpc.ServerTransportStream
+	// cancel ends the stream's context: the handler's RecvMsg returns
+	// (and a SendMsg waiting for write quota would).
+	cancel context.CancelFunc
 	// admitted frees the stream's admission slot once the agent answered
 	// its first response; idempotent.
 	admitted func()
 
-	mu        sync.Mutex          // guards following
-	nonce     uint64              // last nonce sent
-	sentID    string              // version the agent holds once it applies what was sent
-	sentSeq   uint64              // model sequence of the newest version sent
-	inflight  map[uint64]inflight // sent, not yet answered, by nonce
-	lastFull  uint64              // nonce of the last full table sent
+	mu        sync.Mutex // guards following
+	scheduled bool       // queued for, or being handled by, a sender; only it sends
+	held      bool       // not sending until the agent answers (canSendLocked)
+	ended     bool       // the handler returned or is returning: send nothing
+	sending   bool       // a sender is between its decision and SendMsg's return
+	idle      chan struct{}
+	nonce     uint64             // last nonce sent
+	answered  uint64             // last nonce ACKed or NACKed
+	sentBytes uint64             // bytes of all responses sent
+	ansBytes  uint64             // bytes of the responses up to answered
+	ring      [ringSize]inflight // the responses after answered, by nonce % ringSize
+	sentID    string             // version the agent holds once it applies what was sent
+	lastFull  uint64             // nonce of the last full table sent
 	needFull  bool
 	acked     string
 	ackedAt   time.Time
 	nacks     int
 	lastNack  string
-	overflows int
+	holds     int
 }
 
-// maxInflight bounds the responses remembered per agent while unanswered.
-const maxInflight = 64
+const (
+	// ringSize bounds the responses an agent may leave unanswered; more
+	// versions wait and go out as one response when it answers.
+	ringSize = 8
+	// maxUnanswered bounds the bytes of responses an agent may leave
+	// unanswered. gRPC blocks a send only when the stream already has
+	// 64 KiB waiting for its writer, and what is waiting was not yet
+	// answered, so below this bound a send never blocks its sender.
+	maxUnanswered = 32 << 10
+)
 
 type inflight struct {
+	nonce   uint64
 	version *view.Version
-	kind    string
-	sentAt  time.Time
+	full    bool
+	bytes   uint64 // sentBytes once this response was sent
 }
 
 func (a *agent) info() AgentInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	i := AgentInfo{
+	return AgentInfo{
 		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
-		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected,
-		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Overflows: a.overflows,
+		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: a.sentID,
+		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
 		View: a.sub.View().Current().ID,
 	}
-	i.Sent = a.sentID
-	return i
+}
+
+func (a *agent) logger(log *slog.Logger) *slog.Logger {
+	return log.With("pod", a.namespace+"/"+a.pod, "instance", a.instanceID)
+}
+
+// canSendLocked reports whether a response may go out now: the agent has
+// answered enough of what it was sent.
+func (a *agent) canSendLocked() bool {
+	return a.nonce-a.answered < ringSize && a.sentBytes-a.ansBytes < maxUnanswered
+}
+
+// streamCancel is the context key of a stream's cancel function.
+type streamCancel struct{}
+
+// withCancel is the server's tap handle: it gives every stream a context
+// the server can end, so the handler's blocking RecvMsg returns when the
+// stream must close for another reason (a rebind).
+func withCancel(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	return context.WithValue(ctx, streamCancel{}, cancel), nil
 }
 
 // StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer.
 func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNameTableRequest, meshdnsv1.StreamNameTableResponse]) error {
-	ctx, cancel := context.WithCancel(st.Context())
+	ctx := st.Context()
+	cancel, _ := ctx.Value(streamCancel{}).(context.CancelFunc)
+	if cancel == nil {
+		var c context.Context
+		c, cancel = context.WithCancel(ctx)
+		ctx = c
+	}
 	defer cancel()
 	first, err := st.Recv()
 	if err != nil {
@@ -94,40 +145,35 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		return err
 	}
 	defer release()
-	sub := s.cfg.Views.Subscribe(ver.viewKey(), s.cfg.QueueSize)
-	defer sub.Close()
 	a := &agent{
 		pod: ver.pod, namespace: ver.namespace, clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
-		connected: s.cfg.Now(), sub: sub, wake: make(chan struct{}, 1), admitted: release,
-		inflight: map[uint64]inflight{},
+		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), cancel: cancel, admitted: release,
+		// The handler sends the first response itself.
+		scheduled: true, sentID: first.GetVersionInfo(),
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		a.peer = p.Addr.String()
 	}
-	log := s.log.With("pod", a.namespace+"/"+a.pod, "instance", a.instanceID)
+	// Until the handler's first send is done, a is scheduled and wake
+	// does not look at a.sub.
+	a.sub = s.cfg.Views.Subscribe(ver.viewKey(), func() { s.wake(a) })
+	defer a.sub.Close()
 	s.add(a)
 	defer s.remove(a)
-	log.Info("agent connected", "peer", a.peer, "version", first.GetVersionInfo())
+	s.log.Info("agent connected", "pod", a.namespace+"/"+a.pod, "instance", a.instanceID, "peer", a.peer,
+		"version", first.GetVersionInfo())
 
-	recvErr := make(chan error, 1)
-	go func() {
-		recvErr <- s.receive(st, a, log)
-		cancel()
-	}()
-	err = s.send(ctx, st, a, first.GetVersionInfo())
-	cancel()
-	if err == errRebind {
-		// The server ends this stream: the receiver ends when the
-		// handler returns, not before.
-		log.Info("agent told to reconnect: its namespace has a view of its own now")
-		return err
-	}
-	rerr := <-recvErr
-	if err == nil || errors.Is(err, context.Canceled) {
-		err = rerr
-	}
+	s.send(a)
+	err = s.receive(st, a)
+	s.end(a)
+	log := a.logger(s.log)
 	switch {
+	case a.sub.Rebind():
+		// The namespace got a view of its own (view.Shared): the agent
+		// reconnects at once and resumes with a delta.
+		log.Info("agent told to reconnect: its namespace has a view of its own now")
+		return errRebind
 	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled:
 		log.Info("agent disconnected")
 		s.m.streams.WithLabelValues("ok").Inc()
@@ -139,122 +185,181 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}
 }
 
-// send writes responses until ctx ends: first what brings the agent from
-// resume to the current version, then each queued version.
-func (s *Server) send(ctx context.Context, st grpc.ServerStream, a *agent, resume string) error {
-	v := a.sub.View()
-	cur := v.Current()
-	if err := s.write(st, a, v.Response(resume, cur)); err != nil {
-		return err
-	}
-	for {
-		var target *view.Version
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case target = <-a.sub.C():
-		case <-a.wake:
-		}
-		if a.sub.Rebind() {
-			// The namespace got a view of its own (view.Shared): the agent
-			// reconnects at once and resumes with a delta.
-			return errRebind
-		}
-		overflow := a.sub.Overflowed()
-		a.mu.Lock()
-		full := a.needFull || overflow
-		a.needFull = false
-		if overflow {
-			a.overflows++
-		}
-		if full {
-			// Claim the full table's nonce now (only this goroutine
-			// sends), so a NACK of an older response arriving before
-			// the write sees that a repair is on its way.
-			a.lastFull = a.nonce + 1
-		}
-		sentID, sentSeq := a.sentID, a.sentSeq
+// wake has a sender look at a: its view has a new version, the agent must
+// rebind, or the agent answered. Called by the view (with its lock held)
+// and by the handler. A sender at work reads the view's current version
+// under a.mu before it stops, so a wake it ignores is never lost.
+func (s *Server) wake(a *agent) {
+	a.mu.Lock()
+	switch {
+	case a.scheduled || a.ended:
 		a.mu.Unlock()
-		var p *view.Prepared
-		switch {
-		case full:
-			// Coalesce: whatever was queued is older than the current
-			// version, which the full table carries.
-			drain(a.sub.C())
-			p = v.Current().Full()
-		case target == nil || target.Seq <= sentSeq:
-			continue // stale: a newer table already went out
-		default:
-			p = v.Response(sentID, target)
-		}
-		if err := s.write(st, a, p); err != nil {
-			return err
-		}
+	case a.sub.Rebind():
+		a.rebindLocked()
+	case a.held:
+		a.mu.Unlock()
+	default:
+		a.scheduled = true
+		a.mu.Unlock()
+		s.fan.push(a)
 	}
 }
 
-func drain(c <-chan *view.Version) {
+// statusWriter is the method of grpc-go's server transport stream (the
+// ServerTransportStream in a handler's context) that ends a stream with a
+// status, as the handler's return does.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+// rebindLocked ends the stream with errRebind, from outside its handler
+// (which is blocked reading): the status goes to the agent at once and the
+// handler's RecvMsg returns. Without grpc-go's WriteStatus it cancels the
+// stream's context instead (the agent sees Canceled). Called with a.mu
+// held, which it releases; no sender may be at work.
+func (a *agent) rebindLocked() {
+	a.ended = true
+	a.mu.Unlock()
+	if w, ok := a.ts.(statusWriter); ok && w.WriteStatus(status.Convert(errRebind)) == nil {
+		return
+	}
+	a.cancel()
+}
+
+// end stops all sending to a and waits for a send in progress, so nothing
+// touches the stream after its handler returned.
+func (s *Server) end(a *agent) {
+	a.mu.Lock()
+	a.ended = true
+	var idle chan struct{}
+	if a.sending {
+		idle = make(chan struct{})
+		a.idle = idle
+	}
+	a.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+}
+
+// send brings a up to its view's current version, one response at a time,
+// while it may; the caller has set a.scheduled.
+func (s *Server) send(a *agent) {
+	v := a.sub.View()
 	for {
-		select {
-		case <-c:
-		default:
+		a.mu.Lock()
+		target := v.Current()
+		switch {
+		case a.ended:
+			a.scheduled = false
+			a.mu.Unlock()
+			return
+		case a.sub.Rebind():
+			a.scheduled = false
+			a.rebindLocked()
+			return
+		case a.nonce > 0 && !a.needFull && target.ID == a.sentID:
+			// Up to date (or a stale wake-up).
+			a.scheduled = false
+			a.mu.Unlock()
+			return
+		case !a.canSendLocked():
+			if !a.held {
+				a.held = true
+				a.holds++
+				s.m.holds.Inc()
+			}
+			a.scheduled = false
+			a.mu.Unlock()
 			return
 		}
-	}
-}
+		full, base := a.needFull, a.sentID
+		a.needFull = false
+		a.nonce++
+		n := a.nonce
+		if full {
+			// Claim the full table's nonce now, so a NACK of an older
+			// response arriving before the write sees that a repair is
+			// on its way.
+			a.lastFull = n
+		}
+		a.sentID = target.ID
+		a.sending = true
+		a.mu.Unlock()
 
-func (s *Server) write(st grpc.ServerStream, a *agent, p *view.Prepared) error {
-	a.mu.Lock()
-	a.nonce++
-	n := a.nonce
-	a.inflight[n] = inflight{version: p.Version, kind: p.Kind, sentAt: s.cfg.Now()}
-	// An agent that reads but never answers must not grow the map
-	// without bound; answers that old only lose their latency sample.
-	delete(a.inflight, n-maxInflight)
-	if p.Kind == "full" {
-		a.lastFull = n
+		var p *view.Prepared
+		if full {
+			p = target.Full()
+		} else {
+			p = v.Response(base, target)
+		}
+		a.mu.Lock()
+		a.sentBytes += uint64(len(p.Bytes))
+		a.ring[n%ringSize] = inflight{nonce: n, version: target, full: p.Kind == "full", bytes: a.sentBytes}
+		if p.Kind == "full" {
+			a.lastFull = n
+		}
+		a.mu.Unlock()
+		err := a.st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)})
+		if err == nil {
+			count, bytes := s.m.push(p.Kind)
+			count.Inc()
+			bytes.Add(float64(len(p.Bytes)))
+		}
+		a.mu.Lock()
+		a.sending = false
+		if a.idle != nil {
+			close(a.idle)
+			a.idle = nil
+		}
+		if err != nil {
+			// The stream is broken; its handler's RecvMsg fails too.
+			a.scheduled = false
+			a.mu.Unlock()
+			a.cancel()
+			return
+		}
+		a.mu.Unlock()
 	}
-	a.sentID, a.sentSeq = p.Version.ID, p.Version.Seq
-	a.mu.Unlock()
-	if err := st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)}); err != nil {
-		return err
-	}
-	count, bytes := s.m.push(p.Kind)
-	count.Inc()
-	bytes.Add(float64(len(p.Bytes)))
-	return nil
 }
 
 // receive handles ACKs and NACKs until the stream ends.
-func (s *Server) receive(st grpc.ServerStream, a *agent, log *slog.Logger) error {
+func (s *Server) receive(st grpc.ServerStream, a *agent) error {
+	req := new(meshdnsv1.StreamNameTableRequest)
 	for {
-		req := new(meshdnsv1.StreamNameTableRequest)
+		// One message per stream, reused: an ACK then costs only its
+		// strings.
+		req.Reset()
 		if err := st.RecvMsg(req); err != nil {
 			return err
 		}
-		a.admitted()
+		if a.admitted != nil {
+			a.admitted()
+			a.admitted = nil
+		}
 		n, err := strconv.ParseUint(req.GetResponseNonce(), 10, 64)
 		if err != nil {
-			log.Warn("ignoring request with a bad nonce", "nonce", req.GetResponseNonce())
+			a.logger(s.log).Warn("ignoring request with a bad nonce", "nonce", req.GetResponseNonce())
 			continue
 		}
 		now := s.cfg.Now()
 		a.mu.Lock()
-		f, known := a.inflight[n]
+		f, known := a.answerLocked(n)
 		if req.GetErrorDetail() == nil {
-			for k := range a.inflight {
-				if k <= n {
-					delete(a.inflight, k)
-				}
+			if a.acked != req.GetVersionInfo() {
+				a.acked = req.GetVersionInfo()
 			}
-			a.acked, a.ackedAt = req.GetVersionInfo(), now
+			a.ackedAt = now
+			wake := a.releaseLocked()
 			a.mu.Unlock()
 			if known {
 				s.observeAck(f, a.connected, now)
 			}
+			if wake {
+				s.wake(a)
+			}
 			continue
 		}
-		delete(a.inflight, n)
 		a.nacks++
 		a.lastNack = req.GetErrorDetail().GetMessage()
 		a.acked = req.GetVersionInfo()
@@ -264,25 +369,56 @@ func (s *Server) receive(st grpc.ServerStream, a *agent, log *slog.Logger) error
 		// NACKed after it must not trigger a full table each). A NACKed
 		// full table is not resent: the agent would reject it again; it
 		// keeps its last good table until the next version.
-		resend := (!known || f.kind != "full") && a.lastFull < n
+		resend := (!known || !f.full) && a.lastFull < n
 		if resend {
 			a.needFull = true
-		} else if known && f.kind == "full" && n == a.nonce {
+		} else if known && f.full && n == a.nonce {
 			// The agent kept its table: base the next delta on it
 			// (a full table again if it is not in the history).
 			a.sentID = req.GetVersionInfo()
 		}
+		wake := a.releaseLocked() || resend
 		a.mu.Unlock()
 		s.m.nacks.Inc()
-		log.Warn("agent rejected table", "nonce", n, "kind", f.kind, "code", req.GetErrorDetail().GetCode(),
+		kind := "delta"
+		if f.full {
+			kind = "full"
+		}
+		a.logger(s.log).Warn("agent rejected table", "nonce", n, "kind", kind, "code", req.GetErrorDetail().GetCode(),
 			"err", req.GetErrorDetail().GetMessage(), "kept", req.GetVersionInfo(), "resend_full", resend)
-		if resend {
-			select {
-			case a.wake <- struct{}{}:
-			default:
-			}
+		if wake {
+			s.wake(a)
 		}
 	}
+}
+
+// answerLocked records that the agent answered nonce n, and so everything
+// sent before it (an agent answers in order), and returns what n was.
+func (a *agent) answerLocked(n uint64) (inflight, bool) {
+	if n <= a.answered || n > a.nonce {
+		return inflight{}, false // stale or never sent
+	}
+	f := a.ring[n%ringSize]
+	if f.nonce != n {
+		return inflight{}, false
+	}
+	a.answered, a.ansBytes = n, f.bytes
+	for i := range a.ring {
+		if a.ring[i].nonce <= n {
+			a.ring[i] = inflight{}
+		}
+	}
+	return f, true
+}
+
+// releaseLocked ends a hold the agent's answer lifted; true when a sender
+// must look at the agent again.
+func (a *agent) releaseLocked() bool {
+	if a.held && a.canSendLocked() {
+		a.held = false
+		return true
+	}
+	return false
 }
 
 // observeAck records the latencies of an applied response.

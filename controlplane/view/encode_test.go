@@ -36,7 +36,7 @@ func FuzzEncode(f *testing.F) {
 		m2 := model(t, 2, nil, e(h2, port+1))
 		s := newStore(t, Config{})
 		s.Apply(m1)
-		view := s.Subscribe(Key{Namespace: "n"}, 4).View()
+		view := s.Subscribe(Key{Namespace: "n"}, nil).View()
 		v1 := view.Current()
 		s.Apply(m2)
 		v2 := view.Current()

@@ -76,7 +76,7 @@ func TestIncrementalMatchesFullBuild(t *testing.T) {
 		s.Apply(m)
 		if views == nil {
 			for _, k := range keys {
-				views = append(views, s.Subscribe(k, 64).View())
+				views = append(views, s.Subscribe(k, nil).View())
 			}
 		}
 		for i, v := range views {

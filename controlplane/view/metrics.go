@@ -5,10 +5,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // encoder counts the encodings of responses; the counters prove that a
 // version is encoded once per view, not once per agent.
 type encoder struct {
-	marshals  *prometheus.CounterVec
-	bytes     *prometheus.CounterVec
-	views     prometheus.Gauge
-	overflows prometheus.Counter
+	marshals *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	views    prometheus.Gauge
 }
 
 func newEncoder(reg prometheus.Registerer) (*encoder, error) {
@@ -25,12 +24,8 @@ func newEncoder(reg prometheus.Registerer) (*encoder, error) {
 			Name: "meshdns_controlplane_views",
 			Help: "Distinct views (namespace and cluster domain) kept.",
 		}),
-		overflows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "meshdns_controlplane_queue_overflows_total",
-			Help: "Times an agent's queue was full and its pending versions were coalesced into a full table.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{e.marshals, e.bytes, e.views, e.overflows} {
+	for _, c := range []prometheus.Collector{e.marshals, e.bytes, e.views} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -93,7 +93,7 @@ func (s *Store) rebindLocked(added []string) {
 		v.mu.Lock()
 		for sub := range v.subs {
 			if named[sub.namespace] && !sub.rebind.Swap(true) {
-				sub.push(v.cur) // wake the subscriber
+				sub.wake()
 			}
 		}
 		v.mu.Unlock()

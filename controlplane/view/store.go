@@ -78,9 +78,12 @@ type View struct {
 	// Store.mu is held (by Apply, one worker per view, or Subscribe).
 	model uint64
 
+	// cur is the current version; written with mu held, read without it
+	// (every agent of the view reads it on each version).
+	cur atomic.Pointer[Version]
+
 	mu        sync.Mutex // guards following
-	cur       *Version
-	steps     []*step // oldest first; the last made cur
+	steps     []*step    // oldest first; the last made cur
 	subs      map[*Sub]struct{}
 	idleSince time.Time
 }
@@ -102,12 +105,11 @@ type step struct {
 type Sub struct {
 	view      *View
 	namespace string // the namespace subscribed for (the view's, or Shared's member)
-	ch        chan *Version
-	// overflow is set when the queue was full: the subscriber must drain
-	// C and send a full table of the current version.
-	overflow atomic.Bool
-	closed   atomic.Bool
-	rebind   atomic.Bool // see Rebind
+	// notify is called when the view has a new current version or the
+	// subscription must be rebound; or nil.
+	notify func()
+	closed atomic.Bool
+	rebind atomic.Bool // see Rebind
 }
 
 // New returns an empty store; Run feeds it.
@@ -197,9 +199,13 @@ func (s *Store) Apply(m *registry.Model) {
 }
 
 // Subscribe attaches an agent to the view of key, creating it if needed.
-// queue bounds the versions waiting for the agent. It returns nil before
-// the first model (wait for Ready).
-func (s *Store) Subscribe(key Key, queue int) *Sub {
+// notify (or nil) is called, with the view's lock held, whenever the view
+// has a new current version or Rebind turns true: it must not block and
+// must not call back into the view; the subscriber then reads Current and
+// asks Response for what it lacks. Nothing is queued per subscriber, so a
+// slow one costs no memory and gets one response for many versions. It
+// returns nil before the first model (wait for Ready).
+func (s *Store) Subscribe(key Key, notify func()) *Sub {
 	key.ClusterDomain = registry.CanonicalHost(key.ClusterDomain)
 	if key.ClusterDomain == "" {
 		key.ClusterDomain = s.cfg.ClusterDomain
@@ -218,7 +224,7 @@ func (s *Store) Subscribe(key Key, queue int) *Sub {
 		s.views[key] = v
 		s.enc.views.Set(float64(len(s.views)))
 	}
-	sub := &Sub{view: v, namespace: ns, ch: make(chan *Version, max(queue, 1))}
+	sub := &Sub{view: v, namespace: ns, notify: notify}
 	v.mu.Lock()
 	v.subs[sub] = struct{}{}
 	v.mu.Unlock()
@@ -269,12 +275,12 @@ func (v *View) advance(nv *Version, before map[string]*registry.Candidate, histo
 	defer v.mu.Unlock()
 	nv.enc = v.enc
 	st := &step{id: nv.ID, zones: nv.Zones, before: before}
-	if cur := v.cur; cur != nil {
+	if cur := v.cur.Load(); cur != nil {
 		if cur.ID == nv.ID {
 			return
 		}
 	}
-	if cur := v.cur; cur != nil && before == nil {
+	if cur := v.cur.Load(); cur != nil && before == nil {
 		st.before = map[string]*registry.Candidate{}
 		nv.names.each(func(k string, c *registry.Candidate) {
 			if o := cur.names.get(k); o != c {
@@ -287,14 +293,14 @@ func (v *View) advance(nv *Version, before map[string]*registry.Candidate, histo
 			}
 		})
 	}
-	v.cur = nv
+	v.cur.Store(nv)
 	v.steps = append(v.steps, st)
 	if len(v.steps) > history {
 		v.steps[0] = nil
 		v.steps = v.steps[1:]
 	}
 	for sub := range v.subs {
-		sub.push(nv)
+		sub.wake()
 	}
 }
 
@@ -302,11 +308,7 @@ func (v *View) advance(nv *Version, before map[string]*registry.Candidate, histo
 func (v *View) Key() Key { return v.key }
 
 // Current returns the current version.
-func (v *View) Current() *Version {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.cur
-}
+func (v *View) Current() *Version { return v.cur.Load() }
 
 // Response returns what takes an agent holding version base to target: a
 // delta when base is in the history (an empty one when base is target),
@@ -351,38 +353,14 @@ func (v *View) Response(base string, target *Version) *Prepared {
 	return target.DeltaFrom(base, baseOf, baseZones)
 }
 
-// C delivers the versions queued for the agent, oldest first.
-func (s *Sub) C() <-chan *Version { return s.ch }
-
 // View returns the subscribed view.
 func (s *Sub) View() *View { return s.view }
 
-// Overflowed reports, and clears, whether versions were dropped because
-// the queue was full since the last call.
-func (s *Sub) Overflowed() bool { return s.overflow.Swap(false) }
-
-// push queues nv without ever blocking the store: a slow agent loses its
-// queue and is sent a full table instead. Called with the view lock held.
-func (s *Sub) push(nv *Version) {
-	select {
-	case s.ch <- nv:
-		return
-	default:
-	}
-	s.overflow.Store(true)
-	s.view.enc.overflows.Inc()
-	// Make room so the subscriber wakes up; it will see overflow.
-	for {
-		select {
-		case <-s.ch:
-			continue
-		default:
-		}
-		break
-	}
-	select {
-	case s.ch <- nv:
-	default:
+// wake tells the subscriber to look at the view. Called with the view
+// lock held.
+func (s *Sub) wake() {
+	if s.notify != nil {
+		s.notify()
 	}
 }
 

@@ -64,12 +64,12 @@ func TestEncoding(t *testing.T) {
 	s := newStore(t, Config{})
 	m1 := model(t, 1, []string{"x"}, ent("a.x", "10.0.0.1"), ent("b.x", "fd00::2"), ent("c.x", "10.0.0.3"))
 	s.Apply(m1)
-	sub := s.Subscribe(Key{Namespace: "ns"}, 4)
+	sub := s.Subscribe(Key{Namespace: "ns"}, nil)
 	v1 := sub.View().Current()
 	m2 := model(t, 2, []string{"x", "y"}, ent("a.x", "10.0.0.1"), ent("b.x", "fd00::20"), ent("d.x", "10.0.0.4"))
 	m2.Names["a.x"] = m1.Names["a.x"] // unchanged entries share candidates
 	s.Apply(m2)
-	v2 := <-sub.C()
+	v2 := sub.View().Current()
 
 	tests := []struct {
 		name string
@@ -128,7 +128,8 @@ func TestVersionIDs(t *testing.T) {
 	a, b := newStore(t, Config{}), newStore(t, Config{})
 	a.Apply(model(t, 1, nil, ent("a.x", "10.0.0.1"), ent("s.x", "10.0.0.2", "team-a")))
 	b.Apply(model(t, 7, nil, ent("s.x", "10.0.0.2", "team-a"), ent("a.x", "10.0.0.1")))
-	ka, kb := a.Subscribe(Key{Namespace: "team-b"}, 1), b.Subscribe(Key{Namespace: "team-b"}, 1)
+	woken := 0
+	ka, kb := a.Subscribe(Key{Namespace: "team-b"}, func() { woken++ }), b.Subscribe(Key{Namespace: "team-b"}, nil)
 	if ka.View().Current().ID != kb.View().Current().ID {
 		t.Errorf("replicas disagree: %s vs %s", ka.View().Current().ID, kb.View().Current().ID)
 	}
@@ -137,12 +138,10 @@ func TestVersionIDs(t *testing.T) {
 	if got := ka.View().Current(); got != before {
 		t.Errorf("team-b got version %s for a change only team-a sees", got.ID)
 	}
-	select {
-	case v := <-ka.C():
-		t.Errorf("team-b was sent %s", v.ID)
-	default:
+	if woken != 0 {
+		t.Errorf("team-b's subscriber was woken %d times for a change it cannot see", woken)
 	}
-	ta := a.Subscribe(Key{Namespace: "team-a"}, 1)
+	ta := a.Subscribe(Key{Namespace: "team-a"}, nil)
 	if ta.View().Current().ID == before.ID {
 		t.Error("team-a and team-b views share an ID but differ")
 	}
@@ -162,7 +161,7 @@ func TestClusterDomainRewrite(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := s.Subscribe(Key{Namespace: "shop", ClusterDomain: tc.domain}, 1).View().Current()
+			v := s.Subscribe(Key{Namespace: "shop", ClusterDomain: tc.domain}, nil).View().Current()
 			if diff := cmp.Diff(tc.names, v.sortedNames()); diff != "" {
 				t.Errorf("names (-want +got):\n%s", diff)
 			}
@@ -173,19 +172,17 @@ func TestClusterDomainRewrite(t *testing.T) {
 	}
 }
 
-func TestHistoryAndOverflow(t *testing.T) {
+func TestHistory(t *testing.T) {
 	s := newStore(t, Config{History: 3})
 	s.Apply(model(t, 1, nil, ent("a.x", "10.0.0.1")))
-	sub := s.Subscribe(Key{Namespace: "ns"}, 2)
+	woken := 0
+	sub := s.Subscribe(Key{Namespace: "ns"}, func() { woken++ })
 	first := sub.View().Current()
 	for i := 2; i <= 6; i++ {
 		s.Apply(model(t, uint64(i), nil, ent("a.x", fmt.Sprintf("10.0.0.%d", i))))
 	}
-	if !sub.Overflowed() {
-		t.Error("5 versions into a queue of 2 did not overflow")
-	}
-	if sub.Overflowed() {
-		t.Error("Overflowed did not clear")
+	if woken != 5 {
+		t.Errorf("subscriber woken %d times for 5 versions", woken)
 	}
 	cur := sub.View().Current()
 	if p := sub.View().Response(first.ID, cur); p.Kind != "full" {
@@ -204,7 +201,7 @@ func TestIdleViewsExpire(t *testing.T) {
 	now := time.Unix(1000, 0)
 	s := newStore(t, Config{IdleTTL: time.Minute, Now: func() time.Time { return now }})
 	s.Apply(model(t, 1, nil, ent("a.x", "10.0.0.1")))
-	sub := s.Subscribe(Key{Namespace: "gone"}, 1)
+	sub := s.Subscribe(Key{Namespace: "gone"}, nil)
 	sub.Close()
 	sub.Close() // idempotent
 	sub.View().idleSince = now
@@ -267,7 +264,8 @@ func BenchmarkDelta10k(b *testing.B) {
 	v1 := build(m1, Key{Namespace: "ns"}, "cluster.local", time.Time{})
 	b.ReportAllocs()
 	for b.Loop() {
-		v := &View{enc: enc, cur: v1, steps: []*step{{id: v1.ID, zones: v1.Zones}}}
+		v := &View{enc: enc, steps: []*step{{id: v1.ID, zones: v1.Zones}}}
+		v.cur.Store(v1)
 		v2 := build(m2, Key{Namespace: "ns"}, "cluster.local", time.Time{})
 		v.advance(v2, nil, 16)
 		if p := v.Response(v1.ID, v2); p.Upserted != 1 {
@@ -303,7 +301,7 @@ func TestComposedDeltas(t *testing.T) {
 		}
 		s.Apply(m)
 		if view == nil {
-			view = s.Subscribe(Key{Namespace: "ns"}, 16).View()
+			view = s.Subscribe(Key{Namespace: "ns"}, nil).View()
 		}
 		versions = append(versions, view.Current())
 	}
