@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"strings"
@@ -59,13 +60,16 @@ func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
+	t := &Table{pod: pod, seed: maphash.MakeSeed()}
 	b := &builder{
+		store:  store{t: t},
 		pod:    pod,
-		drafts: make(map[string]*draft, sizeHint*2),
-		wild:   make(map[string]*draft),
 		soas:   make(map[string]*[]dns.RR),
-		rev:    make(map[[16]byte]*draft, sizeHint),
-		shapes: make(map[string]*shape),
+		shapes: make(map[string]int),
+		owners: make(map[*node]string),
+	}
+	if sizeHint > 0 {
+		t.resizeIndex(sizeHint*4/3 + 1)
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -89,10 +93,8 @@ func (bb *Builder) Add(e *Entry) error {
 func (bb *Builder) Table() *Table {
 	bb.done = true
 	b := bb.b
-	b.addVersion()
-	b.markReverse()
-	b.addEmptyNonTerminals()
-	return b.table()
+	b.finish()
+	return b.t
 }
 
 // normalizeContext lowercases pod, drops trailing dots and fills defaults.
@@ -135,30 +137,26 @@ func normalizeContext(pod Context) (Context, error) {
 	return pod, nil
 }
 
-// builder collects drafts; New turns them into a Table.
+// builder writes the table as entries are added: nodes, records and names
+// go straight into the table's chunks (store), so that building a table
+// costs little beyond the finished table.
 type builder struct {
-	pod    Context
-	drafts map[string]*draft // by lowercase name without trailing dot
-	wild   map[string]*draft // by wildcard domain ("example.com" for "*.example.com")
-	zones  []string          // longest first
-	soas   map[string]*[]dns.RR
-	// rev maps an address (As16) to the first draft whose name it
-	// reverses to; revMore to all of them, in order, each once, for the
-	// few addresses that have several.
-	rev     map[[16]byte]*draft
-	revMore map[[16]byte][]*draft
-	// revStored counts the stored names that are also reverse names.
-	revStored int
-	revOf     map[*node][][16]byte // see Table.revOf
-	shapes    map[string]*shape    // see shapeOf
-	keyBuf    []byte               // scratch for shapeOf
-	// nodes and rrs are slabs the nodes and their record sets are cut
-	// from: two allocations for the whole table instead of two per name,
-	// and no long-lived objects scattered among the build's garbage.
-	nodes  []node
-	rrs    []dns.RR
+	store
+	pod   Context
+	zones []string // longest first
+	soas  map[string]*[]dns.RR
+	// shapes indexes Table.shapes by shapeOf's key.
+	shapes map[string]int
+	keyBuf []byte // scratch for shapeOf
+	// owners is the entry that defined a node not named after it (an
+	// endpoint name, an alt host), to report a name defined twice.
+	owners map[*node]string
 	slabs  slabs
 	hasAlt bool
+	// Scratch for the record sets of the nodes being added: an entry's
+	// own addresses, an endpoint's, and a headless service's (all its
+	// endpoints').
+	bufA, bufAAAA, epA, epAAAA, hlA, hlAAAA []dns.RR
 }
 
 func (b *builder) addZones(zones []string) error {
@@ -171,11 +169,25 @@ func (b *builder) addZones(zones []string) error {
 			continue
 		}
 		b.zones = append(b.zones, n)
-		b.drafts[n] = &draft{sets: [numSets][]dns.RR{setSOA: *b.soa(n)}, apex: n}
 	}
 	// Longest first: the first zone containing a name is its closest
 	// enclosing zone.
 	slices.SortStableFunc(b.zones, func(x, y string) int { return len(y) - len(x) })
+	// The apexes hold their SOA and have no owner: an entry of the same
+	// name takes the SOA over.
+	for _, z := range b.zones {
+		id, n, err := b.newNode()
+		if err != nil {
+			return err
+		}
+		ref, _ := b.putText("", z)
+		soa := *b.soa(z)
+		rrs, rr := b.putRecords(len(soa))
+		copy(rrs, soa)
+		*n = node{name: ref, rr: rr, n: uint16(len(soa)), flags: flagNoCanon}
+		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
+		b.t.indexName(id)
+	}
 	return nil
 }
 
@@ -215,180 +227,132 @@ func (b *builder) apexFor(name, fallback string) string {
 	return fallback
 }
 
-// define stores d under key. A name may be defined once; a draft without
-// owner (a zone apex) is merged into the entry's draft.
-func (b *builder) define(key string, d *draft) error {
-	old, ok := b.drafts[key]
-	if ok && old != d {
-		if old.owner != "" {
-			return fmt.Errorf("name %q already defined by entry %q", key, old.owner)
-		}
-		d.sets[setSOA] = append(old.sets[setSOA], d.sets[setSOA]...)
+// lookup returns the node stored under name, or nil.
+func (b *builder) lookup(name string) *node { return b.t.lookupName(stringBytes(name)) }
+
+// ownerOf is the hostname of the entry that defined n.
+func (b *builder) ownerOf(n *node) string {
+	if o, ok := b.owners[n]; ok {
+		return o
 	}
-	b.drafts[key] = d
+	return b.t.key(n.name)
+}
+
+// spec describes a node to place: its records, shape and flags.
+type spec struct {
+	id nodeID
+	n  *node // from newNode, filled by place
+	// ref and canonical are the first name's text and FQDN.
+	ref       uint32
+	canonical string
+	owner     string
+	a, aaaa   []dns.RR
+	txt       []dns.RR
+	cname     dns.RR // the only record of a chase node
+	shape     int
+	flags     uint8
+}
+
+// place stores s under names: names[0] is the name s.ref holds, the others
+// (alt hosts) get a node of their own with the same records and flagCopy.
+// Names starting with "*." are wildcards. A name may be defined once; a
+// zone apex (which has no owner) is taken over, its SOA joining the
+// records of every name of s, as they share them.
+func (b *builder) place(s *spec, names []string) error {
+	t := b.t
+	var soa []dns.RR
+	for _, name := range names {
+		if w, ok := strings.CutPrefix(name, "*."); ok {
+			if old, dup := t.wild[w]; dup {
+				return fmt.Errorf("name %q already defined by entry %q", name, b.ownerOf(old))
+			}
+			continue
+		}
+		if old := b.lookup(name); old != nil {
+			if !old.is(flagNoCanon) {
+				return fmt.Errorf("name %q already defined by entry %q", name, b.ownerOf(old))
+			}
+			soa = append(slices.Clip(t.set(old, setSOA)), soa...)
+		}
+	}
+	n := s.n
+	*n = node{name: s.ref, flags: s.flags}
+	if s.cname != nil {
+		rrs, ref := b.putRecords(1)
+		rrs[0] = s.cname
+		n.rr, n.n = ref, 1
+		n.flags |= flagChase
+	} else {
+		total := len(s.a) + len(s.aaaa) + len(s.txt) + len(soa)
+		if total > maxRecords {
+			return fmt.Errorf("name %q: %d records, more than %d", names[0], total, maxRecords)
+		}
+		rrs, ref := b.putRecords(total)
+		i := copy(rrs, s.a)
+		n.ends[setA] = uint16(i)
+		i += copy(rrs[i:], s.aaaa)
+		n.ends[setAAAA] = uint16(i)
+		i += copy(rrs[i:], s.txt)
+		n.ends[setTXT] = uint16(i)
+		copy(rrs[i:], soa)
+		n.rr, n.n = ref, uint16(total)
+	}
+	b.setShape(n, s.shape)
+	if s.owner != b.t.key(s.ref) {
+		b.owners[n] = s.owner
+	}
+	for i, name := range names {
+		if w, ok := strings.CutPrefix(name, "*."); ok {
+			if t.wild == nil {
+				t.wild = make(map[string]*node)
+			}
+			t.wild[w] = n
+			continue
+		}
+		if i == 0 {
+			t.indexName(s.id)
+			continue
+		}
+		id, c, err := b.newNode()
+		if err != nil {
+			return err
+		}
+		*c = *n
+		c.name, _ = b.putText("", name)
+		c.flags |= flagCopy
+		if t.canonOf == nil {
+			t.canonOf = make(map[*node]string)
+		}
+		t.canonOf[c] = s.canonical
+		if n.shape == bigShape {
+			t.bigShape[c] = t.bigShape[n]
+		}
+		b.owners[c] = s.owner
+		t.indexName(id)
+	}
 	return nil
 }
 
-// addPTR adds a to the reverse index with target d (whose canonical name
-// the PTR record points at), once per target.
-func (b *builder) addPTR(a netip.Addr, d *draft) {
-	k := a.As16()
-	first, ok := b.rev[k]
-	if !ok {
-		b.rev[k] = d
+// addPTR adds a to the reverse index with target id (whose canonical name
+// the PTR record points at); finish sorts the index and drops repeats.
+func (b *builder) addPTR(a netip.Addr, id nodeID) {
+	if a.Is4() {
+		x := a.As4()
+		b.t.rev4 = append(b.t.rev4, rev4{addr: binary.BigEndian.Uint32(x[:]), id: id})
 		return
 	}
-	more := b.revMore[k]
-	if more == nil {
-		if first.canonical == d.canonical {
-			return
-		}
-		if b.revMore == nil {
-			b.revMore = make(map[[16]byte][]*draft)
-		}
-		b.revMore[k] = []*draft{first, d}
-		return
-	}
-	for _, have := range more {
-		if have.canonical == d.canonical {
-			return
-		}
-	}
-	b.revMore[k] = append(more, d)
+	b.t.rev6 = append(b.t.rev6, rev6{addr: a.As16(), id: id})
 }
 
-// markReverse flags the stored names (an entry or zone apex named like a
-// reverse name) that are also in the reverse index, so that they answer
-// PTR too.
-func (b *builder) markReverse() {
-	for name, d := range b.drafts {
-		if k, ok := parseReverse(name); ok {
-			if _, ok := b.rev[k]; ok {
-				d.revAddrs = append(d.revAddrs, k)
-				b.revStored++
-			}
-		}
-	}
-}
-
-// zonesHoldReverse reports whether a zone may contain reverse names, whose
-// ancestors are then empty non-terminals.
-func (b *builder) zonesHoldReverse() bool {
-	for _, z := range b.zones {
-		for _, r := range []string{"in-addr.arpa", "ip6.arpa"} {
-			if inZone(z, r) || inZone(r, z) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// isReverse reports whether name is the reverse name of an indexed address.
-func (b *builder) isReverse(name string) bool {
-	k, ok := parseReverse(name)
-	if !ok {
-		return false
-	}
-	_, ok = b.rev[k]
-	return ok
-}
-
-// addVersion adds dns-version.<cluster domain> TXT (Kubernetes DNS
-// specification section 2.2) unless an entry already defines the name.
-func (b *builder) addVersion() {
-	key := "dns-version." + b.pod.ClusterDomain
-	if _, ok := b.drafts[key]; ok {
-		return
-	}
-	fqdn := key + "."
-	b.drafts[key] = &draft{
-		canonical: fqdn,
-		sets:      [numSets][]dns.RR{setTXT: {txtRR(fqdn, dnsSchemaVersion, versionTTL)}},
-		apex:      b.apexFor(key, b.pod.ClusterDomain),
-	}
-}
-
-// addEmptyNonTerminals defines, inside authoritative zones, every ancestor
-// of a defined name that is not defined itself (ns.svc.cluster.local,
-// svc.cluster.local, the domain of a wildcard; _tcp.<service> is derived
-// at query time, see findPort): such names
-// exist and must get NODATA, not NXDOMAIN, or resolvers that trust RFC
-// 8020 would treat the whole subtree as gone. Ancestors outside the zones
-// stay unknown and are forwarded. One shared node per zone serves all.
-func (b *builder) addEmptyNonTerminals() {
-	ents := make(map[string]*draft)
-	perZone := make(map[string]*draft)
-	walk := func(name string, includeSelf bool) {
-		z := b.zoneOf(name)
-		if z == "" {
-			return
-		}
-		p := name
-		if !includeSelf {
-			p = parent(name)
-		}
-		for ; len(p) > len(z); p = parent(p) {
-			if _, ok := b.drafts[p]; ok || b.isReverse(p) {
-				return // a defined name: its own walk covers what is above it
-			}
-			if _, ok := ents[p]; ok {
-				return
-			}
-			d, ok := perZone[z]
-			if !ok {
-				d = &draft{apex: z}
-				perZone[z] = d
-			}
-			ents[p] = d
-		}
-	}
-	for key := range b.drafts {
-		walk(key, false)
-	}
-	if b.zonesHoldReverse() {
-		for k := range b.rev {
-			walk(revKey(k), false)
-		}
-	}
-	for domain := range b.wild {
-		walk(domain, true)
-	}
-	for k, d := range ents {
-		b.drafts[k] = d
-	}
-}
-
-// table packs the drafts into the immutable Table.
-func (b *builder) table() *Table {
-	t := &Table{
-		pod:   b.pod,
-		names: make(map[string]*node, len(b.drafts)),
-	}
-	b.allocSlabs()
-	for k, d := range b.drafts {
-		t.names[k] = b.pack(d)
-	}
-	if len(b.wild) > 0 {
-		t.wild = make(map[string]*node, len(b.wild))
-		for k, d := range b.wild {
-			t.wild[k] = b.pack(d)
-		}
-	}
-	if len(b.rev) > 0 {
-		t.rev = make(map[[16]byte]*node, len(b.rev))
-		t.revStored = b.revStored
-		for k, d := range b.rev {
-			t.rev[k] = b.pack(d)
-		}
-		for k, ds := range b.revMore {
-			if t.revMore == nil {
-				t.revMore = make(map[[16]byte][]*node, len(b.revMore))
-			}
-			for _, d := range ds {
-				t.revMore[k] = append(t.revMore[k], b.pack(d))
-			}
-		}
+// finish completes the table once every entry is in.
+func (b *builder) finish() {
+	t := b.t
+	t.finishReverse()
+	b.addVersion()
+	b.markReverse()
+	b.addEmptyNonTerminals()
+	t.compactIndex()
+	if t.revAddrs > 0 {
 		// The SOA of a reverse name outside every zone (apexFor gives
 		// the same answer for all of them; Lookup tries the zones first).
 		t.revNs = [2][]dns.RR{
@@ -396,7 +360,6 @@ func (b *builder) table() *Table {
 			*b.soa(b.apexFor("ip6.arpa", "ip6.arpa")),
 		}
 	}
-	t.revOf = b.revOf // filled by pack
 	for _, z := range b.zones {
 		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
 	}
@@ -421,103 +384,166 @@ func (b *builder) table() *Table {
 			t.altBare = "." + b.pod.Namespace + svc
 		}
 	}
-	return t
 }
 
-// allocSlabs sizes b.nodes and b.rrs for every distinct draft (a draft
-// may be stored under several names; every reverse index draft is one of
-// them).
-func (b *builder) allocSlabs() {
-	seen := make(map[*draft]struct{}, len(b.drafts))
-	nodes, rrs := 0, 0
-	count := func(d *draft) {
-		if _, ok := seen[d]; ok {
+// markReverse flags the stored names (an entry or zone apex named like a
+// reverse name) that are also in the reverse index, so that they answer
+// PTR too.
+func (b *builder) markReverse() {
+	t := b.t
+	if len(t.rev4)+len(t.rev6) == 0 {
+		return
+	}
+	t.eachName(func(name string, n *node) {
+		if k, ok := parseReverse(name); ok && t.hasReverse(k) {
+			if t.revOf == nil {
+				t.revOf = make(map[uint64][][16]byte)
+			}
+			t.revOf[n.group()] = append(t.revOf[n.group()], k)
+			t.revStored++
+		}
+	})
+	if t.revOf == nil {
+		return
+	}
+	// Every name of the entry answers with them, as it answers with the
+	// same records.
+	t.eachName(func(_ string, n *node) {
+		if ks, ok := t.revOf[n.group()]; ok {
+			n.flags |= flagRev
+			// Index order is random; any fixed order will do for the
+			// entry in a thousand tables stored under two reverse names.
+			slices.SortFunc(ks, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
+		}
+	})
+}
+
+// zonesHoldReverse reports whether a zone may contain reverse names, whose
+// ancestors are then empty non-terminals.
+func (b *builder) zonesHoldReverse() bool {
+	for _, z := range b.zones {
+		for _, r := range []string{"in-addr.arpa", "ip6.arpa"} {
+			if inZone(z, r) || inZone(r, z) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isReverse reports whether name is the reverse name of an indexed address.
+func (b *builder) isReverse(name string) bool {
+	k, ok := parseReverse(name)
+	return ok && b.t.hasReverse(k)
+}
+
+// addVersion adds dns-version.<cluster domain> TXT (Kubernetes DNS
+// specification section 2.2) unless an entry already defines the name.
+func (b *builder) addVersion() {
+	key := "dns-version." + b.pod.ClusterDomain
+	if b.lookup(key) != nil {
+		return
+	}
+	id, n, err := b.newNode()
+	if err != nil {
+		return // a table of 16 million names can do without it
+	}
+	ref, fqdn := b.putText("", key)
+	rrs, rr := b.putRecords(1)
+	rrs[0] = txtRR(fqdn, dnsSchemaVersion, versionTTL)
+	*n = node{name: ref, rr: rr, n: 1, ends: [numSets - 1]uint16{0, 0, 1}}
+	b.setShape(n, b.shapeFor(b.apexFor(key, b.pod.ClusterDomain), 0, nil, nil, nil))
+	b.t.indexName(id)
+}
+
+// addEmptyNonTerminals defines, inside authoritative zones, every ancestor
+// of a defined name that is not defined itself (ns.svc.cluster.local,
+// svc.cluster.local, the domain of a wildcard; _tcp.<service> is derived
+// at query time, see findPort): such names
+// exist and must get NODATA, not NXDOMAIN, or resolvers that trust RFC
+// 8020 would treat the whole subtree as gone. Ancestors outside the zones
+// stay unknown and are forwarded. They are few (one per namespace and a
+// handful more), each a node without records.
+func (b *builder) addEmptyNonTerminals() {
+	t := b.t
+	ents := make(map[string]string) // name -> zone
+	walk := func(name string, includeSelf bool) {
+		z := b.zoneOf(name)
+		if z == "" {
 			return
 		}
-		seen[d] = struct{}{}
-		nodes++
-		for _, s := range d.sets {
-			rrs += len(s)
+		p := name
+		if !includeSelf {
+			p = parent(name)
+		}
+		for ; len(p) > len(z); p = parent(p) {
+			if b.lookup(p) != nil || b.isReverse(p) {
+				return // a defined name: its own walk covers what is above it
+			}
+			if _, ok := ents[p]; ok {
+				return
+			}
+			ents[p] = z
 		}
 	}
-	for _, d := range b.drafts {
-		count(d)
+	t.eachName(func(key string, _ *node) { walk(key, false) })
+	if b.zonesHoldReverse() {
+		t.eachReverse(func(k [16]byte) { walk(revKey(k), false) })
 	}
-	for _, d := range b.wild {
-		count(d)
+	for domain := range t.wild {
+		walk(domain, true)
 	}
-	b.nodes = make([]node, 0, nodes)
-	b.rrs = make([]dns.RR, 0, rrs)
+	for name, z := range ents {
+		id, n, err := b.newNode()
+		if err != nil {
+			return // a table of 16 million names: NXDOMAIN instead of NODATA
+		}
+		ref, _ := b.putText("", name)
+		*n = node{name: ref, flags: flagNoCanon}
+		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
+		t.indexName(id)
+	}
 }
 
-// pack turns d into its immutable node, once.
-func (b *builder) pack(d *draft) *node {
-	if d.built != nil {
-		return d.built
+// shapeFor returns the index in Table.shapes of the shape of a node in
+// zone apex with SRV TTL ttl and ports, shared with every node of the same
+// ones; a headless service's (SRV targets of its own) is not shared.
+func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []string, extra []dns.RR) int {
+	t := b.t
+	if targets != nil {
+		t.shapes = append(t.shapes, &shape{ns: *b.soa(apex), ttl: ttl, ports: ports, targets: targets, extra: extra})
+		return len(t.shapes) - 1
 	}
-	if len(b.nodes) == cap(b.nodes) {
-		b.nodes = make([]node, 0, 64) // not counted by allocSlabs; never expected
-	}
-	b.nodes = append(b.nodes, node{
-		canonical: d.canonical,
-		shape:     b.shapeOf(d),
-		alt:       d.alt,
-		rev:       len(d.revAddrs) > 0,
-	})
-	n := &b.nodes[len(b.nodes)-1]
-	d.built = n
-	if n.rev {
-		// Map order is random; any fixed order will do for the one
-		// node in a thousand tables stored under two reverse names.
-		slices.SortFunc(d.revAddrs, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
-		if b.revOf == nil {
-			b.revOf = make(map[*node][][16]byte)
-		}
-		b.revOf[n] = d.revAddrs
-	}
-	if d.chase != "" {
-		n.chase = true
-		// The CNAME is the node's only record; set() reads every record
-		// set of a chase node as empty.
-		n.rrs = []dns.RR{&dns.CNAME{Hdr: header(d.canonical, dns.TypeCNAME, d.ttl), Target: d.chase}}
-		return n
-	}
-	lo := len(b.rrs)
-	for i, s := range d.sets {
-		b.rrs = append(b.rrs, s...)
-		if i < len(n.end) {
-			n.end[i] = uint32(len(b.rrs) - lo)
-		}
-	}
-	if hi := len(b.rrs); hi > lo {
-		n.rrs = b.rrs[lo:hi:hi]
-	}
-	return n
-}
-
-// shapeOf returns the shape of d, shared with every draft of the same
-// zone, SRV TTL and ports; a headless service's (SRV targets of its own)
-// is not shared.
-func (b *builder) shapeOf(d *draft) *shape {
-	if d.targets != nil {
-		return &shape{ns: *b.soa(d.apex), ttl: d.ttl, ports: d.ports, targets: d.targets, extra: d.extra}
-	}
-	key := append(b.keyBuf[:0], d.apex...)
-	if len(d.ports) > 0 {
-		key = binary.AppendUvarint(append(key, 0), uint64(d.ttl))
-		for _, p := range d.ports {
+	key := append(b.keyBuf[:0], apex...)
+	if len(ports) > 0 {
+		key = binary.AppendUvarint(append(key, 0), uint64(ttl))
+		for _, p := range ports {
 			key = append(append(key, byte(len(p.label))), p.label...)
 			key = binary.AppendUvarint(key, uint64(p.port))
 		}
 	}
 	b.keyBuf = key
-	if sh, ok := b.shapes[string(key)]; ok {
-		return sh
+	if i, ok := b.shapes[string(key)]; ok {
+		return i
 	}
-	sh := &shape{ns: *b.soa(d.apex), ports: d.ports}
-	if len(d.ports) > 0 {
-		sh.ttl = d.ttl
+	sh := &shape{ns: *b.soa(apex), ports: ports}
+	if len(ports) > 0 {
+		sh.ttl = ttl
 	}
-	b.shapes[string(key)] = sh
-	return sh
+	t.shapes = append(t.shapes, sh)
+	b.shapes[string(key)] = len(t.shapes) - 1
+	return len(t.shapes) - 1
+}
+
+// setShape points n at shape i.
+func (b *builder) setShape(n *node, i int) {
+	if i < bigShape {
+		n.shape = uint16(i)
+		return
+	}
+	n.shape = bigShape
+	if b.t.bigShape == nil {
+		b.t.bigShape = make(map[*node]*shape)
+	}
+	b.t.bigShape[n] = b.t.shapes[i]
 }

@@ -14,7 +14,7 @@ func (t *Table) Len() int {
 	if t == nil {
 		return 0
 	}
-	return len(t.names) + len(t.wild) + len(t.rev) - t.revStored
+	return t.count + len(t.wild) + t.revAddrs - t.revStored
 }
 
 // Names returns every name the table answers as written, sorted,
@@ -28,10 +28,10 @@ func (t *Table) Names() []string {
 	}
 	out := make([]string, 0, t.Len())
 	seen := make(map[string]bool)
-	for k, n := range t.names {
+	t.eachName(func(k string, n *node) {
 		out = append(out, k)
-		for _, p := range n.shape.ports {
-			o := p.label + strings.TrimSuffix(n.canonical, ".")
+		for _, p := range t.shapeOf(n).ports {
+			o := p.label + strings.TrimSuffix(t.canonical(n), ".")
 			if p.label == "" || seen[o] {
 				continue
 			}
@@ -42,12 +42,12 @@ func (t *Table) Names() []string {
 				out = append(out, p)
 			}
 		}
-	}
-	for k := range t.rev {
-		if name := revKey(k); t.names[name] == nil {
+	})
+	t.eachReverse(func(k [16]byte) {
+		if name := revKey(k); t.lookupName(stringBytes(name)) == nil {
 			out = append(out, name)
 		}
-	}
+	})
 	for k := range t.wild {
 		out = append(out, "*."+k)
 	}
@@ -87,8 +87,8 @@ func (t *Table) AlternateNames(name string) []string {
 	if t == nil || t.altNs == "" {
 		return nil
 	}
-	n, ok := t.names[name]
-	if !ok || !n.alt {
+	n := t.lookupName(stringBytes(name))
+	if n == nil || !n.is(flagAlt) {
 		return nil
 	}
 	var out []string

@@ -34,28 +34,32 @@ func (b *builder) addEntry(e *Entry) error {
 	if err != nil {
 		return err
 	}
-	alts := make([]string, 0, len(e.AltHosts))
+	names := []string{host}
 	for _, a := range e.AltHosts {
 		n, err := normalizeName(a, true)
 		if err != nil {
 			return fmt.Errorf("alt host %q: %w", a, err)
 		}
-		if n != host {
-			alts = append(alts, n)
+		if !slices.Contains(names, n) {
+			names = append(names, n)
 		}
 	}
 	if strings.HasPrefix(host, "*.") {
-		return b.addWildcard(e, host, alts, ips, ttl)
+		return b.addWildcard(e, names, ips, ttl)
 	}
 
-	fqdn, host := b.slabs.name(host)
-	d := &draft{
-		canonical: fqdn,
-		owner:     host,
-		apex:      b.apexFor(host, fallbackApex(e, host)),
-		alt:       b.isKubernetes(e, host),
+	id, n, err := b.newNode()
+	if err != nil {
+		return err
 	}
-	b.hasAlt = b.hasAlt || d.alt
+	ref, fqdn := b.putText("", host)
+	names[0] = b.t.key(ref) // share the canonical name's bytes
+	apex := b.apexFor(host, fallbackApex(e, host))
+	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0]}
+	if b.isKubernetes(e, host) {
+		s.flags = flagAlt
+		b.hasAlt = true
+	}
 	if e.CanonicalName != "" {
 		if len(ips) > 0 || len(e.Endpoints) > 0 {
 			return errors.New("canonical name together with IPs or endpoints")
@@ -66,13 +70,14 @@ func (b *builder) addEntry(e *Entry) error {
 		}
 		// An ExternalName service answers every type with the CNAME;
 		// ports and PTRs do not apply (Kubernetes DNS does the same).
-		d.chase, d.ttl = c+".", ttl
-		return b.defineAll(d, host, alts)
+		s.cname = &dns.CNAME{Hdr: header(fqdn, dns.TypeCNAME, ttl), Target: c + "."}
+		s.shape = b.shapeFor(apex, 0, nil, nil, nil)
+		return b.place(s, names)
 	}
 
+	s.a, s.aaaa = b.addrSets(ips, fqdn, ttl)
 	for _, a := range ips {
-		d.addAddr(b.slabs.addrRR(fqdn, a, ttl))
-		b.addPTR(a, d)
+		b.addPTR(a, id)
 	}
 	eps, err := endpointNames(e.Endpoints)
 	if err != nil {
@@ -82,26 +87,46 @@ func (b *builder) addEntry(e *Entry) error {
 	if headless && len(eps) == 0 {
 		// A headless service without ready endpoints has no records:
 		// its name is NXDOMAIN, like its SRV names (Kubernetes DNS
-		// specification 2.4.1; CoreDNS answers the same).
+		// specification 2.4.1; CoreDNS answers the same). Its node
+		// stays unused.
 		return nil
 	}
-	// targets are the SRV targets; targetRRs their A/AAAA records for the
-	// additional section.
-	targets := []string{fqdn}
-	var targetRRs []dns.RR // nil: the service is its own target
+	ports, err := srvPorts(e.Ports, host)
+	if err != nil {
+		return err
+	}
+	// targets are the SRV targets of a headless service, extra their
+	// A/AAAA records for the additional section; nil: the service is
+	// its own target.
+	var targets []string
+	var extra []dns.RR
 	if len(eps) > 0 {
-		targets, targetRRs, err = b.addEndpoints(d, eps, host, alts, ttl, headless)
+		targets, extra, err = b.addEndpoints(s, eps, names, apex, ttl, headless)
 		if err != nil {
 			return err
 		}
-		if !headless {
-			targets, targetRRs = []string{fqdn}, nil
+		if headless {
+			s.a, s.aaaa = b.hlA, b.hlAAAA
+		} else {
+			targets, extra = nil, nil
 		}
 	}
-	if err := addPorts(d, e.Ports, targets, targetRRs, ttl); err != nil {
-		return err
+	s.shape = b.shapeFor(apex, ttl, ports, targets, extra)
+	return b.place(s, names)
+}
+
+// addrSets returns the A and AAAA records of ips, owned by fqdn, in the
+// builder's scratch buffers.
+func (b *builder) addrSets(ips []netip.Addr, fqdn string, ttl uint32) (a, aaaa []dns.RR) {
+	b.bufA, b.bufAAAA = b.bufA[:0], b.bufAAAA[:0]
+	for _, ip := range ips {
+		if ip.Is4() {
+			b.bufA = append(b.bufA, b.slabs.addrRR(fqdn, ip, ttl))
+		} else {
+			b.bufAAAA = append(b.bufAAAA, b.slabs.addrRR(fqdn, ip, ttl))
+		}
 	}
-	return b.defineAll(d, host, alts)
+	return b.bufA, b.bufAAAA
 }
 
 // fallbackApex is the zone named in the SOA of negative answers for an
@@ -134,11 +159,17 @@ func (b *builder) isKubernetes(e *Entry, host string) bool {
 // addWildcard adds an entry named *.domain. A wildcard answers with
 // addresses or a CNAME for any name below the domain; ports and endpoints
 // would need per-question names, so they are rejected.
-func (b *builder) addWildcard(e *Entry, host string, alts []string, ips []netip.Addr, ttl uint32) error {
+func (b *builder) addWildcard(e *Entry, names []string, ips []netip.Addr, ttl uint32) error {
 	if len(e.Ports) > 0 || len(e.Endpoints) > 0 {
 		return errors.New("a wildcard cannot have ports or endpoints")
 	}
-	d := &draft{canonical: host + ".", owner: host, apex: b.apexFor(host[2:], host[2:])}
+	host := names[0]
+	id, n, err := b.newNode()
+	if err != nil {
+		return err
+	}
+	ref, fqdn := b.putText("", host)
+	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: host, shape: b.shapeFor(b.apexFor(host[2:], host[2:]), 0, nil, nil, nil)}
 	if e.CanonicalName != "" {
 		if len(ips) > 0 {
 			return errors.New("canonical name together with IPs")
@@ -147,101 +178,79 @@ func (b *builder) addWildcard(e *Entry, host string, alts []string, ips []netip.
 		if err != nil {
 			return fmt.Errorf("canonical name %q: %w", e.CanonicalName, err)
 		}
-		d.chase, d.ttl = c+".", ttl
+		s.cname = &dns.CNAME{Hdr: header(fqdn, dns.TypeCNAME, ttl), Target: c + "."}
 	}
-	for _, a := range ips {
-		d.addAddr(b.slabs.addrRR(host+".", a, ttl))
-	}
-	return b.defineAll(d, host, alts)
+	s.a, s.aaaa = b.addrSets(ips, fqdn, ttl)
+	return b.place(s, names)
 }
 
-// defineAll stores d under its hostname and every alt host.
-func (b *builder) defineAll(d *draft, host string, alts []string) error {
-	for i := -1; i < len(alts); i++ {
-		n := host
-		if i >= 0 {
-			n = alts[i]
-		}
-		if w, ok := strings.CutPrefix(n, "*."); ok {
-			if old, dup := b.wild[w]; dup {
-				return fmt.Errorf("name %q already defined by entry %q", n, old.owner)
-			}
-			b.wild[w] = d
-			continue
-		}
-		key := n
-		if n == host && !strings.HasPrefix(host, "*.") {
-			key = d.canonical[:len(host)] // share the canonical name's bytes
-		}
-		if err := b.define(key, d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// defineUnder stores d as label.host and label.alt for every non-wildcard
-// alt host; d.canonical must be label.host with trailing dot.
-func (b *builder) defineUnder(d *draft, label string, alts []string) error {
-	if err := b.define(d.canonical[:len(d.canonical)-1], d); err != nil {
-		return err
-	}
-	for _, a := range alts {
-		if strings.HasPrefix(a, "*.") {
-			continue
-		}
-		n := label + "." + a
-		if err := checkGenerated(n); err != nil {
-			return err
-		}
-		if err := b.define(n, d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// addEndpoints adds a name per endpoint (hostname.svc... or the dashed IP)
-// with its A/AAAA records and its addresses to the reverse index, and for
-// a headless service the endpoint addresses on the service name. It returns the endpoint names as SRV
-// targets and their address records for the additional section.
-func (b *builder) addEndpoints(d *draft, eps []endpointName, host string, alts []string, ttl uint32, headless bool) ([]string, []dns.RR, error) {
+// addEndpoints adds a name per endpoint (hostname.svc... or the dashed IP,
+// under the hostname and every alt host that is not a wildcard) with its
+// A/AAAA records and its addresses to the reverse index, and for a
+// headless service collects the endpoint addresses for the service name
+// (in b.hlA, b.hlAAAA). It returns the endpoint names as SRV targets
+// and their address records for the additional section.
+func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, apex string, ttl uint32, headless bool) ([]string, []dns.RR, error) {
 	targets := make([]string, 0, len(eps))
-	var rrs []dns.RR
+	var extra []dns.RR
+	b.hlA, b.hlAAAA = b.hlA[:0], b.hlAAAA[:0]
+	shape := b.shapeFor(apex, 0, nil, nil, nil)
 	for _, ep := range eps {
-		fqdn := ep.label + "." + d.canonical
+		id, n, err := b.newNode()
+		if err != nil {
+			return nil, nil, err
+		}
+		ref, fqdn := b.putText(ep.label+".", names[0])
 		if err := checkGenerated(fqdn[:len(fqdn)-1]); err != nil {
 			return nil, nil, err
 		}
-		ed := &draft{canonical: fqdn, owner: host, apex: d.apex, alt: d.alt}
+		s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0], shape: shape, flags: svc.flags}
+		b.epA, b.epAAAA = b.epA[:0], b.epAAAA[:0]
 		for _, a := range ep.ips {
 			rr := b.slabs.addrRR(fqdn, a, ttl)
-			ed.addAddr(rr)
-			if headless {
-				d.addAddr(rr) // the owner is rewritten by the server
+			if a.Is4() {
+				b.epA = append(b.epA, rr)
+			} else {
+				b.epAAAA = append(b.epAAAA, rr)
 			}
-			b.addPTR(a, ed)
+			b.addPTR(a, id)
 		}
+		if headless {
+			// The owner is rewritten by the server.
+			b.hlA = append(b.hlA, b.epA...)
+			b.hlAAAA = append(b.hlAAAA, b.epAAAA...)
+		}
+		s.a, s.aaaa = b.epA, b.epAAAA
 		targets = append(targets, fqdn)
-		rrs = append(rrs, ed.addrs()...)
-		if err := b.defineUnder(ed, ep.label, alts); err != nil {
+		extra = append(append(extra, b.epA...), b.epAAAA...)
+		epNames := []string{b.t.key(ref)}
+		for _, a := range names[1:] {
+			if strings.HasPrefix(a, "*.") {
+				continue
+			}
+			name := ep.label + "." + a
+			if err := checkGenerated(name); err != nil {
+				return nil, nil, err
+			}
+			epNames = append(epNames, name)
+		}
+		if err := b.place(s, epNames); err != nil {
 			return nil, nil, err
 		}
 	}
-	return targets, rrs, nil
+	return targets, slices.Clip(extra), nil
 }
 
-// addPorts validates the ports and keeps them for SRV answers, which
-// Lookup builds: every port, named or not, answers SRV on the service
-// name; a named port also answers on _name._proto.<service>. The ports are
-// grouped by that owner name, so a port name's records are one run.
-// targets nil means no SRV records (a headless service without
-// endpoints); the service alone means it is its own target.
-func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl uint32) error {
+// srvPorts validates the ports of the service host and returns them for
+// SRV answers, which Lookup builds: every port, named or not, answers SRV
+// on the service name; a named port also answers on
+// _name._proto.<service>. The ports are grouped by that owner name, so a
+// port name's records are one run.
+func srvPorts(ports []Port, host string) ([]srvPort, error) {
 	all := make([]srvPort, 0, len(ports))
 	for _, p := range ports {
 		if p.Port == 0 {
-			return fmt.Errorf("port %q: number 0", p.Name)
+			return nil, fmt.Errorf("port %q: number 0", p.Name)
 		}
 		proto := strings.ToLower(p.Protocol)
 		switch proto {
@@ -249,57 +258,38 @@ func addPorts(d *draft, ports []Port, targets []string, targetRRs []dns.RR, ttl 
 			proto = "tcp"
 		case "tcp", "udp", "sctp":
 		default:
-			return fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
+			return nil, fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 		}
 		label := ""
 		if p.Name != "" {
 			name := strings.ToLower(p.Name)
 			if err := dnsname.CheckLabel(name); err != nil {
-				return fmt.Errorf("port %q: %w", p.Name, err)
+				return nil, fmt.Errorf("port %q: %w", p.Name, err)
 			}
 			label = "_" + name + "._" + proto + "."
-			if err := checkGenerated(label + d.owner); err != nil {
-				return err
+			if err := checkGenerated(label + host); err != nil {
+				return nil, err
 			}
 		}
 		all = append(all, srvPort{label: label, port: p.Port})
 	}
-	if len(targets) == 0 {
-		return nil
+	if len(all) == 0 {
+		return nil, nil
 	}
 	// Group by label in order of first use; services have a handful of
 	// ports, so a quadratic pass beats a map.
-	d.ports = make([]srvPort, 0, len(all))
+	out := make([]srvPort, 0, len(all))
 	for i, p := range all {
 		if slices.ContainsFunc(all[:i], func(q srvPort) bool { return q.label == p.label }) {
 			continue
 		}
 		for _, q := range all[i:] {
 			if q.label == p.label {
-				d.ports = append(d.ports, q)
+				out = append(out, q)
 			}
 		}
 	}
-	d.ttl = ttl
-	if len(targets) != 1 || targets[0] != d.canonical {
-		d.targets, d.extra = targets, targetRRs
-	}
-	return nil
-}
-
-// addAddr adds an A or AAAA record to the matching set.
-func (d *draft) addAddr(rr dns.RR) {
-	if rr.Header().Rrtype == dns.TypeA {
-		d.sets[setA] = append(d.sets[setA], rr)
-		return
-	}
-	d.sets[setAAAA] = append(d.sets[setAAAA], rr)
-}
-
-// addrs returns the draft's A and AAAA records in a new slice.
-func (d *draft) addrs() []dns.RR {
-	out := make([]dns.RR, 0, len(d.sets[setA])+len(d.sets[setAAAA]))
-	return append(append(out, d.sets[setA]...), d.sets[setAAAA]...)
+	return out, nil
 }
 
 // endpointNames validates endpoints and groups their addresses by name: an

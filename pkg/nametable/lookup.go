@@ -47,7 +47,7 @@ func (t *Table) Lookup(q dns.Question) Result {
 		}
 		x := key[:len(key)-len(s)]
 		m := t.find(x)
-		alias := m.canonical(x, q.Name)
+		alias := t.alias(m, x, q.Name)
 		if alias == "" {
 			continue // unknown, or a name that exists only to say NODATA
 		}
@@ -89,10 +89,10 @@ type match struct {
 
 func (m match) found() bool { return m.n != nil || m.rev }
 
-// canonical is the name search-path expansion aliases to, or "" for names
-// that only say NODATA. x is the lowercase name found, qname the question
-// name it starts.
-func (m match) canonical(x []byte, qname string) string {
+// alias is the name search-path expansion aliases to for m, or "" for
+// names that only say NODATA. x is the lowercase name found, qname the
+// question name it starts.
+func (t *Table) alias(m match, x []byte, qname string) string {
 	switch {
 	case !m.found() || m.proto:
 		return ""
@@ -102,7 +102,7 @@ func (m match) canonical(x []byte, qname string) string {
 		// search domain, so no allocation.
 		return qname[:len(x)+1]
 	case m.port != "":
-		return m.port + m.n.canonical
+		return m.port + t.canonical(m.n)
 	case m.n == nil:
 		// A reverse name is its own canonical name, in lowercase.
 		if qname[:len(x)] == string(x) {
@@ -110,12 +110,12 @@ func (m match) canonical(x []byte, qname string) string {
 		}
 		return string(x) + "."
 	}
-	return m.n.canonical
+	return t.canonical(m.n)
 }
 
 // find resolves key (lowercase, no trailing dot) by rule 1 of Lookup.
 func (t *Table) find(key []byte) match {
-	if n, ok := t.names[string(key)]; ok {
+	if n := t.lookupName(key); n != nil {
 		return match{n: n}
 	}
 	if k, ok := t.findReverse(key); ok {
@@ -149,7 +149,7 @@ func (t *Table) find(key []byte) match {
 // findService finds a stored or alternate name, not a wildcard: the
 // service a port name is under.
 func (t *Table) findService(key []byte) *node {
-	if n, ok := t.names[string(key)]; ok {
+	if n := t.lookupName(key); n != nil {
 		return n
 	}
 	if t.altNs != "" {
@@ -180,7 +180,7 @@ func (t *Table) findPort(key []byte) match {
 			return match{}
 		}
 		prefix := key[:i+1+j+1] // "_name._proto."
-		for _, p := range n.shape.ports {
+		for _, p := range t.shapeOf(n).ports {
 			if p.label == string(prefix) {
 				return match{n: n, port: p.label}
 			}
@@ -192,7 +192,7 @@ func (t *Table) findPort(key []byte) match {
 		return match{}
 	}
 	proto := key[:i+1] // "_tcp."
-	for _, p := range n.shape.ports {
+	for _, p := range t.shapeOf(n).ports {
 		if k := strings.IndexByte(p.label, '.'); k >= 0 && p.label[k+1:] == string(proto) {
 			return match{n: n, proto: true}
 		}
@@ -217,7 +217,7 @@ func (t *Table) findAlt(key []byte) *node {
 		}
 		n := copy(buf[:], key)
 		n += copy(buf[n:], suffix)
-		if nd, ok := t.names[string(buf[:n])]; ok && nd.alt {
+		if nd := t.lookupName(buf[:n]); nd != nil && nd.is(flagAlt) {
 			return nd
 		}
 	}
@@ -228,9 +228,9 @@ func (t *Table) findAlt(key []byte) *node {
 func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 	n := m.n
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
-	if n != nil && n.chase {
-		r.Answer = n.rrs[:1:1]
-		t.follow(&r, n.cname().Target, qtype)
+	if n != nil && n.is(flagChase) {
+		r.Answer = t.all(n)
+		t.follow(&r, t.cname(n).Target, qtype)
 		return r
 	}
 	switch {
@@ -238,7 +238,7 @@ func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 		// An empty non-terminal: NODATA for every type.
 	case m.port != "":
 		if qtype == dns.TypeSRV || qtype == dns.TypeANY {
-			r.Answer, r.Extra = n.srv(m.port)
+			r.Answer, r.Extra = t.srv(n, m.port)
 		}
 	case n == nil:
 		if qtype == dns.TypePTR || qtype == dns.TypeANY {
@@ -252,7 +252,7 @@ func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 		// not. Never NXDOMAIN: clients ask A and AAAA in parallel and an
 		// NXDOMAIN for one family would fail the other.
 		if n != nil {
-			r.Ns = n.shape.ns
+			r.Ns = t.shapeOf(n).ns
 		} else {
 			r.Ns = t.revNS(key, m.addr)
 		}
@@ -266,20 +266,23 @@ func (t *Table) records(m match, qtype uint16) (ans, extra []dns.RR) {
 	n := m.n
 	switch qtype {
 	case dns.TypeA:
-		return n.set(setA), nil
+		return t.set(n, setA), nil
 	case dns.TypeAAAA:
-		return n.set(setAAAA), nil
+		return t.set(n, setAAAA), nil
 	case dns.TypeSRV:
-		return n.srv("")
+		return t.srv(n, "")
 	case dns.TypePTR:
-		for _, k := range t.revOf[n] {
+		if !n.is(flagRev) {
+			return nil, nil
+		}
+		for _, k := range t.revOf[n.group()] {
 			ans = append(ans, t.ptrs(k)...)
 		}
 		return ans, nil
 	case dns.TypeTXT:
-		return n.set(setTXT), nil
+		return t.set(n, setTXT), nil
 	case dns.TypeSOA:
-		return n.set(setSOA), nil
+		return t.set(n, setSOA), nil
 	case dns.TypeANY:
 		// RFC 8482 section 4.2: answer ANY with one RRset of our choice
 		// rather than everything: the first of A, AAAA, SRV, PTR, TXT,
@@ -295,18 +298,19 @@ func (t *Table) records(m match, qtype uint16) (ans, extra []dns.RR) {
 
 // srv builds the SRV records of the ports labelled label ("" for every
 // port) and their additional section. It allocates.
-func (n *node) srv(label string) (ans, extra []dns.RR) {
-	sh := n.shape
+func (t *Table) srv(n *node, label string) (ans, extra []dns.RR) {
+	sh := t.shapeOf(n)
+	canonical := t.canonical(n)
 	for _, p := range sh.ports {
 		if label != "" && p.label != label {
 			continue
 		}
-		owner := n.canonical
+		owner := canonical
 		if p.label != "" {
-			owner = p.label + n.canonical
+			owner = p.label + canonical
 		}
 		if sh.targets == nil {
-			ans = append(ans, srvRR(owner, n.canonical, p.port, sh.ttl))
+			ans = append(ans, srvRR(owner, canonical, p.port, sh.ttl))
 			continue
 		}
 		for _, target := range sh.targets {
@@ -318,7 +322,7 @@ func (n *node) srv(label string) (ans, extra []dns.RR) {
 	}
 	spreadWeights(ans)
 	if sh.targets == nil {
-		return ans, n.addrs()
+		return ans, t.addrs(n)
 	}
 	return ans, sh.extra
 }
@@ -352,8 +356,8 @@ func (t *Table) follow(r *Result, target string, qtype uint16) {
 			r.Chase = target
 			return
 		}
-		if m.n != nil && m.n.chase {
-			c := m.n.cname()
+		if m.n != nil && m.n.is(flagChase) {
+			c := t.cname(m.n)
 			r.Chain = append(r.Chain, &dns.CNAME{Hdr: header(target, dns.TypeCNAME, c.Hdr.Ttl), Target: c.Target})
 			target = c.Target
 			continue

@@ -7,6 +7,7 @@
 package nametable
 
 import (
+	"hash/maphash"
 	"net/netip"
 
 	"github.com/miekg/dns"
@@ -122,28 +123,44 @@ type Result struct {
 type Table struct {
 	pod Context // normalized: lowercase, no trailing dots, defaults set
 
-	// names maps every stored name (lowercase, no trailing dot) to its
-	// records; several names may share one node (AltHosts). Kubernetes
-	// alternate names, SRV port names, reverse names and search-path
-	// names are not stored: Lookup derives them from the question (see
-	// lookup.go), so they cost no memory.
-	names map[string]*node
+	// The stored names (lowercase, no trailing dot) and their nodes:
+	// slots is the name index (index.go) over node IDs, count the names
+	// in it; nodes, rrs and text are the chunks the nodes, their records
+	// and their names are cut from (store.go). Several names may share
+	// records (AltHosts). Kubernetes alternate names, SRV port names,
+	// reverse names and search-path names are not stored: Lookup derives
+	// them from the question (see lookup.go), so they cost no memory.
+	slots []uint32
+	seed  maphash.Seed
+	count int
+	nodes [][]node
+	rrs   [][]dns.RR
+	text  [][]byte
+	// shapes are the shapes nodes point at; bigShape holds those of
+	// nodes whose index does not fit (node.shape == bigShape), nil in
+	// any real table.
+	shapes   []*shape
+	bigShape map[*node]*shape
+	// canonOf is the canonical name of every node with flagCopy.
+	canonOf map[*node]string
 	// wild maps the domain of a wildcard ("example.com" for
-	// "*.example.com") to its records.
+	// "*.example.com") to its node.
 	wild map[string]*node
-	// rev is the reverse index: an address (As16; v4 addresses are
-	// stored unmapped, so their ip6.arpa form is never looked up) to the
-	// node its PTR record points at. revMore holds every node, in order,
-	// for the few addresses several names share. Reverse names are not
-	// stored: a PTR answer is built at query time.
-	rev     map[[16]byte]*node
-	revMore map[[16]byte][]*node
-	// revStored counts reverse names that are also stored names, for Len.
+	// rev4 and rev6 are the reverse index: every indexed address, v4 and
+	// v6, sorted (stably: in the order the entries gave them), with the
+	// node its PTR record points at, once per canonical name. Reverse
+	// names are not stored: a PTR answer is built at query time.
+	rev4 []rev4
+	rev6 []rev6
+	// revAddrs counts the distinct addresses in the reverse index and
+	// revStored those whose reverse names are also stored names, for Len.
+	revAddrs  int
 	revStored int
-	// revOf gives the addresses of a node stored under their reverse
-	// names (an entry or zone apex named like one; node.rev), whose PTR
-	// records it answers with. Nil in any real table.
-	revOf map[*node][][16]byte
+	// revOf gives the addresses whose reverse names are stored names (an
+	// entry or zone apex named like one), by node.group: every name of
+	// the entry (flagRev) answers with their PTR records. Nil in any real
+	// table.
+	revOf map[uint64][][16]byte
 	// revNs is the SOA of negative answers for reverse names outside
 	// every zone: in-addr.arpa, ip6.arpa.
 	revNs [2][]dns.RR

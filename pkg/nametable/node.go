@@ -2,7 +2,7 @@ package nametable
 
 import "github.com/miekg/dns"
 
-// Record sets a node holds, in the order they are packed into node.rrs.
+// Record sets a node holds, in the order they are packed into its records.
 // SRV and PTR records are not stored: Lookup builds them from the ports
 // (shape) and the reverse index, since they are asked for rarely and the
 // proxy caches the packed answer per table.
@@ -14,34 +14,57 @@ const (
 	numSets
 )
 
-// node holds the precomputed answers of one name. It is immutable once the
-// table is built and shared by every name that answers like it.
+// node holds the precomputed answers of one stored name. It is immutable
+// once the table is built.
 //
-// A table holds one or more nodes per service, so the layout is kept to 64
-// bytes: the record sets sit back to back in one slice (set i is
-// rrs[end[i-1]:end[i]]), what many nodes have in common (SOA, ports) is
-// behind one shared pointer, and an ExternalName target lives in a CNAME
-// record, the only record of a chase node, instead of its own field.
+// A table holds a node per stored name, so a node is 20 bytes of offsets
+// into the table's chunks instead of strings, slices and pointers: its
+// name (whose bytes are also its canonical name, and the owner of its
+// address records) in Table.text, its records, back to back, in
+// Table.rrs, and what many nodes have in common (SOA, ports) in
+// Table.shapes. An ExternalName target lives in a CNAME record, the only
+// record of a chase node.
 type node struct {
-	// canonical is the FQDN with trailing dot that search-path expansion
-	// aliases to and SRV and PTR records point at; "" for nodes that only
-	// exist to say NODATA.
-	canonical string
-	// rrs holds the record sets; a chase node holds its CNAME instead.
-	rrs []dns.RR
-	// shape is shared by nodes of the same zone, TTL and ports; never nil.
-	shape *shape
-	end   [numSets - 1]uint32 // end of each set but the last (SOA) in rrs
-	// alt is set on the names of a Kubernetes service in the pod's cluster
-	// domain: only they answer to the alternate names svc.ns, svc.ns.svc
-	// and svc.
-	alt bool
-	// chase marks an ExternalName or a wildcard with a canonical name.
-	chase bool
-	// rev marks a node stored under the reverse name of an address in the
-	// reverse index: its PTR records come from there (Table.revOf).
-	rev bool
+	name uint32 // textRef of the stored name
+	rr   uint32 // rrRef of the first record
+	// ends are the ends of the A, AAAA and TXT sets, relative to rr; the
+	// SOA set runs from ends[setTXT] to n.
+	ends  [numSets - 1]uint16
+	n     uint16 // records
+	shape uint16 // index in Table.shapes, or bigShape
+	flags uint8
 }
+
+// Node flags.
+const (
+	// flagAlt is set on the names of a Kubernetes service in the pod's
+	// cluster domain: only they answer to the alternate names svc.ns,
+	// svc.ns.svc and svc.
+	flagAlt = 1 << iota
+	// flagChase marks an ExternalName or a wildcard with a canonical name.
+	flagChase
+	// flagRev marks the names of an entry one of whose names is the
+	// reverse name of an address in the reverse index: their PTR records
+	// come from there (Table.revOf).
+	flagRev
+	// flagCopy marks a name stored beside the one that defined its
+	// records (an alt host, an endpoint under an alt host): its canonical
+	// name is in Table.canonOf.
+	flagCopy
+	// flagNoCanon marks a name that exists only to say NODATA or hold a
+	// zone's SOA (empty non-terminals, zone apexes): it has no canonical
+	// name, and an entry may take it over.
+	flagNoCanon
+)
+
+// bigShape in node.shape says the shape is in Table.bigShape: the
+// uint16 index ran out (more than 65,534 headless services or distinct
+// port sets).
+const bigShape = 1<<16 - 1
+
+// maxRecords is the most records one name holds: node counts are
+// uint16. A DNS message carries at most 4,095 address records.
+const maxRecords = 1<<16 - 1
 
 // shape is the part of a node that many nodes share: every ClusterIP
 // service of a namespace with the usual ports has the same one, so SRV
@@ -70,57 +93,69 @@ type srvPort struct {
 	port  uint16
 }
 
-// set returns record set i, capacity-limited so that an append by a
+func (n *node) is(flag uint8) bool { return n.flags&flag != 0 }
+
+// group identifies the records n shares with the other names of its entry
+// (alt hosts are copies of the node with the same records).
+func (n *node) group() uint64 { return uint64(n.rr)<<16 | uint64(n.n) }
+
+// all returns every record of n.
+func (t *Table) all(n *node) []dns.RR {
+	c := t.rrs[n.rr>>16]
+	lo := n.rr & 0xffff
+	hi := lo + uint32(n.n)
+	return c[lo:hi:hi]
+}
+
+// set returns record set i of n, capacity-limited so that an append by a
 // careless caller cannot write into the next set.
-func (n *node) set(i int) []dns.RR {
-	if n.chase {
+func (t *Table) set(n *node, i int) []dns.RR {
+	if n.is(flagChase) {
 		return nil
 	}
-	lo := uint32(0)
+	lo := uint16(0)
 	if i > 0 {
-		lo = n.end[i-1]
+		lo = n.ends[i-1]
 	}
-	hi := uint32(len(n.rrs))
-	if i < len(n.end) {
-		hi = n.end[i]
+	hi := n.n
+	if i < len(n.ends) {
+		hi = n.ends[i]
 	}
 	if lo == hi {
 		return nil
 	}
-	return n.rrs[lo:hi:hi]
+	return t.all(n)[lo:hi:hi]
 }
 
-// addrs is the node's A and AAAA sets together.
-func (n *node) addrs() []dns.RR {
-	if n.chase {
+// addrs is n's A and AAAA sets together.
+func (t *Table) addrs(n *node) []dns.RR {
+	if n.is(flagChase) {
 		return nil
 	}
-	hi := n.end[setAAAA]
-	return n.rrs[:hi:hi]
+	hi := n.ends[setAAAA]
+	return t.all(n)[:hi:hi]
 }
 
 // cname is the CNAME record of a chase node.
-func (n *node) cname() *dns.CNAME { return n.rrs[0].(*dns.CNAME) }
+func (t *Table) cname(n *node) *dns.CNAME { return t.all(n)[0].(*dns.CNAME) }
 
-// draft is a node under construction: separate growable sets plus what
-// New needs to finish it.
-type draft struct {
-	canonical string
-	chase     string
-	sets      [numSets][]dns.RR
-	ports     []srvPort
-	targets   []string // see shape
-	extra     []dns.RR
-	alt       bool
-	// revAddrs are the indexed addresses whose reverse names the draft
-	// is stored under (see node.rev).
-	revAddrs [][16]byte
-	ttl      uint32
-	// apex is the zone whose SOA goes into negative answers.
-	apex string
-	// owner is the hostname of the entry that defined the name, to report
-	// duplicates; "" for names that only exist as zone apexes or empty
-	// non-terminals, which an entry may take over.
-	owner string
-	built *node
+// shapeOf returns n's shape; never nil.
+func (t *Table) shapeOf(n *node) *shape {
+	if n.shape == bigShape {
+		return t.bigShape[n]
+	}
+	return t.shapes[n.shape]
+}
+
+// canonical is the FQDN with trailing dot that search-path expansion
+// aliases to and SRV and PTR records point at; "" for names that only
+// exist to say NODATA.
+func (t *Table) canonical(n *node) string {
+	switch {
+	case n.is(flagNoCanon):
+		return ""
+	case n.is(flagCopy):
+		return t.canonOf[n]
+	}
+	return t.fqdn(n.name)
 }

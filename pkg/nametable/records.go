@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -46,10 +45,7 @@ type slabs struct {
 	a    []dns.A
 	aaaa []dns.AAAA
 	ip   []byte
-	// names holds the bytes of hostnames (see name); bytes once appended
-	// are never written again, so strings may point into it.
-	names []byte
-	size  int // of the next chunk, doubling up to maxSlab
+	size int // of the next chunk, doubling up to maxSlab
 }
 
 const maxSlab = 1024
@@ -67,25 +63,6 @@ func (s *slabs) ipBytes(b []byte) net.IP {
 	lo := len(s.ip)
 	s.ip = append(s.ip, b...)
 	return net.IP(s.ip[lo:len(s.ip):len(s.ip)])
-}
-
-// nameChunk is the size of a chunk of names: 1,800 service names.
-const nameChunk = 64 << 10
-
-// name copies host and its FQDN form into the name chunk and returns both,
-// sharing their bytes: a table keeps one or two strings per name, and
-// allocated one by one among the build's garbage (the decoded table's own
-// strings are of the same size class) they left most of their spans
-// pinned once the garbage was freed, about three times their size.
-func (s *slabs) name(host string) (fqdn, key string) {
-	n := len(host) + 1
-	if cap(s.names)-len(s.names) < n {
-		s.names = make([]byte, 0, max(nameChunk, n))
-	}
-	lo := len(s.names)
-	s.names = append(append(s.names, host...), '.')
-	fqdn = unsafe.String(&s.names[lo], n)
-	return fqdn, fqdn[:len(host)]
 }
 
 // addrRR is the A or AAAA record of a.

@@ -1,7 +1,11 @@
 package nametable
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"net/netip"
+	"slices"
 
 	"github.com/miekg/dns"
 )
@@ -81,30 +85,128 @@ func parseReverse[T string | []byte](key T) (k [16]byte, ok bool) {
 	return k, false
 }
 
+// rev4 and rev6 are entries of the reverse index: an address and the
+// node its PTR record points at. An IPv4 address is its 4 bytes big-endian,
+// so the index sorts numerically, in 8 bytes per address instead of a map
+// slot of about 40.
+type rev4 struct {
+	addr uint32
+	id   nodeID
+}
+
+type rev6 struct {
+	addr [16]byte
+	id   nodeID
+}
+
+// revRange returns the IDs of the nodes indexed under k, in order.
+func (t *Table) revRange(k [16]byte) (v4 []rev4, v6 []rev6) {
+	if a := netip.AddrFrom16(k); a.Is4In6() {
+		x := binary.BigEndian.Uint32(k[12:])
+		i, ok := slices.BinarySearchFunc(t.rev4, x, func(e rev4, x uint32) int { return cmp.Compare(e.addr, x) })
+		if !ok {
+			return nil, nil
+		}
+		j := i + 1
+		for j < len(t.rev4) && t.rev4[j].addr == x {
+			j++
+		}
+		return t.rev4[i:j], nil
+	}
+	i, ok := slices.BinarySearchFunc(t.rev6, k, func(e rev6, k [16]byte) int { return bytes.Compare(e.addr[:], k[:]) })
+	if !ok {
+		return nil, nil
+	}
+	j := i + 1
+	for j < len(t.rev6) && t.rev6[j].addr == k {
+		j++
+	}
+	return nil, t.rev6[i:j]
+}
+
+// hasReverse reports whether k is in the reverse index.
+func (t *Table) hasReverse(k [16]byte) bool {
+	v4, v6 := t.revRange(k)
+	return len(v4)+len(v6) > 0
+}
+
 // findReverse finds key in the reverse index.
 func (t *Table) findReverse(key []byte) (k [16]byte, ok bool) {
-	if len(t.rev) == 0 {
+	if len(t.rev4)+len(t.rev6) == 0 {
 		return k, false
 	}
 	if k, ok = parseReverse(key); !ok {
 		return k, false
 	}
-	_, ok = t.rev[k]
-	return k, ok
+	return k, t.hasReverse(k)
+}
+
+// eachReverse calls f with every distinct address of the reverse index.
+func (t *Table) eachReverse(f func(k [16]byte)) {
+	for i, e := range t.rev4 {
+		if i == 0 || t.rev4[i-1].addr != e.addr {
+			var k [16]byte
+			k[10], k[11] = 0xff, 0xff
+			binary.BigEndian.PutUint32(k[12:], e.addr)
+			f(k)
+		}
+	}
+	for i, e := range t.rev6 {
+		if i == 0 || t.rev6[i-1].addr != e.addr {
+			f(e.addr)
+		}
+	}
 }
 
 // ptrs builds the PTR records of indexed address k, one per name in the
 // order the entries gave them, with each entry's TTL (its address
 // records'). It allocates.
 func (t *Table) ptrs(k [16]byte) []dns.RR {
-	nodes := t.revMore[k]
-	if nodes == nil {
-		nodes = []*node{t.rev[k]}
-	}
+	v4, v6 := t.revRange(k)
 	owner := reverseName(netip.AddrFrom16(k).Unmap())
-	out := make([]dns.RR, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, ptrRR(owner, n.canonical, n.rrs[0].Header().Ttl))
+	out := make([]dns.RR, 0, len(v4)+len(v6))
+	add := func(id nodeID) {
+		n := t.nodeAt(id)
+		out = append(out, ptrRR(owner, t.canonical(n), t.all(n)[0].Header().Ttl))
+	}
+	for _, e := range v4 {
+		add(e.id)
+	}
+	for _, e := range v6 {
+		add(e.id)
+	}
+	return out
+}
+
+// finishReverse sorts the reverse index, keeps one node per canonical name
+// of an address (the first), and trims the slices to their length.
+func (t *Table) finishReverse() {
+	slices.SortStableFunc(t.rev4, func(x, y rev4) int { return cmp.Compare(x.addr, y.addr) })
+	slices.SortStableFunc(t.rev6, func(x, y rev6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
+	t.rev4 = uniqueRev(t, t.rev4, func(e rev4) uint32 { return e.addr }, func(e rev4) nodeID { return e.id })
+	t.rev6 = uniqueRev(t, t.rev6, func(e rev6) [16]byte { return e.addr }, func(e rev6) nodeID { return e.id })
+	t.revAddrs = 0
+	t.eachReverse(func([16]byte) { t.revAddrs++ })
+}
+
+// uniqueRev drops, within each run of one address in the sorted s, the
+// entries whose node has the canonical name of an earlier one, and clips
+// s when that or the appends left much spare capacity.
+func uniqueRev[E any, A comparable](t *Table, s []E, addr func(E) A, id func(E) nodeID) []E {
+	out := s[:0]
+	run := 0 // start of the current address's run in out
+	for _, e := range s {
+		if len(out) > 0 && addr(out[len(out)-1]) != addr(e) {
+			run = len(out)
+		}
+		canon := t.canonical(t.nodeAt(id(e)))
+		if slices.ContainsFunc(out[run:], func(o E) bool { return t.canonical(t.nodeAt(id(o))) == canon }) {
+			continue
+		}
+		out = append(out, e)
+	}
+	if cap(out)-len(out) > len(out)/8 {
+		out = slices.Clone(out)
 	}
 	return out
 }
