@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -300,7 +299,7 @@ func (s *Server) send(a *agent) {
 			a.lastFull = n
 		}
 		a.mu.Unlock()
-		err := a.st.SendMsg(&encoded{p: p, nonce: strconv.FormatUint(n, 10)})
+		err := a.st.SendMsg(newEncoded(p, n))
 		if err == nil {
 			count, bytes := s.m.push(p.Kind)
 			count.Inc()
@@ -325,30 +324,29 @@ func (s *Server) send(a *agent) {
 
 // receive handles ACKs and NACKs until the stream ends.
 func (s *Server) receive(st grpc.ServerStream, a *agent) error {
-	req := new(meshdnsv1.StreamNameTableRequest)
+	// One answer per stream, reused: the codec decodes an ACK into it
+	// without allocating.
+	var ans answer
 	for {
-		// One message per stream, reused: an ACK then costs only its
-		// strings.
-		req.Reset()
-		if err := st.RecvMsg(req); err != nil {
+		if err := st.RecvMsg(&ans); err != nil {
 			return err
 		}
 		if a.admitted != nil {
 			a.admitted()
 			a.admitted = nil
 		}
-		n, err := strconv.ParseUint(req.GetResponseNonce(), 10, 64)
-		if err != nil {
-			a.logger(s.log).Warn("ignoring request with a bad nonce", "nonce", req.GetResponseNonce())
+		if !ans.nonceOK {
+			a.logger(s.log).Warn("ignoring request with a bad nonce", "nonce", string(ans.rawNonce))
 			continue
 		}
+		n := ans.nonce
 		now := s.cfg.Now()
 		a.mu.Lock()
 		f, known := a.answerLocked(n)
-		if req.GetErrorDetail() == nil {
-			if a.acked != req.GetVersionInfo() {
-				a.acked = req.GetVersionInfo()
-			}
+		if string(ans.version) != a.acked {
+			a.acked = string(ans.version)
+		}
+		if ans.nack == nil {
 			a.ackedAt = now
 			wake := a.releaseLocked()
 			a.mu.Unlock()
@@ -360,9 +358,9 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 			}
 			continue
 		}
+		detail := ans.nack.GetErrorDetail()
 		a.nacks++
-		a.lastNack = req.GetErrorDetail().GetMessage()
-		a.acked = req.GetVersionInfo()
+		a.lastNack = detail.GetMessage()
 		// A NACKed delta means the agent's table is not what we think:
 		// send a full table, unless one went out after the NACKed
 		// response (it already repairs the agent; pipelined deltas
@@ -375,7 +373,7 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 		} else if known && f.full && n == a.nonce {
 			// The agent kept its table: base the next delta on it
 			// (a full table again if it is not in the history).
-			a.sentID = req.GetVersionInfo()
+			a.sentID = a.acked
 		}
 		wake := a.releaseLocked() || resend
 		a.mu.Unlock()
@@ -384,8 +382,8 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 		if f.full {
 			kind = "full"
 		}
-		a.logger(s.log).Warn("agent rejected table", "nonce", n, "kind", kind, "code", req.GetErrorDetail().GetCode(),
-			"err", req.GetErrorDetail().GetMessage(), "kept", req.GetVersionInfo(), "resend_full", resend)
+		a.logger(s.log).Warn("agent rejected table", "nonce", n, "kind", kind, "code", detail.GetCode(),
+			"err", detail.GetMessage(), "kept", a.acked, "resend_full", resend)
 		if wake {
 			s.wake(a)
 		}
