@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -153,6 +152,9 @@ type builder struct {
 	owners map[*node]string
 	slabs  slabs
 	hasAlt bool
+	// pend4 and pend6 collect the reverse index (finishReverse).
+	pend4 []pending4
+	pend6 []pending6
 	// Scratch for the record sets of the nodes being added: an entry's
 	// own addresses, an endpoint's, and a headless service's (all its
 	// endpoints').
@@ -184,7 +186,7 @@ func (b *builder) addZones(zones []string) error {
 		soa := *b.soa(z)
 		rrs, rr := b.putRecords(len(soa))
 		copy(rrs, soa)
-		*n = node{name: ref, rr: rr, n: uint16(len(soa)), flags: flagNoCanon}
+		*n = node{name: ref, rr: rr, tail: uint8(len(soa)), flags: flagNoCanon}
 		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
 		b.t.indexName(id)
 	}
@@ -280,22 +282,23 @@ func (b *builder) place(s *spec, names []string) error {
 	if s.cname != nil {
 		rrs, ref := b.putRecords(1)
 		rrs[0] = s.cname
-		n.rr, n.n = ref, 1
+		n.rr, n.nA = ref, 1 // read by all, never as an A set (flagChase)
 		n.flags |= flagChase
 	} else {
-		total := len(s.a) + len(s.aaaa) + len(s.txt) + len(soa)
-		if total > maxRecords {
-			return fmt.Errorf("name %q: %d records, more than %d", names[0], total, maxRecords)
+		if total := len(s.a) + len(s.aaaa); total > maxRecords {
+			return fmt.Errorf("name %q: %d addresses, more than %d", names[0], total, maxRecords)
 		}
-		rrs, ref := b.putRecords(total)
+		if len(soa) > maxTail {
+			return fmt.Errorf("name %q: the apex of more than %d zones", names[0], maxTail)
+		}
+		rrs, ref := b.putRecords(len(s.a) + len(s.aaaa) + len(s.txt) + len(soa))
 		i := copy(rrs, s.a)
-		n.ends[setA] = uint16(i)
 		i += copy(rrs[i:], s.aaaa)
-		n.ends[setAAAA] = uint16(i)
 		i += copy(rrs[i:], s.txt)
-		n.ends[setTXT] = uint16(i)
 		copy(rrs[i:], soa)
-		n.rr, n.n = ref, uint16(total)
+		n.rr = ref
+		n.nA, n.nAAAA = uint16(len(s.a)), uint16(len(s.aaaa))
+		n.tail = uint8(len(s.txt)<<4 | len(soa))
 	}
 	b.setShape(n, s.shape)
 	if s.owner != b.t.key(s.ref) {
@@ -333,21 +336,10 @@ func (b *builder) place(s *spec, names []string) error {
 	return nil
 }
 
-// addPTR adds a to the reverse index with target id (whose canonical name
-// the PTR record points at); finish sorts the index and drops repeats.
-func (b *builder) addPTR(a netip.Addr, id nodeID) {
-	if a.Is4() {
-		x := a.As4()
-		b.t.rev4 = append(b.t.rev4, rev4{addr: binary.BigEndian.Uint32(x[:]), id: id})
-		return
-	}
-	b.t.rev6 = append(b.t.rev6, rev6{addr: a.As16(), id: id})
-}
-
 // finish completes the table once every entry is in.
 func (b *builder) finish() {
 	t := b.t
-	t.finishReverse()
+	b.finishReverse()
 	b.addVersion()
 	b.markReverse()
 	b.addEmptyNonTerminals()
@@ -451,7 +443,7 @@ func (b *builder) addVersion() {
 	ref, fqdn := b.putText("", key)
 	rrs, rr := b.putRecords(1)
 	rrs[0] = txtRR(fqdn, dnsSchemaVersion, versionTTL)
-	*n = node{name: ref, rr: rr, n: 1, ends: [numSets - 1]uint16{0, 0, 1}}
+	*n = node{name: ref, rr: rr, tail: 1 << 4}
 	b.setShape(n, b.shapeFor(b.apexFor(key, b.pod.ClusterDomain), 0, nil, nil, nil))
 	b.t.indexName(id)
 }

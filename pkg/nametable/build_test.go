@@ -376,10 +376,10 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 	t.Logf("%d table swaps during %d lookups", <-swapped, 4*5000)
 }
 
-// TestNodeSize keeps the per-name cost in check: a table holds several
-// nodes per service, allocated in slabs of 64-byte nodes (a cache line).
+// TestNodeSize keeps the per-name cost in check: a table holds a node
+// per stored name, cut from chunks of 16-byte nodes.
 func TestNodeSize(t *testing.T) {
-	if got := unsafe.Sizeof(node{}); got != 20 {
-		t.Errorf("node is %d bytes, want 20", got)
+	if got := unsafe.Sizeof(node{}); got != 16 {
+		t.Errorf("node is %d bytes, want 16", got)
 	}
 }

@@ -76,9 +76,9 @@ func (b *builder) addEntry(e *Entry) error {
 	}
 
 	s.a, s.aaaa = b.addrSets(ips, fqdn, ttl)
-	for _, a := range ips {
-		b.addPTR(a, id)
-	}
+	// The entry's addresses go into the reverse index before its
+	// endpoints', which are placed first.
+	at4, at6 := len(b.pend4), len(b.pend6)
 	eps, err := endpointNames(e.Endpoints)
 	if err != nil {
 		return err
@@ -112,7 +112,13 @@ func (b *builder) addEntry(e *Entry) error {
 		}
 	}
 	s.shape = b.shapeFor(apex, ttl, ports, targets, extra)
-	return b.place(s, names)
+	if err := b.place(s, names); err != nil {
+		return err
+	}
+	if !headless {
+		b.addPTRs(s.n, at4, at6)
+	}
+	return nil
 }
 
 // addrSets returns the A and AAAA records of ips, owned by fqdn, in the
@@ -213,7 +219,6 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 			} else {
 				b.epAAAA = append(b.epAAAA, rr)
 			}
-			b.addPTR(a, id)
 		}
 		if headless {
 			// The owner is rewritten by the server.
@@ -237,6 +242,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 		if err := b.place(s, epNames); err != nil {
 			return nil, nil, err
 		}
+		b.addPTRs(n, len(b.pend4), len(b.pend6))
 	}
 	return targets, slices.Clip(extra), nil
 }

@@ -146,12 +146,12 @@ type Table struct {
 	// wild maps the domain of a wildcard ("example.com" for
 	// "*.example.com") to its node.
 	wild map[string]*node
-	// rev4 and rev6 are the reverse index: every indexed address, v4 and
-	// v6, sorted (stably: in the order the entries gave them), with the
-	// node its PTR record points at, once per canonical name. Reverse
-	// names are not stored: a PTR answer is built at query time.
-	rev4 []rev4
-	rev6 []rev6
+	// rev4 and rev6 are the reverse index (reverse.go): the address
+	// records of every indexed address, v4 and v6, sorted by address, once
+	// per owner name. Reverse names are not stored: a PTR answer is built
+	// at query time.
+	rev4 []uint32
+	rev6 []uint32
 	// revAddrs counts the distinct addresses in the reverse index and
 	// revStored those whose reverse names are also stored names, for Len.
 	revAddrs  int

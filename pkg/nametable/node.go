@@ -17,7 +17,7 @@ const (
 // node holds the precomputed answers of one stored name. It is immutable
 // once the table is built.
 //
-// A table holds a node per stored name, so a node is 20 bytes of offsets
+// A table holds a node per stored name, so a node is 16 bytes of offsets
 // into the table's chunks instead of strings, slices and pointers: its
 // name (whose bytes are also its canonical name, and the owner of its
 // address records) in Table.text, its records, back to back, in
@@ -27,12 +27,29 @@ const (
 type node struct {
 	name uint32 // textRef of the stored name
 	rr   uint32 // rrRef of the first record
-	// ends are the ends of the A, AAAA and TXT sets, relative to rr; the
-	// SOA set runs from ends[setTXT] to n.
-	ends  [numSets - 1]uint16
-	n     uint16 // records
-	shape uint16 // index in Table.shapes, or bigShape
-	flags uint8
+	// Records in each set: A and AAAA; TXT (dns-version) and SOA (zone
+	// apexes), 4 bits each, in tail.
+	nA, nAAAA uint16
+	shape     uint16 // index in Table.shapes, or bigShape
+	tail      uint8
+	flags     uint8
+}
+
+// maxTail is the most TXT or SOA records a node holds: one TXT record
+// (dns-version), one SOA per zone apex among the entry's names.
+const maxTail = 15
+
+func (n *node) count() uint32 {
+	return uint32(n.nA) + uint32(n.nAAAA) + uint32(n.tail>>4) + uint32(n.tail&maxTail)
+}
+
+// bounds returns where set i lies in n's records.
+func (n *node) bounds(i int) (lo, hi uint32) {
+	sizes := [numSets]uint32{uint32(n.nA), uint32(n.nAAAA), uint32(n.tail >> 4), uint32(n.tail & maxTail)}
+	for j := range i {
+		lo += sizes[j]
+	}
+	return lo, lo + sizes[i]
 }
 
 // Node flags.
@@ -97,13 +114,13 @@ func (n *node) is(flag uint8) bool { return n.flags&flag != 0 }
 
 // group identifies the records n shares with the other names of its entry
 // (alt hosts are copies of the node with the same records).
-func (n *node) group() uint64 { return uint64(n.rr)<<16 | uint64(n.n) }
+func (n *node) group() uint64 { return uint64(n.rr)<<32 | uint64(n.count()) }
 
 // all returns every record of n.
 func (t *Table) all(n *node) []dns.RR {
 	c := t.rrs[n.rr>>16]
 	lo := n.rr & 0xffff
-	hi := lo + uint32(n.n)
+	hi := lo + n.count()
 	return c[lo:hi:hi]
 }
 
@@ -113,14 +130,7 @@ func (t *Table) set(n *node, i int) []dns.RR {
 	if n.is(flagChase) {
 		return nil
 	}
-	lo := uint16(0)
-	if i > 0 {
-		lo = n.ends[i-1]
-	}
-	hi := n.n
-	if i < len(n.ends) {
-		hi = n.ends[i]
-	}
+	lo, hi := n.bounds(i)
 	if lo == hi {
 		return nil
 	}
@@ -132,7 +142,7 @@ func (t *Table) addrs(n *node) []dns.RR {
 	if n.is(flagChase) {
 		return nil
 	}
-	hi := n.ends[setAAAA]
+	hi := uint32(n.nA) + uint32(n.nAAAA)
 	return t.all(n)[:hi:hi]
 }
 

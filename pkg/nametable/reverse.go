@@ -85,50 +85,57 @@ func parseReverse[T string | []byte](key T) (k [16]byte, ok bool) {
 	return k, false
 }
 
-// rev4 and rev6 are entries of the reverse index: an address and the
-// node its PTR record points at. An IPv4 address is its 4 bytes big-endian,
-// so the index sorts numerically, in 8 bytes per address instead of a map
-// slot of about 40.
-type rev4 struct {
-	addr uint32
-	id   nodeID
+// The reverse index is two sorted slices, v4 and v6, of references to the
+// address records themselves (rrRefs): a record holds the address, and its
+// owner and TTL are the PTR record's target and TTL, so an address costs 4
+// bytes, where a map from address to node cost about 40. Lookups binary
+// search it (PTR questions are rare).
+
+// rrAt returns the record at ref.
+func (t *Table) rrAt(ref uint32) dns.RR { return t.rrs[ref>>16][ref&0xffff] }
+
+// addr4 is the address of the A record at ref, big-endian.
+func (t *Table) addr4(ref uint32) uint32 {
+	return binary.BigEndian.Uint32(t.rrAt(ref).(*dns.A).A.To4())
 }
 
-type rev6 struct {
-	addr [16]byte
-	id   nodeID
+// addr6 is the address of the AAAA record at ref.
+func (t *Table) addr6(ref uint32) (k [16]byte) {
+	copy(k[:], t.rrAt(ref).(*dns.AAAA).AAAA)
+	return k
 }
 
-// revRange returns the IDs of the nodes indexed under k, in order.
-func (t *Table) revRange(k [16]byte) (v4 []rev4, v6 []rev6) {
-	if a := netip.AddrFrom16(k); a.Is4In6() {
+// revRange returns the references of the records of indexed address k, in
+// the order the entries gave them.
+func (t *Table) revRange(k [16]byte) []uint32 {
+	if netip.AddrFrom16(k).Is4In6() {
 		x := binary.BigEndian.Uint32(k[12:])
-		i, ok := slices.BinarySearchFunc(t.rev4, x, func(e rev4, x uint32) int { return cmp.Compare(e.addr, x) })
+		i, ok := slices.BinarySearchFunc(t.rev4, x, func(ref, x uint32) int { return cmp.Compare(t.addr4(ref), x) })
 		if !ok {
-			return nil, nil
+			return nil
 		}
 		j := i + 1
-		for j < len(t.rev4) && t.rev4[j].addr == x {
+		for j < len(t.rev4) && t.addr4(t.rev4[j]) == x {
 			j++
 		}
-		return t.rev4[i:j], nil
+		return t.rev4[i:j]
 	}
-	i, ok := slices.BinarySearchFunc(t.rev6, k, func(e rev6, k [16]byte) int { return bytes.Compare(e.addr[:], k[:]) })
+	i, ok := slices.BinarySearchFunc(t.rev6, k, func(ref uint32, k [16]byte) int {
+		a := t.addr6(ref)
+		return bytes.Compare(a[:], k[:])
+	})
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	j := i + 1
-	for j < len(t.rev6) && t.rev6[j].addr == k {
+	for j < len(t.rev6) && t.addr6(t.rev6[j]) == k {
 		j++
 	}
-	return nil, t.rev6[i:j]
+	return t.rev6[i:j]
 }
 
 // hasReverse reports whether k is in the reverse index.
-func (t *Table) hasReverse(k [16]byte) bool {
-	v4, v6 := t.revRange(k)
-	return len(v4)+len(v6) > 0
-}
+func (t *Table) hasReverse(k [16]byte) bool { return len(t.revRange(k)) > 0 }
 
 // findReverse finds key in the reverse index.
 func (t *Table) findReverse(key []byte) (k [16]byte, ok bool) {
@@ -143,17 +150,19 @@ func (t *Table) findReverse(key []byte) (k [16]byte, ok bool) {
 
 // eachReverse calls f with every distinct address of the reverse index.
 func (t *Table) eachReverse(f func(k [16]byte)) {
-	for i, e := range t.rev4 {
-		if i == 0 || t.rev4[i-1].addr != e.addr {
+	for i, ref := range t.rev4 {
+		a := t.addr4(ref)
+		if i == 0 || t.addr4(t.rev4[i-1]) != a {
 			var k [16]byte
 			k[10], k[11] = 0xff, 0xff
-			binary.BigEndian.PutUint32(k[12:], e.addr)
+			binary.BigEndian.PutUint32(k[12:], a)
 			f(k)
 		}
 	}
-	for i, e := range t.rev6 {
-		if i == 0 || t.rev6[i-1].addr != e.addr {
-			f(e.addr)
+	for i, ref := range t.rev6 {
+		a := t.addr6(ref)
+		if i == 0 || t.addr6(t.rev6[i-1]) != a {
+			f(a)
 		}
 	}
 }
@@ -162,53 +171,80 @@ func (t *Table) eachReverse(f func(k [16]byte)) {
 // order the entries gave them, with each entry's TTL (its address
 // records'). It allocates.
 func (t *Table) ptrs(k [16]byte) []dns.RR {
-	v4, v6 := t.revRange(k)
+	refs := t.revRange(k)
 	owner := reverseName(netip.AddrFrom16(k).Unmap())
-	out := make([]dns.RR, 0, len(v4)+len(v6))
-	add := func(id nodeID) {
-		n := t.nodeAt(id)
-		out = append(out, ptrRR(owner, t.canonical(n), t.all(n)[0].Header().Ttl))
-	}
-	for _, e := range v4 {
-		add(e.id)
-	}
-	for _, e := range v6 {
-		add(e.id)
+	out := make([]dns.RR, 0, len(refs))
+	for _, ref := range refs {
+		h := t.rrAt(ref).Header()
+		out = append(out, ptrRR(owner, h.Name, h.Ttl))
 	}
 	return out
 }
 
-// finishReverse sorts the reverse index, keeps one node per canonical name
-// of an address (the first), and trims the slices to their length.
-func (t *Table) finishReverse() {
-	slices.SortStableFunc(t.rev4, func(x, y rev4) int { return cmp.Compare(x.addr, y.addr) })
-	slices.SortStableFunc(t.rev6, func(x, y rev6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
-	t.rev4 = uniqueRev(t, t.rev4, func(e rev4) uint32 { return e.addr }, func(e rev4) nodeID { return e.id })
-	t.rev6 = uniqueRev(t, t.rev6, func(e rev6) [16]byte { return e.addr }, func(e rev6) nodeID { return e.id })
-	t.revAddrs = 0
-	t.eachReverse(func([16]byte) { t.revAddrs++ })
+// pending4 and pending6 are entries of the reverse index while the table
+// is built: the address beside the record reference, for sorting.
+type pending4 struct {
+	addr uint32
+	ref  uint32
 }
 
-// uniqueRev drops, within each run of one address in the sorted s, the
-// entries whose node has the canonical name of an earlier one, and clips
-// s when that or the appends left much spare capacity.
-func uniqueRev[E any, A comparable](t *Table, s []E, addr func(E) A, id func(E) nodeID) []E {
-	out := s[:0]
+type pending6 struct {
+	addr [16]byte
+	ref  uint32
+}
+
+// addPTRs adds the address records of n to the reverse index, inserted at
+// at4 and at6 in the order of addition (an entry's own addresses come
+// before those of its endpoints, which are placed first).
+func (b *builder) addPTRs(n *node, at4, at6 int) {
+	t := b.t
+	recs := t.addrs(n)
+	var add4 []pending4
+	var add6 []pending6
+	for i := range recs {
+		ref := n.rr + uint32(i)
+		if i < int(n.nA) {
+			add4 = append(add4, pending4{addr: t.addr4(ref), ref: ref})
+		} else {
+			add6 = append(add6, pending6{addr: t.addr6(ref), ref: ref})
+		}
+	}
+	b.pend4 = slices.Insert(b.pend4, at4, add4...)
+	b.pend6 = slices.Insert(b.pend6, at6, add6...)
+}
+
+// finishReverse sorts the reverse index (stably: the PTR records of an
+// address keep the order of the entries) and keeps one record per owner
+// name of an address, the first.
+func (b *builder) finishReverse() {
+	slices.SortStableFunc(b.pend4, func(x, y pending4) int { return cmp.Compare(x.addr, y.addr) })
+	slices.SortStableFunc(b.pend6, func(x, y pending6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
+	b.t.rev4 = uniqueRev(b.t, b.pend4, func(e pending4) (uint32, uint32) { return e.addr, e.ref })
+	b.t.rev6 = uniqueRev(b.t, b.pend6, func(e pending6) ([16]byte, uint32) { return e.addr, e.ref })
+	b.pend4, b.pend6 = nil, nil
+	b.t.revAddrs = 0
+	b.t.eachReverse(func([16]byte) { b.t.revAddrs++ })
+}
+
+// uniqueRev returns the references of the sorted s, without those whose
+// record has the owner of an earlier one of the same address.
+func uniqueRev[E any, A comparable](t *Table, s []E, get func(E) (A, uint32)) []uint32 {
+	out := make([]uint32, 0, len(s))
 	run := 0 // start of the current address's run in out
-	for _, e := range s {
-		if len(out) > 0 && addr(out[len(out)-1]) != addr(e) {
+	var last A
+	for i, e := range s {
+		addr, ref := get(e)
+		if i > 0 && addr != last {
 			run = len(out)
 		}
-		canon := t.canonical(t.nodeAt(id(e)))
-		if slices.ContainsFunc(out[run:], func(o E) bool { return t.canonical(t.nodeAt(id(o))) == canon }) {
+		last = addr
+		owner := t.rrAt(ref).Header().Name
+		if slices.ContainsFunc(out[run:], func(o uint32) bool { return t.rrAt(o).Header().Name == owner }) {
 			continue
 		}
-		out = append(out, e)
+		out = append(out, ref)
 	}
-	if cap(out)-len(out) > len(out)/8 {
-		out = slices.Clone(out)
-	}
-	return out
+	return slices.Clip(out)
 }
 
 // revNS is the SOA of a negative answer for reverse name key: the
