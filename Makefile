@@ -14,24 +14,34 @@ LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 help: ## show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The sidecar's build of cmd/meshdns (bin/meshdns-agent, commands agent and
+# version): every pod maps its pages, so it leaves out the control plane
+# (agentonly), gRPC's x/net/trace and the html/template it drags in
+# (grpcnotrace), cgo (libc's pages) and the symbol table and DWARF (-s -w:
+# the file only; stack traces come from the pclntab, which stays).
+# internal/archtest checks AGENT_TAGS against what the build must not link.
+AGENT_TAGS := agentonly,grpcnotrace
+AGENT_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(AGENT_TAGS) -ldflags "-s -w $(LDFLAGS)"
+
 .PHONY: build
-build: ## build bin/meshdns and bin/meshdns-agent (the sidecar's build: agent, iptables, version only)
+build: ## build bin/meshdns and bin/meshdns-agent (the sidecar's small build: agent and version only)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns ./cmd/meshdns
-	$(GO) build -tags agentonly -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns-agent ./cmd/meshdns
+	$(AGENT_BUILD) -o $(BIN)/meshdns-agent ./cmd/meshdns
 
 IMAGE ?= ghcr.io/meshdns/meshdns
 PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE_DIR := $(BIN)/image
 
 .PHONY: image
-image: ## build the meshdns image (static, linux/amd64+arm64, empty base): $(IMAGE_DIR)/oci and $(IMAGE_DIR)/meshdns.tar
+image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, static, linux/amd64+arm64, empty base): $(IMAGE_DIR)/oci and $(IMAGE_DIR)/meshdns.tar
 	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)
 	@for p in $(PLATFORMS); do \
 	  echo "go build $$p"; \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(AGENT_BUILD) -o $(IMAGE_DIR)/$${p/\//_}/meshdns-agent ./cmd/meshdns || exit 1; \
 	done
 	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$(REVISION)" \
-	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns) \
+	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns -agent-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns-agent) \
 	  -layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/meshdns.tar
 
 .PHONY: run

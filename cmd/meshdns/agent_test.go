@@ -258,3 +258,12 @@ func TestAgentFlagsDocumented(t *testing.T) {
 		t.Errorf("found %d flags in the usage text, want the whole contract (>= 20)\n%s", n, usage.String())
 	}
 }
+
+// TestAgentRejectsNativeDriftCheck: the drift check reads rules with the
+// iptables tools, so the agent refuses to check native rules.
+func TestAgentRejectsNativeDriftCheck(t *testing.T) {
+	rf := ruleFlags{backend: backendNative, uids: stringList{"1337"}}
+	if _, err := agentRules(rf, nil, ""); err == nil || !strings.Contains(err.Error(), "--iptables-backend native") {
+		t.Errorf("agentRules(native) = %v, want an error naming --iptables-backend native", err)
+	}
+}

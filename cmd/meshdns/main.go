@@ -1,9 +1,10 @@
 // Command meshdns is the one binary of meshdns: the per-pod DNS agent, the
 // control plane, and the iptables helper of the init container.
 //
-// Built with -tags agentonly (bin/meshdns-agent) it carries only the agent,
-// iptables and version commands: the sidecar's binary, without the control
-// plane, webhook and Kubernetes client code (internal/archtest checks).
+// Built with -tags agentonly (bin/meshdns-agent) it carries only the agent
+// and version commands: the sidecar's binary, without the control plane,
+// webhook, Kubernetes client code and the init container's iptables
+// command (internal/archtest checks).
 package main
 
 import (

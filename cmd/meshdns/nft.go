@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package main
 
 import (
@@ -9,11 +11,6 @@ import (
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/iptables/nft"
 )
-
-// backendNative is the --backend value of the nftables rules written over
-// netlink (package iptables/nft): no iptables or nft binary is needed, so
-// the init container runs from the static binary alone.
-const backendNative = "native"
 
 // useNative reports whether `meshdns iptables` writes with the native
 // backend: when asked to, or with auto when neither iptables-legacy-save
@@ -67,19 +64,6 @@ func families(cfg nft.Config) []iptables.Family {
 		return []iptables.Family{iptables.IPv4}
 	}
 	return []iptables.Family{iptables.IPv4, iptables.IPv6}
-}
-
-// parseBackend accepts the iptables backends and native; native maps to
-// Auto for the iptables.Config, which is then not used to write rules.
-func parseBackend(s string) (iptables.Backend, error) {
-	if s == backendNative {
-		return iptables.Auto, nil
-	}
-	b, err := iptables.ParseBackend(s)
-	if err != nil {
-		return "", fmt.Errorf("%w (or %s)", err, backendNative)
-	}
-	return b, nil
 }
 
 // cleanNative removes the native tables when clean runs with auto on a

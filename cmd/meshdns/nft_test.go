@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package main
 
 import (
@@ -30,14 +32,5 @@ func TestIPTablesPrintNative(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("print lacks %q:\n%s", want, out.String())
 		}
-	}
-}
-
-// TestAgentRejectsNativeDriftCheck: the drift check reads rules with the
-// iptables tools, so the agent refuses to check native rules.
-func TestAgentRejectsNativeDriftCheck(t *testing.T) {
-	rf := ruleFlags{backend: backendNative, uids: stringList{"1337"}}
-	if _, err := agentRules(rf, nil, ""); err == nil || !strings.Contains(err.Error(), "--iptables-backend native") {
-		t.Errorf("agentRules(native) = %v, want an error naming --iptables-backend native", err)
 	}
 }

@@ -195,32 +195,42 @@ func isStdPath(path string) bool {
 	return !strings.Contains(first, ".")
 }
 
-// AgentBuildTag is the build tag of the sidecar's binary: `go build -tags
-// agentonly ./cmd/meshdns` leaves out the control plane, the webhook and the
-// Kubernetes client code, whose pages every pod's agent would otherwise pay
-// for.
-const AgentBuildTag = "agentonly"
+// AgentBuildTags are the build tags of the sidecar's binary, the
+// Makefile's AGENT_TAGS (built with CGO_ENABLED=0): agentonly leaves out the
+// control plane, the webhook, the Kubernetes client code and the init
+// container's iptables command; grpcnotrace leaves out gRPC's request
+// tracing (golang.org/x/net/trace), which drags in html/template. Every
+// pod's agent maps the pages of what its binary links and initialises.
+const AgentBuildTags = "agentonly,grpcnotrace"
 
 // agentBuildNot lists what the agent build must not link: a package path
-// and what is below it, or, ending in "/", every module of a host.
-var agentBuildNot = []string{
-	Module + "/controlplane",
-	"k8s.io/",
-	"sigs.k8s.io/",
-	"gopkg.in/yaml.v3",
-	"go.yaml.in/",
+// and what is below it, or, ending in "/", every module of a host; with
+// what it is, for the failure message.
+var agentBuildNot = []struct{ path, what string }{
+	{Module + "/controlplane", "the control plane"},
+	{"k8s.io/", "Kubernetes client code"},
+	{"sigs.k8s.io/", "Kubernetes client code"},
+	{"gopkg.in/yaml.v3", "a YAML library (entries files, templates)"},
+	{"go.yaml.in/", "a YAML library (entries files, templates)"},
+	{Module + "/iptables/nft", "the init container's native nftables backend"},
+	{"github.com/google/nftables", "the init container's native nftables backend"},
+	{"github.com/mdlayher/", "netlink, for the native nftables backend"},
+	{"golang.org/x/net/trace", "gRPC's request tracing (build with -tags grpcnotrace)"},
+	{"html/template", "templates (gRPC's request tracing pulls them in)"},
+	{"text/template", "templates (gRPC's request tracing pulls them in)"},
+	{"runtime/cgo", "cgo, and with it libc's pages (build with CGO_ENABLED=0)"},
 }
 
 // AgentBuildViolations checks the packages of the agent build (go list
-// -tags agentonly -deps ./cmd/meshdns) and returns one line per package
-// that only the control plane needs, sorted.
+// -tags AgentBuildTags -deps ./cmd/meshdns) and returns one line per
+// package the agent does not need, sorted.
 func AgentBuildViolations(pkgs []Package) []string {
 	var out []string
 	for _, p := range pkgs {
 		for _, bad := range agentBuildNot {
-			host := strings.HasSuffix(bad, "/") && strings.HasPrefix(p.ImportPath, bad)
-			if host || under(p.ImportPath, bad) {
-				out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s: the sidecar carries only what the agent needs", AgentBuildTag, p.ImportPath))
+			host := strings.HasSuffix(bad.path, "/") && strings.HasPrefix(p.ImportPath, bad.path)
+			if host || under(p.ImportPath, bad.path) {
+				out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s, %s: the sidecar carries only what the agent needs", AgentBuildTags, p.ImportPath, bad.what))
 				break
 			}
 		}

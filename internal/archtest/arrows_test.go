@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -114,8 +115,9 @@ func withStd(a []Package, more ...Package) []Package {
 	return append(append([]Package(nil), a...), more...)
 }
 
-// goList runs go list -e -deps -json at the module root with args.
-func goList(t *testing.T, args ...string) []Package {
+// goList runs go list -e -deps -json at the module root with args, in the
+// environment plus env.
+func goList(t *testing.T, env []string, args ...string) []Package {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -123,6 +125,7 @@ func goList(t *testing.T, args ...string) []Package {
 	}
 	cmd := exec.Command(goTool, append([]string{"list", "-e", "-deps", "-json=ImportPath,Standard,Imports,Deps,TestImports,XTestImports"}, args...)...)
 	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -143,19 +146,40 @@ func goList(t *testing.T, args ...string) []Package {
 	return pkgs
 }
 
-// TestAgentBuild checks that the sidecar's build of the binary links no
-// control plane, webhook or Kubernetes client code.
+// TestAgentBuild checks that the sidecar's build of the binary, made as
+// the Makefile makes it, links none of agentBuildNot.
 func TestAgentBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	pkgs := goList(t, "-tags", AgentBuildTag, "./cmd/meshdns")
+	pkgs := goList(t, []string{"CGO_ENABLED=0"}, "-tags", AgentBuildTags, "./cmd/meshdns")
 	// Guard against a listing that lost the agent: then nothing is checked.
 	if !slices.ContainsFunc(pkgs, func(p Package) bool { return p.ImportPath == Module+"/agent" }) {
-		t.Fatalf("go list -tags %s ./cmd/meshdns does not reach the agent package (%d packages)", AgentBuildTag, len(pkgs))
+		t.Fatalf("go list -tags %s ./cmd/meshdns does not reach the agent package (%d packages)", AgentBuildTags, len(pkgs))
 	}
 	if v := AgentBuildViolations(pkgs); len(v) > 0 {
 		t.Errorf("%s", strings.Join(v, "\n"))
+	}
+}
+
+// TestAgentBuildIsTheMakefiles: TestAgentBuild checks what make builds,
+// so the Makefile's agent build must use AgentBuildTags without cgo.
+func TestAgentBuildIsTheMakefiles(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		if name, value, ok := strings.Cut(line, " := "); ok {
+			vars[name] = strings.TrimSpace(value)
+		}
+	}
+	if got := vars["AGENT_TAGS"]; got != AgentBuildTags {
+		t.Errorf("Makefile AGENT_TAGS = %q, want %q (archtest.AgentBuildTags)", got, AgentBuildTags)
+	}
+	if got := vars["AGENT_BUILD"]; !strings.Contains(got, "CGO_ENABLED=0") || !strings.Contains(got, "-tags $(AGENT_TAGS)") {
+		t.Errorf("Makefile AGENT_BUILD = %q, want CGO_ENABLED=0 and -tags $(AGENT_TAGS)", got)
 	}
 }
 
@@ -163,11 +187,19 @@ func TestAgentBuildViolations(t *testing.T) {
 	pkgs := []Package{
 		{ImportPath: m + "agent"}, {ImportPath: "google.golang.org/grpc"},
 		{ImportPath: m + "controlplane/webhook"}, {ImportPath: "k8s.io/apimachinery/pkg/runtime"},
-		{ImportPath: m + "controlplaneish"},
+		{ImportPath: m + "controlplaneish"}, {ImportPath: m + "iptables"}, {ImportPath: m + "iptables/nft"},
+		{ImportPath: "github.com/mdlayher/netlink"}, {ImportPath: "golang.org/x/net/trace"}, {ImportPath: "golang.org/x/net/http2"},
+		{ImportPath: "html/template"}, {ImportPath: "runtime/cgo"}, {ImportPath: "runtime"},
 	}
+	const tail = ": the sidecar carries only what the agent needs"
 	want := []string{
-		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/controlplane/webhook: the sidecar carries only what the agent needs",
-		"the agent build (-tags agentonly) links k8s.io/apimachinery/pkg/runtime: the sidecar carries only what the agent needs",
+		"the agent build (-tags agentonly,grpcnotrace) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/trace, gRPC's request tracing (build with -tags grpcnotrace)" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links html/template, templates (gRPC's request tracing pulls them in)" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
 	}
 	if diff := cmp.Diff(want, AgentBuildViolations(pkgs)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -180,7 +212,7 @@ func TestDependencyArrows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the module")
 	}
-	pkgs := goList(t, "./...")
+	pkgs := goList(t, nil, "./...")
 	ours := 0
 	for _, p := range pkgs {
 		if own(p.ImportPath) != "" {
