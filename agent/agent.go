@@ -162,7 +162,7 @@ func (a *Agent) Listen() error {
 			ClusterDomain: cfg.ClusterDomain,
 			AgentVersion:  cfg.Version,
 			InstanceID:    cfg.InstanceID,
-			OnWireTable: func(version string, wire []byte) error {
+			OnWireTable: func(version string, wire discovery.WireTable) error {
 				src := sourceControlPlane
 				if a.restoring.Load() {
 					src = sourceState

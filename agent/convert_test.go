@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/internal/dnsname"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -219,7 +220,7 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("Convert error %v, ConvertWire error %v", err, werr)
 		}
 		// And building it name by name gives the table New gives.
-		built, n, berr := buildWire(wire, Limits{}, nametable.Context{Namespace: "demo"})
+		built, n, berr := buildWire(func(n func(string, []byte) error, z func(string) error) error { return discovery.EachName(wire, n, z) }, Limits{}, nametable.Context{Namespace: "demo"})
 		var want *nametable.Table
 		if err == nil {
 			want, err = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})

@@ -42,15 +42,16 @@ func ConvertWire(b []byte, lim Limits) ([]nametable.Entry, []string, error) {
 // buildWire builds the table of a wire-form NameTable for pod, feeding each
 // converted name straight into the table's builder: neither the decoded
 // table nor the converted entries are ever held whole (at 100,000 names
-// they were ~40 and ~25 MB beside the table being built, the pod's peak).
+// they were ~40 and ~25 MB beside the table being built, the pod's peak),
+// and a table walked from the state dir is not in memory at all.
 // It returns the table and its number of names.
-func buildWire(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+func buildWire(t discovery.WireTable, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
 	lim = lim.withDefaults()
 	// The zones come first: every name's negative answers need its zone.
 	// They follow the names on the wire; finding them costs a skim.
 	var names []string
 	noName := func(string, []byte) error { return nil }
-	if err := discovery.EachName(b, noName, func(z string) error { names = append(names, z); return nil }); err != nil {
+	if err := t(noName, func(z string) error { names = append(names, z); return nil }); err != nil {
 		return nil, 0, err
 	}
 	c, _, err := newBuildingCollector(names, lim, pod)
@@ -58,7 +59,7 @@ func buildWire(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, i
 		return nil, 0, err
 	}
 	info := new(meshdnsv1.NameInfo)
-	err = discovery.EachName(b, func(host string, raw []byte) error {
+	err = t(func(host string, raw []byte) error {
 		if err := proto.Unmarshal(raw, info); err != nil {
 			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 		}

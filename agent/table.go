@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -65,7 +66,7 @@ func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dum
 
 // applyWire builds a table in its wire form (from the discovery client),
 // name by name into the table's builder.
-func (ts *tables) applyWire(source, version string, wire []byte, dump func() (*meshdnsv1.NameTable, error)) error {
+func (ts *tables) applyWire(source, version string, wire discovery.WireTable, dump func() (*meshdnsv1.NameTable, error)) error {
 	_, err := ts.build(source, version, func() (*nametable.Table, int, error) { return buildWire(wire, ts.limits, ts.pod) }, dump)
 	return err
 }

@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -41,10 +43,10 @@ type Config struct {
 	// the table: the client NACKs it and keeps the previous one. Required.
 	OnTable func(version string, t *meshdnsv1.NameTable) error
 	// OnWireTable, when set, is called instead of OnTable with the table
-	// in its wire form (a marshalled NameTable; EachName walks it), so the
-	// caller can convert it name by name without the whole table decoded.
-	// The bytes must not be modified; they may be kept.
-	OnWireTable func(version string, wire []byte) error
+	// in its wire form, walked name by name, so the caller can convert it
+	// without the whole table decoded (or, with StateDir, without it in
+	// memory at all: it is then read from the state dir as it is walked).
+	OnWireTable func(version string, t WireTable) error
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string
@@ -103,11 +105,15 @@ type Client struct {
 
 	mu      sync.Mutex // guards following
 	version string
-	// wire is the last applied table in its binary proto form, or nil
-	// before the first table: the base of the next delta and of
-	// /debug/nametable. Decoded, a 100,000-name table took ~40 MB beside
-	// the agent's ~25 MB lookup table; marshalled it takes a tenth.
+	// The last applied table, the base of the next delta and of
+	// /debug/nametable, is in the state file when onDisk (then wire is
+	// nil), else in wire in its binary proto form, or nowhere (both
+	// unset) before the first table or after a rejected one dropped the
+	// base (the next delta is then NACKed and the server sends a full
+	// table). Decoded, a 100,000-name table took ~40 MB beside the agent's
+	// lookup table; marshalled it takes a tenth, on disk nothing.
 	wire    []byte
+	onDisk  bool
 	addr    string // control plane of the open stream, or ""
 	synced1 bool
 }
@@ -178,7 +184,19 @@ func (c *Client) Synced() <-chan struct{} { return c.synced }
 // streamed); "" and nil before any. The table is decoded for the call: a
 // caller keeping it keeps its own copy.
 func (c *Client) Current() (string, *meshdnsv1.NameTable) {
-	version, wire := c.current()
+	c.mu.Lock()
+	version, wire, onDisk := c.version, c.wire, c.onDisk
+	c.mu.Unlock()
+	if onDisk {
+		// The file may be a newer version than the one read above: the
+		// file's own version goes with its table.
+		v, b, err := readState(c.cfg.StateDir)
+		if err != nil {
+			c.log.Error("read persisted name table", "err", err)
+			return version, nil
+		}
+		version, wire = v, b
+	}
 	if wire == nil {
 		return version, nil
 	}
@@ -196,11 +214,18 @@ func (c *Client) Table() (*meshdnsv1.NameTable, error) {
 	return t, nil
 }
 
-// current returns the version and the wire form of the table last applied.
-func (c *Client) current() (string, []byte) {
+// current returns the version and the table last applied, or a nil table
+// when there is none (or its base was dropped).
+func (c *Client) current() (string, WireTable) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.version, c.wire
+	switch {
+	case c.onDisk:
+		return c.version, fileTable(filepath.Join(c.cfg.StateDir, stateFile))
+	case c.wire != nil:
+		return c.version, memTable(c.wire)
+	}
+	return c.version, nil
 }
 
 // Addr returns the control plane of the open stream, or "" between streams.
@@ -210,42 +235,70 @@ func (c *Client) Addr() string {
 	return c.addr
 }
 
-// Restore loads the table persisted in StateDir and hands it to OnTable, so
-// the agent serves its last table before any control plane answers. It
-// returns false with no error when there is nothing to restore. Call it
-// before Run.
+// Restore builds the table persisted in StateDir, read name by name from
+// the file (one pass, never whole in memory), so the agent serves its last
+// table before any control plane answers. It returns false with no error
+// when there is nothing to restore. Call it before Run.
 func (c *Client) Restore() (bool, error) {
 	if c.cfg.StateDir == "" {
 		return false, nil
 	}
-	version, wire, err := loadState(c.cfg.StateDir)
-	if err != nil || wire == nil {
-		return false, err
+	path := filepath.Join(c.cfg.StateDir, stateFile)
+	version, err := stateVersion(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
 	}
-	if err := c.apply(version, wire); err != nil {
+	if errors.Is(err, errNoTable) {
+		return false, fmt.Errorf("state file %s holds no table", path)
+	}
+	if err != nil {
+		return false, fmt.Errorf("parse state file %s: %w", path, err)
+	}
+	if err := c.apply(version, fileTable(path)); err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
 	}
-	c.setCurrent(version, wire)
-	c.log.Info("restored name table", "version", version, "bytes", len(wire))
+	c.setCurrent(version, nil, true)
+	c.log.Info("restored name table", "version", version)
 	return true, nil
 }
 
-// apply hands a wire-form table to OnWireTable, or decoded to OnTable.
-func (c *Client) apply(version string, wire []byte) error {
+// apply hands a table to OnWireTable, or decoded to OnTable.
+func (c *Client) apply(version string, t WireTable) error {
 	if c.cfg.OnWireTable != nil {
-		return c.cfg.OnWireTable(version, wire)
+		return c.cfg.OnWireTable(version, t)
 	}
-	t := new(meshdnsv1.NameTable)
-	if err := proto.Unmarshal(wire, t); err != nil {
+	nt := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}}
+	err := t(func(host string, b []byte) error {
+		info := new(meshdnsv1.NameInfo)
+		if err := proto.Unmarshal(b, info); err != nil {
+			return fmt.Errorf("decode table: name %q: %w", host, err)
+		}
+		nt.Table[host] = info
+		return nil
+	}, func(z string) error {
+		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("decode table: %w", err)
 	}
-	return c.cfg.OnTable(version, t)
+	return c.cfg.OnTable(version, nt)
 }
 
-// setCurrent records wire as the table applied at version.
-func (c *Client) setCurrent(version string, wire []byte) {
+// setCurrent records the table applied at version: in wire, or in the
+// state file when onDisk.
+func (c *Client) setCurrent(version string, wire []byte, onDisk bool) {
 	c.mu.Lock()
-	c.version, c.wire = version, wire
+	c.version, c.wire, c.onDisk = version, wire, onDisk
+	c.mu.Unlock()
+}
+
+// dropBase forgets an in-memory base before a build, so the old wire form
+// is not held beside the new one (and the table being built); the version
+// stays.
+func (c *Client) dropBase() {
+	c.mu.Lock()
+	c.wire = nil
 	c.mu.Unlock()
 }
 

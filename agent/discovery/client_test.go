@@ -129,14 +129,38 @@ func deadAddr(t testing.TB) string {
 
 var reqCmp = protocmp.Transform()
 
+// The stream's responses are applied, ACKed and NACKed alike whether the
+// applied table is kept in memory or, with a state dir, only in the state
+// file; the one difference: in memory the base of deltas is dropped before
+// a build (never two wire forms held at once), so after a rejected full
+// table the next delta is NACKed as on an unknown base (the server then
+// sends a full table), while the state file keeps it.
 func TestStreamFullDeltaAckNack(t *testing.T) {
+	for _, stateDir := range []bool{false, true} {
+		name := "memory"
+		if stateDir {
+			name = "state dir"
+		}
+		t.Run(name, func(t *testing.T) { testStreamFullDeltaAckNack(t, stateDir) })
+	}
+}
+
+func testStreamFullDeltaAckNack(t *testing.T, stateDir bool) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	reg := prometheus.NewRegistry()
-	c := startClient(t, Config{
+	cfg := Config{
 		Addrs: []string{srv.Addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
 		AgentVersion: "test", OnTable: rec.onTable, Registerer: reg,
-	})
+	}
+	if stateDir {
+		cfg.StateDir = t.TempDir()
+	}
+	c := startClient(t, cfg)
+	invalidDelta := &meshdnsv1.ErrorDetail{Code: int32(codes.InvalidArgument), Message: `name "bad.example": bad address`}
+	if !stateDir {
+		invalidDelta = &meshdnsv1.ErrorDetail{Code: int32(codes.FailedPrecondition), Message: `delta for base version "v2", agent holds no base table`}
+	}
 
 	first := srv.Recv(t)
 	if _, err := uuid.Parse(first.GetIdentity().GetInstanceId()); err != nil {
@@ -185,11 +209,9 @@ func TestStreamFullDeltaAckNack(t *testing.T) {
 			wantNames: []string{"b.example", "c.example"},
 		},
 		{
-			name: "invalid delta is nacked",
-			resp: delta("v6", "n5", "v2", []string{"bad.example"}, nil),
-			want: &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n5", ErrorDetail: &meshdnsv1.ErrorDetail{
-				Code: int32(codes.InvalidArgument), Message: `name "bad.example": bad address`,
-			}},
+			name:      "invalid delta is nacked",
+			resp:      delta("v6", "n5", "v2", []string{"bad.example"}, nil),
+			want:      &meshdnsv1.StreamNameTableRequest{VersionInfo: "v2", ResponseNonce: "n5", ErrorDetail: invalidDelta},
 			wantNames: []string{"b.example", "c.example"},
 		},
 		{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -103,6 +104,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		}
 		got = true
 		resp, err := parseResponse(raw.b)
+		raw.b = nil // resp owns the bytes now; handle drops them early
 		if err != nil {
 			return got, fmt.Errorf("parse response from %s: %w", addr, err)
 		}
@@ -134,41 +136,52 @@ func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 
 // handle applies one response and returns the ACK or NACK for it.
 func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
-	cur, curWire := c.current()
+	cur, base := c.current()
 	kind := "full"
-	var next []byte
+	if resp.delta != nil {
+		kind = "delta"
+	}
 	var err error
 	code := codes.InvalidArgument
 	switch {
 	case resp.isFull:
-		if resp.version == cur && curWire != nil {
+		if resp.version == cur && base != nil {
 			// Versions name content (a hash of the view), so this is
 			// the table we serve: after a restart from the persisted
 			// table the stream resends it, and building it again
 			// would only double the memory for a moment.
-			c.metrics.responses.WithLabelValues(kind, "ack").Inc()
-			c.markSynced()
-			return &meshdnsv1.StreamNameTableRequest{VersionInfo: cur, ResponseNonce: resp.nonce}
+			return c.ackUnchanged(resp, kind)
 		}
-		next = resp.full
-		if next == nil {
-			next = []byte{}
+		full := resp.full
+		resp.full = nil
+		if full == nil {
+			full = []byte{}
 		}
+		err = c.applyFull(resp.version, full)
 	case resp.delta != nil:
-		kind = "delta"
-		if resp.delta.GetBaseVersion() != cur || curWire == nil {
-			// The server thinks we hold another version: NACK so it falls
-			// back to a full table instead of us guessing.
+		if resp.delta.GetBaseVersion() != cur || base == nil {
+			// The server thinks we hold another version (or a rejected
+			// table dropped our base): NACK so it falls back to a full
+			// table instead of us guessing.
 			code = codes.FailedPrecondition
 			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.GetBaseVersion(), cur)
-		} else {
-			next, err = applyDeltaWire(curWire, resp.delta)
+			if base == nil {
+				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.delta.GetBaseVersion())
+			}
+			break
 		}
+		var p *deltaPlan
+		if p, err = newDeltaPlan(resp.delta); err != nil {
+			break
+		}
+		if p.empty() && resp.version == cur {
+			// A resumed stream at the version we serve (a restart from
+			// the state dir): nothing to build.
+			return c.ackUnchanged(resp, kind)
+		}
+		err = c.applyDelta(resp.version, base, p)
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
-	}
-	if err == nil {
-		err = c.apply(resp.version, next)
 	}
 	if err != nil {
 		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
@@ -179,21 +192,110 @@ func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
-	c.setCurrent(resp.version, next)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
-	c.log.Debug("applied name table", "version", resp.version, "kind", kind, "bytes", len(next))
-	// Persisting a big table takes milliseconds; the ACK waits for it so a
-	// version the server believes applied is also the one a restart
-	// restores.
-	if c.cfg.StateDir != "" {
-		if err := saveState(c.cfg.StateDir, resp.version, next); err != nil {
-			c.metrics.stateWrites.WithLabelValues("error").Inc()
-			c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
-		} else {
-			c.metrics.stateWrites.WithLabelValues("ok").Inc()
-		}
-	}
+	c.log.Debug("applied name table", "version", resp.version, "kind", kind)
 	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+}
+
+// ackUnchanged ACKs a response that holds the table already applied.
+func (c *Client) ackUnchanged(resp *response, kind string) *meshdnsv1.StreamNameTableRequest {
+	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
+	c.markSynced()
+	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+}
+
+// applyFull applies a full table. With a state dir the table goes to a
+// pending state file first and is built from there, so its wire form is
+// not in memory during the build; the file becomes the state (persisted
+// before the ACK, so a version the server believes applied is the one a
+// restart restores) when the table was applied. Without one, or when the
+// file cannot be written, the old in-memory base is dropped before the
+// build: the two wire forms are never held together.
+func (c *Client) applyFull(version string, full []byte) error {
+	if c.cfg.StateDir != "" {
+		p, err := prepareState(c.cfg.StateDir, version, len(full), func(w io.Writer) error {
+			_, err := w.Write(full)
+			return err
+		})
+		if err == nil {
+			full = nil // garbage from here on: the build reuses its memory
+			return c.applyPending(version, p)
+		}
+		c.stateFailed(err)
+	}
+	c.dropBase()
+	if err := c.apply(version, memTable(full)); err != nil {
+		return err
+	}
+	c.setCurrent(version, full, false)
+	return nil
+}
+
+// applyDelta applies a delta to base. With a state dir the new table is
+// streamed from base (the state file, or memory after a failed write)
+// into a pending state file and built from there: no wire form of either
+// table is in memory. Without one, the new table is made in memory and the
+// old one dropped before the build.
+func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error {
+	if c.cfg.StateDir != "" {
+		size, err := d.size(base)
+		if err != nil {
+			return err
+		}
+		p, err := prepareState(c.cfg.StateDir, version, size, func(w io.Writer) error {
+			return d.write(base, func(b []byte) error {
+				_, err := w.Write(b)
+				return err
+			})
+		})
+		if err == nil {
+			return c.applyPending(version, p)
+		}
+		c.stateFailed(err)
+	}
+	var next []byte
+	err := d.write(base, func(b []byte) error {
+		next = append(next, b...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next == nil {
+		next = []byte{}
+	}
+	c.dropBase()
+	if err := c.apply(version, memTable(next)); err != nil {
+		return err
+	}
+	c.setCurrent(version, next, false)
+	return nil
+}
+
+// applyPending builds the table of a pending state file and makes the file
+// the state when the table was applied.
+func (c *Client) applyPending(version string, p *pendingState) error {
+	c.dropBase() // when the base was in memory (a state write failed before)
+	if err := c.apply(version, p.table()); err != nil {
+		p.abort()
+		return err
+	}
+	if err := p.commit(); err != nil {
+		// Applied, but the file is not the state: no base for deltas
+		// (the next one is NACKed and the server sends a full table).
+		c.stateFailed(err)
+		c.setCurrent(version, nil, false)
+		return nil
+	}
+	c.metrics.stateWrites.WithLabelValues("ok").Inc()
+	c.setCurrent(version, nil, true)
+	return nil
+}
+
+// stateFailed counts and logs a state file that could not be written.
+func (c *Client) stateFailed(err error) {
+	c.metrics.stateWrites.WithLabelValues("error").Inc()
+	c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
 }

@@ -1,62 +1,133 @@
 package discovery
 
 import (
-	"errors"
+	"bufio"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // stateFile is the persisted table inside StateDir: a
 // StreamNameTableResponse holding version_info and the full table, in the
-// binary proto form (compact, and versioned by the proto itself).
+// binary proto form (compact, and versioned by the proto itself). With a
+// state dir it is also the client's only copy of the applied table (the
+// base of the next delta, /debug/nametable), read back name by name when
+// needed (fileTable), so the table's wire form takes no memory.
 const stateFile = "nametable.pb"
 
-// saveState writes the table atomically (internal/atomicfile), so a crash
-// leaves either the old or the new table, never half of one.
-//
-// table is the NameTable in its wire form; the file is written as the
-// StreamNameTableResponse that carries it (fields version_info and full),
-// without decoding the table again.
-func saveState(dir, version string, table []byte) error {
-	b := protowire.AppendTag(nil, 1, protowire.BytesType)
-	b = protowire.AppendString(b, version)
-	b = protowire.AppendTag(b, 3, protowire.BytesType)
-	b = protowire.AppendBytes(b, table)
+// pendingState is a state file written beside the real one but not yet in
+// its place: the new table is built from it, and it replaces the state
+// only when the agent applied it, so a rejected table never becomes the
+// state a restart restores.
+type pendingState struct {
+	dir, tmp string
+}
+
+// prepareState writes the StreamNameTableResponse of version with a table
+// of size bytes, which write writes, into a temporary file in dir, fsynced.
+func prepareState(dir, version string, size int, write func(io.Writer) error) (*pendingState, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
+		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, stateFile), b, 0o600); err != nil {
+	f, err := os.CreateTemp(dir, "."+stateFile+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("save state: %w", err)
+	}
+	p := &pendingState{dir: dir, tmp: f.Name()}
+	err = func() error {
+		w := bufio.NewWriterSize(f, 32<<10)
+		b := protowire.AppendTag(nil, fieldResponseVer, protowire.BytesType)
+		b = protowire.AppendString(b, version)
+		b = protowire.AppendTag(b, fieldResponseFull, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(size))
+		w.Write(b)
+		cw := &countWriter{w: w}
+		if err := write(cw); err != nil {
+			return err
+		}
+		if cw.n != size {
+			return fmt.Errorf("wrote %d table bytes, want %d", cw.n, size)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if err := f.Chmod(0o600); err != nil {
+			return err
+		}
+		return f.Sync()
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		p.abort()
+		return nil, fmt.Errorf("save state: %w", err)
+	}
+	return p, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += n
+	return n, err
+}
+
+// table is the pending file's table.
+func (p *pendingState) table() WireTable { return fileTable(p.tmp) }
+
+// commit puts the pending file in place of the state file (a rename within
+// the directory: a crash leaves the old table or the new one whole) and
+// makes the rename durable.
+func (p *pendingState) commit() error {
+	if err := os.Rename(p.tmp, filepath.Join(p.dir, stateFile)); err != nil {
+		p.abort()
 		return fmt.Errorf("save state: %w", err)
+	}
+	d, err := os.Open(p.dir)
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("save state: sync dir: %w", err)
 	}
 	return nil
 }
 
-// loadState reads the persisted table, in its wire form; a missing file is
-// no error and returns a nil table.
-func loadState(dir string) (string, []byte, error) {
+// abort removes the pending file.
+func (p *pendingState) abort() { os.Remove(p.tmp) }
+
+// saveState writes the table (wire form) as the state at once.
+func saveState(dir, version string, table []byte) error {
+	p, err := prepareState(dir, version, len(table), func(w io.Writer) error {
+		_, err := w.Write(table)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return p.commit()
+}
+
+// readState reads the whole state file: the version and the table's wire
+// form (for /debug/nametable, not on the update path).
+func readState(dir string) (string, []byte, error) {
 	path := filepath.Join(dir, stateFile)
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, nil
-	}
 	if err != nil {
 		return "", nil, fmt.Errorf("read state: %w", err)
 	}
 	version, table, err := stateTable(b)
-	if errors.Is(err, errNoTable) {
-		return "", nil, fmt.Errorf("state file %s holds no table", path)
-	}
 	if err != nil {
 		return "", nil, fmt.Errorf("parse state file %s: %w", path, err)
-	}
-	if table == nil {
-		table = []byte{} // an empty table, not none
 	}
 	return version, table, nil
 }

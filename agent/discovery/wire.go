@@ -106,43 +106,108 @@ func mapEntry(b []byte) (string, []byte, error) {
 // wire form: base's entries that d neither removes nor replaces are copied
 // as they are; only the upserted names are marshalled.
 func applyDeltaWire(base []byte, d *meshdnsv1.NameTableDelta) ([]byte, error) {
-	drop := make(map[string]struct{}, len(d.GetRemoved())+len(d.GetUpserted()))
-	for _, k := range d.GetRemoved() {
-		drop[k] = struct{}{}
+	p, err := newDeltaPlan(d)
+	if err != nil {
+		return nil, err
 	}
-	for k := range d.GetUpserted() {
-		drop[k] = struct{}{}
-	}
-	out := make([]byte, 0, len(base)+64*len(d.GetUpserted()))
-	var zones []string
-	err := EachName(base, func(host string, info []byte) error {
-		if _, ok := drop[host]; ok {
-			return nil
-		}
-		out = appendEntry(out, host, info)
-		return nil
-	}, func(z string) error {
-		zones = append(zones, z)
+	out := make([]byte, 0, len(base)+p.grow)
+	err = p.write(memTable(base), func(b []byte) error {
+		out = append(out, b...)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// deltaPlan is a delta ready to be applied to a base table walked name by
+// name (in memory or streamed from the state file), with its upserts
+// marshalled once.
+type deltaPlan struct {
+	drop  map[string]struct{}
+	ups   []upsert
+	zones []string // the delta's zones, when keepZones is false
+	// keepZones: the delta leaves the zones as the base has them.
+	keepZones bool
+	grow      int // bytes the upserts add, about
+}
+
+type upsert struct {
+	host string
+	info []byte
+}
+
+func newDeltaPlan(d *meshdnsv1.NameTableDelta) (*deltaPlan, error) {
+	p := &deltaPlan{drop: make(map[string]struct{}, len(d.GetRemoved())+len(d.GetUpserted()))}
+	for _, k := range d.GetRemoved() {
+		p.drop[k] = struct{}{}
+	}
 	for k, v := range d.GetUpserted() {
+		p.drop[k] = struct{}{}
 		info, err := proto.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("marshal %q: %w", k, err)
 		}
-		out = appendEntry(out, k, info)
+		p.ups = append(p.ups, upsert{host: k, info: info})
+		p.grow += len(k) + len(info) + 8
 	}
 	if z := d.GetAuthoritativeZones(); z != nil {
-		zones = z.GetZones()
+		p.zones = z.GetZones()
+	} else {
+		p.keepZones = true
+	}
+	return p, nil
+}
+
+// empty reports whether the delta changes nothing.
+func (p *deltaPlan) empty() bool { return len(p.drop) == 0 && p.keepZones }
+
+// write emits the new table, piece by piece (each piece's bytes are valid
+// only during the call): base's kept entries, the upserts, then the zones.
+func (p *deltaPlan) write(base WireTable, emit func([]byte) error) error {
+	var zones []string
+	var scratch []byte
+	err := base(func(host string, info []byte) error {
+		if _, ok := p.drop[host]; ok {
+			return nil
+		}
+		scratch = appendEntry(scratch[:0], host, info)
+		return emit(scratch)
+	}, func(z string) error {
+		zones = append(zones, z)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range p.ups {
+		scratch = appendEntry(scratch[:0], u.host, u.info)
+		if err := emit(scratch); err != nil {
+			return err
+		}
+	}
+	if !p.keepZones {
+		zones = p.zones
 	}
 	for _, z := range zones {
-		out = protowire.AppendTag(out, fieldNameTableZones, protowire.BytesType)
-		out = protowire.AppendString(out, z)
+		scratch = protowire.AppendTag(scratch[:0], fieldNameTableZones, protowire.BytesType)
+		scratch = protowire.AppendString(scratch, z)
+		if err := emit(scratch); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// size returns the length of what write emits.
+func (p *deltaPlan) size(base WireTable) (int, error) {
+	n := 0
+	err := p.write(base, func(b []byte) error {
+		n += len(b)
+		return nil
+	})
+	return n, err
 }
 
 // appendEntry appends one map<string, NameInfo> entry of a NameTable.

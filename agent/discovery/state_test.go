@@ -1,0 +1,141 @@
+package discovery
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// walked is what a walk of a WireTable saw.
+type walked struct {
+	Names map[string]string // host -> its NameInfo, marshalled
+	Zones []string
+}
+
+func walk(t WireTable) (walked, error) {
+	w := walked{Names: map[string]string{}}
+	err := t(func(host string, info []byte) error {
+		w.Names[host] = string(info)
+		return nil
+	}, func(z string) error {
+		w.Zones = append(w.Zones, z)
+		return nil
+	})
+	return w, err
+}
+
+// The state file's table, streamed from disk, walks exactly as the same
+// bytes in memory; a cut file fails instead of yielding half a table.
+func TestFileTableWalksAsMemory(t *testing.T) {
+	nt := table("a.example", "b.example", "c.example")
+	nt.Table["d.example"] = &meshdnsv1.NameInfo{Ports: []*meshdnsv1.Port{{Name: "http", Port: 80}}, Ttl: 7}
+	wire, err := proto.Marshal(nt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := saveState(dir, "v1", wire); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, stateFile)
+	want, err := walk(memTable(wire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := walk(fileTable(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("file walk (-memory +file):\n%s", diff)
+	}
+	if len(got.Names) != 4 || len(got.Zones) != 1 {
+		t.Errorf("walked %d names and %d zones, want 4 and 1", len(got.Names), len(got.Zones))
+	}
+	if v, err := stateVersion(path); v != "v1" || err != nil {
+		t.Errorf("stateVersion = %q, %v; want v1", v, err)
+	}
+
+	full, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.pb")
+	if err := os.WriteFile(cut, full[:len(full)-5], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walk(fileTable(cut)); err == nil {
+		t.Error("walk of a cut state file: no error")
+	}
+	// The version alone, without a table, is no state.
+	noTable := filepath.Join(dir, "notable.pb")
+	if err := os.WriteFile(noTable, full[:4], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stateVersion(noTable); !errors.Is(err, errNoTable) {
+		t.Errorf("stateVersion of a file without a table: %v, want errNoTable", err)
+	}
+}
+
+// With a state dir the client keeps no wire form in memory; a rejected
+// table leaves the state file as it was (no pending file behind), a delta
+// then applies on the table the file holds, and a resumed stream's empty
+// delta at the version served is ACKed without a build.
+func TestStateDirHoldsTheBase(t *testing.T) {
+	dir := t.TempDir()
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: dir})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example", "b.example")))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v1" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack of v1 = %v", ack)
+	}
+	c.mu.Lock()
+	wire, onDisk := c.wire, c.onDisk
+	c.mu.Unlock()
+	if wire != nil || !onDisk {
+		t.Errorf("after v1: %d bytes in memory, on disk %v; want none, true", len(wire), onDisk)
+	}
+
+	srv.Send(full("v2", "n2", table("bad.example")))
+	if ack := srv.Recv(t); ack.GetErrorDetail() == nil || ack.GetVersionInfo() != "v1" {
+		t.Fatalf("reply to an invalid table = %v, want a NACK keeping v1", ack)
+	}
+	if v, err := stateVersion(filepath.Join(dir, stateFile)); v != "v1" || err != nil {
+		t.Errorf("state after a rejected table: %q, %v; want v1", v, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		t.Errorf("state dir holds %d files, want only %s", len(ents), stateFile)
+	}
+
+	srv.Send(delta("v3", "n3", "v1", []string{"c.example"}, []string{"a.example"}))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v3" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack of delta v3 = %v", ack)
+	}
+	if diff := cmp.Diff([]string{"b.example", "c.example"}, rec.names()); diff != "" {
+		t.Errorf("names after the delta (-want +got)\n%s", diff)
+	}
+	applied := len(rec.versions)
+	srv.Send(delta("v3", "n4", "v3", nil, nil))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v3" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack of the empty delta = %v", ack)
+	}
+	if len(rec.versions) != applied {
+		t.Errorf("an empty delta at the served version was built again: versions %v", rec.versions)
+	}
+	if v, cur := c.Current(); v != "v3" || len(cur.GetTable()) != 2 {
+		t.Errorf("Current() = %s %v", v, cur)
+	}
+}

@@ -1,0 +1,268 @@
+package discovery
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// WireTable is a NameTable in wire form, walked name by name: it calls name
+// for every entry (the key, and its NameInfo still marshalled) and zone for
+// every authoritative zone, in the order they appear. It may be walked more
+// than once; the info bytes are valid only during the call to name (a
+// table read from the state file is never whole in memory).
+type WireTable func(name func(host string, info []byte) error, zone func(z string) error) error
+
+// memTable is the WireTable of a wire-form NameTable held in memory.
+func memTable(b []byte) WireTable {
+	return func(name func(string, []byte) error, zone func(string) error) error {
+		return EachName(b, name, zone)
+	}
+}
+
+// fileTable is the WireTable of the table inside a state file (a
+// StreamNameTableResponse, see saveState), read in one streaming pass per
+// walk through a small buffer: a 100,000-name table is never in memory
+// whole, neither while it is built nor while it is the base of deltas.
+func fileTable(path string) WireTable {
+	return func(name func(string, []byte) error, zone func(string) error) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
+		for {
+			num, typ, err := r.tag()
+			if errors.Is(err, io.EOF) {
+				return errNoTable
+			}
+			if err != nil {
+				return err
+			}
+			if num != fieldResponseFull || typ != protowire.BytesType {
+				if err := r.skip(typ); err != nil {
+					return err
+				}
+				continue
+			}
+			n, err := r.varint()
+			if err != nil {
+				return err
+			}
+			// A repeated table would be merged by proto; the client never
+			// writes one twice, so the first is the table.
+			return (&pbReader{r: r.r, left: int64(n)}).eachName(name, zone)
+		}
+	}
+}
+
+// stateVersion reads the version of the state file at path, checking that
+// it holds a table, without reading the table into memory.
+func stateVersion(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	r := &pbReader{r: bufio.NewReaderSize(f, 4<<10), left: -1}
+	var version string
+	found := false
+	for {
+		num, typ, err := r.tag()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		if typ == protowire.BytesType && num == fieldResponseVer {
+			b, err := r.bytes()
+			if err != nil {
+				return "", err
+			}
+			version = string(b)
+			continue
+		}
+		found = found || num == fieldResponseFull && typ == protowire.BytesType
+		if err := r.skip(typ); err != nil {
+			return "", err
+		}
+	}
+	if !found {
+		return "", errNoTable
+	}
+	return version, nil
+}
+
+// pbReader reads protobuf wire format from a stream. left is how many
+// bytes the message still holds, or -1 for "up to EOF".
+type pbReader struct {
+	r    *bufio.Reader
+	left int64
+	buf  []byte // reused by bytes
+}
+
+var errTruncated = errors.New("truncated")
+
+// tag reads a field's tag; io.EOF at the end of the message.
+func (p *pbReader) tag() (protowire.Number, protowire.Type, error) {
+	if p.left == 0 {
+		return 0, 0, io.EOF
+	}
+	if p.left < 0 {
+		if _, err := p.r.Peek(1); err != nil {
+			return 0, 0, err // io.EOF between fields is the end
+		}
+	}
+	v, err := p.varint()
+	if err != nil {
+		return 0, 0, err
+	}
+	num, typ := protowire.DecodeTag(v)
+	if num < protowire.MinValidNumber {
+		return 0, 0, fmt.Errorf("bad field number %d", num)
+	}
+	return num, typ, nil
+}
+
+func (p *pbReader) byte() (byte, error) {
+	if p.left == 0 {
+		return 0, errTruncated
+	}
+	c, err := p.r.ReadByte()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, errTruncated
+		}
+		return 0, err
+	}
+	if p.left > 0 {
+		p.left--
+	}
+	return c, nil
+}
+
+func (p *pbReader) varint() (uint64, error) {
+	var v uint64
+	for i := 0; i < 10; i++ {
+		c, err := p.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("varint overflows")
+}
+
+// discard skips n bytes.
+func (p *pbReader) discard(n uint64) error {
+	if p.left >= 0 && n > uint64(p.left) {
+		return errTruncated
+	}
+	got, err := p.r.Discard(int(n))
+	if p.left > 0 {
+		p.left -= int64(got)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return errTruncated
+		}
+		return err
+	}
+	return nil
+}
+
+// bytes reads a length-delimited value into p.buf, which it returns.
+func (p *pbReader) bytes() ([]byte, error) {
+	n, err := p.varint()
+	if err != nil {
+		return nil, err
+	}
+	if p.left >= 0 && n > uint64(p.left) || n > maxMessage {
+		return nil, errTruncated
+	}
+	if uint64(cap(p.buf)) < n {
+		p.buf = make([]byte, n)
+	}
+	p.buf = p.buf[:n]
+	if _, err := io.ReadFull(p.r, p.buf); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errTruncated
+		}
+		return nil, err
+	}
+	if p.left > 0 {
+		p.left -= int64(n)
+	}
+	return p.buf, nil
+}
+
+// maxMessage bounds one length-delimited value read into memory: a name's
+// entry is small; a corrupt length must not allocate gigabytes.
+const maxMessage = 64 << 20
+
+func (p *pbReader) skip(typ protowire.Type) error {
+	switch typ {
+	case protowire.VarintType:
+		_, err := p.varint()
+		return err
+	case protowire.Fixed32Type:
+		return p.discard(4)
+	case protowire.Fixed64Type:
+		return p.discard(8)
+	case protowire.BytesType:
+		n, err := p.varint()
+		if err != nil {
+			return err
+		}
+		return p.discard(n)
+	}
+	return fmt.Errorf("unsupported wire type %d", typ)
+}
+
+// eachName is EachName over the stream.
+func (p *pbReader) eachName(name func(string, []byte) error, zone func(string) error) error {
+	for {
+		num, typ, err := p.tag()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("name table: %w", err)
+		}
+		switch {
+		case num == fieldNameTableTable && typ == protowire.BytesType:
+			entry, err := p.bytes()
+			if err != nil {
+				return fmt.Errorf("name table entry: %w", err)
+			}
+			host, info, err := mapEntry(entry)
+			if err != nil {
+				return err
+			}
+			if err := name(host, info); err != nil {
+				return err
+			}
+		case num == fieldNameTableZones && typ == protowire.BytesType:
+			z, err := p.bytes()
+			if err != nil {
+				return fmt.Errorf("name table zone: %w", err)
+			}
+			if err := zone(string(z)); err != nil {
+				return err
+			}
+		default:
+			if err := p.skip(typ); err != nil {
+				return fmt.Errorf("name table field %d: %w", num, err)
+			}
+		}
+	}
+}
