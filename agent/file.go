@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -13,11 +15,13 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshdns/meshdns/internal/filewatch"
+	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// maxTableFile bounds the static table file read into memory (a 100,000
-// name table in protojson is about 20 MB).
+// maxTableFile bounds the static table file (a 100,000-name table in
+// protojson is about 6 to 20 MB): a wrong path must not make the agent
+// read a disk image.
 const maxTableFile = 256 << 20
 
 // fileSource serves a static table file and reloads it when it changes
@@ -26,9 +30,10 @@ const maxTableFile = 256 << 20
 type fileSource struct {
 	path     string
 	interval time.Duration
-	// apply converts and builds the file's content (protojson) and
-	// returns how many names it holds; it counts its own rejections.
-	apply func(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error)
+	// apply builds the table with produce (which reads the file) and
+	// swaps it in, returning how many names it holds; it counts its own
+	// rejections.
+	apply func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error)
 	log   *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
@@ -49,25 +54,51 @@ func parseTableFile(b []byte) (*meshdnsv1.NameTable, error) {
 // load reads the file and applies it when its content changed. It returns
 // an error (for the caller to log) when the file cannot be read or the
 // table is rejected; the table being served stays then.
+//
+// The file is read twice through one descriptor (so a rename in between
+// cannot mix two files), never held whole: once to hash it and find its
+// zones, and, when it changed, once more into the table's builder.
 func (f *fileSource) load() error {
-	fi, err := os.Stat(f.path)
+	file, err := os.Open(f.path)
+	if err != nil {
+		return fmt.Errorf("name table file: %w", err)
+	}
+	defer file.Close()
+	fi, err := file.Stat()
 	if err != nil {
 		return fmt.Errorf("name table file: %w", err)
 	}
 	if fi.Size() > maxTableFile {
 		return fmt.Errorf("name table file %s: %d bytes is more than %d", f.path, fi.Size(), maxTableFile)
 	}
-	b, err := os.ReadFile(f.path)
-	if err != nil {
-		return fmt.Errorf("name table file: %w", err)
+	head, scanErr := scanTableFile(io.LimitReader(file, maxTableFile))
+	if scanErr != nil {
+		// The scan stopped at the error: hash the whole content, so an
+		// unchanged bad file is rejected (and counted) once.
+		if _, err := file.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("name table file: %w", err)
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, io.LimitReader(file, maxTableFile)); err != nil {
+			return fmt.Errorf("name table file: %w", err)
+		}
+		head.sum = [sha256.Size]byte(h.Sum(nil))
 	}
-	sum := sha256.Sum256(b)
-	if sum == f.seen {
+	if head.sum == f.seen {
 		return nil
 	}
-	f.seen = sum
-	version := "file-" + hex.EncodeToString(sum[:6])
-	names, err := f.apply(version, b, f.dumper(sum))
+	f.seen = head.sum
+	version := "file-" + hex.EncodeToString(head.sum[:6])
+	produce := func(lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+		if scanErr != nil {
+			return nil, 0, scanErr
+		}
+		if _, err := file.Seek(0, io.SeekStart); err != nil {
+			return nil, 0, err
+		}
+		return buildTableFileFrom(bufio.NewReaderSize(io.LimitReader(file, maxTableFile), 32<<10), head, lim, pod)
+	}
+	names, err := f.apply(version, produce, f.dumper(head.sum))
 	if err != nil {
 		return fmt.Errorf("name table file %s: %w", f.path, err)
 	}

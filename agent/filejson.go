@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,46 +28,51 @@ import (
 // and "authoritative_zones" (or "authoritativeZones"), each at most once;
 // anything else is an error, like protojson's unknown fields.
 func convertTableFile(b []byte, lim Limits) ([]nametable.Entry, []string, error) {
-	return readTableFile(b, newCollector(0, lim.withDefaults()))
+	return readTableFile(bytes.NewReader(b), newCollector(0, lim.withDefaults()))
 }
 
 // buildTableFile is convertTableFile feeding each name straight into the
 // table's builder, so the converted entries are never held whole beside the
 // table being built. It returns the table and its number of names.
 func buildTableFile(b []byte, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
-	// The zones first: every name's negative answers need its zone, and
-	// the object's fields may come in any order. encoding/json skims the
-	// rest (the table is skipped, not copied); readTableFile checks the
-	// zones again in full.
-	var top struct {
-		Zones      []string `json:"authoritative_zones"`
-		ZonesCamel []string `json:"authoritativeZones"`
-	}
-	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, 0, err
-	}
-	names := top.Zones
-	if names == nil {
-		names = top.ZonesCamel
-	}
-	c, zones, err := newBuildingCollector(names, lim.withDefaults(), pod)
+	head, err := scanTableFile(bytes.NewReader(b))
 	if err != nil {
 		return nil, 0, err
 	}
-	if _, got, err := readTableFile(b, c); err != nil {
+	return buildTableFileFrom(bytes.NewReader(b), head, lim, pod)
+}
+
+// buildTableFileFrom is buildTableFile reading the file from r, after a
+// first pass (scanTableFile) found head: the file is streamed through the
+// decoder, never whole in memory (20 MB of protojson at 100,000 names
+// beside the table being built), and checked to be the content head was
+// read from.
+func buildTableFileFrom(r io.Reader, head fileHead, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+	c, zones, err := newBuildingCollector(head.zones, lim.withDefaults(), pod)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := sha256.New()
+	if _, got, err := readTableFile(io.TeeReader(r, h), c); err != nil {
 		return nil, 0, err
 	} else if !slices.Equal(got, zones) {
 		// Field names differing only in case reach encoding/json's
 		// fields but not protojson's.
 		return nil, 0, fmt.Errorf("zones %q, not %q: a field name in another case?", got, zones)
 	}
+	if _, err := io.Copy(h, r); err != nil {
+		return nil, 0, err
+	}
+	if [sha256.Size]byte(h.Sum(nil)) != head.sum {
+		return nil, 0, errors.New("the file changed while it was read")
+	}
 	return c.into.Table(), c.n, nil
 }
 
 // readTableFile reads the file's names into c and returns c's entries (none
 // when c builds a table) and the zones.
-func readTableFile(b []byte, c *collector) ([]nametable.Entry, []string, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+func readTableFile(r io.Reader, c *collector) ([]nametable.Entry, []string, error) {
+	dec := json.NewDecoder(r)
 	if err := expectDelim(dec, '{'); err != nil {
 		return nil, nil, err
 	}

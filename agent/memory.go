@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"time"
@@ -100,4 +101,79 @@ func readReclaimable() (reclaim, live uint64) {
 		reclaim = objects - live
 	}
 	return reclaim + free, live
+}
+
+// buildGCPercent is the GOGC of a table build. A build's garbage (decoder
+// tokens, converted entries, drafts) is several times the table, and with
+// the default GOGC of 100 the heap grew to twice what the build held live
+// before the collector caught up: the peak RSS of a pod, the figure its
+// memory limit must cover. At 25 the heap stays within a quarter of what
+// is live, for a few more collections during the build.
+const buildGCPercent = 25
+
+// buildPeak is how far the live heap of a build rises over the table it
+// builds (pkg/nametable BenchmarkTableMemory, peak/table: 2.5 at 100,000
+// names): the memory limit during a replacement leaves room for that much
+// beside the table being replaced, and no more.
+const buildPeak = 2.6
+
+// buildMemory readies the runtime for a table build and returns the
+// function that undoes it, so the build's garbage is collected before the
+// heap grows instead of after:
+//   - a collection first, when a table is being replaced: what the
+//     previous build left (the old answer cache, the wire form just
+//     written to the state dir, the gRPC receive buffers) is freed and
+//     its memory reused by the build rather than left beside it;
+//   - GOGC lowered to buildGCPercent (unless it is lower or off);
+//   - when replacing, a memory limit of what is in use now plus buildPeak
+//     times the live heap (about the old table): the collector then runs
+//     as often as needed to stay under it and the scavenger hands freed
+//     pages back at once, so the peak is the two tables and the build's
+//     scratch, not those plus GOGC's headroom and pages not yet returned.
+//     A lower GOMEMLIMIT (or debug.SetMemoryLimit) wins and is restored.
+func buildMemory(replacing bool) func() {
+	if replacing {
+		runtime.GC()
+	}
+	oldGC := debug.SetGCPercent(buildGCPercent)
+	if oldGC >= 0 && oldGC <= buildGCPercent || oldGC < 0 {
+		debug.SetGCPercent(oldGC)
+	}
+	restoreGC := func() {
+		if oldGC > buildGCPercent {
+			debug.SetGCPercent(oldGC)
+		}
+	}
+	if !replacing {
+		return restoreGC
+	}
+	userLimit := debug.SetMemoryLimit(-1)
+	inUse, live := readInUse()
+	limit := int64(inUse) + int64(float64(live)*buildPeak) + 4<<20
+	if inUse == 0 || limit >= userLimit {
+		return restoreGC
+	}
+	debug.SetMemoryLimit(limit)
+	return func() {
+		debug.SetMemoryLimit(userLimit)
+		restoreGC()
+	}
+}
+
+// readInUse reads from runtime/metrics the memory the Go runtime holds from
+// the OS (what a memory limit counts) and the live heap, in bytes; zeros
+// when the metrics are unknown.
+func readInUse() (inUse, live uint64) {
+	s := []rtmetrics.Sample{
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+	}
+	rtmetrics.Read(s)
+	for _, v := range s {
+		if v.Value.Kind() != rtmetrics.KindUint64 {
+			return 0, 0
+		}
+	}
+	return s[0].Value.Uint64() - s[1].Value.Uint64(), s[2].Value.Uint64()
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,10 +70,11 @@ func (ts *tables) applyWire(source, version string, wire discovery.WireTable, du
 	return err
 }
 
-// applyFile builds the table of a --nametable-file content (protojson),
-// converting it name by name, and returns how many names it holds.
-func (ts *tables) applyFile(version string, b []byte, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
-	return ts.build(sourceFile, version, func() (*nametable.Table, int, error) { return buildTableFile(b, ts.limits, ts.pod) }, dump)
+// applyFile builds the table of a --nametable-file with produce (which
+// reads the file name by name into the builder) and returns how many names
+// it holds.
+func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+	return ts.build(sourceFile, version, func() (*nametable.Table, int, error) { return produce(ts.limits, ts.pod) }, dump)
 }
 
 // fromEntries builds the table of the entries convert returns.
@@ -89,30 +89,19 @@ func (ts *tables) fromEntries(convert func() ([]nametable.Entry, []string, error
 	}
 }
 
-// buildGCPercent is the GOGC of a table build. A build's garbage (decoder
-// tokens, converted entries, drafts) is several times the table, and with
-// the default GOGC of 100 the heap grew to twice what the build held live
-// before the collector caught up: the peak RSS of a pod, the figure its
-// memory limit must cover. At 25 the heap stays within a quarter of what
-// is live, for a few more collections during the build.
-const buildGCPercent = 25
-
-// lowGC lowers GOGC to buildGCPercent (unless it is lower or off) and
-// returns the function that restores it.
-func lowGC() func() {
-	old := debug.SetGCPercent(buildGCPercent)
-	if old >= 0 && old <= buildGCPercent || old < 0 {
-		debug.SetGCPercent(old)
-		return func() {}
-	}
-	return func() { debug.SetGCPercent(old) }
-}
-
 // build builds a table with produce and swaps it in.
 func (ts *tables) build(source, version string, produce func() (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	defer lowGC()()
+	prev := ts.cur.Load()
+	if prev != nil {
+		// The same table again, with an empty answer cache: the old
+		// cache (up to a fifth of the table) is garbage before the
+		// build, not beside it at the peak. The few questions asked
+		// during the build fill the new one.
+		ts.publish(prev.Table)
+	}
+	defer buildMemory(prev != nil)()
 	start := ts.now()
 	t, names, err := produce()
 	if err != nil {
@@ -122,7 +111,7 @@ func (ts *tables) build(source, version string, produce func() (*nametable.Table
 	now := ts.now()
 	ts.m.build.Observe(now.Sub(start).Seconds())
 	s := &served{Version: version, Source: source, Applied: now, Proto: dump, Names: names, Table: t}
-	prev := ts.cur.Swap(s)
+	ts.cur.Store(s)
 	ts.publish(t)
 	if prev != nil {
 		ts.m.info.DeleteLabelValues(prev.Version, prev.Source)
