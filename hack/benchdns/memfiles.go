@@ -62,9 +62,12 @@ func writeMemEntries(dir string, n, changed int) (string, error) {
 }
 
 // writeMemHosts writes the hosts file dnsmasq reads with --addn-hosts.
-func writeMemHosts(dir string, n int) (string, error) {
+func writeMemHosts(dir string, n int) (string, error) { return writeMemHostsChanged(dir, n, 0) }
+
+// writeMemHostsChanged writes it with the names below changed moved.
+func writeMemHostsChanged(dir string, n, changed int) (string, error) {
 	return writeLines(dir, fmt.Sprintf("hosts-%d", n), n, "", "", func(w *bufio.Writer, i int) {
-		fmt.Fprintf(w, "%s %s\n", memAddr(i, 0), memName(i))
+		fmt.Fprintf(w, "%s %s\n", memAddr(i, changed), memName(i))
 	})
 }
 

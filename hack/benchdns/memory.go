@@ -20,10 +20,14 @@ import (
 
 // The memory benchmark (`benchdns memory`, `make bench-memory`): the real
 // agent binary on n names, from a table file and from a real control plane
-// stream, beside Debian's dnsmasq on the same names from a hosts file. For
-// each it reports when the server was ready, its RSS idle and after
-// answering every name once, the anonymous/file split, and VmHWM (the
-// peak), also after the table was replaced (a new file, a stream delta).
+// stream, beside Debian's dnsmasq on the same names from a hosts file. Each
+// row is one event of one process: a start (ready time, RSS idle, RSS
+// steady after answering every name once, the anonymous/file split, and
+// VmHWM, the peak of the load) or a replacement of the table (a new file,
+// a delta, a full table from the stream, a restart from the state
+// directory resumed with a delta; dnsmasq: a new hosts file and SIGHUP),
+// whose peak is read after resetting VmHWM (/proc/<pid>/clear_refs) just
+// before it. Every row prints its peak over the process's steady RSS.
 
 type memConfig struct {
 	sizes     []int
@@ -77,20 +81,31 @@ func runMemory(args []string) error {
 	return benchMemory(&cfg)
 }
 
-// memRow is one server on one table.
+// memRow is one event (a start or a replacement) of one server on one
+// table.
 type memRow struct {
-	server, source string
-	names          int
-	ready          time.Duration // start to ready (/healthz/ready, or the last name answering)
-	answers        time.Duration // start to the last name answering from the table
-	idle, after    memStatus
-	replaced       memStatus // after a replacement; zero when none
-	replaceKind    string
+	server, event string
+	names         int
+	replacement   bool
+	// ready: start to ready (/healthz/ready, or the last name answering);
+	// for a replacement, the change to the first answer from the new table.
+	ready time.Duration
+	// idle: -settle after ready (after a replacement: after it); steady:
+	// the process after answering every name once (for a replacement, the
+	// steady reading before it).
+	idle, steady memStatus
+	peak         float64 // VmHWM over the event, MB
 }
 
 // memStatus is a reading of /proc/<pid>/status, in MB.
 type memStatus struct {
 	rss, hwm, anon, file float64
+}
+
+// resetPeak resets the process's VmHWM to its current RSS (proc(5),
+// clear_refs 5), so the next reading is the peak of what follows.
+func resetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
 func readMemStatus(pid int) (memStatus, error) {
@@ -116,37 +131,38 @@ func readMemStatus(pid int) (memStatus, error) {
 
 func benchMemory(cfg *memConfig) error {
 	fmt.Printf("# benchdns memory: names svc-N.ns-(N%%100).svc.cluster.local, one A each; %s\n", strings.Join(cfg.agent, " "))
-	fmt.Printf("# ready: start to /healthz/ready (dnsmasq: to the last name answering); answers: start to the last name answering\n")
-	fmt.Printf("# idle: %s after ready; after: %s after dnsperf asked every name once; replaced: %s after a new table was served\n", cfg.settle, cfg.steady, cfg.settle)
+	fmt.Printf("# start rows: ready = start to /healthz/ready (dnsmasq: to the last name answering); idle = %s after ready; steady = %s after dnsperf asked every name once; peak = VmHWM then\n", cfg.settle, cfg.steady)
+	fmt.Printf("# replacement rows: ready = change to the first answer from the new table; idle = %s after; peak = VmHWM since just before the change; peak/steady over the steady RSS before it\n", cfg.settle)
 	var rows []memRow
+	add := func(rs ...memRow) {
+		for _, r := range rs {
+			printMemRow(r)
+		}
+		rows = append(rows, rs...)
+	}
 	for _, n := range cfg.sizes {
 		files, err := newMemFiles(cfg.dir, n)
 		if err != nil {
 			return err
 		}
-		r, err := memAgentFile(cfg, n, files)
+		rs, err := memAgentFile(cfg, n, files)
+		add(rs...)
 		if err != nil {
 			return fmt.Errorf("agent, file, %d names: %w", n, err)
 		}
-		rows = append(rows, r)
-		printMemRow(r)
 		if cfg.meshdns != "" {
 			rs, err := memAgentStream(cfg, n, files)
+			add(rs...)
 			if err != nil {
 				return fmt.Errorf("agent, stream, %d names: %w", n, err)
 			}
-			for _, r := range rs {
-				printMemRow(r)
-			}
-			rows = append(rows, rs...)
 		}
 		if cfg.dnsmasq != "" {
-			r, err := memDnsmasq(cfg, n, files)
+			rs, err := memDnsmasq(cfg, n, files)
+			add(rs...)
 			if err != nil {
 				return fmt.Errorf("dnsmasq, %d names: %w", n, err)
 			}
-			rows = append(rows, r)
-			printMemRow(r)
 		}
 	}
 	fmt.Println()
@@ -274,20 +290,46 @@ func readyAndMeasure(cfg *memConfig, p *memProc, r *memRow, files memFiles) erro
 	if err != nil {
 		return err
 	}
-	r.answers = at.Sub(p.start)
 	if p.admin == "" {
-		r.ready = r.answers
+		r.ready = at.Sub(p.start)
 	}
 	time.Sleep(cfg.settle)
-	if r.idle, err = readMemStatus(p.cmd.Process.Pid); err != nil {
+	if r.idle, err = readMemStatus(p.pid()); err != nil {
 		return err
 	}
 	if err := askAll(cfg, p.dnsAddr, files.queries, r.names); err != nil {
 		return err
 	}
 	time.Sleep(cfg.steady)
-	r.after, err = readMemStatus(p.cmd.Process.Pid)
+	r.steady, err = readMemStatus(p.pid())
+	r.peak = r.steady.hwm
 	return err
+}
+
+func (p *memProc) pid() int { return p.cmd.Process.Pid }
+
+// replace measures one replacement of p's table: change makes it, and the
+// replacement is served once name answers want.
+func replace(cfg *memConfig, p *memProc, base memRow, event string, change func() error, name, want string) (memRow, error) {
+	r := memRow{server: base.server, event: event, names: base.names, replacement: true, steady: base.steady}
+	if err := resetPeak(p.pid()); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	if err := change(); err != nil {
+		return r, err
+	}
+	at, err := waitAnswer(p.dnsAddr, name, want, time.Minute)
+	if err != nil {
+		return r, err
+	}
+	r.ready = at.Sub(start)
+	time.Sleep(cfg.settle)
+	if r.idle, err = readMemStatus(p.pid()); err != nil {
+		return r, err
+	}
+	r.peak = r.idle.hwm
+	return r, nil
 }
 
 // askAll runs dnsperf over every name once and checks they all answered.
@@ -314,35 +356,38 @@ func askAll(cfg *memConfig, addr, queries string, n int) error {
 	return nil
 }
 
-func memAgentFile(cfg *memConfig, n int, files memFiles) (memRow, error) {
-	r := memRow{server: "meshdns agent", source: "file", names: n, replaceKind: "new file"}
+// memAgentFile measures the agent on a table file: the start, then a new
+// file with every address changed.
+func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
+	r := memRow{server: "meshdns agent", event: "start: file", names: n}
 	table, err := writeMemTable(cfg.dir, n, 0)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	p, err := startAgentProc(cfg, "--nametable-file", table, "--resolv-conf", files.resolv)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	defer p.stop()
 	if err := readyAndMeasure(cfg, p, &r, files); err != nil {
-		return r, err
+		return nil, err
 	}
-	// Replace the whole table: every address changes.
-	if _, err := writeMemTable(cfg.dir, n, n); err != nil {
-		return r, err
+	rr, err := replace(cfg, p, r, "new file", func() error {
+		_, err := writeMemTable(cfg.dir, n, n)
+		return err
+	}, memName(n-1), memAddr(n-1, n))
+	if err != nil {
+		return []memRow{r}, err
 	}
-	if _, err := waitAnswer(p.dnsAddr, memName(n-1), memAddr(n-1, n), time.Minute); err != nil {
-		return r, err
-	}
-	time.Sleep(cfg.settle)
-	r.replaced, err = readMemStatus(p.cmd.Process.Pid)
-	return r, err
+	return []memRow{r, rr}, nil
 }
 
-// memAgentStream measures the agent fed by a real control plane: the first
-// full table, a delta changing 1% of the names, and a restart from the
-// persisted state.
+// memAgentStream measures the agent fed by a real control plane, with a
+// state directory: the first full table; a delta changing 1% of the
+// names; a full table (a new control plane process on the same address,
+// which does not know the agent's version, with 2% changed); and a restart
+// from the state directory while the names change again (3%), which the
+// stream resumes with a delta.
 func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	entries, err := writeMemEntries(cfg.dir, n, 0)
 	if err != nil {
@@ -352,25 +397,16 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpAdmin, err := freeUDPAddr()
+	cp, err := startControlPlane(cfg, grpcAddr, entries)
 	if err != nil {
 		return nil, err
 	}
-	cp := exec.Command(cfg.meshdns, "controlplane", "--insecure-allow-unauthenticated", "--grpc-addr", grpcAddr, "--admin-addr", cpAdmin,
-		"--entries", entries, "--log-level", "warn", "--debounce", "10ms")
-	cp.Stderr = os.Stderr
-	if err := cp.Start(); err != nil {
-		return nil, err
-	}
-	cpProc := &memProc{cmd: cp}
-	defer cpProc.stop()
-	if _, err := waitHTTP("http://"+cpAdmin+"/healthz/ready", 2*time.Minute); err != nil {
-		return nil, fmt.Errorf("control plane: %w", err)
-	}
+	defer func() { cp.stop() }()
 	state := filepath.Join(cfg.dir, fmt.Sprintf("state-%d", n))
 	agentArgs := []string{"--control-plane", grpcAddr, "--state-dir", state, "--resolv-conf", files.resolv}
 
-	r := memRow{server: "meshdns agent", source: "stream", names: n, replaceKind: "delta 1%"}
+	var rows []memRow
+	r := memRow{server: "meshdns agent", event: "start: stream", names: n}
 	p, err := startAgentProc(cfg, agentArgs...)
 	if err != nil {
 		return nil, err
@@ -380,38 +416,78 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 		if err := readyAndMeasure(cfg, p, &r, files); err != nil {
 			return err
 		}
-		changed := max(1, n/100)
-		if _, err := writeMemEntries(cfg.dir, n, changed); err != nil {
+		rows = append(rows, r)
+		pct := func(k int) int { return max(1, n*k/100) }
+		rr, err := replace(cfg, p, r, "stream delta 1%", func() error {
+			_, err := writeMemEntries(cfg.dir, n, pct(1))
+			return err
+		}, memName(0), memAddr(0, pct(1)))
+		if err != nil {
 			return err
 		}
-		if _, err := waitAnswer(p.dnsAddr, memName(0), memAddr(0, changed), time.Minute); err != nil {
+		rows = append(rows, rr)
+		rr, err = replace(cfg, p, r, "stream full table", func() error {
+			cp.stop()
+			if _, err := writeMemEntries(cfg.dir, n, pct(2)); err != nil {
+				return err
+			}
+			cp, err = startControlPlane(cfg, grpcAddr, entries)
+			return err
+		}, memName(pct(2)-1), memAddr(pct(2)-1, pct(2)))
+		if err != nil {
 			return err
 		}
-		time.Sleep(cfg.settle)
-		r.replaced, err = readMemStatus(p.cmd.Process.Pid)
-		return err
+		rows = append(rows, rr)
+		return nil
 	}()
 	if err != nil {
-		return nil, err
+		return rows, err
 	}
-	// A restart: the persisted table serves first, then the stream resumes.
-	rs := memRow{server: "meshdns agent", source: "state+stream", names: n}
+	// A restart: the persisted table serves first, then the stream resumes
+	// with a delta to the names changed meanwhile.
+	if _, err := writeMemEntries(cfg.dir, n, max(1, n*3/100)); err != nil {
+		return rows, err
+	}
+	rs := memRow{server: "meshdns agent", event: "start: state dir + delta", names: n}
 	p, err = startAgentProc(cfg, agentArgs...)
 	if err != nil {
-		return nil, err
+		return rows, err
 	}
 	defer p.stop()
 	if err := readyAndMeasure(cfg, p, &rs, files); err != nil {
-		return nil, err
+		return rows, err
 	}
-	return []memRow{r, rs}, nil
+	return append(rows, rs), nil
 }
 
-func memDnsmasq(cfg *memConfig, n int, files memFiles) (memRow, error) {
-	r := memRow{server: "dnsmasq", source: "hosts", names: n}
+// startControlPlane starts `meshdns controlplane` serving entries on
+// grpcAddr and waits until it is ready.
+func startControlPlane(cfg *memConfig, grpcAddr, entries string) (*memProc, error) {
+	cpAdmin, err := freeUDPAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.meshdns, "controlplane", "--insecure-allow-unauthenticated", "--grpc-addr", grpcAddr, "--admin-addr", cpAdmin,
+		"--entries", entries, "--log-level", "error", "--debounce", "10ms")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &memProc{cmd: cmd}
+	if _, err := waitHTTP("http://"+cpAdmin+"/healthz/ready", 2*time.Minute); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	return p, nil
+}
+
+// memDnsmasq measures dnsmasq on a hosts file: the start, then a new hosts
+// file with every address changed, read again on SIGHUP.
+func memDnsmasq(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
+	r := memRow{server: "dnsmasq", event: "start: hosts file", names: n}
 	addr, err := freeUDPAddr()
 	if err != nil {
-		return r, err
+		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(cfg.dnsmasq, "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
@@ -420,39 +496,49 @@ func memDnsmasq(cfg *memConfig, n int, files memFiles) (memRow, error) {
 	cmd.Stderr = os.Stderr
 	p := &memProc{cmd: cmd, dnsAddr: addr, start: time.Now()}
 	if err := cmd.Start(); err != nil {
-		return r, err
+		return nil, err
 	}
 	defer p.stop()
-	return r, readyAndMeasure(cfg, p, &r, files)
+	if err := readyAndMeasure(cfg, p, &r, files); err != nil {
+		return nil, err
+	}
+	rr, err := replace(cfg, p, r, "new hosts file (SIGHUP)", func() error {
+		if _, err := writeMemHostsChanged(cfg.dir, n, n); err != nil {
+			return err
+		}
+		return p.cmd.Process.Signal(syscall.SIGHUP)
+	}, memName(n-1), memAddr(n-1, n))
+	if err != nil {
+		return []memRow{r}, err
+	}
+	return []memRow{r, rr}, nil
 }
 
 func printMemRow(r memRow) {
-	fmt.Printf("%-14s %-13s %7d names: ready %6.3fs answers %6.3fs | idle %s | after %s | replaced (%s) %s\n",
-		r.server, r.source, r.names, r.ready.Seconds(), r.answers.Seconds(), r.idle, r.after, r.replaceKind, r.replaced)
+	fmt.Printf("%-14s %-26s %7d names: ready %6.3fs | idle %s | steady %s | peak %.1f (%.2fx steady)\n",
+		r.server, r.event, r.names, r.ready.Seconds(), r.idle, r.steady, r.peak, r.peak/r.steady.rss)
 }
 
 func (s memStatus) String() string {
 	if s == (memStatus{}) {
 		return "-"
 	}
-	return fmt.Sprintf("RSS %.1f (anon %.1f file %.1f) HWM %.1f", s.rss, s.anon, s.file, s.hwm)
+	return fmt.Sprintf("RSS %.1f (anon %.1f file %.1f)", s.rss, s.anon, s.file)
 }
 
 // printMemTable prints the summary as a Markdown table, the form the
 // READMEs quote.
 func printMemTable(rows []memRow) {
-	fmt.Println("| server | source | names | ready | RSS idle (anon + file) | RSS after every name (anon + file) | anon B/name | VmHWM | VmHWM after replace | HWM / RSS |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| server | event | names | ready | RSS idle (anon + file) | RSS steady (anon + file) | anon B/name | peak (VmHWM) | peak / steady |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		hwm := r.after.hwm
-		repl := "-"
-		if r.replaced != (memStatus{}) {
-			hwm = r.replaced.hwm
-			repl = fmt.Sprintf("%.1f MB (%s)", r.replaced.hwm, r.replaceKind)
+		steady, perName := "(before) ", "-"
+		if !r.replacement {
+			steady = ""
+			perName = fmt.Sprintf("%.0f", r.steady.anon*(1<<20)/float64(r.names))
 		}
-		steady := max(r.after.rss, r.replaced.rss)
-		fmt.Printf("| %s | %s | %d | %.2f s | %.1f MB (%.1f + %.1f) | %.1f MB (%.1f + %.1f) | %.0f | %.1f MB | %s | %.2f |\n",
-			r.server, r.source, r.names, r.ready.Seconds(), r.idle.rss, r.idle.anon, r.idle.file,
-			r.after.rss, r.after.anon, r.after.file, r.after.anon*(1<<20)/float64(r.names), r.after.hwm, repl, hwm/steady)
+		fmt.Printf("| %s | %s | %d | %.2f s | %.1f MB (%.1f + %.1f) | %s%.1f MB (%.1f + %.1f) | %s | %.1f MB | %.2f |\n",
+			r.server, r.event, r.names, r.ready.Seconds(), r.idle.rss, r.idle.anon, r.idle.file,
+			steady, r.steady.rss, r.steady.anon, r.steady.file, perName, r.peak, r.peak/r.steady.rss)
 	}
 }
