@@ -82,3 +82,54 @@ func TestReadReclaimable(t *testing.T) {
 	}
 	_ = keep
 }
+
+// A build lowers GOGC (never raises it, never turns it on) and, when it
+// replaces a table, sets a memory limit above what is live; both are
+// restored afterwards, and a lower GOMEMLIMIT is left alone.
+func TestBuildMemory(t *testing.T) {
+	const noLimit = int64(1) << 62
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(noLimit))
+	tests := []struct {
+		name      string
+		gogc      int
+		userLimit int64
+		replacing bool
+		wantGC    int
+		lowered   bool // a limit under userLimit during the build
+	}{
+		{name: "first table", gogc: 100, userLimit: noLimit, wantGC: buildGCPercent},
+		{name: "replacement", gogc: 100, userLimit: noLimit, replacing: true, wantGC: buildGCPercent, lowered: true},
+		{name: "GOGC already lower", gogc: 10, userLimit: noLimit, replacing: true, wantGC: 10, lowered: true},
+		{name: "GOGC off", gogc: -1, userLimit: noLimit, replacing: true, wantGC: -1, lowered: true},
+		// A limit under what the build would set: kept as it is.
+		{name: "lower GOMEMLIMIT", gogc: 100, userLimit: 1 << 20, replacing: true, wantGC: buildGCPercent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			debug.SetGCPercent(tt.gogc)
+			debug.SetMemoryLimit(tt.userLimit)
+			done := buildMemory(tt.replacing)
+			gc := debug.SetGCPercent(tt.gogc)
+			debug.SetGCPercent(gc)
+			limit := debug.SetMemoryLimit(-1)
+			done()
+			if gc != tt.wantGC {
+				t.Errorf("GOGC during the build = %d, want %d", gc, tt.wantGC)
+			}
+			held, live := readHeld()
+			if tt.lowered && (limit >= tt.userLimit || uint64(limit) < held+live) {
+				t.Errorf("limit during the build = %d, want under %d and over held %d + live %d", limit, tt.userLimit, held, live)
+			}
+			if !tt.lowered && limit != tt.userLimit {
+				t.Errorf("limit during the build = %d, want %d kept", limit, tt.userLimit)
+			}
+			if got := debug.SetGCPercent(tt.gogc); got != tt.gogc {
+				t.Errorf("GOGC after = %d, want %d restored", got, tt.gogc)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tt.userLimit {
+				t.Errorf("limit after = %d, want %d restored", got, tt.userLimit)
+			}
+		})
+	}
+}

@@ -50,10 +50,13 @@ const answerShards = 16
 
 // Bounds of a table's answer cache in bytes (Config.MaxAnswerBytes): the
 // budget is answerBytesPerName per name of the table, at least
-// minAnswerBytes, at most MaxAnswerBytes. A table keeps about 200 bytes
-// per name, so the cache stays under a third of it.
+// minAnswerBytes, at most MaxAnswerBytes. A table keeps 130 to 250 bytes
+// per name, so the cache stays under a fifth of it: a replacement holds
+// the old table and the new one, and the cache must not add a third
+// table's worth to a pod's steady memory. 24 bytes per name still keep
+// about one answer in ten, far more than the names a pod asks often.
 const (
-	answerBytesPerName = 64
+	answerBytesPerName = 24
 	minAnswerBytes     = 128 << 10
 	// answerOverhead is what an entry costs besides its key and reply
 	// bytes: its answer in the slab and its map slot.

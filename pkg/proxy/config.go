@@ -66,8 +66,8 @@ type Config struct {
 	MaxAnswers int
 	// MaxAnswerBytes bounds the bytes of the precomputed answers kept per
 	// table (keys, packed replies and bookkeeping). The bound of a table
-	// is 64 bytes per name it holds (a third of what the table itself
-	// keeps per name), at least 128 KiB, at most MaxAnswerBytes. Zero
+	// is 24 bytes per name it holds (under a fifth of what the table
+	// itself keeps per name), at least 128 KiB, at most MaxAnswerBytes. Zero
 	// means 4 MiB.
 	MaxAnswerBytes int
 	// Logger receives errors and, at Debug, one line per query. Nil means

@@ -199,7 +199,7 @@ func TestAnswerCacheBound(t *testing.T) {
 	}
 }
 
-// The answers a table keeps are bounded in bytes, 64 per name of the table
+// The answers a table keeps are bounded in bytes, 24 per name of the table
 // within [128 KiB, MaxAnswerBytes], and answers stay right across the
 // generations a full shard starts.
 func TestAnswerCacheBytes(t *testing.T) {
