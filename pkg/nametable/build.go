@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -159,6 +160,7 @@ type builder struct {
 	// own addresses, an endpoint's, and a headless service's (all its
 	// endpoints').
 	bufA, bufAAAA, epA, epAAAA, hlA, hlAAAA []dns.RR
+	ipBuf                                   []netip.Addr // an entry's addresses
 }
 
 func (b *builder) addZones(zones []string) error {

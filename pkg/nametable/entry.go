@@ -30,10 +30,11 @@ func (b *builder) addEntry(e *Entry) error {
 	if ttl == 0 {
 		ttl = b.pod.TTL
 	}
-	ips, err := uniqueAddrs(e.IPs)
+	ips, err := appendUniqueAddrs(b.ipBuf[:0], e.IPs)
 	if err != nil {
 		return err
 	}
+	b.ipBuf = ips
 	names := []string{host}
 	for _, a := range e.AltHosts {
 		n, err := normalizeName(a, true)
@@ -158,8 +159,16 @@ func (b *builder) isKubernetes(e *Entry, host string) bool {
 	if e.ShortName == "" || e.Namespace == "" {
 		return false
 	}
-	want := strings.ToLower(e.ShortName) + "." + strings.ToLower(e.Namespace) + ".svc." + b.pod.ClusterDomain
-	return host == want
+	// host == lower(ShortName) + "." + lower(Namespace) + ".svc." +
+	// cluster domain, compared in place rather than built per entry.
+	short, ns, suffix := len(e.ShortName), len(e.Namespace), len(".svc.")+len(b.pod.ClusterDomain)
+	if len(host) != short+1+ns+suffix {
+		return false
+	}
+	rest := host[short+1+ns:]
+	return strings.EqualFold(host[:short], e.ShortName) && host[short] == '.' &&
+		strings.EqualFold(host[short+1:short+1+ns], e.Namespace) &&
+		rest[:len(".svc.")] == ".svc." && rest[len(".svc."):] == b.pod.ClusterDomain
 }
 
 // addWildcard adds an entry named *.domain. A wildcard answers with
@@ -350,7 +359,11 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 // uniqueAddrs validates addresses and drops repeats: an RRset holds each
 // record once (RFC 2181 section 5).
 func uniqueAddrs(in []netip.Addr) ([]netip.Addr, error) {
-	out := make([]netip.Addr, 0, len(in))
+	return appendUniqueAddrs(make([]netip.Addr, 0, len(in)), in)
+}
+
+// appendUniqueAddrs is uniqueAddrs appending to out.
+func appendUniqueAddrs(out, in []netip.Addr) ([]netip.Addr, error) {
 	for _, a := range in {
 		a, err := checkAddr(a)
 		if err != nil {
