@@ -43,6 +43,9 @@ func TestInjectedPod(t *testing.T) {
 		testenv.RequireTool(t, tool)
 	}
 	meshdns := buildMeshdns(t)
+	// The image's binaries: the init container runs meshdns, the sidecar
+	// the agent's own build.
+	bins := map[string]string{"meshdns": meshdns, "meshdns-agent": agentBuild.Path(t)}
 	tp := newTopology(t)
 	pod := injectedPod(t, upstreamIP+":15010")
 	if len(pod.Spec.InitContainers) < 2 {
@@ -58,7 +61,7 @@ func TestInjectedPod(t *testing.T) {
 	}
 
 	// The init container: runs to completion, as root, before the agent.
-	argv := containerArgv(t, meshdns, initC)
+	argv := containerArgv(t, bins, initC)
 	if out, err := tp.inPod(nil, argv[0], argv[1:]...); err != nil {
 		t.Fatalf("init container %q: %v\n%s", argv, err, out)
 	}
@@ -76,7 +79,7 @@ func TestInjectedPod(t *testing.T) {
 	if err := os.Chown(state, int(*sc.RunAsUser), int(*sc.RunAsGroup)); err != nil {
 		t.Fatal(err)
 	}
-	argv = containerArgv(t, meshdns, agent)
+	argv = containerArgv(t, bins, agent)
 	for i, a := range argv {
 		if a == agent.VolumeMounts[0].MountPath {
 			argv[i] = state
@@ -180,14 +183,15 @@ func injectedPod(t *testing.T, controlPlane string) *corev1.Pod {
 }
 
 // containerArgv is the container's command and arguments with the image's
-// meshdns binary replaced by the one built for the test.
-func containerArgv(t *testing.T, meshdns string, c corev1.Container) []string {
+// binary (meshdns, or the sidecar's meshdns-agent) replaced by the one
+// built for the test, from bins by name.
+func containerArgv(t *testing.T, bins map[string]string, c corev1.Container) []string {
 	t.Helper()
 	argv := append(append([]string(nil), c.Command...), c.Args...)
-	if len(argv) == 0 || filepath.Base(argv[0]) != "meshdns" {
-		t.Fatalf("container %s does not run meshdns: %q", c.Name, argv)
+	if len(argv) == 0 || bins[filepath.Base(argv[0])] == "" {
+		t.Fatalf("container %s runs none of the image's binaries: %q", c.Name, argv)
 	}
-	argv[0] = meshdns
+	argv[0] = bins[filepath.Base(argv[0])]
 	return argv
 }
 

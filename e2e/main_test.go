@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	if role == "" {
 		code := m.Run()
 		meshdnsBuild.Remove()
+		agentBuild.Remove()
 		os.Exit(code)
 	}
 	run, ok := roles[role]

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/buildtest"
 	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -40,6 +41,14 @@ func workDir(t testing.TB) string {
 // meshdnsBuild is cmd/meshdns, built once for all the tests; TestMain
 // removes it.
 var meshdnsBuild = &buildtest.Binary{Pkg: "github.com/meshdns/meshdns/cmd/meshdns"}
+
+// agentBuild is the sidecar's build of cmd/meshdns, as the Makefile makes
+// bin/meshdns-agent: the injected agent container runs it.
+var agentBuild = &buildtest.Binary{
+	Pkg:  "github.com/meshdns/meshdns/cmd/meshdns",
+	Args: []string{"-tags", archtest.AgentBuildTags},
+	Env:  []string{"CGO_ENABLED=0"},
+}
 
 // buildMeshdns returns the path of cmd/meshdns, built on first use into a
 // world-readable directory.

@@ -28,11 +28,11 @@ func TestExampleTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("example template: %v", err)
 	}
-	// Command is not spelled out in the example, and the image comes from
+	// The commands are not spelled out in the example, and the image comes from
 	// the control plane's --inject-image (set by the install from the one
 	// image it names); compare the rest.
 	want := DefaultTemplate()
-	want.Command, want.Image = nil, "example/meshdns:v1"
+	want.Command, want.AgentCommand, want.Image = nil, nil, "example/meshdns:v1"
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Template{})); diff != "" {
 		t.Errorf("example template differs from the defaults (-default +example):\n%s", diff)
 	}

@@ -168,7 +168,7 @@ func (t *Template) agentContainer() corev1.Container {
 		Name:            AgentContainerName,
 		Image:           t.Image,
 		ImagePullPolicy: t.ImagePullPolicy,
-		Command:         append([]string(nil), t.Command...),
+		Command:         append([]string(nil), t.AgentCommand...),
 		Args:            append(args, t.AgentArgs...),
 		RestartPolicy:   ptr(corev1.ContainerRestartPolicyAlways),
 		Env: []corev1.EnvVar{

@@ -123,6 +123,8 @@ func TestPatchGolden(t *testing.T) {
 		IPv6:                      true,
 		HoldApplicationUntilReady: true,
 		Supervise:                 ptr(false),
+		// An image without the agent's own build runs the full binary.
+		AgentCommand: []string{"meshdns"},
 	}.over(DefaultTemplate())
 	app := corev1.Container{Name: "app", Image: "app:1"}
 	tests := []struct {

@@ -23,8 +23,14 @@ type Template struct {
 	Image string `json:"image,omitempty"`
 	// ImagePullPolicy of both containers; zero means IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
-	// Command runs the meshdns binary in the image; zero means ["meshdns"].
+	// Command runs the meshdns binary of the image in the init container
+	// (`iptables apply`); zero means ["meshdns"].
 	Command []string `json:"command,omitempty"`
+	// AgentCommand runs the agent in the sidecar; zero means
+	// ["meshdns-agent"], the image's smaller build of the same command
+	// (agent and version only), whose pages every pod maps. An image
+	// without it takes ["meshdns"]: the full binary runs the agent too.
+	AgentCommand []string `json:"agentCommand,omitempty"`
 	// ControlPlane is the gRPC address the agent dials (host:port).
 	ControlPlane string `json:"controlPlane,omitempty"`
 	// ProxyUID and ProxyGID run the agent; the iptables rules let traffic
@@ -105,6 +111,7 @@ func DefaultTemplate() Template {
 		Image:                  "ghcr.io/meshdns/meshdns:latest",
 		ImagePullPolicy:        corev1.PullIfNotPresent,
 		Command:                []string{"meshdns"},
+		AgentCommand:           []string{"meshdns-agent"},
 		ControlPlane:           "meshdns-controlplane.meshdns-system.svc:15012",
 		ProxyUID:               1337,
 		ProxyGID:               1337,
@@ -148,6 +155,9 @@ func (t Template) over(base Template) Template {
 	}
 	if len(t.Command) == 0 {
 		t.Command = base.Command
+	}
+	if len(t.AgentCommand) == 0 {
+		t.AgentCommand = base.AgentCommand
 	}
 	if t.ControlPlane == "" {
 		t.ControlPlane = base.ControlPlane

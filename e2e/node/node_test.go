@@ -51,8 +51,9 @@ func setup(t *testing.T) *env {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meshdns, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "testapp")
+	meshdns, agent, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "meshdns-agent"), filepath.Join(dir, "testapp")
 	buildStatic(t, "./cmd/meshdns", meshdns)
+	buildStatic(t, "./cmd/meshdns", agent, agentBuildFlags...)
 	buildStatic(t, "./e2e/node/testapp", app)
 
 	// Pod Security: every namespace enforces baseline unless labelled
@@ -70,7 +71,7 @@ func setup(t *testing.T) *env {
 	// The project's image, as `make image` writes it (hack/image), for
 	// this machine's platform; the test application's image from its
 	// static binary.
-	if err := n.ImportArchive(projectImage(t, meshdns, dir)); err != nil {
+	if err := n.ImportArchive(projectImage(t, meshdns, agent, dir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.LoadImage(nodetest.Image{Name: "testapp", Files: map[string]string{"/bin/testapp": app},

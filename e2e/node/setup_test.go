@@ -27,19 +27,25 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
+// agentBuildFlags make the sidecar's build of cmd/meshdns, as the
+// Makefile's AGENT_BUILD does (with CGO_ENABLED=0, which buildStatic sets).
+var agentBuildFlags = []string{"-tags", archtest.AgentBuildTags, "-ldflags", "-s -w"}
+
 // buildStatic builds a package of this module as a static binary, as the
-// image would carry it.
-func buildStatic(t *testing.T, pkg, out string) {
+// image would carry it, with the go build flags extra.
+func buildStatic(t *testing.T, pkg, out string, extra ...string) {
 	t.Helper()
 	goTool := testenv.RequireTool(t, "go")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-o", out, pkg)
+	args := append(append([]string{"build", "-trimpath"}, extra...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -47,18 +53,18 @@ func buildStatic(t *testing.T, pkg, out string) {
 	}
 }
 
-// projectImage builds the project's image from the static binary with
-// hack/image (the command behind `make image`), named as the injection
-// template refers to it, for this machine's platform; it returns the
-// archive.
-func projectImage(t *testing.T, meshdns, dir string) string {
+// projectImage builds the project's image from the static binaries
+// (meshdns and the sidecar's meshdns-agent) with hack/image (the command
+// behind `make image`), named as the injection template refers to it, for
+// this machine's platform; it returns the archive.
+func projectImage(t *testing.T, meshdns, agent, dir string) string {
 	t.Helper()
 	goTool := testenv.RequireTool(t, "go")
 	archive := filepath.Join(dir, "meshdns-image.tar")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, "run", "./hack/image", "-name", "localhost/meshdns:test",
-		"-binary", "linux/"+goruntime.GOARCH+"="+meshdns, "-layout", filepath.Join(dir, "oci"), "-archive", archive, "-gzip=false")
+		"-binary", "linux/"+goruntime.GOARCH+"="+meshdns, "-agent-binary", "linux/"+goruntime.GOARCH+"="+agent, "-layout", filepath.Join(dir, "oci"), "-archive", archive, "-gzip=false")
 	cmd.Dir = "../.."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/image: %v\n%s", err, b)

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
+	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -60,9 +61,10 @@ func testUpgrade(t, parent *testing.T, e *env) {
 	isWant := func(out string) bool { return out == want }
 
 	// The new release, built while the old one serves.
-	next := filepath.Join(e.dir, "meshdns-next")
-	buildVersion(t, next, nextVersion)
-	if err := e.n.ImportArchive(releaseImage(t, next, e.dir)); err != nil {
+	next, nextAgent := filepath.Join(e.dir, "meshdns-next"), filepath.Join(e.dir, "meshdns-agent-next")
+	buildVersion(t, next, nextVersion, false)
+	buildVersion(t, nextAgent, nextVersion, true)
+	if err := e.n.ImportArchive(releaseImage(t, next, nextAgent, e.dir)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -190,13 +192,18 @@ func testUpgrade(t, parent *testing.T, e *env) {
 }
 
 // buildVersion builds the meshdns binary as `make image` does, stamped
-// with version.
-func buildVersion(t *testing.T, out, version string) {
+// with version; with agent, the sidecar's build of it (the Makefile's
+// AGENT_BUILD).
+func buildVersion(t *testing.T, out, version string, agent bool) {
 	t.Helper()
 	goTool := testenv.RequireTool(t, "go")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-ldflags", "-X main.version="+version, "-o", out, "./cmd/meshdns")
+	args := []string{"build", "-trimpath", "-ldflags", "-X main.version=" + version}
+	if agent {
+		args = []string{"build", "-trimpath", "-tags", archtest.AgentBuildTags, "-ldflags", "-s -w -X main.version=" + version}
+	}
+	cmd := exec.CommandContext(ctx, goTool, append(args, "-o", out, "./cmd/meshdns")...)
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -205,15 +212,16 @@ func buildVersion(t *testing.T, out, version string) {
 }
 
 // releaseImage writes the new release's image (hack/image) named
-// nextImage and returns its archive.
-func releaseImage(t *testing.T, bin, dir string) string {
+// nextImage from its meshdns and meshdns-agent binaries and returns its
+// archive.
+func releaseImage(t *testing.T, bin, agent, dir string) string {
 	t.Helper()
 	goTool := testenv.RequireTool(t, "go")
 	archive := filepath.Join(dir, "meshdns-next.tar")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool, "run", "./hack/image", "-name", nextImage,
-		"-binary", "linux/"+goruntime.GOARCH+"="+bin, "-layout", filepath.Join(dir, "oci-next"), "-archive", archive, "-gzip=false")
+		"-binary", "linux/"+goruntime.GOARCH+"="+bin, "-agent-binary", "linux/"+goruntime.GOARCH+"="+agent, "-layout", filepath.Join(dir, "oci-next"), "-archive", archive, "-gzip=false")
 	cmd.Dir = "../.."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/image: %v\n%s", err, b)

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/buildtest"
 	"github.com/meshdns/meshdns/internal/netnstest"
 	"github.com/meshdns/meshdns/internal/ociimage"
@@ -40,6 +42,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	meshdnsBuild.Remove()
+	agentBuild.Remove()
 	os.Exit(code)
 }
 
@@ -77,21 +80,30 @@ var meshdnsBuild = &buildtest.Binary{
 	Env:  []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
 }
 
-// meshdnsBinary returns the content of meshdnsBuild.
-func meshdnsBinary(t testing.TB) []byte {
+// agentBuild is the sidecar's build of cmd/meshdns, as the Makefile's
+// AGENT_BUILD makes it.
+var agentBuild = &buildtest.Binary{
+	Pkg:  "github.com/meshdns/meshdns/cmd/meshdns",
+	Args: []string{"-trimpath", "-tags", archtest.AgentBuildTags, "-ldflags", "-s -w -X main.version=imagetest"},
+	Env:  []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
+}
+
+// readBuild returns the content of what b built.
+func readBuild(t testing.TB, b *buildtest.Binary) []byte {
 	t.Helper()
-	b, err := os.ReadFile(meshdnsBuild.Path(t))
+	data, err := os.ReadFile(b.Path(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return data
 }
 
 func testSpec(t testing.TB) ociimage.Meshdns {
 	// Uncompressed: gzip of the 40 MB binary under the race detector takes
 	// minutes. ociimage's tests cover the compressed layers.
 	return ociimage.Meshdns{Name: "localhost/meshdns:test", License: []byte("Apache License 2.0\n"),
-		Binaries: []ociimage.Binary{{Platform: ociimage.Platform{OS: "linux", Architecture: runtime.GOARCH}, Data: meshdnsBinary(t)}}}
+		Binaries: []ociimage.Binary{{Platform: ociimage.Platform{OS: "linux", Architecture: runtime.GOARCH},
+			Data: readBuild(t, meshdnsBuild), Agent: readBuild(t, agentBuild)}}}
 }
 
 // imageFiles returns the layer of the layout's first image, by path.
@@ -171,30 +183,48 @@ func TestImage(t *testing.T) {
 	}
 	slices.Sort(paths)
 	want := []string{"/etc", "/etc/group", "/etc/nsswitch.conf", "/etc/passwd", "/tmp", "/usr", "/usr/local", "/usr/local/bin",
-		"/usr/local/bin/meshdns", "/usr/share", "/usr/share/doc", "/usr/share/doc/meshdns", "/usr/share/doc/meshdns/LICENSE"}
+		"/usr/local/bin/meshdns", "/usr/local/bin/meshdns-agent", "/usr/share", "/usr/share/doc", "/usr/share/doc/meshdns", "/usr/share/doc/meshdns/LICENSE"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("image files (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{ociimage.MeshdnsBinary}, executables); diff != "" {
+	slices.Sort(executables)
+	if diff := cmp.Diff([]string{ociimage.MeshdnsBinary, ociimage.AgentBinary}, executables); diff != "" {
 		t.Errorf("executables (-want +got); no shell or other program belongs in the image:\n%s", diff)
 	}
 	if headers["/tmp"].Mode != 0o1777 {
 		t.Errorf("/tmp mode %o, want 1777", headers["/tmp"].Mode)
 	}
-	f, err := elf.NewFile(bytes.NewReader(data[ociimage.MeshdnsBinary]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			t.Errorf("the binary is dynamically linked (%v); the image has no libc", p.Type)
+	for _, bin := range []string{ociimage.MeshdnsBinary, ociimage.AgentBinary} {
+		f, err := elf.NewFile(bytes.NewReader(data[bin]))
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Errorf("%s is dynamically linked (%v); the image has no libc", bin, p.Type)
+			}
+		}
+	}
+	// The sidecar's binary is the agent build, not a copy of meshdns.
+	info, err := buildinfo.Read(bytes.NewReader(data[ociimage.AgentBinary]))
+	if err != nil {
+		t.Fatalf("%s: %v", ociimage.AgentBinary, err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["-tags"] != archtest.AgentBuildTags || settings["CGO_ENABLED"] != "0" {
+		t.Errorf("%s built with -tags %q CGO_ENABLED=%q, want -tags %q CGO_ENABLED=0", ociimage.AgentBinary, settings["-tags"], settings["CGO_ENABLED"], archtest.AgentBuildTags)
+	}
+	if len(data[ociimage.AgentBinary]) >= len(data[ociimage.MeshdnsBinary])/2 {
+		t.Errorf("%s is %d bytes, meshdns %d: want less than half", ociimage.AgentBinary, len(data[ociimage.AgentBinary]), len(data[ociimage.MeshdnsBinary]))
 	}
 }
 
-// TestImageCapture runs the image's own binary, chrooted into the image's
+// TestImageCapture runs the image's own binaries, chrooted into the image's
 // files so that no program of this machine is within reach, as the init
-// container and the sidecar of a pod, in a network namespace the test
+// container (meshdns) and the sidecar (meshdns-agent) of a pod, in a network namespace the test
 // creates: `meshdns iptables apply` writes the capture with nftables over
 // netlink (auto finds no iptables tools), the agent answers the
 // redirected queries of dig over UDP and TCP from its table, forwards
@@ -266,7 +296,7 @@ func TestImageCapture(t *testing.T) {
 	} else if !strings.Contains(out, "nftables rules applied") {
 		t.Errorf("apply output %q does not say the native backend was used", out)
 	}
-	netnstest.StartBackground(t, nil, "ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, ociimage.MeshdnsBinary, "agent",
+	netnstest.StartBackground(t, nil, "ip", "netns", "exec", pod, chroot, "--userspec=1337:1337", root, ociimage.AgentBinary, "agent",
 		"--nametable-file", "/etc/meshdns/nametable.json", "--namespace", "demo")
 	testenv.Eventually(t, "agent answers", 20*time.Second, func() bool {
 		out, _ := inPod(digPath, "+time=1", "+tries=1", "+short", "@198.18.0.1", "web.demo.svc.cluster.local")

@@ -1,5 +1,6 @@
 // Command image writes the meshdns container image: the static meshdns
-// binaries built by `make image`, one per platform, in an image from an
+// binaries built by `make image` (meshdns and the sidecar's meshdns-agent),
+// one image per platform, from an
 // empty base, as an OCI layout directory and an archive of it that
 // `docker load`, `ctr images import` and `crane push` accept. It needs no
 // registry and no container daemon, and the same binaries give the same
@@ -38,8 +39,9 @@ func (b *binaryFlags) Set(s string) error { *b = append(*b, s); return nil }
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var binaries binaryFlags
+	var binaries, agents binaryFlags
 	fs.Var(&binaries, "binary", "os/arch=path of a static meshdns binary (repeatable; the first is the one docker load takes)")
+	fs.Var(&agents, "agent-binary", "os/arch=path of the static meshdns-agent binary (make build's agent build) of a platform of -binary, which the injected sidecar runs (repeatable)")
 	var (
 		name     = fs.String("name", "ghcr.io/meshdns/meshdns:dev", "image reference, repository:version")
 		revision = fs.String("revision", "", "source revision for the image labels")
@@ -63,6 +65,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("read license: %w", err)
 	}
 	spec := ociimage.Meshdns{Name: *name, Revision: *revision, License: lic, Created: created, Gzip: *gz}
+	agentFiles := map[string]string{} // platform -> path
+	for _, a := range agents {
+		plat, path, ok := strings.Cut(a, "=")
+		if !ok {
+			return fmt.Errorf("-agent-binary %q: want os/arch=path", a)
+		}
+		agentFiles[plat] = path
+	}
 	for _, b := range binaries {
 		plat, path, ok := strings.Cut(b, "=")
 		if !ok {
@@ -76,7 +86,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("read binary: %w", err)
 		}
-		spec.Binaries = append(spec.Binaries, ociimage.Binary{Platform: p, Data: data})
+		// The injection template runs meshdns-agent in the sidecar: an
+		// image without it would give every injected pod an agent that
+		// cannot start.
+		agentPath, ok := agentFiles[plat]
+		if !ok {
+			return fmt.Errorf("-binary %s has no -agent-binary %s=PATH (the sidecar's build)", plat, plat)
+		}
+		delete(agentFiles, plat)
+		agent, err := os.ReadFile(agentPath)
+		if err != nil {
+			return fmt.Errorf("read agent binary: %w", err)
+		}
+		spec.Binaries = append(spec.Binaries, ociimage.Binary{Platform: p, Data: data, Agent: agent})
+	}
+	for plat := range agentFiles {
+		return fmt.Errorf("-agent-binary %s has no -binary %s=PATH", plat, plat)
 	}
 	l, err := spec.Index().Build()
 	if err != nil {

@@ -2,10 +2,14 @@ package ociimage
 
 import "time"
 
-// Binary is the meshdns binary of one platform.
+// Binary is the meshdns binaries of one platform.
 type Binary struct {
 	Platform Platform
-	Data     []byte
+	Data     []byte // meshdns, every command
+	// Agent is the sidecar's build of the same command (make build's
+	// bin/meshdns-agent: agent and version only), or nil for an image
+	// without it.
+	Agent []byte
 }
 
 // Meshdns is what goes into the meshdns image: `make image` (hack/image)
@@ -24,6 +28,9 @@ type Meshdns struct {
 const (
 	// MeshdnsBinary is the binary's path, the entrypoint.
 	MeshdnsBinary = "/usr/local/bin/meshdns"
+	// AgentBinary is the sidecar's smaller build, which the injected agent
+	// container runs: every pod maps its pages.
+	AgentBinary = "/usr/local/bin/meshdns-agent"
 	// nonroot is the default user (distroless's convention). The control
 	// plane runs as it; the injected sidecar sets its own uid (the one the
 	// capture rules exempt), and the init container runs as root with
@@ -33,9 +40,10 @@ const (
 
 // Index returns the image set: one image per binary, holding the binary,
 // the license, the passwd and group entries of root and nonroot, and an
-// empty /tmp. There is no shell and no other program: every role (the
-// sidecar agent, the init container's `meshdns iptables apply` with its
-// native nftables backend, the control plane) is the one binary.
+// empty /tmp. There is no shell and no other program: the init
+// container's `meshdns iptables apply` (with its native nftables backend)
+// and the control plane are the one meshdns binary; the sidecar's agent is
+// meshdns-agent, the same command built without what only the others need.
 func (s Meshdns) Index() Index {
 	ix := Index{Name: s.Name, Created: s.Created, Gzip: s.Gzip}
 	version := ix.Tag()
@@ -49,10 +57,13 @@ func (s Meshdns) Index() Index {
 		labels["org.opencontainers.image.revision"] = s.Revision
 	}
 	for _, b := range s.Binaries {
+		files := []File{{Path: MeshdnsBinary, Data: b.Data, Mode: 0o755}}
+		if b.Agent != nil {
+			files = append(files, File{Path: AgentBinary, Data: b.Agent, Mode: 0o755})
+		}
 		ix.Images = append(ix.Images, Image{
 			Platform: b.Platform,
-			Files: []File{
-				{Path: MeshdnsBinary, Data: b.Data, Mode: 0o755},
+			Files: append(files, []File{
 				{Path: "/usr/share/doc/meshdns/LICENSE", Data: s.License},
 				{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
 				{Path: "/etc/group", Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
@@ -60,7 +71,7 @@ func (s Meshdns) Index() Index {
 				// DNS; without it, it guesses the same.
 				{Path: "/etc/nsswitch.conf", Data: []byte("hosts: files dns\n")},
 				{Path: "/tmp", Dir: true, Mode: 0o1777},
-			},
+			}...),
 			Config: Config{
 				User:       nonroot,
 				Env:        []string{"PATH=/usr/local/bin"},
