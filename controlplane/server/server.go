@@ -168,8 +168,6 @@ func New(cfg Config) (*Server, error) {
 		grpc.StaticStreamWindowSize(64 << 10),
 		grpc.StaticConnWindowSize(64 << 10),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
-		// A context per stream the server can end (stream.go).
-		grpc.InTapHandle(withCancel),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))

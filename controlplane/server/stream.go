@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 
 	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -31,9 +30,6 @@ type agent struct {
 	sub                                                           *view.Sub
 	st                                                            grpc.ServerStream
 	ts                                                            grpc.ServerTransportStream
-	// cancel ends the stream's context: the handler's RecvMsg returns
-	// (and a SendMsg waiting for write quota would).
-	cancel context.CancelFunc
 	// admitted frees the stream's admission slot once the agent answered
 	// its first response; idempotent.
 	admitted func()
@@ -98,27 +94,9 @@ func (a *agent) canSendLocked() bool {
 	return a.nonce-a.answered < ringSize && a.sentBytes-a.ansBytes < maxUnanswered
 }
 
-// streamCancel is the context key of a stream's cancel function.
-type streamCancel struct{}
-
-// withCancel is the server's tap handle: it gives every stream a context
-// the server can end, so the handler's blocking RecvMsg returns when the
-// stream must close for another reason (a rebind).
-func withCancel(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	return context.WithValue(ctx, streamCancel{}, cancel), nil
-}
-
 // StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer.
 func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNameTableRequest, meshdnsv1.StreamNameTableResponse]) error {
 	ctx := st.Context()
-	cancel, _ := ctx.Value(streamCancel{}).(context.CancelFunc)
-	if cancel == nil {
-		var c context.Context
-		c, cancel = context.WithCancel(ctx)
-		ctx = c
-	}
-	defer cancel()
 	first, err := st.Recv()
 	if err != nil {
 		s.m.streams.WithLabelValues("error").Inc()
@@ -147,7 +125,7 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	a := &agent{
 		pod: ver.pod, namespace: ver.namespace, clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
-		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), cancel: cancel, admitted: release,
+		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), admitted: release,
 		// The handler sends the first response itself.
 		scheduled: true, sentID: first.GetVersionInfo(),
 	}
@@ -194,7 +172,7 @@ func (s *Server) wake(a *agent) {
 	case a.scheduled || a.ended:
 		a.mu.Unlock()
 	case a.sub.Rebind():
-		a.rebindLocked()
+		s.rebindLocked(a)
 	case a.held:
 		a.mu.Unlock()
 	default:
@@ -211,18 +189,21 @@ type statusWriter interface {
 	WriteStatus(*status.Status) error
 }
 
-// rebindLocked ends the stream with errRebind, from outside its handler
-// (which is blocked reading): the status goes to the agent at once and the
-// handler's RecvMsg returns. Without grpc-go's WriteStatus it cancels the
-// stream's context instead (the agent sees Canceled). Called with a.mu
-// held, which it releases; no sender may be at work.
-func (a *agent) rebindLocked() {
+// rebindLocked ends the stream with errRebind from outside its handler,
+// which is blocked reading: the status goes to the agent at once, and
+// ending the stream ends the handler's RecvMsg. (A stream context of our
+// own to cancel would cost every stream two contexts for this rare event;
+// TestInventedNamespacesShareOneView fails if gRPC drops the method.)
+// Called with a.mu held, which it releases; no sender may be at work.
+func (s *Server) rebindLocked(a *agent) {
 	a.ended = true
 	a.mu.Unlock()
-	if w, ok := a.ts.(statusWriter); ok && w.WriteStatus(status.Convert(errRebind)) == nil {
+	w, ok := a.ts.(statusWriter)
+	if !ok {
+		s.log.Error("cannot tell an agent to reconnect: gRPC's stream has no WriteStatus", "pod", a.namespace+"/"+a.pod)
 		return
 	}
-	a.cancel()
+	_ = w.WriteStatus(status.Convert(errRebind))
 }
 
 // end stops all sending to a and waits for a send in progress, so nothing
@@ -255,7 +236,7 @@ func (s *Server) send(a *agent) {
 			return
 		case a.sub.Rebind():
 			a.scheduled = false
-			a.rebindLocked()
+			s.rebindLocked(a)
 			return
 		case a.nonce > 0 && !a.needFull && target.ID == a.sentID:
 			// Up to date (or a stale wake-up).
@@ -312,10 +293,9 @@ func (s *Server) send(a *agent) {
 			a.idle = nil
 		}
 		if err != nil {
-			// The stream is broken; its handler's RecvMsg fails too.
+			// The stream is over; its handler's RecvMsg fails too.
 			a.scheduled = false
 			a.mu.Unlock()
-			a.cancel()
 			return
 		}
 		a.mu.Unlock()

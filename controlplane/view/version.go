@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -38,6 +39,10 @@ type Version struct {
 
 	fullOnce sync.Once
 	full     *Prepared
+
+	// last is the delta encoded last: the one every agent of the view
+	// asks for after a change, read without the lock.
+	last atomic.Pointer[Prepared]
 
 	mu     sync.Mutex           // guards deltas
 	deltas map[string]*Prepared // by base version ID
@@ -202,6 +207,9 @@ func (v *Version) Full() *Prepared {
 }
 
 func (v *Version) cachedDelta(base string) *Prepared {
+	if p := v.last.Load(); p != nil && p.Base == base {
+		return p
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.deltas[base]
@@ -255,6 +263,7 @@ func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, 
 		v.deltas = map[string]*Prepared{}
 	}
 	v.deltas[base] = p
+	v.last.Store(p)
 	v.enc.marshalled("delta", len(b))
 	return p
 }
