@@ -215,6 +215,18 @@ func scrape(tb testing.TB, admin, name string) float64 {
 	return -1
 }
 
+// forceGC runs a garbage collection in a child (pprof's heap profile with
+// gc=1 collects first).
+func forceGC(tb testing.TB, admin string) {
+	tb.Helper()
+	resp, err := http.Get(admin + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 func rssBytes(tb testing.TB, pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -349,6 +361,19 @@ func BenchmarkScale(b *testing.B) {
 		heap1 += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
 		stack1 += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
 	}
+	// The same after three collections, as a replica that has run for a
+	// while holds it: the garbage of the connects is gone and goroutine
+	// stacks grown while sending full tables have shrunk back (the
+	// runtime halves a stack using under a quarter of it at each GC).
+	rssGC, heapGC, stackGC := 0.0, 0.0, 0.0
+	for _, c := range cps {
+		for range 3 {
+			forceGC(b, c.admin)
+		}
+		rssGC += rssBytes(b, c.pid())
+		heapGC += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
+		stackGC += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
+	}
 
 	var lat []time.Duration
 	var fanout time.Duration // sum over iterations of last minus first agent
@@ -420,15 +445,19 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric((rss1-rss0)/float64(nAgents)/1024, "cp-rss-KiB/agent")
 	b.ReportMetric((heap1-heap0)/float64(nAgents)/1024, "cp-heap-KiB/agent")
 	b.ReportMetric((stack1-stack0)/float64(nAgents)/1024, "cp-stack-KiB/agent")
+	b.ReportMetric((rssGC-rss0)/float64(nAgents)/1024, "cp-gc-rss-KiB/agent")
+	b.ReportMetric((heapGC-heap0)/float64(nAgents)/1024, "cp-gc-heap-KiB/agent")
+	b.ReportMetric((stackGC-stack0)/float64(nAgents)/1024, "cp-gc-stack-KiB/agent")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
 	b.ReportMetric(marshals, "encodings/update")
 	b.ReportMetric(float64(fanout.Microseconds())/1000/float64(iters), "first-to-last-ms")
 	b.Logf("%d agents (%d processes) in %d namespaces on %d replicas, %d entries in %d files: connect+full table to all %v; "+
 		"per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB; "+
-		"cp cpu %.0fms/update (%.1fus per agent), agents' cpu %.0fms/update; heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks; %.1f delta encodings per update",
+		"cp cpu %.0fms/update (%.1fus per agent), agents' cpu %.0fms/update; heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks (after 3 GCs %.1f rss %.1f heap %.1f stacks); %.1f delta encodings per update",
 		nAgents, nProcs, nNamespaces, nReplicas, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000,
 		float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes, cpuPerUpdate, cpuPerUpdate*1000/float64(nAgents), float64(agentTicks)*10/float64(iters),
-		heapMax/(1<<20), rssMax/(1<<20), (rss1-rss0)/float64(nAgents)/1024, (heap1-heap0)/float64(nAgents)/1024, (stack1-stack0)/float64(nAgents)/1024, marshals)
+		heapMax/(1<<20), rssMax/(1<<20), (rss1-rss0)/float64(nAgents)/1024, (heap1-heap0)/float64(nAgents)/1024, (stack1-stack0)/float64(nAgents)/1024,
+		(rssGC-rss0)/float64(nAgents)/1024, (heapGC-heap0)/float64(nAgents)/1024, (stackGC-stack0)/float64(nAgents)/1024, marshals)
 
 	if os.Getenv("MESHDNS_BENCH_STORM") != "" {
 		benchStorm(b, dir, cps, fl, nAgents, bound)
@@ -525,7 +554,8 @@ func drain[T any](c chan T) {
 // profileUpdates, when MESHDNS_BENCH_PROFILE names a folder, saves the
 // first replica's CPU profile of the first MESHDNS_BENCH_PROFILE_SECONDS
 // (10) of the update loop (cpu.pprof) and its allocations before and after
-// the loop (allocs-0.pprof, allocs-1.pprof: compare with pprof -base).
+// the loop, each after a collection so it is complete (allocs-0.pprof,
+// allocs-1.pprof: compare with pprof -base).
 // The returned function waits for the profile.
 func profileUpdates(tb testing.TB, admin string) func() {
 	dir := os.Getenv("MESHDNS_BENCH_PROFILE")
@@ -547,7 +577,7 @@ func profileUpdates(tb testing.TB, admin string) func() {
 		defer f.Close()
 		_, _ = io.Copy(f, resp.Body)
 	}
-	save("/debug/pprof/allocs", "allocs-0.pprof")
+	save("/debug/pprof/heap?gc=1", "allocs-0.pprof")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -555,6 +585,6 @@ func profileUpdates(tb testing.TB, admin string) func() {
 	}()
 	return func() {
 		<-done
-		save("/debug/pprof/allocs", "allocs-1.pprof")
+		save("/debug/pprof/heap?gc=1", "allocs-1.pprof")
 	}
 }
