@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -45,28 +46,63 @@ func ConvertWire(b []byte, lim Limits) ([]nametable.Entry, []string, error) {
 // they were ~40 and ~25 MB beside the table being built, the pod's peak),
 // and a table walked from the state dir is not in memory at all.
 // It returns the table and its number of names.
+//
+// The builder needs the zones before the first name. A table whose zones
+// come first (the state files the discovery client writes) is built in
+// one pass; otherwise (the control plane's order: the zones follow the
+// names) a skim finds the zones and a second walk builds.
 func buildWire(t discovery.WireTable, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
 	lim = lim.withDefaults()
-	// The zones come first: every name's negative answers need its zone.
-	// They follow the names on the wire; finding them costs a skim.
-	var names []string
-	noName := func(string, []byte) error { return nil }
-	if err := t(noName, func(z string) error { names = append(names, z); return nil }); err != nil {
-		return nil, 0, err
-	}
-	c, _, err := newBuildingCollector(names, lim, pod)
-	if err != nil {
-		return nil, 0, err
-	}
+	var zones []string
+	var c *collector
 	info := new(meshdnsv1.NameInfo)
-	err = t(func(host string, raw []byte) error {
+	add := func(host string, raw []byte) error {
 		if err := proto.Unmarshal(raw, info); err != nil {
 			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 		}
 		return c.add(host, info)
-	}, func(string) error { return nil })
-	if err != nil {
+	}
+	err := t(func(host string, raw []byte) error {
+		if c == nil {
+			if len(zones) == 0 {
+				return errZonesLater
+			}
+			var err error
+			if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+				return err
+			}
+		}
+		return add(host, raw)
+	}, func(z string) error {
+		if c != nil {
+			return errZonesLater
+		}
+		zones = append(zones, z)
+		return nil
+	})
+	switch {
+	case err == nil && c == nil:
+		// Zones and no names (or nothing at all).
+		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+			return nil, 0, err
+		}
+	case errors.Is(err, errZonesLater):
+		zones = zones[:0]
+		if err := t(nil, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+			return nil, 0, err
+		}
+		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+			return nil, 0, err
+		}
+		if err := t(add, nil); err != nil {
+			return nil, 0, err
+		}
+	case err != nil:
 		return nil, 0, err
 	}
 	return c.into.Table(), c.n, nil
 }
+
+// errZonesLater stops a one-pass build at a name before any zone, or a
+// zone after names.
+var errZonesLater = errors.New("zones after names")

@@ -215,13 +215,15 @@ func (c *Client) ackUnchanged(resp *response, kind string) *meshdnsv1.StreamName
 // build: the two wire forms are never held together.
 func (c *Client) applyFull(version string, full []byte) error {
 	if c.cfg.StateDir != "" {
-		p, err := prepareState(c.cfg.StateDir, version, len(full), func(w io.Writer) error {
-			_, err := w.Write(full)
-			return err
-		})
+		// Written zones first (an empty delta's plan reorders it), so
+		// the build from the file, and a restart's, is one pass.
+		p, err := writePending(c.cfg.StateDir, version, memTable(full), &deltaPlan{keepZones: true})
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
 			return c.applyPending(version, p)
+		}
+		if !errors.Is(err, errStateWrite) {
+			return err // a malformed table
 		}
 		c.stateFailed(err)
 	}
@@ -240,18 +242,12 @@ func (c *Client) applyFull(version string, full []byte) error {
 // old one dropped before the build.
 func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error {
 	if c.cfg.StateDir != "" {
-		size, err := d.size(base)
-		if err != nil {
-			return err
-		}
-		p, err := prepareState(c.cfg.StateDir, version, size, func(w io.Writer) error {
-			return d.write(base, func(b []byte) error {
-				_, err := w.Write(b)
-				return err
-			})
-		})
+		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
 			return c.applyPending(version, p)
+		}
+		if !errors.Is(err, errStateWrite) {
+			return err // the base, not the disk
 		}
 		c.stateFailed(err)
 	}
@@ -272,6 +268,28 @@ func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error 
 	}
 	c.setCurrent(version, next, false)
 	return nil
+}
+
+// errStateWrite marks a failure to write the state file (rather than to
+// read the base table).
+var errStateWrite = errors.New("write state")
+
+// writePending writes base with d applied as a pending state file.
+func writePending(dir, version string, base WireTable, d *deltaPlan) (*pendingState, error) {
+	size, err := d.size(base)
+	if err != nil {
+		return nil, err
+	}
+	p, err := prepareState(dir, version, size, func(w io.Writer) error {
+		return d.write(base, func(b []byte) error {
+			_, err := w.Write(b)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStateWrite, err)
+	}
+	return p, nil
 }
 
 // applyPending builds the table of a pending state file and makes the file

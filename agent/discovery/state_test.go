@@ -139,3 +139,31 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 		t.Errorf("Current() = %s %v", v, cur)
 	}
 }
+
+// The state file lists the zones before the names, whatever order the
+// control plane sent (proto puts them after the table), so a restart
+// builds it in one pass.
+func TestStateFileZonesFirst(t *testing.T) {
+	dir := t.TempDir()
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: (&recorder{}).onTable, StateDir: dir})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example", "b.example")))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v1" {
+		t.Fatalf("ack = %v", ack)
+	}
+	var order []string
+	err := fileTable(filepath.Join(dir, stateFile))(func(host string, _ []byte) error {
+		order = append(order, "name")
+		return nil
+	}, func(z string) error {
+		order = append(order, "zone "+z)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"zone cluster.local", "name", "name"}, order); diff != "" {
+		t.Errorf("state file order (-want +got):\n%s", diff)
+	}
+}

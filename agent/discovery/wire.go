@@ -27,7 +27,8 @@ const (
 
 // EachName calls name for every entry of the wire-form NameTable b, with the
 // entry's key and its NameInfo still marshalled, and zone for every
-// authoritative zone, in the order they appear.
+// authoritative zone, in the order they appear. A nil name or zone skips
+// those.
 func EachName(b []byte, name func(host string, info []byte) error, zone func(z string) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -42,6 +43,9 @@ func EachName(b []byte, name func(host string, info []byte) error, zone func(z s
 				return fmt.Errorf("name table entry: %w", protowire.ParseError(n))
 			}
 			b = b[n:]
+			if name == nil {
+				continue
+			}
 			host, info, err := mapEntry(entry)
 			if err != nil {
 				return err
@@ -55,6 +59,9 @@ func EachName(b []byte, name func(host string, info []byte) error, zone func(z s
 				return fmt.Errorf("name table zone: %w", protowire.ParseError(n))
 			}
 			b = b[n:]
+			if zone == nil {
+				continue
+			}
 			if err := zone(z); err != nil {
 				return err
 			}
@@ -164,35 +171,38 @@ func newDeltaPlan(d *meshdnsv1.NameTableDelta) (*deltaPlan, error) {
 func (p *deltaPlan) empty() bool { return len(p.drop) == 0 && p.keepZones }
 
 // write emits the new table, piece by piece (each piece's bytes are valid
-// only during the call): base's kept entries, the upserts, then the zones.
+// only during the call): the zones first (those of the delta, or base's,
+// found by a skim of base), then base's kept entries and the upserts. With
+// the zones first, a table read back from the state dir is built in one
+// pass (the builder needs the zones before the first name).
 func (p *deltaPlan) write(base WireTable, emit func([]byte) error) error {
-	var zones []string
+	zones := p.zones
+	if p.keepZones {
+		zones = nil
+		if err := base(nil, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+			return err
+		}
+	}
 	var scratch []byte
+	for _, z := range zones {
+		scratch = protowire.AppendTag(scratch[:0], fieldNameTableZones, protowire.BytesType)
+		scratch = protowire.AppendString(scratch, z)
+		if err := emit(scratch); err != nil {
+			return err
+		}
+	}
 	err := base(func(host string, info []byte) error {
 		if _, ok := p.drop[host]; ok {
 			return nil
 		}
 		scratch = appendEntry(scratch[:0], host, info)
 		return emit(scratch)
-	}, func(z string) error {
-		zones = append(zones, z)
-		return nil
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}
 	for _, u := range p.ups {
 		scratch = appendEntry(scratch[:0], u.host, u.info)
-		if err := emit(scratch); err != nil {
-			return err
-		}
-	}
-	if !p.keepZones {
-		zones = p.zones
-	}
-	for _, z := range zones {
-		scratch = protowire.AppendTag(scratch[:0], fieldNameTableZones, protowire.BytesType)
-		scratch = protowire.AppendString(scratch, z)
 		if err := emit(scratch); err != nil {
 			return err
 		}

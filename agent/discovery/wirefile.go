@@ -239,6 +239,10 @@ func (p *pbReader) eachName(name func(string, []byte) error, zone func(string) e
 			return fmt.Errorf("name table: %w", err)
 		}
 		switch {
+		case num == fieldNameTableTable && typ == protowire.BytesType && name == nil:
+			if err := p.skip(typ); err != nil {
+				return fmt.Errorf("name table entry: %w", err)
+			}
 		case num == fieldNameTableTable && typ == protowire.BytesType:
 			entry, err := p.bytes()
 			if err != nil {
@@ -255,6 +259,9 @@ func (p *pbReader) eachName(name func(string, []byte) error, zone func(string) e
 			z, err := p.bytes()
 			if err != nil {
 				return fmt.Errorf("name table zone: %w", err)
+			}
+			if zone == nil {
+				continue
 			}
 			if err := zone(string(z)); err != nil {
 				return err

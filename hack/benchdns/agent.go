@@ -86,7 +86,7 @@ func startAgent(cfg *runConfig, n int, upstreamAddr string) (*child, error) {
 // freeUDPAddr returns a loopback address whose UDP and TCP ports were free
 // a moment ago.
 func freeUDPAddr() (string, error) {
-	for range 10 {
+	for range 100 {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			return "", err
@@ -101,6 +101,17 @@ func freeUDPAddr() (string, error) {
 		return addr, nil
 	}
 	return "", errors.New("no free port")
+}
+
+// freeTCPAddr returns a loopback address whose TCP port was free a moment
+// ago (an HTTP or gRPC address).
+func freeTCPAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // agentPath returns the meshdns binary when it has an agent command.

@@ -212,7 +212,7 @@ func startAgentProc(cfg *memConfig, extra ...string) (*memProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeUDPAddr()
+	admin, err := freeTCPAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	grpcAddr, err := freeUDPAddr()
+	grpcAddr, err := freeTCPAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +463,7 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 // startControlPlane starts `meshdns controlplane` serving entries on
 // grpcAddr and waits until it is ready.
 func startControlPlane(cfg *memConfig, grpcAddr, entries string) (*memProc, error) {
-	cpAdmin, err := freeUDPAddr()
+	cpAdmin, err := freeTCPAddr()
 	if err != nil {
 		return nil, err
 	}
