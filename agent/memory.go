@@ -112,12 +112,14 @@ func readReclaimable() (reclaim, live uint64) {
 const buildGCPercent = 25
 
 // buildPeak is how far the live heap of a build rises over the table it
-// builds (pkg/nametable BenchmarkTableMemory, peak/table: 2.5 at 100,000
-// names): the memory limit during a replacement leaves room for that much
-// beside what is live, and no more. Measured, a tighter limit did not
-// lower the peak (it is the live heap) but made builds up to four times
-// slower; this one costs nothing.
-const buildPeak = 2.6
+// builds (pkg/nametable BenchmarkTableMemory, peak/table: 1.16 at 100,000
+// names), with some room for the converter's garbage: the memory limit
+// during a replacement leaves room for that much beside what is live (the
+// old table), and no more. Measured at 100,000 names, the peak of a
+// replacement over the steady heap was 22.5 MB with room for 2.6 times
+// the live heap, 19 MB with 1.2 at the same build time, 17 MB with 0.3
+// but a build half again as long (the collector runs all the time).
+const buildPeak = 1.3
 
 // buildMemory readies the runtime for a table build and returns the
 // function that undoes it, so the build's garbage is collected before the
