@@ -37,7 +37,7 @@ image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, stat
 	@rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)
 	@for p in $(PLATFORMS); do \
 	  echo "go build $$p"; \
-	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(AGENT_BUILD) -o $(IMAGE_DIR)/$${p/\//_}/meshdns-agent ./cmd/meshdns || exit 1; \
 	done
 	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$(REVISION)" \
