@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
@@ -371,4 +372,39 @@ func itoa(i int) string {
 		b = append([]byte{byte('0' + i%10)}, b...)
 	}
 	return string(b)
+}
+
+// TestUnansweredAgentIsHeld: an agent that reads but does not answer gets
+// at most 8 responses in flight; versions published after that are not
+// sent, and its answer brings it to the current version in one delta.
+func TestUnansweredAgentIsHeld(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "mute"})
+	a.Next()
+	var got []*meshdnsv1.StreamNameTableResponse
+	for i := range 12 {
+		h.publish(t, entry("a.corp.example", "10.0.1."+itoa(i)))
+		if i < 8 {
+			got = append(got, a.Recv()) // unanswered
+		}
+	}
+	a.None(200 * time.Millisecond)
+	if got := h.metric(t, "meshdns_controlplane_push_holds_total"); got != 1 {
+		t.Errorf("holds = %v, want 1", got)
+	}
+	for _, r := range got {
+		if err := a.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Ack(got[len(got)-1]) // answers all 8
+	r := a.Next()
+	if k := cptest.Kind(r); k != "delta" {
+		t.Errorf("after the hold: a %s", k)
+	}
+	if ip := a.IPs()["a.corp.example"]; ip != "10.0.1.11" {
+		t.Errorf("a = %q after the hold, want the last version's 10.0.1.11", ip)
+	}
+	a.None(200 * time.Millisecond)
 }
