@@ -8,8 +8,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 	"github.com/meshdns/meshdns/controlplane/registry"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 func TestMain(m *testing.M) {
