@@ -64,6 +64,16 @@ func (f *fanout) run(ctx context.Context, send func(*agent)) {
 					send(a)
 					batch[i] = nil
 				}
+				// Let the connections' writers woken by this batch run
+				// before waking more. A writer with a small frame yields
+				// once before it flushes, holding a pooled 16 KiB write
+				// buffer; with 10,000 of them woken back to back, those
+				// yields piled up behind the workers, each holding its
+				// buffer, and the pool missed ~1,250 times per version
+				// (20 MB of garbage). Yielding here puts the worker in
+				// line behind them: the misses all but vanish, and with
+				// them a sixth of the bytes allocated per update.
+				runtime.Gosched()
 			}
 		}()
 	}
