@@ -222,6 +222,32 @@ func TestImage(t *testing.T) {
 	}
 }
 
+// TestRunPairsBinaries: every platform needs both binaries, since the
+// injected sidecar runs meshdns-agent.
+func TestRunPairsBinaries(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	writeFile(t, bin, "not really a binary")
+	common := []string{"-license", "../../LICENSE", "-layout", filepath.Join(dir, "oci"), "-archive", filepath.Join(dir, "a.tar"), "-gzip=false"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "meshdns without the agent", args: []string{"-binary", "linux/amd64=" + bin}, want: "-binary linux/amd64 has no -agent-binary linux/amd64=PATH"},
+		{name: "agent of another platform", args: []string{"-binary", "linux/amd64=" + bin, "-agent-binary", "linux/arm64=" + bin}, want: "-binary linux/amd64 has no -agent-binary"},
+		{name: "agent without meshdns", args: []string{"-binary", "linux/amd64=" + bin, "-agent-binary", "linux/amd64=" + bin, "-agent-binary", "linux/arm64=" + bin}, want: "-agent-binary linux/arm64 has no -binary linux/arm64=PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(append(tc.args, common...), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestImageCapture runs the image's own binaries, chrooted into the image's
 // files so that no program of this machine is within reach, as the init
 // container (meshdns) and the sidecar (meshdns-agent) of a pod, in a network namespace the test

@@ -1,7 +1,7 @@
-// Command image writes the meshdns container image: the static meshdns
-// binaries built by `make image` (meshdns and the sidecar's meshdns-agent),
-// one image per platform, from an
-// empty base, as an OCI layout directory and an archive of it that
+// Command image writes the meshdns container image: the static binaries
+// built by `make image` (meshdns and the sidecar's meshdns-agent), one image
+// per platform, from an empty base, as an OCI layout directory and an
+// archive of it that
 // `docker load`, `ctr images import` and `crane push` accept. It needs no
 // registry and no container daemon, and the same binaries give the same
 // digest.
