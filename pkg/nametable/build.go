@@ -94,6 +94,9 @@ func (bb *Builder) Table() *Table {
 	bb.done = true
 	b := bb.b
 	b.finish()
+	b.t.nextID = b.nextID
+	b.t.arena = &arena{}
+	b.t.arena.tip.Store(b.t)
 	return b.t
 }
 
@@ -151,6 +154,8 @@ type builder struct {
 	// owners is the entry that defined a node not named after it (an
 	// endpoint name, an alt host), to report a name defined twice.
 	owners map[*node]string
+	// placed collects the stored names added, for Patch; nil in New.
+	placed *[]string
 	slabs  slabs
 	hasAlt bool
 	// pend4 and pend6 collect the reverse index (finishReverse).
@@ -180,18 +185,26 @@ func (b *builder) addZones(zones []string) error {
 	// The apexes hold their SOA and have no owner: an entry of the same
 	// name takes the SOA over.
 	for _, z := range b.zones {
-		id, n, err := b.newNode()
-		if err != nil {
+		if err := b.addApex(z); err != nil {
 			return err
 		}
-		ref, _ := b.putText("", z)
-		soa := *b.soa(z)
-		rrs, rr := b.putRecords(len(soa))
-		copy(rrs, soa)
-		*n = node{name: ref, rr: rr, tail: uint8(len(soa)), flags: flagNoCanon}
-		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
-		b.t.indexName(id)
 	}
+	return nil
+}
+
+// addApex stores the apex of zone z with its SOA.
+func (b *builder) addApex(z string) error {
+	id, n, err := b.newNode()
+	if err != nil {
+		return err
+	}
+	ref, _ := b.putText("", z)
+	soa := *b.soa(z)
+	rrs, rr := b.putRecords(len(soa))
+	copy(rrs, soa)
+	*n = node{name: ref, rr: rr, tail: uint8(len(soa)), flags: flagNoCanon}
+	b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
+	b.t.indexName(id)
 	return nil
 }
 
@@ -273,7 +286,10 @@ func (b *builder) place(s *spec, names []string) error {
 			continue
 		}
 		if old := b.lookup(name); old != nil {
-			if !old.is(flagNoCanon) {
+			// The names a table defines itself give way to an entry:
+			// zone apexes, empty non-terminals and dns-version
+			// (which only Patch meets: New adds it last).
+			if !old.is(flagNoCanon) && !old.isVersion() {
 				return fmt.Errorf("name %q already defined by entry %q", name, b.ownerOf(old))
 			}
 			soa = append(slices.Clip(t.set(old, setSOA)), soa...)
@@ -312,10 +328,14 @@ func (b *builder) place(s *spec, names []string) error {
 				t.wild = make(map[string]*node)
 			}
 			t.wild[w] = n
+			if b.placed != nil {
+				*b.placed = append(*b.placed, "*."+w)
+			}
 			continue
 		}
 		if i == 0 {
 			t.indexName(s.id)
+			b.track(n)
 			continue
 		}
 		id, c, err := b.newNode()
@@ -334,6 +354,7 @@ func (b *builder) place(s *spec, names []string) error {
 		}
 		b.owners[c] = s.owner
 		t.indexName(id)
+		b.track(c)
 	}
 	return nil
 }
@@ -346,14 +367,7 @@ func (b *builder) finish() {
 	b.markReverse()
 	b.addEmptyNonTerminals()
 	t.compactIndex()
-	if t.revAddrs > 0 {
-		// The SOA of a reverse name outside every zone (apexFor gives
-		// the same answer for all of them; Lookup tries the zones first).
-		t.revNs = [2][]dns.RR{
-			*b.soa(b.apexFor("in-addr.arpa", "in-addr.arpa")),
-			*b.soa(b.apexFor("ip6.arpa", "ip6.arpa")),
-		}
-	}
+	b.setRevNs()
 	for _, z := range b.zones {
 		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
 	}
@@ -370,6 +384,23 @@ func (b *builder) finish() {
 	if b.zoneOf(b.pod.ClusterDomain) != "" {
 		t.podZone = "pod." + b.pod.ClusterDomain
 	}
+	b.setAlt()
+}
+
+// setRevNs sets the SOA of a reverse name outside every zone (apexFor
+// gives the same answer for all of them; Lookup tries the zones first).
+func (b *builder) setRevNs() {
+	if b.t.revAddrs > 0 {
+		b.t.revNs = [2][]dns.RR{
+			*b.soa(b.apexFor("in-addr.arpa", "in-addr.arpa")),
+			*b.soa(b.apexFor("ip6.arpa", "ip6.arpa")),
+		}
+	}
+}
+
+// setAlt turns the Kubernetes alternate names on once an entry has them.
+func (b *builder) setAlt() {
+	t := b.t
 	if b.hasAlt {
 		svc := ".svc." + b.pod.ClusterDomain
 		t.altNs = svc
@@ -414,8 +445,10 @@ func (b *builder) markReverse() {
 
 // zonesHoldReverse reports whether a zone may contain reverse names, whose
 // ancestors are then empty non-terminals.
-func (b *builder) zonesHoldReverse() bool {
-	for _, z := range b.zones {
+func (b *builder) zonesHoldReverse() bool { return zonesHoldReverse(b.zones) }
+
+func zonesHoldReverse(zones []string) bool {
+	for _, z := range zones {
 		for _, r := range []string{"in-addr.arpa", "ip6.arpa"} {
 			if inZone(z, r) || inZone(r, z) {
 				return true
@@ -508,14 +541,7 @@ func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []s
 		t.shapes = append(t.shapes, &shape{ns: *b.soa(apex), ttl: ttl, ports: ports, targets: targets, extra: extra})
 		return len(t.shapes) - 1
 	}
-	key := append(b.keyBuf[:0], apex...)
-	if len(ports) > 0 {
-		key = binary.AppendUvarint(append(key, 0), uint64(ttl))
-		for _, p := range ports {
-			key = append(append(key, byte(len(p.label))), p.label...)
-			key = binary.AppendUvarint(key, uint64(p.port))
-		}
-	}
+	key := appendShapeKey(b.keyBuf[:0], apex, ttl, ports)
 	b.keyBuf = key
 	if i, ok := b.shapes[string(key)]; ok {
 		return i
@@ -527,6 +553,20 @@ func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []s
 	t.shapes = append(t.shapes, sh)
 	b.shapes[string(key)] = len(t.shapes) - 1
 	return len(t.shapes) - 1
+}
+
+// appendShapeKey appends the key under which builder.shapes finds the
+// shared shape of a node in zone apex with SRV TTL ttl and ports.
+func appendShapeKey(key []byte, apex string, ttl uint32, ports []srvPort) []byte {
+	key = append(key, apex...)
+	if len(ports) > 0 {
+		key = binary.AppendUvarint(append(key, 0), uint64(ttl))
+		for _, p := range ports {
+			key = append(append(key, byte(len(p.label))), p.label...)
+			key = binary.AppendUvarint(key, uint64(p.port))
+		}
+	}
+	return key
 }
 
 // setShape points n at shape i.

@@ -112,3 +112,38 @@ func (t *Table) eachName(f func(key string, n *node)) {
 		}
 	}
 }
+
+// slotOf returns the slot holding name, if it is stored.
+func (t *Table) slotOf(name string) (int, bool) {
+	if len(t.slots) == 0 {
+		return 0, false
+	}
+	key := stringBytes(name)
+	return t.probe(key, maphash.Bytes(t.seed, key))
+}
+
+// deleteSlot empties slot i and moves the slots after it that probing
+// would no longer reach back towards their home (backward-shift deletion:
+// linear probing needs no tombstones).
+func (t *Table) deleteSlot(i int) {
+	s := t.slots
+	n := len(s)
+	s[i] = 0
+	t.count--
+	for j := i; ; {
+		if j++; j == n {
+			j = 0
+		}
+		v := s[j]
+		if v == 0 {
+			return
+		}
+		key := stringBytes(t.key(t.nodeAt(v&slotIDMask - 1).name))
+		h := slotStart(maphash.Bytes(t.seed, key), n)
+		// v may fill the hole at i unless its home lies in (i, j].
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			s[i], s[j] = v, 0
+			i = j
+		}
+	}
+}

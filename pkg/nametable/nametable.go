@@ -177,6 +177,15 @@ type Table struct {
 	// podZone is "pod.<cluster domain>" when the table is authoritative
 	// for the cluster domain, else "".
 	podZone string
+
+	// What Patch needs (patch.go). nextID is the number of node slots
+	// used (live or not) in nodes; arena is shared by every table
+	// patched from one New and says which of them may append to the
+	// tails of the shared chunks; desc counts, for names inside a zone,
+	// the names below them (ENT bookkeeping), nil until the first Patch.
+	nextID nodeID
+	arena  *arena
+	desc   map[string]int32
 }
 
 // zone is one zone the table is complete for.

@@ -112,6 +112,14 @@ type srvPort struct {
 
 func (n *node) is(flag uint8) bool { return n.flags&flag != 0 }
 
+// isENT reports whether n is an empty non-terminal: no records, no
+// canonical name (a zone apex holds its SOA).
+func (n *node) isENT() bool { return n.is(flagNoCanon) && n.count() == 0 }
+
+// isVersion reports whether n is the table's own dns-version name: only
+// it holds a TXT record.
+func (n *node) isVersion() bool { return n.tail>>4 != 0 }
+
 // group identifies the records n shares with the other names of its entry
 // (alt hosts are copies of the node with the same records).
 func (n *node) group() uint64 { return uint64(n.rr)<<32 | uint64(n.count()) }

@@ -117,7 +117,9 @@ func (s *store) putRecords(n int) ([]dns.RR, uint32) {
 	if k := len(t.rrs); k > 0 {
 		c = t.rrs[k-1]
 	}
-	if cap(c)-len(c) < n {
+	// A table's first run may be empty (a wildcard without addresses
+	// in a table without zones): it still needs a chunk to point into.
+	if len(t.rrs) == 0 || cap(c)-len(c) < n {
 		size := rrChunkMin
 		if k := len(t.rrs); k > 0 {
 			size = min(2*cap(t.rrs[k-1]), rrChunkMax)

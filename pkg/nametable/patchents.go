@@ -1,0 +1,150 @@
+package nametable
+
+import "maps"
+
+// A name inside a zone (below its apex) is an empty non-terminal when it
+// is not defined itself (a stored name other than an empty non-terminal,
+// or the reverse name of an indexed address) and something is below it: a
+// defined name (reverse names count where a zone holds them) or a
+// wildcard's domain, which counts for itself too. That is the set
+// builder.addEmptyNonTerminals finds by walking up from every name. A
+// patch keeps, per such name, how many things lie below it (Table.desc),
+// so that it finds which empty non-terminals appear or go from the names
+// it touched alone: a removed last child takes its empty parent with it,
+// a removed name that still has children becomes one.
+
+// eachAncestor calls f with every ancestor of name (and name itself with
+// self) that lies below the apex of the closest zone holding name.
+func (t *Table) eachAncestor(name string, self bool, f func(p string)) {
+	z := t.zoneOf(stringBytes(name))
+	if z == nil {
+		return
+	}
+	p := name
+	if !self {
+		p = parent(name)
+	}
+	for ; len(p) > len(z.name); p = parent(p) {
+		f(p)
+	}
+}
+
+// holdsReverse reports whether a zone may hold reverse names.
+func (t *Table) holdsReverse() bool {
+	for i := range t.zones {
+		if zonesHoldReverse([]string{t.zones[i].name}) {
+			return true
+		}
+	}
+	return false
+}
+
+// countBelow counts, for every name that may be an empty non-terminal, what
+// lies below it (see above). The first Patch of a table from New does it
+// once; later ones update the copy they inherit.
+func (t *Table) countBelow() map[string]int32 {
+	d := make(map[string]int32)
+	if len(t.zones) == 0 {
+		return d
+	}
+	inc := func(p string) { d[p]++ }
+	t.eachName(func(k string, n *node) {
+		if !n.isENT() {
+			t.eachAncestor(k, false, inc)
+		}
+	})
+	for w := range t.wild {
+		t.eachAncestor(w, true, inc)
+	}
+	if t.holdsReverse() {
+		t.eachReverse(func(k [16]byte) { t.eachAncestor(revKey(k), false, inc) })
+	}
+	return d
+}
+
+// defines reports whether t stores name other than as an empty
+// non-terminal.
+func (t *Table) defines(name string) bool {
+	n := t.lookupName(stringBytes(name))
+	return n != nil && !n.isENT()
+}
+
+// isReverseName reports whether name is the reverse name of an indexed
+// address.
+func (t *Table) isReverseName(name string) bool {
+	k, ok := parseReverse(name)
+	return ok && t.hasReverse(k)
+}
+
+// emptyNonTerminals updates the counts for what the patch touched and
+// adds or removes the empty non-terminals whose count or own name changed.
+func (p *patcher) emptyNonTerminals() error {
+	old, t := p.old, p.nt
+	var d map[string]int32
+	if old.desc != nil {
+		d = maps.Clone(old.desc)
+	} else {
+		d = old.countBelow()
+	}
+	t.desc = d
+	if len(t.zones) == 0 {
+		return nil
+	}
+	cands := make(map[string]struct{})
+	update := func(name string, self, was, is bool) {
+		if was == is {
+			return
+		}
+		var delta int32 = 1
+		if was {
+			delta = -1
+		}
+		t.eachAncestor(name, self, func(a string) {
+			if d[a] += delta; d[a] <= 0 {
+				delete(d, a)
+			}
+			cands[a] = struct{}{}
+		})
+	}
+	for name := range p.touched {
+		update(name, false, old.defines(name), t.defines(name))
+		cands[name] = struct{}{}
+	}
+	for w := range p.wilds {
+		update(w, true, old.wild[w] != nil, t.wild[w] != nil)
+	}
+	if t.holdsReverse() {
+		for k := range p.addrs {
+			name := revKey(k)
+			update(name, false, old.hasReverse(k), t.hasReverse(k))
+			cands[name] = struct{}{}
+		}
+	}
+	for name := range cands {
+		z := t.zoneOf(stringBytes(name))
+		if z == nil || len(name) <= len(z.name) {
+			continue
+		}
+		i, ok := t.slotOf(name)
+		var n *node
+		if ok {
+			n = t.nodeAt(t.slots[i]&slotIDMask - 1)
+		}
+		ent := n != nil && n.isENT()
+		want := d[name] > 0 && (n == nil || ent) && !t.isReverseName(name)
+		switch {
+		case want && n == nil:
+			id, n, err := p.b.newNode()
+			if err != nil {
+				return err
+			}
+			ref, _ := p.b.putText("", name)
+			*n = node{name: ref, flags: flagNoCanon}
+			p.b.setShape(n, p.b.shapeFor(z.name, 0, nil, nil, nil))
+			t.indexName(id)
+		case !want && ent:
+			t.deleteSlot(i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package nametable
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
+)
+
+// mergeReverse builds the new table's reverse index: the old one without
+// the records of removed names, merged with the added ones (sorted, after
+// the old records of the same address, as New has them when the added
+// entries come last).
+func (p *patcher) mergeReverse() {
+	t, b := p.nt, p.b
+	slices.SortStableFunc(b.pend4, func(x, y pending4) int { return cmp.Compare(x.addr, y.addr) })
+	slices.SortStableFunc(b.pend6, func(x, y pending6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
+	add4 := make([]uint32, len(b.pend4))
+	for i, e := range b.pend4 {
+		add4[i] = e.ref
+	}
+	add6 := make([]uint32, len(b.pend6))
+	for i, e := range b.pend6 {
+		add6[i] = e.ref
+	}
+	b.pend4, b.pend6 = nil, nil
+	var n4, n6 int
+	t.rev4, n4 = mergeRev(t, p.old.rev4, add4, p.dropped, t.addr4, cmp.Compare[uint32], func(a uint32) {
+		var k [16]byte
+		k[10], k[11] = 0xff, 0xff
+		binary.BigEndian.PutUint32(k[12:], a)
+		p.addrs[k] = struct{}{}
+	})
+	t.rev6, n6 = mergeRev(t, p.old.rev6, add6, p.dropped, t.addr6, func(x, y [16]byte) int {
+		return bytes.Compare(x[:], y[:])
+	}, func(a [16]byte) { p.addrs[a] = struct{}{} })
+	t.revAddrs = n4 + n6
+}
+
+// mergeRev merges the sorted reverse index old, without the records in
+// drop, and the sorted records add, keeping one record per owner name of
+// an address (the first), as uniqueRev does. It calls touch with the
+// address of every record dropped or added, and returns the merged index
+// and its number of distinct addresses.
+func mergeRev[A comparable](t *Table, old, add []uint32, drop map[uint32]struct{}, addr func(uint32) A, compare func(A, A) int, touch func(A)) ([]uint32, int) {
+	if len(add) == 0 && len(drop) == 0 {
+		distinct := 0
+		for i, ref := range old {
+			if i == 0 || addr(old[i-1]) != addr(ref) {
+				distinct++
+			}
+		}
+		return old, distinct
+	}
+	out := make([]uint32, 0, len(old)+len(add))
+	run, distinct := 0, 0
+	var last A
+	push := func(ref uint32, a A) {
+		if len(out) == 0 || a != last {
+			run = len(out)
+			distinct++
+		}
+		last = a
+		owner := t.rrAt(ref).Header().Name
+		if slices.ContainsFunc(out[run:], func(o uint32) bool { return t.rrAt(o).Header().Name == owner }) {
+			return // never the first of a run
+		}
+		out = append(out, ref)
+	}
+	i, j := 0, 0
+	for i < len(old) || j < len(add) {
+		if i < len(old) {
+			if _, gone := drop[old[i]]; gone {
+				touch(addr(old[i]))
+				i++
+				continue
+			}
+		}
+		if j == len(add) || (i < len(old) && compare(addr(old[i]), addr(add[j])) <= 0) {
+			push(old[i], addr(old[i]))
+			i++
+			continue
+		}
+		a := addr(add[j])
+		touch(a)
+		push(add[j], a)
+		j++
+	}
+	return slices.Clip(out), distinct
+}
+
+// markReverse gives the new table the PTR records of its stored names
+// that are reverse names of indexed addresses (an entry or zone apex named
+// like one; see builder.markReverse). Real tables have none: unless the
+// old table had some or the patch touched one, there is nothing to do;
+// else every name is checked again, and the nodes whose flag changes are
+// copied (the old table's nodes are never written).
+func (p *patcher) markReverse() error {
+	t := p.nt
+	need := p.old.revOf != nil
+	for _, name := range p.added {
+		if k, ok := parseReverse(name); ok && t.hasReverse(k) {
+			need = true
+		}
+	}
+	for k := range p.addrs {
+		if need {
+			break
+		}
+		if t.lookupName(stringBytes(revKey(k))) != nil {
+			need = true
+		}
+	}
+	t.revOf, t.revStored = nil, 0
+	if !need {
+		return nil
+	}
+	revOf := make(map[uint64][][16]byte)
+	t.eachName(func(name string, n *node) {
+		if n.isENT() {
+			return
+		}
+		if k, ok := parseReverse(name); ok && t.hasReverse(k) {
+			revOf[n.group()] = append(revOf[n.group()], k)
+			t.revStored++
+		}
+	})
+	for _, ks := range revOf {
+		slices.SortFunc(ks, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
+	}
+	if len(revOf) > 0 {
+		t.revOf = revOf
+	}
+	for i, v := range t.slots {
+		if v == 0 {
+			continue
+		}
+		n := t.nodeAt(v&slotIDMask - 1)
+		if n.isENT() {
+			continue
+		}
+		if _, want := revOf[n.group()]; want != n.is(flagRev) {
+			c, err := p.copyNode(i)
+			if err != nil {
+				return err
+			}
+			c.flags ^= flagRev
+		}
+	}
+	return nil
+}
+
+// copyNode gives the name in slot i a copy of its node, to change: the
+// old table may share the node.
+func (p *patcher) copyNode(i int) (*node, error) {
+	t := p.nt
+	v := t.slots[i]
+	old := t.nodeAt(v&slotIDMask - 1)
+	id, n, err := p.b.newNode()
+	if err != nil {
+		return nil, err
+	}
+	*n = *old
+	if old.is(flagCopy) {
+		t.canonOf[n] = t.canonOf[old]
+		delete(t.canonOf, old)
+	}
+	if old.shape == bigShape {
+		t.bigShape[n] = t.bigShape[old]
+		delete(t.bigShape, old)
+	}
+	for w, wn := range t.wild {
+		if wn == old {
+			t.wild[w] = n
+		}
+	}
+	t.slots[i] = v&^slotIDMask | (id + 1)
+	return n, nil
+}
