@@ -1,6 +1,11 @@
 package nametable
 
-import "maps"
+import (
+	"maps"
+	"net/netip"
+	"strings"
+	"unsafe"
+)
 
 // A name inside a zone (below its apex) is an empty non-terminal when it
 // is not defined itself (a stored name other than an empty non-terminal,
@@ -57,7 +62,23 @@ func (t *Table) countBelow() map[string]int32 {
 		t.eachAncestor(w, true, inc)
 	}
 	if t.holdsReverse() {
-		t.eachReverse(func(k [16]byte) { t.eachAncestor(revKey(k), false, inc) })
+		// Reverse names are not stored: each is written into buf, and
+		// its ancestors, few and shared, are looked up in keys so that
+		// only the first sight of one allocates.
+		keys := make(map[string]string)
+		var buf []byte
+		t.eachReverse(func(k [16]byte) {
+			buf = appendReverseName(buf[:0], netip.AddrFrom16(k).Unmap())
+			name := unsafe.String(unsafe.SliceData(buf), len(buf)-1)
+			t.eachAncestor(name, false, func(p string) {
+				key, ok := keys[p]
+				if !ok {
+					key = strings.Clone(p)
+					keys[key] = key
+				}
+				d[key]++
+			})
+		})
 	}
 	return d
 }

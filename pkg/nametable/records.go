@@ -113,22 +113,25 @@ func soaRR(zone string, serial, ttl uint32) dns.RR {
 // reverseName is the PTR owner of a, lowercase with trailing dot:
 // 4.3.2.10.in-addr.arpa. or the 32 nibbles under ip6.arpa. (RFC 3596).
 func reverseName(a netip.Addr) string {
+	return string(appendReverseName(make([]byte, 0, 64+len("ip6.arpa.")), a))
+}
+
+// appendReverseName appends the reverse name of a to buf.
+func appendReverseName(buf []byte, a netip.Addr) []byte {
 	if a.Is4() {
 		b := a.As4()
-		buf := make([]byte, 0, len("255.255.255.255.in-addr.arpa."))
 		for i := 3; i >= 0; i-- {
 			buf = strconv.AppendUint(buf, uint64(b[i]), 10)
 			buf = append(buf, '.')
 		}
-		return string(append(buf, "in-addr.arpa."...))
+		return append(buf, "in-addr.arpa."...)
 	}
 	const hex = "0123456789abcdef"
 	b := a.As16()
-	buf := make([]byte, 0, 64+len("ip6.arpa."))
 	for i := 15; i >= 0; i-- {
 		buf = append(buf, hex[b[i]&0xf], '.', hex[b[i]>>4], '.')
 	}
-	return string(append(buf, "ip6.arpa."...))
+	return append(buf, "ip6.arpa."...)
 }
 
 // spreadWeights gives each of the SRV records in rrs the weight 100/n
