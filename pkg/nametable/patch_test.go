@@ -594,3 +594,45 @@ func FuzzPatch(f *testing.F) {
 		sameTable(t, mustNew(t, result[:len(result)-1], w), back, w.r)
 	})
 }
+
+// TestPatchSameTableTwice patches one table from two goroutines at once:
+// one of them appends to the shared chunks' tails, the other starts
+// chunks of its own, and both answer as New does.
+func TestPatchSameTableTwice(t *testing.T) {
+	for seed := range uint64(10) {
+		w := newPatchWorld(rand.New(rand.NewPCG(seed, 21)))
+		entries := w.table()
+		base, err := New(entries, w.zones, w.pod)
+		if err != nil {
+			continue
+		}
+		type job struct {
+			remove, add, result []Entry
+			got                 *Table
+			err                 error
+		}
+		jobs := make([]job, 2)
+		for i := range jobs {
+			jobs[i].remove, jobs[i].add, jobs[i].result = w.patch(entries)
+		}
+		var wg sync.WaitGroup
+		for i := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				jobs[i].got, jobs[i].err = base.Patch(jobs[i].remove, jobs[i].add)
+			}()
+		}
+		wg.Wait()
+		for _, j := range jobs {
+			want, err := New(j.result, w.zones, w.pod)
+			if (err == nil) != (j.err == nil) {
+				t.Fatalf("seed %d: New: %v, Patch: %v", seed, err, j.err)
+			}
+			if err == nil {
+				sameTable(t, want, j.got, w.r)
+			}
+		}
+		sameTable(t, mustNew(t, entries, w), base, w.r)
+	}
+}
