@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
@@ -140,8 +140,8 @@ func runServe(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	reg := prometheus.NewRegistry()
-	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registerer: reg})
+	reg := metrics.NewRegistry()
+	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registerer: reg})
+	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // MetricName matches a metric name opening a code span: `meshdns_x_total`
@@ -49,5 +51,29 @@ func MetricsDocumented(t testing.TB, path string, pattern *regexp.Regexp, regist
 	reg := slices.Compact(slices.Sorted(slices.Values(registered)))
 	if diff := cmp.Diff(reg, DocumentedMetrics(t, path, pattern)); diff != "" {
 		t.Errorf("%s Metrics section (-registered +documented):\n%s", path, diff)
+	}
+}
+
+// Registered returns the family names registered on reg (those of the
+// agent's own metrics package), whether or not they have series yet: a
+// labelled family none of whose label values was used is still
+// registered, and documented.
+func Registered(reg *metrics.Registry) []string { return reg.Names() }
+
+// CheckNames fails t for every family of reg whose name breaks the naming
+// rules of docs/design.md: a meshdns_ prefix, counters and only counters
+// ending in _total, histograms (durations) in _seconds.
+func CheckNames(t testing.TB, reg *metrics.Registry) {
+	t.Helper()
+	for _, d := range reg.Descs() {
+		if !strings.HasPrefix(d.Name, "meshdns_") {
+			t.Errorf("metric %s lacks the meshdns_ prefix", d.Name)
+		}
+		if (d.Type == metrics.CounterType) != strings.HasSuffix(d.Name, "_total") {
+			t.Errorf("metric %s (%s): counters, and only counters, end in _total", d.Name, d.Type)
+		}
+		if d.Type == metrics.HistogramType && !strings.HasSuffix(d.Name, "_seconds") {
+			t.Errorf("metric %s: durations end in _seconds", d.Name)
+		}
 	}
 }

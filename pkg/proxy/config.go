@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Config configures a Handler and a Server. Every zero value has a default.
@@ -73,8 +74,9 @@ type Config struct {
 	// Logger receives errors and, at Debug, one line per query. Nil means
 	// discard.
 	Logger *slog.Logger
-	// Registerer receives the metrics (README.md). Nil means unregistered.
-	Registerer prometheus.Registerer
+	// Registry receives the metrics (README.md). Nil means a registry of
+	// its own, which nothing reads.
+	Registry *metrics.Registry
 }
 
 const (
@@ -130,8 +132,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = prometheus.NewRegistry()
+	if cfg.Registry == nil {
+		cfg.Registry = metrics.NewRegistry()
 	}
 	return cfg, nil
 }

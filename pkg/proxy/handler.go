@@ -20,7 +20,7 @@ import (
 type Handler struct {
 	resolver Resolver
 	log      *slog.Logger
-	m        *metrics
+	m        *proxyMetrics
 	// zone is the cluster domain in lowercased wire form.
 	zone                       []byte
 	maxAnswers, maxAnswerBytes int
@@ -52,7 +52,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
-	h.m, err = newMetrics(cfg.Registerer, func() float64 { return float64(h.state.Load().len()) })
+	h.m, err = newMetrics(cfg.Registry, func() float64 { return float64(h.state.Load().len()) })
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
@@ -172,7 +172,7 @@ func testConfig(r Resolver) Config {
 		Addrs:      []string{"127.0.0.1:0"},
 		Resolver:   r,
 		Logger:     slog.New(slog.DiscardHandler),
-		Registerer: prometheus.NewRegistry(),
+		Registry:   metrics.NewRegistry(),
 		UDPSockets: 2,
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -179,7 +179,7 @@ func TestDrainHandsOver(t *testing.T) {
 		t.Fatal("a second server without Takeover bound a taken address")
 	}
 	cfg.Takeover = true
-	cfg.Registerer = prometheus.NewRegistry()
+	cfg.Registry = metrics.NewRegistry()
 	second := startServer(t, cfg)
 	second.SetTable(demoTable(t))
 

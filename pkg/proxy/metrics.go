@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Metric labels are small enums so the hot path indexes arrays instead of
-// building label strings (WithLabelValues allocates and hashes).
+// building label strings (WithLabelValues locks and allocates).
 
 // Protocol is the transport a query came in on.
 type Protocol uint8
@@ -123,71 +124,71 @@ var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclai
 // lazyCounter resolves its label values on first use, so unused label
 // combinations do not show up as zero series.
 type lazyCounter struct {
-	c atomic.Pointer[prometheus.Counter]
+	c atomic.Pointer[metrics.Counter]
 }
 
-func (l *lazyCounter) get(vec *prometheus.CounterVec, lvs ...string) prometheus.Counter {
+func (l *lazyCounter) get(vec *metrics.CounterVec, lvs ...string) *metrics.Counter {
 	if c := l.c.Load(); c != nil {
-		return *c
+		return c
 	}
 	c := vec.WithLabelValues(lvs...)
-	l.c.Store(&c)
+	l.c.Store(c)
 	return c
 }
 
 type lazyObserver struct {
-	o atomic.Pointer[prometheus.Observer]
+	o atomic.Pointer[metrics.Histogram]
 }
 
-func (l *lazyObserver) get(vec *prometheus.HistogramVec, lvs ...string) prometheus.Observer {
+func (l *lazyObserver) get(vec *metrics.HistogramVec, lvs ...string) *metrics.Histogram {
 	if o := l.o.Load(); o != nil {
-		return *o
+		return o
 	}
 	o := vec.WithLabelValues(lvs...)
-	l.o.Store(&o)
+	l.o.Store(o)
 	return o
 }
 
-// metrics are the serving metrics; see README.md.
-type metrics struct {
-	requestsVec  *prometheus.CounterVec
+// proxyMetrics are the serving metrics; see README.md.
+type proxyMetrics struct {
+	requestsVec  *metrics.CounterVec
 	requests     [nProtocols][nQtypes][nRcodes][nSources]lazyCounter
-	durationVec  *prometheus.HistogramVec
+	durationVec  *metrics.HistogramVec
 	duration     [nProtocols][nSources]lazyObserver
-	droppedVec   *prometheus.CounterVec
+	droppedVec   *metrics.CounterVec
 	dropped      [nProtocols][nDropReasons]lazyCounter
-	truncatedVec *prometheus.CounterVec
+	truncatedVec *metrics.CounterVec
 	truncated    [nProtocols]lazyCounter
-	tcpConns     prometheus.Gauge
+	tcpConns     *metrics.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, error) {
-	m := &metrics{
-		requestsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+func newMetrics(reg *metrics.Registry, answers func() float64) (*proxyMetrics, error) {
+	m := &proxyMetrics{
+		requestsVec: metrics.NewCounterVec(metrics.Opts{
 			Name: "meshdns_dns_requests_total",
 			Help: "DNS queries answered, by protocol, query type, response code and source of the answer.",
 		}, []string{"protocol", "qtype", "rcode", "source"}),
-		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		durationVec: metrics.NewHistogramVec(metrics.HistogramOpts{
 			Name: "meshdns_dns_request_duration_seconds",
 			Help: "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
 			// 10µs up to 2.6s (an upstream timing out).
-			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
+			Buckets: metrics.ExponentialBuckets(10e-6, 4, 10),
 		}, []string{"protocol", "source"}),
-		droppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		droppedVec: metrics.NewCounterVec(metrics.Opts{
 			Name: "meshdns_dns_dropped_total",
 			Help: "Packets or connections dropped without a reply, by protocol and reason.",
 		}, []string{"protocol", "reason"}),
-		truncatedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		truncatedVec: metrics.NewCounterVec(metrics.Opts{
 			Name: "meshdns_dns_truncated_responses_total",
 			Help: "Replies truncated to the client's size with TC set, by protocol.",
 		}, []string{"protocol"}),
-		tcpConns: prometheus.NewGauge(prometheus.GaugeOpts{
+		tcpConns: metrics.NewGauge(metrics.Opts{
 			Name: "meshdns_dns_tcp_connections",
 			Help: "Open client TCP connections.",
 		}),
 	}
-	cs := []prometheus.Collector{m.requestsVec, m.durationVec, m.droppedVec, m.truncatedVec, m.tcpConns,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	cs := []metrics.Collector{m.requestsVec, m.durationVec, m.droppedVec, m.truncatedVec, m.tcpConns,
+		metrics.NewGaugeFunc(metrics.Opts{
 			Name: "meshdns_dns_answer_cache_entries",
 			Help: "Questions of the current table whose answers are kept precomputed.",
 		}, answers),
@@ -201,7 +202,7 @@ func newMetrics(reg prometheus.Registerer, answers func() float64) (*metrics, er
 }
 
 // observe counts one answered query.
-func (m *metrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
+func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
 	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
 	m.requests[p][qt][rc][src].get(m.requestsVec, protocolNames[p], qtypeNames[qt], rcodeNames[rc], sourceNames[src]).Inc()
 	if timed {
@@ -209,10 +210,10 @@ func (m *metrics) observe(p Protocol, qtype uint16, rcode int, src source, timed
 	}
 }
 
-func (m *metrics) drop(p Protocol, r dropReason) {
+func (m *proxyMetrics) drop(p Protocol, r dropReason) {
 	m.dropped[p][r].get(m.droppedVec, protocolNames[p], dropReasonNames[r]).Inc()
 }
 
-func (m *metrics) truncate(p Protocol) {
+func (m *proxyMetrics) truncate(p Protocol) {
 	m.truncated[p].get(m.truncatedVec, protocolNames[p]).Inc()
 }

@@ -2,23 +2,22 @@ package proxy
 
 import (
 	"regexp"
-	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/readmetest"
 )
 
 func TestMetricsCount(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	// www.example.org is in the cache; other names wait for the Resolver.
 	cfg := testConfig(&cacheOnly{fakeResolver: &fakeResolver{answer: staticAnswer(t, "A 192.0.2.1")}})
-	cfg.Registerer = reg
+	cfg.Registry = reg
 	s := startServer(t, cfg)
 	s.SetTable(demoTable(t))
 	h := s.Handler()
@@ -32,7 +31,7 @@ func TestMetricsCount(t *testing.T) {
 
 	tests := []struct {
 		name string
-		c    prometheus.Collector
+		c    *metrics.Counter
 		want float64
 	}{
 		{name: "table answers over udp", c: h.m.requestsVec.WithLabelValues("udp", "A", "NOERROR", "table"), want: 3},
@@ -43,15 +42,15 @@ func TestMetricsCount(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := testutil.ToFloat64(tc.c); got != tc.want {
+			if got := tc.c.Value(); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
 	// Table answers and cache hits on the reader are not timed; a query
 	// that waits for the Resolver (Serve blocks) is.
-	if n, err := testutil.GatherAndCount(reg, "meshdns_dns_request_duration_seconds"); err != nil || n != 0 {
-		t.Errorf("duration histogram series before a waiting query = %d, %v; want 0", n, err)
+	if n := seriesCount(t, reg, "meshdns_dns_request_duration_seconds"); n != 0 {
+		t.Errorf("duration histogram series before a waiting query = %d; want 0", n)
 	}
 	pkt, err := newQuery("other.example.org.", dns.TypeA).Pack()
 	if err != nil {
@@ -60,24 +59,52 @@ func TestMetricsCount(t *testing.T) {
 	if h.Serve(t.Context(), nil, pkt, UDP) == nil {
 		t.Fatal("no reply")
 	}
-	if n, err := testutil.GatherAndCount(reg, "meshdns_dns_request_duration_seconds"); err != nil || n != 1 {
-		t.Errorf("duration histogram series = %d, %v; want 1", n, err)
+	if n := seriesCount(t, reg, "meshdns_dns_request_duration_seconds"); n != 1 {
+		t.Errorf("duration histogram series = %d; want 1", n)
 	}
 	if got := gaugeValue(t, reg, "meshdns_dns_answer_cache_entries"); got < 3 {
 		t.Errorf("answer cache entries = %v, want >= 3", got)
 	}
 }
 
-// gaugeValue returns the value of the unlabelled gauge name in reg.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// scrape returns the sample lines of reg's text exposition.
+func scrape(t *testing.T, reg *metrics.Registry) []string {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
+	var b strings.Builder
+	if err := reg.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+	var lines []string
+	for l := range strings.SplitSeq(b.String(), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// seriesCount returns how many series the histogram name has in reg.
+func seriesCount(t *testing.T, reg *metrics.Registry, name string) int {
+	t.Helper()
+	n := 0
+	for _, l := range scrape(t, reg) {
+		if strings.HasPrefix(l, name+"_count") {
+			n++
+		}
+	}
+	return n
+}
+
+// gaugeValue returns the value of the unlabelled gauge name in reg.
+func gaugeValue(t *testing.T, reg *metrics.Registry, name string) float64 {
+	t.Helper()
+	for _, l := range scrape(t, reg) {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
 		}
 	}
 	t.Fatalf("no metric %s", name)
@@ -87,27 +114,13 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // registeredNames returns the names of every metric NewHandler registers.
 func registeredNames(t *testing.T) []string {
 	t.Helper()
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	cfg := testConfig(&fakeResolver{})
-	cfg.Registerer = reg
-	h, err := NewHandler(cfg)
-	if err != nil {
+	cfg.Registry = reg
+	if _, err := NewHandler(cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Touch every vector so Gather reports it.
-	h.m.observe(UDP, dns.TypeA, 0, srcCache, true, time.Millisecond)
-	h.m.drop(UDP, dropMalformed)
-	h.m.truncate(UDP)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, mf := range mfs {
-		names = append(names, mf.GetName())
-	}
-	sort.Strings(names)
-	return names
+	return readmetest.Registered(reg)
 }
 
 func TestMetricNames(t *testing.T) {

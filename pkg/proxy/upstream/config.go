@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Config configures a Resolver. Every field documents its zero value.
@@ -73,8 +73,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives per-query lines at Debug. Nil means slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics. Nil means they are not registered.
-	Registerer prometheus.Registerer
+	// Registry receives the metrics. Nil means they are not registered.
+	Registry *metrics.Registry
 
 	// window is how long a forward may take: ClientTimeout less a margin.
 	window time.Duration

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -25,8 +25,8 @@ const ednsSize = dnswire.EDNSSize
 // upstream is one configured server with its metric children.
 type upstream struct {
 	addr     string
-	duration prometheus.Observer
-	errs     map[string]prometheus.Counter // by kind; fixed after New
+	duration *metrics.Histogram
+	errs     map[string]*metrics.Counter // by kind; fixed after New
 }
 
 // tryError is a failed try; kind is a metric label value.

@@ -5,8 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -33,7 +32,7 @@ type flights struct {
 	m      map[string]*call // by lowercased question
 	closed bool             // no new calls; set before the WaitGroup is waited on
 
-	joined prometheus.Counter // counts callers that joined a call in flight
+	joined *metrics.Counter // counts callers that joined a call in flight
 }
 
 // close refuses new calls, so the WaitGroup gains no goroutine once Close

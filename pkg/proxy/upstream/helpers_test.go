@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // server is a real DNS server on 127.0.0.1 (UDP and TCP on one port) with a
@@ -172,10 +172,10 @@ func (c *clock) Advance(d time.Duration) {
 
 // newTestResolver builds a Resolver on its own registry and closes it at
 // cleanup. Zero Timeout becomes 500ms so failing tests end quickly.
-func newTestResolver(t testing.TB, cfg Config) (*Resolver, *prometheus.Registry) {
+func newTestResolver(t testing.TB, cfg Config) (*Resolver, *metrics.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
+	reg := metrics.NewRegistry()
+	cfg.Registry = reg
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 500 * time.Millisecond
 	}
@@ -267,13 +267,13 @@ func checkContract(t testing.TB, b, q []byte) {
 }
 
 // counter reads a counter or gauge child of a vector.
-func counter(t testing.TB, c prometheus.Collector) float64 {
+func counter(t testing.TB, c interface{ Value() float64 }) float64 {
 	t.Helper()
-	return testutil.ToFloat64(c)
+	return c.Value()
 }
 
 func errCount(r *Resolver, up int, kind string) float64 {
-	return testutil.ToFloat64(r.ups[up].errs[kind])
+	return r.ups[up].errs[kind].Value()
 }
 
 // fixedOrder makes sequential tries go through the upstreams in config order.

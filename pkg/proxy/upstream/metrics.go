@@ -1,7 +1,7 @@
 package upstream
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Error kinds, the bounded values of the kind label.
@@ -17,74 +17,74 @@ const (
 
 var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode, kindFormerr}
 
-// metrics are the resolver's collectors. Per-upstream children are resolved
+// resolverMetrics are the resolver's collectors. Per-upstream children are resolved
 // once in New so the query path never looks up a label.
-type metrics struct {
-	duration  *prometheus.HistogramVec
-	errors    *prometheus.CounterVec
-	inflight  prometheus.Gauge
-	coalesced prometheus.Counter
-	overload  prometheus.Counter
-	hits      prometheus.Counter
-	misses    prometheus.Counter
-	evictions prometheus.Counter
-	stale     prometheus.Counter
-	entries   prometheus.GaugeFunc
+type resolverMetrics struct {
+	duration  *metrics.HistogramVec
+	errors    *metrics.CounterVec
+	inflight  *metrics.Gauge
+	coalesced *metrics.Counter
+	overload  *metrics.Counter
+	hits      *metrics.Counter
+	misses    *metrics.Counter
+	evictions *metrics.Counter
+	stale     *metrics.Counter
+	entries   *metrics.GaugeFunc
 }
 
-func newMetrics(entries func() float64) *metrics {
-	return &metrics{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "meshdns", Subsystem: "upstream", Name: "request_duration_seconds",
+func newMetrics(entries func() float64) *resolverMetrics {
+	return &resolverMetrics{
+		duration: metrics.NewHistogramVec(metrics.HistogramOpts{
+			Name: "meshdns_upstream_request_duration_seconds",
 			Help: "Duration of one try against one upstream (UDP plus any TCP retry), successful or not.",
 			// 250µs (loopback) to ~4s (past the default 2s timeout).
-			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15),
+			Buckets: metrics.ExponentialBuckets(0.00025, 2, 15),
 		}, []string{"upstream"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "upstream", Name: "errors_total",
+		errors: metrics.NewCounterVec(metrics.Opts{
+			Name: "meshdns_upstream_errors_total",
 			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr.",
 		}, []string{"upstream", "kind"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "meshdns", Subsystem: "upstream", Name: "inflight_queries",
+		inflight: metrics.NewGauge(metrics.Opts{
+			Name: "meshdns_upstream_inflight_queries",
 			Help: "Upstream queries in flight (after coalescing).",
 		}),
-		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "upstream", Name: "coalesced_total",
+		coalesced: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_upstream_coalesced_total",
 			Help: "Queries that joined an identical query already in flight instead of going upstream.",
 		}),
-		overload: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "upstream", Name: "overloaded_total",
+		overload: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_upstream_overloaded_total",
 			Help: "Queries refused because the in-flight bound was reached.",
 		}),
-		hits: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "cache", Name: "hits_total",
+		hits: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_hits_total",
 			Help: "Forwarded questions answered from a fresh cache entry.",
 		}),
-		misses: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "cache", Name: "misses_total",
+		misses: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_misses_total",
 			Help: "Forwarded questions with no fresh cache entry.",
 		}),
-		evictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "cache", Name: "evictions_total",
+		evictions: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_evictions_total",
 			Help: "Cache entries dropped to make room.",
 		}),
-		stale: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "meshdns", Subsystem: "cache", Name: "stale_served_total",
+		stale: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_stale_served_total",
 			Help: "Replies served from an expired entry because every upstream failed (RFC 8767).",
 		}),
-		entries: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "meshdns", Subsystem: "cache", Name: "entries",
+		entries: metrics.NewGaugeFunc(metrics.Opts{
+			Name: "meshdns_cache_entries",
 			Help: "Replies held in the cache.",
 		}, entries),
 	}
 }
 
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.duration, m.errors, m.inflight, m.coalesced, m.overload,
+func (m *resolverMetrics) collectors() []metrics.Collector {
+	return []metrics.Collector{m.duration, m.errors, m.inflight, m.coalesced, m.overload,
 		m.hits, m.misses, m.evictions, m.stale, m.entries}
 }
 
-func (m *metrics) register(reg prometheus.Registerer) error {
+func (m *resolverMetrics) register(reg *metrics.Registry) error {
 	if reg == nil {
 		return nil
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -39,7 +39,7 @@ type Resolver struct {
 	log     *slog.Logger
 	ups     []*upstream
 	cache   *cache.Cache // or nil when CacheSize < 0
-	metrics *metrics
+	metrics *resolverMetrics
 	flights flights
 	// perm orders the upstreams for one query; tests replace it to make
 	// the order deterministic.
@@ -80,14 +80,14 @@ func New(cfg Config) (*Resolver, error) {
 		up := &upstream{
 			addr:     addr,
 			duration: r.metrics.duration.WithLabelValues(addr),
-			errs:     make(map[string]prometheus.Counter, len(errorKinds)),
+			errs:     make(map[string]*metrics.Counter, len(errorKinds)),
 		}
 		for _, k := range errorKinds {
 			up.errs[k] = r.metrics.errors.WithLabelValues(addr, k)
 		}
 		r.ups = append(r.ups, up)
 	}
-	if err := r.metrics.register(cfg.Registerer); err != nil {
+	if err := r.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("register upstream metrics: %w", err)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())

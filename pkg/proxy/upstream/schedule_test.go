@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // delayedServer answers only the first query it gets, after delay, with
@@ -93,7 +94,7 @@ func BenchmarkSlowUpstream(b *testing.B) {
 			answered, total := 0, time.Duration(0)
 			for b.Loop() {
 				srv := delayedServer(b, delay)
-				r, err := New(Config{Upstreams: []string{srv.Addr}, CacheSize: -1, Registerer: prometheus.NewRegistry()})
+				r, err := New(Config{Upstreams: []string{srv.Addr}, CacheSize: -1, Registry: metrics.NewRegistry()})
 				if err != nil {
 					b.Fatal(err)
 				}
