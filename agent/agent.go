@@ -59,7 +59,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (a *Agent) Listen() error {
 		CacheSize:     cfg.CacheSize,
 		Now:           cfg.Now,
 		Logger:        a.log,
-		Registerer:    cfg.Registerer,
+		Registry:      cfg.Registry,
 	})
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func (a *Agent) Listen() error {
 		Resolver:      a.resolver,
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        a.log,
-		Registerer:    cfg.Registerer,
+		Registry:      cfg.Registry,
 		Takeover:      cfg.Takeover,
 		Inherited:     cfg.Sockets,
 		// On stop, hand the sockets' traffic to a successor (or let the
@@ -172,14 +172,14 @@ func (a *Agent) Listen() error {
 				// keeping the decoded message here.
 				return a.tables.applyWire(src, version, wire, a.disc.Table)
 			},
-			StateDir:   cfg.StateDir,
-			CACert:     cfg.CACert,
-			TLSCert:    cfg.TLSCert,
-			TLSKey:     cfg.TLSKey,
-			TokenFile:  cfg.TokenFile,
-			Logger:     a.log,
-			Registerer: cfg.Registerer,
-			Now:        cfg.Now,
+			StateDir:  cfg.StateDir,
+			CACert:    cfg.CACert,
+			TLSCert:   cfg.TLSCert,
+			TLSKey:    cfg.TLSKey,
+			TokenFile: cfg.TokenFile,
+			Logger:    a.log,
+			Registry:  cfg.Registry,
+			Now:       cfg.Now,
 		})
 		if err != nil {
 			a.resolver.Close()

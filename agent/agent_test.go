@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -87,7 +86,7 @@ func TestServeExampleTable(t *testing.T) {
 			})
 		}
 	}
-	if got := testutil.ToFloat64(a.m.entries); got != 5 {
+	if got := a.m.entries.Value(); got != 5 {
 		t.Errorf("table entries gauge = %v, want 5", got)
 	}
 }

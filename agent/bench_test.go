@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -46,7 +45,7 @@ func BenchmarkConvert10k(b *testing.B) {
 // convert, validate, build and swap.
 func BenchmarkApply10k(b *testing.B) {
 	t := benchTable(10_000)
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := newMetrics(meshmetrics.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/meshdns/meshdns/internal/dnsname"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
@@ -133,10 +133,9 @@ type Config struct {
 	Logger *slog.Logger
 	// LogLevel, when set, is changed at runtime by /debug/loglevel.
 	LogLevel *slog.LevelVar
-	// Registerer receives every metric (agent, proxy, upstream, discovery)
-	// and Gatherer serves them on /metrics; a new registry when nil.
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
+	// Registry receives every metric (agent, proxy, upstream, discovery)
+	// and serves them on /metrics; a new registry when nil.
+	Registry *meshmetrics.Registry
 	// Now is the clock; time.Now.
 	Now func() time.Time
 }
@@ -216,16 +215,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.IPTables.Logger == nil {
 		cfg.IPTables.Logger = cfg.Logger
 	}
-	if cfg.Registerer == nil {
-		reg := prometheus.NewRegistry()
-		cfg.Registerer, cfg.Gatherer = reg, reg
-	}
-	if cfg.Gatherer == nil {
-		g, ok := cfg.Registerer.(prometheus.Gatherer)
-		if !ok {
-			return cfg, errors.New("a Gatherer is needed with a Registerer that is not one")
-		}
-		cfg.Gatherer = g
+	if cfg.Registry == nil {
+		cfg.Registry = meshmetrics.NewRegistry()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -72,7 +71,7 @@ func TestControlPlaneStream(t *testing.T) {
 	if nack.GetVersionInfo() != "v1" || nack.GetErrorDetail().GetCode() != 3 {
 		t.Fatalf("nack = %v", nack)
 	}
-	if got := testutil.ToFloat64(a.m.rejections.WithLabelValues(sourceControlPlane)); got != 1 {
+	if got := a.m.rejections.WithLabelValues(sourceControlPlane).Value(); got != 1 {
 		t.Errorf("rejections = %v, want 1", got)
 	}
 	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -30,7 +29,7 @@ func TestFileHotReload(t *testing.T) {
 	answers := func(name string) []string {
 		return answerData(exchange(t, "udp", a.dns, name, dns.TypeA))
 	}
-	rejections := func() float64 { return testutil.ToFloat64(a.m.rejections.WithLabelValues(sourceFile)) }
+	rejections := func() float64 { return a.m.rejections.WithLabelValues(sourceFile).Value() }
 
 	// wantRejections counts the rejections a step adds. A step that writes
 	// in place (truncate, then write) may add one more: the watcher can read
@@ -223,7 +222,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		testenv.ReplaceFile(t, path, tableJSON("web.demo.svc.cluster.local", fmt.Sprintf("10.0.0.%d", 1+(i+1)%2)))
 		want := float64(i + 2)
 		eventually(t, "reload", func() bool {
-			return testutil.ToFloat64(a.m.updates.WithLabelValues(sourceFile)) >= want
+			return a.m.updates.WithLabelValues(sourceFile).Value() >= want
 		})
 	}
 	close(stop)

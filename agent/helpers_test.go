@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -77,7 +77,7 @@ type testAgent struct {
 	*Agent
 	dns   string // host:port, UDP and TCP
 	admin string // http://host:port
-	reg   *prometheus.Registry
+	reg   *meshmetrics.Registry
 	stop  func()
 }
 
@@ -100,8 +100,8 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 	if cfg.FilePollInterval == 0 {
 		cfg.FilePollInterval = 100 * time.Millisecond
 	}
-	reg := prometheus.NewRegistry()
-	cfg.Registerer, cfg.Gatherer = reg, reg
+	reg := meshmetrics.NewRegistry()
+	cfg.Registry = reg
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

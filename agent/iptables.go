@@ -33,7 +33,7 @@ func newRulesCheck(cfg Config) (*rulesCheck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("iptables check: %w", err)
 	}
-	m, err := newIPTablesMetrics(cfg.Registerer, cfg.IPTablesRepair)
+	m, err := newIPTablesMetrics(cfg.Registry, cfg.IPTablesRepair)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/iptables"
 )
@@ -81,8 +79,8 @@ func TestIPTablesDriftNetns(t *testing.T) {
 
 				a := startAgent(t, Config{IPTablesCheckInterval: 50 * time.Millisecond, IPTablesRepair: repair, IPTables: rc})
 				am := a.rules.m
-				eventually(t, "a check without drift", func() bool { return testutil.ToFloat64(am.checks.WithLabelValues(checkOK)) >= 1 })
-				if got := testutil.ToFloat64(am.drift); got != 0 {
+				eventually(t, "a check without drift", func() bool { return am.checks.WithLabelValues(checkOK).Value() >= 1 })
+				if got := am.drift.Value(); got != 0 {
 					t.Fatalf("drift = %v after apply, want 0", got)
 				}
 
@@ -90,14 +88,14 @@ func TestIPTablesDriftNetns(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !repair {
-					eventually(t, "drift gauge 1", func() bool { return testutil.ToFloat64(am.drift) == 1 })
+					eventually(t, "drift gauge 1", func() bool { return am.drift.Value() == 1 })
 					if err := m.Apply(ctx); err != nil {
 						t.Fatalf("apply: %v", err)
 					}
-					eventually(t, "drift gauge 0 after apply", func() bool { return testutil.ToFloat64(am.drift) == 0 })
+					eventually(t, "drift gauge 0 after apply", func() bool { return am.drift.Value() == 0 })
 				} else {
-					eventually(t, "a repair", func() bool { return testutil.ToFloat64(am.repairs.WithLabelValues(checkOK)) >= 1 })
-					if got := testutil.ToFloat64(am.drift); got != 0 {
+					eventually(t, "a repair", func() bool { return am.repairs.WithLabelValues(checkOK).Value() >= 1 })
+					if got := am.drift.Value(); got != 0 {
 						t.Errorf("drift = %v after the repair, want 0", got)
 					}
 					if got := save(); !strings.Contains(got, redirect) {

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/meshdns/meshdns/iptables"
 )
 
@@ -113,26 +111,26 @@ func TestIPTablesDrift(t *testing.T) {
 		rc.Runner = fake
 		a := startAgent(t, Config{IPTablesCheckInterval: 10 * time.Millisecond, IPTables: rc})
 		m := a.rules.m
-		eventually(t, "a check without drift", func() bool { return testutil.ToFloat64(m.checks.WithLabelValues(checkOK)) >= 1 })
-		if got := testutil.ToFloat64(m.drift); got != 0 {
+		eventually(t, "a check without drift", func() bool { return m.checks.WithLabelValues(checkOK).Value() >= 1 })
+		if got := m.drift.Value(); got != 0 {
 			t.Errorf("drift = %v before tampering, want 0", got)
 		}
 
 		fake.set(true, nil)
-		eventually(t, "drift gauge 1", func() bool { return testutil.ToFloat64(m.drift) == 1 })
-		if got := testutil.ToFloat64(m.checks.WithLabelValues(checkDrift)); got < 1 {
+		eventually(t, "drift gauge 1", func() bool { return m.drift.Value() == 1 })
+		if got := m.checks.WithLabelValues(checkDrift).Value(); got < 1 {
 			t.Errorf("checks{drift} = %v, want >= 1", got)
 		}
 
 		// A failed check leaves the gauge as it was.
 		fake.set(true, fmt.Errorf("iptables-legacy-save: permission denied"))
-		eventually(t, "a failed check", func() bool { return testutil.ToFloat64(m.checks.WithLabelValues(checkError)) >= 1 })
-		if got := testutil.ToFloat64(m.drift); got != 1 {
+		eventually(t, "a failed check", func() bool { return m.checks.WithLabelValues(checkError).Value() >= 1 })
+		if got := m.drift.Value(); got != 1 {
 			t.Errorf("drift = %v after a failed check, want 1 (unchanged)", got)
 		}
 
 		fake.set(false, nil)
-		eventually(t, "drift gauge 0", func() bool { return testutil.ToFloat64(m.drift) == 0 })
+		eventually(t, "drift gauge 0", func() bool { return m.drift.Value() == 0 })
 		a.stop()
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
@@ -146,14 +144,14 @@ func TestIPTablesDrift(t *testing.T) {
 		rc.Runner = fake
 		a := startAgent(t, Config{IPTablesCheckInterval: 10 * time.Millisecond, IPTablesRepair: true, IPTables: rc})
 		m := a.rules.m
-		eventually(t, "a check without drift", func() bool { return testutil.ToFloat64(m.checks.WithLabelValues(checkOK)) >= 1 })
+		eventually(t, "a check without drift", func() bool { return m.checks.WithLabelValues(checkOK).Value() >= 1 })
 
 		fake.set(true, nil)
-		eventually(t, "a repair", func() bool { return testutil.ToFloat64(m.repairs.WithLabelValues(checkOK)) >= 1 })
-		if got := testutil.ToFloat64(m.checks.WithLabelValues(checkDrift)); got < 1 {
+		eventually(t, "a repair", func() bool { return m.repairs.WithLabelValues(checkOK).Value() >= 1 })
+		if got := m.checks.WithLabelValues(checkDrift).Value(); got < 1 {
 			t.Errorf("checks{drift} = %v, want >= 1", got)
 		}
-		if got := testutil.ToFloat64(m.drift); got != 0 {
+		if got := m.drift.Value(); got != 0 {
 			t.Errorf("drift = %v after a repair, want 0", got)
 		}
 		a.stop()
@@ -172,13 +170,9 @@ func TestIPTablesCheckOff(t *testing.T) {
 	if a.rules != nil {
 		t.Fatal("rules check running without an interval")
 	}
-	mfs, err := a.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "meshdns_iptables_") {
-			t.Errorf("%s registered without an iptables check", mf.GetName())
+	for _, n := range a.reg.Names() {
+		if strings.HasPrefix(n, "meshdns_iptables_") {
+			t.Errorf("%s registered without an iptables check", n)
 		}
 	}
 	if _, err := New(Config{IPTablesCheckInterval: time.Minute}); err == nil {

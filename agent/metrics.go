@@ -3,7 +3,7 @@ package agent
 import (
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Sources of a table, the bounded values of the source label.
@@ -17,43 +17,43 @@ const (
 var tableSources = []string{sourceFile, sourceControlPlane, sourceState, sourceNone}
 
 type metrics struct {
-	entries    prometheus.Gauge
-	info       *prometheus.GaugeVec   // version, source
-	updates    *prometheus.CounterVec // source
-	rejections *prometheus.CounterVec // source
-	build      prometheus.Histogram
-	lastUpdate prometheus.Gauge
-	ready      prometheus.Gauge
+	entries    *meshmetrics.Gauge
+	info       *meshmetrics.GaugeVec   // version, source
+	updates    *meshmetrics.CounterVec // source
+	rejections *meshmetrics.CounterVec // source
+	build      *meshmetrics.Histogram
+	lastUpdate *meshmetrics.Gauge
+	ready      *meshmetrics.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 	m := &metrics{
-		entries: prometheus.NewGauge(prometheus.GaugeOpts{
+		entries: meshmetrics.NewGauge(meshmetrics.Opts{
 			Name: "meshdns_agent_table_entries",
 			Help: "Names in the table being served (keys of the NameTable).",
 		}),
-		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		info: meshmetrics.NewGaugeVec(meshmetrics.Opts{
 			Name: "meshdns_agent_table_info",
 			Help: "1 for the version and source of the table being served.",
 		}, []string{"version", "source"}),
-		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+		updates: meshmetrics.NewCounterVec(meshmetrics.Opts{
 			Name: "meshdns_agent_table_updates_total",
 			Help: "Tables applied, by source (file, controlplane, state, none).",
 		}, []string{"source"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+		rejections: meshmetrics.NewCounterVec(meshmetrics.Opts{
 			Name: "meshdns_agent_table_rejections_total",
 			Help: "Tables rejected (unreadable, invalid or too large); the previous table kept serving.",
 		}, []string{"source"}),
-		build: prometheus.NewHistogram(prometheus.HistogramOpts{
+		build: meshmetrics.NewHistogram(meshmetrics.HistogramOpts{
 			Name:    "meshdns_agent_table_build_duration_seconds",
 			Help:    "Time to validate a NameTable and build its lookup table.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+			Buckets: meshmetrics.ExponentialBuckets(0.0001, 4, 10),
 		}),
-		lastUpdate: prometheus.NewGauge(prometheus.GaugeOpts{
+		lastUpdate: meshmetrics.NewGauge(meshmetrics.Opts{
 			Name: "meshdns_agent_table_last_update_timestamp_seconds",
 			Help: "Unix time at which the table being served was applied.",
 		}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+		ready: meshmetrics.NewGauge(meshmetrics.Opts{
 			Name: "meshdns_agent_ready",
 			Help: "1 once /healthz/ready reports ready.",
 		}),
@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.updates.WithLabelValues(s)
 		m.rejections.WithLabelValues(s)
 	}
-	for _, c := range []prometheus.Collector{m.entries, m.info, m.updates, m.rejections, m.build, m.lastUpdate, m.ready} {
+	for _, c := range []meshmetrics.Collector{m.entries, m.info, m.updates, m.rejections, m.build, m.lastUpdate, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register agent metrics: %w", err)
 		}
@@ -81,18 +81,18 @@ const (
 // an agent that does not check exports no drift gauge that reads "no
 // drift".
 type iptablesMetrics struct {
-	drift   prometheus.Gauge
-	checks  *prometheus.CounterVec // result: ok, drift, error
-	repairs *prometheus.CounterVec // result: ok, error; nil without repair
+	drift   *meshmetrics.Gauge
+	checks  *meshmetrics.CounterVec // result: ok, drift, error
+	repairs *meshmetrics.CounterVec // result: ok, error; nil without repair
 }
 
-func newIPTablesMetrics(reg prometheus.Registerer, repair bool) (*iptablesMetrics, error) {
+func newIPTablesMetrics(reg *meshmetrics.Registry, repair bool) (*iptablesMetrics, error) {
 	m := &iptablesMetrics{
-		drift: prometheus.NewGauge(prometheus.GaugeOpts{
+		drift: meshmetrics.NewGauge(meshmetrics.Opts{
 			Name: "meshdns_iptables_drift",
 			Help: "1 while the capture rules differ from the wanted ones (after any repair), as of the last successful check.",
 		}),
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checks: meshmetrics.NewCounterVec(meshmetrics.Opts{
 			Name: "meshdns_iptables_checks_total",
 			Help: "Checks of the capture rules, by result (ok, drift, error).",
 		}, []string{"result"}),
@@ -100,9 +100,9 @@ func newIPTablesMetrics(reg prometheus.Registerer, repair bool) (*iptablesMetric
 	for _, r := range []string{checkOK, checkDrift, checkError} {
 		m.checks.WithLabelValues(r)
 	}
-	cs := []prometheus.Collector{m.drift, m.checks}
+	cs := []meshmetrics.Collector{m.drift, m.checks}
 	if repair {
-		m.repairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		m.repairs = meshmetrics.NewCounterVec(meshmetrics.Opts{
 			Name: "meshdns_iptables_repairs_total",
 			Help: "Re-applications of drifted capture rules, by result (ok, error).",
 		}, []string{"result"})

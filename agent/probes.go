@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/meshdns/meshdns/internal/loopback"
 )
 
@@ -23,7 +21,7 @@ func (a *Agent) probeRoutes(mux *http.ServeMux) {
 	// Liveness says only that the process serves HTTP: a pod waiting for
 	// its first table must not be restarted for it.
 	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", a.cfg.Registry.Handler())
 }
 
 // checkLoopback reports an error unless addr ("host:port") listens on

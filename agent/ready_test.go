@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -17,7 +15,7 @@ func TestReadyOnFirstGoodFile(t *testing.T) {
 	up := startUpstream(t)
 	path := writeFile(t, t.TempDir(), "nametable.json", `{"table": `)
 	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
-	rejections := func() float64 { return testutil.ToFloat64(a.m.rejections.WithLabelValues(sourceFile)) }
+	rejections := func() float64 { return a.m.rejections.WithLabelValues(sourceFile).Value() }
 	// The first load happens before Run serves; once it is counted the
 	// agent has decided about this file.
 	eventually(t, "the bad file rejected", func() bool { return rejections() >= 1 })
@@ -34,7 +32,7 @@ func TestReadyOnFirstGoodFile(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "from file") {
 		t.Errorf("/healthz/ready = %d %q, want 200 and the file as source", code, body)
 	}
-	if got := testutil.ToFloat64(a.m.ready); got != 1 {
+	if got := a.m.ready.Value(); got != 1 {
 		t.Errorf("ready gauge = %v, want 1", got)
 	}
 }

@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -15,7 +14,7 @@ import (
 // the build rather than beside it), then the new table; a rejected one
 // leaves the old table served.
 func TestBuildDropsAnswersFirst(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry())
+	m, err := newMetrics(meshmetrics.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

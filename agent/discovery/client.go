@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/certfile"
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -88,8 +88,8 @@ type Config struct {
 	// Logger receives connection and update logs; slog.Default() when nil.
 	// The caller tags it with the instance id when it wants that.
 	Logger *slog.Logger
-	// Registerer receives the client's metrics; none when nil.
-	Registerer prometheus.Registerer
+	// Registry receives the client's metrics; none when nil.
+	Registry *meshmetrics.Registry
 	// Now is the clock; time.Now.
 	Now func() time.Time
 }
@@ -151,7 +151,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
 	}

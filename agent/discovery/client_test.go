@@ -16,14 +16,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/certtest"
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -148,10 +147,10 @@ func TestStreamFullDeltaAckNack(t *testing.T) {
 func testStreamFullDeltaAckNack(t *testing.T, stateDir bool) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	reg := prometheus.NewRegistry()
+	reg := meshmetrics.NewRegistry()
 	cfg := Config{
 		Addrs: []string{srv.Addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
-		AgentVersion: "test", OnTable: rec.onTable, Registerer: reg,
+		AgentVersion: "test", OnTable: rec.onTable, Registry: reg,
 	}
 	if stateDir {
 		cfg.StateDir = t.TempDir()
@@ -238,10 +237,10 @@ func testStreamFullDeltaAckNack(t *testing.T, stateDir bool) {
 	default:
 		t.Error("not synced after applied tables")
 	}
-	if got := testutil.ToFloat64(c.metrics.responses.WithLabelValues("delta", "nack")); got != 2 {
+	if got := c.metrics.responses.WithLabelValues("delta", "nack").Value(); got != 2 {
 		t.Errorf("delta nacks = %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(c.metrics.connected); got != 1 {
+	if got := c.metrics.connected.Value(); got != 1 {
 		t.Errorf("connected = %v, want 1", got)
 	}
 }
@@ -473,11 +472,11 @@ func TestMTLS(t *testing.T) {
 			rec := &recorder{}
 			tt.cfg.Addrs = []string{srv.Addr}
 			tt.cfg.OnTable = rec.onTable
-			tt.cfg.Registerer = prometheus.NewRegistry()
+			tt.cfg.Registry = meshmetrics.NewRegistry()
 			c := startClient(t, tt.cfg)
 			if !tt.accepted {
 				srv.NoRecv(t, 700*time.Millisecond)
-				if got := testutil.ToFloat64(c.metrics.connects.WithLabelValues("error")); got < 1 {
+				if got := c.metrics.connects.WithLabelValues("error").Value(); got < 1 {
 					t.Errorf("connect errors = %v, want >= 1", got)
 				}
 				return
@@ -609,7 +608,7 @@ func TestStateWriteFailureStillAcks(t *testing.T) {
 	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
 		t.Fatalf("ack = %v", got)
 	}
-	if got := testutil.ToFloat64(c.metrics.stateWrites.WithLabelValues("error")); got != 1 {
+	if got := c.metrics.stateWrites.WithLabelValues("error").Value(); got != 1 {
 		t.Errorf("state write errors = %v, want 1", got)
 	}
 }

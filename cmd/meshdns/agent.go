@@ -12,11 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/internal/certfile"
+	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
 )
 
@@ -133,8 +131,8 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		}
 		cfg.IPTables = rc
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoCollector())
+	reg := metrics.NewRegistry()
+	reg.MustRegister(metrics.GoCollector{}, metrics.ProcessCollector{}, agentBuildInfo())
 	cfg.DNSAddrs = dnsAddrs
 	cfg.Upstreams = upstreams
 	cfg.ControlPlanes = controlPlanes
@@ -142,7 +140,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	cfg.Version = buildInfo().Version
 	cfg.LogLevel = level
 	cfg.Logger = log
-	cfg.Registerer, cfg.Gatherer = reg, reg
+	cfg.Registry = reg
 	return cfg, nil
 }
 

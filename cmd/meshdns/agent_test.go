@@ -104,10 +104,10 @@ func TestAgentFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Logger == nil || got.Registerer == nil || got.Gatherer == nil || got.LogLevel == nil {
+			if got.Logger == nil || got.Registry == nil || got.LogLevel == nil {
 				t.Error("logger, level or registry not set")
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "Registerer", "Gatherer", "Version")); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "Registry", "Version")); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})

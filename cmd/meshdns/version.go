@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // version and revision are set at build time by the Makefile: -ldflags
@@ -81,14 +81,21 @@ func printVersion(w io.Writer) error {
 	return err
 }
 
-// buildInfoCollector is meshdns_build_info on the agent's and the control
-// plane's /metrics: always 1, the labels say which build runs, so a
-// dashboard can count versions across a fleet during a rollout.
-func buildInfoCollector() prometheus.Collector {
+// meshdns_build_info is on the agent's and the control plane's /metrics:
+// always 1, the labels say which build runs, so a dashboard can count
+// versions across a fleet during a rollout. The agent registers it on its
+// own metrics registry (agentBuildInfo), the control plane on
+// client_golang's (buildInfoCollector, version_controlplane.go); both
+// from these.
+const (
+	buildInfoName = "meshdns_build_info"
+	buildInfoHelp = "Always 1; the labels name the version, source revision and Go version of the running binary."
+)
+
+// agentBuildInfo is meshdns_build_info for the agent's registry.
+func agentBuildInfo() *metrics.GaugeFunc {
 	b := buildInfo()
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "meshdns_build_info",
-		Help:        "Always 1; the labels name the version, source revision and Go version of the running binary.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
-	}, func() float64 { return 1 })
+	return metrics.NewConstLabelGaugeFunc(metrics.Opts{Name: buildInfoName, Help: buildInfoHelp},
+		[]string{"version", "revision", "goversion"}, []string{b.Version, b.Revision, b.GoVersion},
+		func() float64 { return 1 })
 }

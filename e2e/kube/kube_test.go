@@ -117,11 +117,10 @@ func startStack(t *testing.T, c *kubetest.Cluster, podNS, upstream string) *stac
 	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch "+podNS+".svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	areg := prometheus.NewRegistry()
 	a, err := agent.New(agent.Config{
 		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{upstream},
 		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		CacheSize: -1, Logger: log, Registerer: areg, Gatherer: areg,
+		CacheSize: -1, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -83,6 +83,7 @@ var onlyImports = []struct {
 	why    string
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check)"},
+	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
 	{layer: "iptables", except: []string{"iptables/nft"}, allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
 	{
@@ -219,6 +220,7 @@ var agentBuildNot = []struct{ path, what string }{
 	{"html/template", "templates (gRPC's request tracing pulls them in)"},
 	{"text/template", "templates (gRPC's request tracing pulls them in)"},
 	{"runtime/cgo", "cgo, and with it libc's pages (build with CGO_ENABLED=0)"},
+	{"github.com/prometheus/", "the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)"},
 }
 
 // AgentBuildViolations checks the packages of the agent build (go list

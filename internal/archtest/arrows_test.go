@@ -190,12 +190,14 @@ func TestAgentBuildViolations(t *testing.T) {
 		{ImportPath: m + "controlplaneish"}, {ImportPath: m + "iptables"}, {ImportPath: m + "iptables/nft"},
 		{ImportPath: "github.com/mdlayher/netlink"}, {ImportPath: "golang.org/x/net/trace"}, {ImportPath: "golang.org/x/net/http2"},
 		{ImportPath: "html/template"}, {ImportPath: "runtime/cgo"}, {ImportPath: "runtime"},
+		{ImportPath: "github.com/prometheus/client_golang/prometheus"}, {ImportPath: m + "internal/metrics"},
 	}
 	const tail = ": the sidecar carries only what the agent needs"
 	want := []string{
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/trace, gRPC's request tracing (build with -tags grpcnotrace)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links html/template, templates (gRPC's request tracing pulls them in)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,

@@ -121,6 +121,13 @@ func TestGaugeVecReset(t *testing.T) {
 	if got := text(t, r); !strings.Contains(got, `x_info{version="b"} 1`) || strings.Contains(got, `version="a"`) {
 		t.Errorf("after Reset:\n%s", got)
 	}
+	v.WithLabelValues("c").Set(1)
+	if !v.DeleteLabelValues("b") || v.DeleteLabelValues("b") {
+		t.Error("DeleteLabelValues: want true once, then false")
+	}
+	if got := text(t, r); strings.Contains(got, `version="b"`) || !strings.Contains(got, `x_info{version="c"} 1`) {
+		t.Errorf("after DeleteLabelValues:\n%s", got)
+	}
 }
 
 // TestConcurrentUpdates counts from many goroutines while scraping: the

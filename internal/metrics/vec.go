@@ -45,6 +45,16 @@ func (v *vec[T]) with(values []string) *T {
 	return c.t
 }
 
+// remove drops the series of values and reports whether there was one.
+func (v *vec[T]) remove(values []string) bool {
+	key := strings.Join(values, "\xff")
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.children[key]
+	delete(v.children, key)
+	return ok
+}
+
 func (v *vec[T]) reset() {
 	v.mu.Lock()
 	clear(v.children)
@@ -95,6 +105,10 @@ func (v *GaugeVec) WithLabelValues(values ...string) *Gauge { return v.with(valu
 
 // Reset drops every series (an info metric moving to new label values).
 func (v *GaugeVec) Reset() { v.reset() }
+
+// DeleteLabelValues drops the series of these label values and reports
+// whether it existed.
+func (v *GaugeVec) DeleteLabelValues(values ...string) bool { return v.remove(values) }
 
 // HistogramVec is a histogram family with labels.
 type HistogramVec struct{ *vec[Histogram] }
