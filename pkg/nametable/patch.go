@@ -91,7 +91,7 @@ type patcher struct {
 	// depend on (patchents.go).
 	touched map[string]struct{}
 	wilds   map[string]struct{}
-	addrs   map[[16]byte]struct{}
+	addrs   [][16]byte // sorted, unique once mergeReverse is done
 	// dropped are the records of removed names.
 	dropped map[uint32]struct{}
 	// added are the stored names the patch added (entries, apexes given
@@ -102,12 +102,12 @@ type patcher struct {
 
 func (t *Table) patch(remove, add []Entry, tip bool) (*Table, error) {
 	nt := t.fork(tip, addedNames(add))
+	size := len(remove) + len(add)
 	p := &patcher{
 		old: t, nt: nt,
-		touched: make(map[string]struct{}),
+		touched: make(map[string]struct{}, size),
 		wilds:   make(map[string]struct{}),
-		addrs:   make(map[[16]byte]struct{}),
-		dropped: make(map[uint32]struct{}),
+		dropped: make(map[uint32]struct{}, len(remove)),
 	}
 	p.b = t.patchBuilder(nt, &p.placed)
 	b := p.b
@@ -286,11 +286,11 @@ func (p *patcher) remove(e *Entry) (apexes []string, err error) {
 // its stored form ("" for a wildcard).
 func (p *patcher) drop(name, canonical string) (string, error) {
 	nt := p.nt
-	notHere := fmt.Errorf("name %q is not in the table", name)
+	notHere := func() error { return fmt.Errorf("name %q is not in the table", name) }
 	if w, ok := strings.CutPrefix(name, "*."); ok {
 		n := nt.wild[w]
 		if n == nil || !nt.hasCanonical(n, canonical) {
-			return "", notHere
+			return "", notHere()
 		}
 		delete(nt.wild, w)
 		p.wilds[w] = struct{}{}
@@ -298,11 +298,11 @@ func (p *patcher) drop(name, canonical string) (string, error) {
 	}
 	i, ok := nt.slotOf(name)
 	if !ok {
-		return "", notHere
+		return "", notHere()
 	}
 	n := nt.nodeAt(nt.slots[i]&slotIDMask - 1)
 	if n.is(flagNoCanon) || n.isVersion() || !nt.hasCanonical(n, canonical) {
-		return "", notHere
+		return "", notHere()
 	}
 	key := nt.key(n.name)
 	p.touched[key] = struct{}{}

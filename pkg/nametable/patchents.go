@@ -111,7 +111,7 @@ func (p *patcher) emptyNonTerminals() error {
 	if len(t.zones) == 0 {
 		return nil
 	}
-	cands := make(map[string]struct{})
+	cands := make(map[string]struct{}, 2*len(p.touched))
 	update := func(name string, self, was, is bool) {
 		if was == is {
 			return
@@ -135,7 +135,7 @@ func (p *patcher) emptyNonTerminals() error {
 		update(w, true, old.wild[w] != nil, t.wild[w] != nil)
 	}
 	if t.holdsReverse() {
-		for k := range p.addrs {
+		for _, k := range p.addrs {
 			name := revKey(k)
 			update(name, false, old.hasReverse(k), t.hasReverse(k))
 			cands[name] = struct{}{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"net/netip"
 	"slices"
 )
 
@@ -29,12 +30,15 @@ func (p *patcher) mergeReverse() {
 		var k [16]byte
 		k[10], k[11] = 0xff, 0xff
 		binary.BigEndian.PutUint32(k[12:], a)
-		p.addrs[k] = struct{}{}
+		p.addrs = append(p.addrs, k)
 	})
 	t.rev6, n6 = mergeRev(t, p.old.rev6, add6, p.dropped, t.addr6, func(x, y [16]byte) int {
 		return bytes.Compare(x[:], y[:])
-	}, func(a [16]byte) { p.addrs[a] = struct{}{} })
+	}, func(a [16]byte) { p.addrs = append(p.addrs, a) })
 	t.revAddrs = n4 + n6
+	// Each family's addresses came in address order, so an address
+	// touched more than once shows up in a row.
+	p.addrs = slices.Compact(p.addrs)
 }
 
 // mergeRev merges the sorted reverse index old, without the records in
@@ -103,11 +107,13 @@ func (p *patcher) markReverse() error {
 			need = true
 		}
 	}
-	for k := range p.addrs {
+	var buf [64 + len("ip6.arpa.")]byte
+	for _, k := range p.addrs {
 		if need {
 			break
 		}
-		if t.lookupName(stringBytes(revKey(k))) != nil {
+		name := appendReverseName(buf[:0], netip.AddrFrom16(k).Unmap())
+		if t.lookupName(name[:len(name)-1]) != nil {
 			need = true
 		}
 	}
