@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -476,11 +477,26 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 		{event: "start: state dir + delta 3%", changed: max(1, n*3/100)},
 	} {
 		if restart.changed > 0 {
+			// The control plane takes the change before the agent starts.
+			before, err := cpVersions(cp.admin)
+			if err != nil {
+				return rows, err
+			}
 			if _, err := writeMemEntries(cfg.dir, n, restart.changed); err != nil {
 				return rows, err
 			}
-			// The control plane takes the change before the agent starts.
-			time.Sleep(time.Second)
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				v, err := cpVersions(cp.admin)
+				if err != nil {
+					return rows, err
+				}
+				if v > before {
+					break
+				}
+				if time.Now().After(deadline) {
+					return rows, errors.New("the control plane did not take the changed entries within a minute")
+				}
+			}
 		}
 		rs := memRow{server: "meshdns agent", event: restart.event, names: n}
 		p, err = startAgentProc(cfg, agentArgs...)
@@ -510,12 +526,33 @@ func startControlPlane(cfg *memConfig, grpcAddr, entries string) (*memProc, erro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &memProc{cmd: cmd}
+	p := &memProc{cmd: cmd, admin: cpAdmin}
 	if _, err := waitHTTP("http://"+cpAdmin+"/healthz/ready", 2*time.Minute); err != nil {
 		p.stop()
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
 	return p, nil
+}
+
+// cpVersions reads meshdns_controlplane_versions_total from a control
+// plane's admin address.
+func cpVersions(admin string) (float64, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "meshdns_controlplane_versions_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, errors.New("control plane metrics without meshdns_controlplane_versions_total")
 }
 
 // memDnsmasq measures dnsmasq on a hosts file: the start, then a new hosts
