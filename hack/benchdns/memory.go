@@ -286,17 +286,31 @@ func waitAnswer(addr, name, want string, limit time.Duration) (time.Time, error)
 // readyAndMeasure waits for p to be ready and to answer the last name, then
 // reads its memory idle and after dnsperf asked every name once.
 func readyAndMeasure(cfg *memConfig, p *memProc, r *memRow, files memFiles) error {
+	// Both at once: a restored table answers before the stream makes the
+	// agent ready.
+	type result struct {
+		at  time.Time
+		err error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		at, err := waitAnswer(p.dnsAddr, memName(r.names-1), memAddr(r.names-1, 0), 2*time.Minute)
+		answered <- result{at, err}
+	}()
 	if p.admin != "" {
 		at, err := waitHTTP("http://"+p.admin+"/healthz/ready", 2*time.Minute)
 		if err != nil {
+			<-answered
 			return err
 		}
 		r.ready = at.Sub(p.start)
 	}
-	at, err := waitAnswer(p.dnsAddr, memName(r.names-1), memAddr(r.names-1, 0), 2*time.Minute)
-	if err != nil {
-		return err
+	res := <-answered
+	if res.err != nil {
+		return res.err
 	}
+	at := res.at
+	var err error
 	r.answers = at.Sub(p.start)
 	if p.admin == "" {
 		r.ready = r.answers
