@@ -172,6 +172,9 @@ func (a *Agent) Listen() error {
 				// keeping the decoded message here.
 				return a.tables.applyWire(src, version, wire, a.disc.Table)
 			},
+			OnWireDelta: func(version string, next discovery.WireTable, c discovery.Change) error {
+				return a.tables.applyWireDelta(sourceControlPlane, version, next, c, a.disc.Table)
+			},
 			StateDir:  cfg.StateDir,
 			CACert:    cfg.CACert,
 			TLSCert:   cfg.TLSCert,

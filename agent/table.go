@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -70,6 +72,66 @@ func (ts *tables) applyWire(source, version string, wire discovery.WireTable, du
 	return err
 }
 
+// maxGarbage is the share of a patched table's storage that removed names
+// may leave behind before a delta is built whole again (nametable
+// Table.Garbage).
+const maxGarbage = 0.25
+
+// applyWireDelta applies a delta: it patches the table being served with
+// what the delta changes (nametable Table.Patch: the new table shares the
+// old one's storage, so a delta costs a small part of a table, not a whole
+// second one beside the first), and builds next whole when there is no
+// table to patch, the zones change, the table carries too much garbage,
+// or the patch fails (then the full build says whether next is valid).
+func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, c discovery.Change, dump func() (*meshdnsv1.NameTable, error)) error {
+	_, err := ts.buildFrom(source, version, func(prev *served) (*nametable.Table, int, error) {
+		if prev != nil && prev.Table != nil && !c.ZonesChanged && prev.Table.Garbage() <= maxGarbage {
+			if t, n, err := patchTable(prev, c, ts.limits); err == nil {
+				return t, n, nil
+			}
+		}
+		return buildWire(next, ts.limits, ts.pod)
+	}, dump)
+	return err
+}
+
+// patchTable converts what c changes and patches prev's table with it.
+func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table, int, error) {
+	lim = lim.withDefaults()
+	var remove, add []nametable.Entry
+	info := new(meshdnsv1.NameInfo)
+	err := c.Old(func(host string, raw []byte) error {
+		if err := proto.Unmarshal(raw, info); err != nil {
+			return err
+		}
+		e, err := convertInfo(host, info, lim)
+		if err != nil {
+			return err
+		}
+		remove = append(remove, e)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	for host, info := range c.New {
+		e, err := convertInfo(host, info, lim)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		add = append(add, e)
+	}
+	names := prev.Names - len(remove) + len(add)
+	if names > lim.MaxNames {
+		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, lim.MaxNames)
+	}
+	t, err := prev.Table.Patch(remove, add)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, names, nil
+}
+
 // applyFile builds the table of a --nametable-file with produce (which
 // reads the file name by name into the builder) and returns how many names
 // it holds.
@@ -91,6 +153,11 @@ func (ts *tables) fromEntries(convert func() ([]nametable.Entry, []string, error
 
 // build builds a table with produce and swaps it in.
 func (ts *tables) build(source, version string, produce func() (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+	return ts.buildFrom(source, version, func(*served) (*nametable.Table, int, error) { return produce() }, dump)
+}
+
+// buildFrom is build with produce given the table being served (or nil).
+func (ts *tables) buildFrom(source, version string, produce func(prev *served) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	prev := ts.cur.Load()
@@ -103,7 +170,7 @@ func (ts *tables) build(source, version string, produce func() (*nametable.Table
 	}
 	defer buildMemory(prev != nil)()
 	start := ts.now()
-	t, names, err := produce()
+	t, names, err := produce(prev)
 	if err != nil {
 		ts.m.rejections.WithLabelValues(source).Inc()
 		return 0, fmt.Errorf("table %s from %s: %w", version, source, err)

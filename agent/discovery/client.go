@@ -47,6 +47,11 @@ type Config struct {
 	// without the whole table decoded (or, with StateDir, without it in
 	// memory at all: it is then read from the state dir as it is walked).
 	OnWireTable func(version string, t WireTable) error
+	// OnWireDelta, when set with OnWireTable, is called instead of it for
+	// a delta: next is the whole new table (as OnWireTable gets it) and c
+	// what the delta changes, so the caller can patch the table it serves
+	// rather than build next whole.
+	OnWireDelta func(version string, next WireTable, c Change) error
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string

@@ -244,7 +244,7 @@ func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error 
 	if c.cfg.StateDir != "" {
 		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
-			return c.applyPending(version, p)
+			return c.applyPendingDelta(version, p, base, d)
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // the base, not the disk
@@ -263,11 +263,29 @@ func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error 
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.apply(version, memTable(next)); err != nil {
+	if err := c.applyDeltaTo(version, memTable(next), base, d); err != nil {
 		return err
 	}
 	c.setCurrent(version, next, false)
 	return nil
+}
+
+// applyDeltaTo hands next, the result of d on base, to OnWireDelta when
+// set (with what d changes), else to apply.
+func (c *Client) applyDeltaTo(version string, next, base WireTable, d *deltaPlan) error {
+	if c.cfg.OnWireDelta == nil || c.cfg.OnWireTable == nil {
+		return c.apply(version, next)
+	}
+	ch, err := d.change(base)
+	if err != nil {
+		return err
+	}
+	return c.cfg.OnWireDelta(version, next, ch)
+}
+
+// applyPendingDelta is applyPending for a delta on base.
+func (c *Client) applyPendingDelta(version string, p *pendingState, base WireTable, d *deltaPlan) error {
+	return c.applyPendingWith(version, p, func() error { return c.applyDeltaTo(version, p.table(), base, d) })
 }
 
 // errStateWrite marks a failure to write the state file (rather than to
@@ -295,8 +313,13 @@ func writePending(dir, version string, base WireTable, d *deltaPlan) (*pendingSt
 // applyPending builds the table of a pending state file and makes the file
 // the state when the table was applied.
 func (c *Client) applyPending(version string, p *pendingState) error {
+	return c.applyPendingWith(version, p, func() error { return c.apply(version, p.table()) })
+}
+
+// applyPendingWith is applyPending applying the table with apply.
+func (c *Client) applyPendingWith(version string, p *pendingState, apply func() error) error {
 	c.dropBase() // when the base was in memory (a state write failed before)
-	if err := c.apply(version, p.table()); err != nil {
+	if err := apply(); err != nil {
 		p.abort()
 		return err
 	}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
@@ -165,5 +167,76 @@ func TestStateFileZonesFirst(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"zone cluster.local", "name", "name"}, order); diff != "" {
 		t.Errorf("state file order (-want +got):\n%s", diff)
+	}
+}
+
+// With OnWireDelta a delta arrives as what it changes (the base's old
+// entries of the names it removes or replaces, the new ones, whether the
+// zones change) beside the whole next table, from the state dir and from
+// memory alike.
+func TestOnWireDelta(t *testing.T) {
+	for _, stateDir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "state dir"}[stateDir], func(t *testing.T) {
+			type got struct {
+				Old, New, Next []string
+				ZonesChanged   bool
+			}
+			var gots []got
+			cfg := Config{
+				Addrs:       nil,
+				OnWireTable: func(string, WireTable) error { return nil },
+				OnWireDelta: func(version string, next WireTable, c Change) error {
+					var g got
+					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, host); return nil }); err != nil {
+						return err
+					}
+					for h := range c.New {
+						g.New = append(g.New, h)
+					}
+					w, err := walk(next)
+					if err != nil {
+						return err
+					}
+					for h := range w.Names {
+						g.Next = append(g.Next, h)
+					}
+					slices.Sort(g.Old)
+					slices.Sort(g.New)
+					slices.Sort(g.Next)
+					g.ZonesChanged = c.ZonesChanged
+					gots = append(gots, g)
+					return nil
+				},
+			}
+			if stateDir {
+				cfg.StateDir = t.TempDir()
+			}
+			srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+			cfg.Addrs = []string{srv.Addr}
+			startClient(t, cfg)
+			srv.Recv(t)
+			srv.Send(full("v1", "n1", table("a.example", "b.example")))
+			srv.Recv(t)
+			srv.Send(delta("v2", "n2", "v1", []string{"b.example", "c.example"}, []string{"a.example", "missing.example"}))
+			if ack := srv.Recv(t); ack.GetVersionInfo() != "v2" || ack.GetErrorDetail() != nil {
+				t.Fatalf("ack of v2 = %v", ack)
+			}
+			same := delta("v3", "n3", "v2", nil, []string{"c.example"})
+			same.GetDelta().AuthoritativeZones = &meshdnsv1.ZoneSet{Zones: []string{"cluster.local"}}
+			srv.Send(same)
+			srv.Recv(t)
+			other := delta("v4", "n4", "v3", nil, nil)
+			other.GetDelta().AuthoritativeZones = &meshdnsv1.ZoneSet{Zones: []string{"example"}}
+			srv.Send(other)
+			srv.Recv(t)
+			want := []got{
+				{Old: []string{"a.example", "b.example"}, New: []string{"b.example", "c.example"}, Next: []string{"b.example", "c.example"}},
+				{Old: []string{"c.example"}, Next: []string{"b.example"}},
+				{Next: []string{"b.example"}, ZonesChanged: true},
+			}
+			if diff := cmp.Diff(want, gots, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("deltas (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

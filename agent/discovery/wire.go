@@ -3,6 +3,7 @@ package discovery
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -132,6 +133,7 @@ func applyDeltaWire(base []byte, d *meshdnsv1.NameTableDelta) ([]byte, error) {
 // name (in memory or streamed from the state file), with its upserts
 // marshalled once.
 type deltaPlan struct {
+	delta *meshdnsv1.NameTableDelta // or nil for a mere copy
 	drop  map[string]struct{}
 	ups   []upsert
 	zones []string // the delta's zones, when keepZones is false
@@ -146,7 +148,7 @@ type upsert struct {
 }
 
 func newDeltaPlan(d *meshdnsv1.NameTableDelta) (*deltaPlan, error) {
-	p := &deltaPlan{drop: make(map[string]struct{}, len(d.GetRemoved())+len(d.GetUpserted()))}
+	p := &deltaPlan{delta: d, drop: make(map[string]struct{}, len(d.GetRemoved())+len(d.GetUpserted()))}
 	for _, k := range d.GetRemoved() {
 		p.drop[k] = struct{}{}
 	}
@@ -165,6 +167,42 @@ func newDeltaPlan(d *meshdnsv1.NameTableDelta) (*deltaPlan, error) {
 		p.keepZones = true
 	}
 	return p, nil
+}
+
+// Change is what a delta changes in the table it applies to (OnWireDelta).
+type Change struct {
+	// Old walks the entries of the base table that the delta removes or
+	// replaces, with their NameInfo as the base has it (marshalled, valid
+	// during the call).
+	Old func(name func(host string, info []byte) error) error
+	// New are the names the delta adds or replaces, with their new
+	// NameInfo.
+	New map[string]*meshdnsv1.NameInfo
+	// ZonesChanged: the delta's zones differ from the base's.
+	ZonesChanged bool
+}
+
+// change returns what p changes in base.
+func (p *deltaPlan) change(base WireTable) (Change, error) {
+	c := Change{
+		Old: func(name func(string, []byte) error) error {
+			return base(func(host string, info []byte) error {
+				if _, ok := p.drop[host]; ok {
+					return name(host, info)
+				}
+				return nil
+			}, nil)
+		},
+		New: p.delta.GetUpserted(),
+	}
+	if !p.keepZones {
+		var zones []string
+		if err := base(nil, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+			return c, err
+		}
+		c.ZonesChanged = !slices.Equal(zones, p.zones)
+	}
+	return c, nil
 }
 
 // empty reports whether the delta changes nothing.
