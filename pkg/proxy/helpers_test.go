@@ -60,9 +60,13 @@ func demoTable(t testing.TB) *fakeTable {
 	t.Helper()
 	soa := mustRRs(t, "cluster.local. 30 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 30")
 	web := mustRRs(t, "x. 30 IN A 10.0.0.1", "x. 30 IN A 10.0.0.2", "x. 30 IN A 10.0.0.3")
-	var big []dns.RR
+	var big, huge []dns.RR
 	for i := range 60 {
 		big = append(big, mustRR(t, fmt.Sprintf("x. 30 IN AAAA fd00::%x", i+1)))
+	}
+	// Above a UDP reader's first reply buffer (readerReplyBuf).
+	for i := range 250 {
+		huge = append(huge, mustRR(t, fmt.Sprintf("x. 30 IN AAAA fd00::1:%x", i+1)))
 	}
 	return &fakeTable{results: map[string]nametable.Result{
 		"web.demo.svc.cluster.local./A":    {Action: nametable.Answer, Answer: web},
@@ -70,8 +74,9 @@ func demoTable(t testing.TB) *fakeTable {
 		"web.demo.svc.cluster.local.demo.svc.cluster.local./A": {
 			Action: nametable.Answer, Alias: "web.demo.svc.cluster.local", Answer: web,
 		},
-		"nope.demo.svc.cluster.local./A":   {Action: nametable.Answer, Rcode: dns.RcodeNameError, Ns: soa},
-		"big.demo.svc.cluster.local./AAAA": {Action: nametable.Answer, Answer: big},
+		"nope.demo.svc.cluster.local./A":    {Action: nametable.Answer, Rcode: dns.RcodeNameError, Ns: soa},
+		"big.demo.svc.cluster.local./AAAA":  {Action: nametable.Answer, Answer: big},
+		"huge.demo.svc.cluster.local./AAAA": {Action: nametable.Answer, Answer: huge},
 		"db.demo.svc.cluster.local./A": {
 			Action: nametable.Answer, Answer: mustRRs(t, "x. 30 IN CNAME db.example.org."), Chase: "db.example.org.",
 		},

@@ -644,3 +644,30 @@ func TestOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPReplyAboveReaderBuffer: a UDP reader starts with a small reply
+// buffer; a client whose EDNS size allows more still gets the whole
+// answer, and again once the reader kept the grown buffer.
+func TestUDPReplyAboveReaderBuffer(t *testing.T) {
+	s := startServer(t, testConfig(&fakeResolver{}))
+	s.SetTable(demoTable(t))
+	m := newQuery("huge.demo.svc.cluster.local.", dns.TypeAAAA)
+	m.SetEdns0(65000, false)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		reply := rawExchange(t, udpAddr(s), pkt, 2*time.Second)
+		if reply == nil {
+			t.Fatalf("query %d: no reply", i)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(reply); err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+		if len(reply) <= readerReplyBuf || r.Truncated || len(r.Answer) != 250 {
+			t.Errorf("query %d: %d bytes, tc=%v, %d answers; want all 250 in more than %d bytes", i, len(reply), r.Truncated, len(r.Answer), readerReplyBuf)
+		}
+	}
+}

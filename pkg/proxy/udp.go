@@ -15,6 +15,11 @@ import (
 const (
 	// maxUDPPacket is the largest UDP payload.
 	maxUDPPacket = 65535
+	// readerReplyBuf is the initial reply buffer of a UDP reader: a reply
+	// to a client advertising the common EDNS sizes (1232, 4096) fits; a
+	// bigger one grows it once. Sized for the largest packet, each reader
+	// would hold 64 KiB it almost never uses, in every pod.
+	readerReplyBuf = 4096
 	// workerBuf is the initial reply buffer of a forwarding worker; bigger
 	// replies grow it. Most forwarded replies are a few hundred bytes, and
 	// a burst leaves up to MaxForwarding workers holding one each.
@@ -42,8 +47,8 @@ type fwdJob struct {
 func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
 	s.readers.Add(1)
 	defer s.readers.Add(-1)
-	buf := make([]byte, maxUDPPacket)
-	out := make([]byte, 0, maxUDPPacket)
+	buf := make([]byte, maxUDPPacket) // a query of any size is read whole
+	out := make([]byte, 0, readerReplyBuf)
 	var r request
 	for {
 		n, addr, err := c.ReadFromUDPAddrPort(buf)
@@ -64,6 +69,9 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 		}
 		if reply != nil {
 			s.writeUDP(c, reply, addr)
+			if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
+				out = reply[:0] // keep the grown buffer
+			}
 		}
 	}
 }
