@@ -157,7 +157,7 @@ func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 		if full == nil {
 			full = []byte{}
 		}
-		err = c.applyFull(resp.version, full)
+		err = c.applyFull(resp.version, full, base)
 	case resp.delta != nil:
 		if resp.delta.GetBaseVersion() != cur || base == nil {
 			// The server thinks we hold another version (or a rejected
@@ -213,14 +213,14 @@ func (c *Client) ackUnchanged(resp *response, kind string) *meshdnsv1.StreamName
 // restart restores) when the table was applied. Without one, or when the
 // file cannot be written, the old in-memory base is dropped before the
 // build: the two wire forms are never held together.
-func (c *Client) applyFull(version string, full []byte) error {
+func (c *Client) applyFull(version string, full []byte, base WireTable) error {
 	if c.cfg.StateDir != "" {
 		// Written zones first (an empty delta's plan reorders it), so
 		// the build from the file, and a restart's, is one pass.
 		p, err := writePending(c.cfg.StateDir, version, memTable(full), &deltaPlan{keepZones: true})
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
-			return c.applyPending(version, p)
+			return c.applyPendingWith(version, p, func() error { return c.applyFullTo(version, p.table(), base) })
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // a malformed table
@@ -228,11 +228,28 @@ func (c *Client) applyFull(version string, full []byte) error {
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.apply(version, memTable(full)); err != nil {
+	if err := c.applyFullTo(version, memTable(full), base); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false)
 	return nil
+}
+
+// applyFullTo applies the full table next: as the change from base when
+// OnWireDelta is set and next changes little of base (a reconnect to a
+// control plane that did not know our version resends the table whole),
+// else whole.
+func (c *Client) applyFullTo(version string, next, base WireTable) error {
+	if c.cfg.OnWireDelta != nil && c.cfg.OnWireTable != nil && base != nil {
+		ch, ok, err := diff(base, next)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return c.cfg.OnWireDelta(version, next, ch)
+		}
+	}
+	return c.apply(version, next)
 }
 
 // applyDelta applies a delta to base. With a state dir the new table is

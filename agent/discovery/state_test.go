@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -236,6 +237,69 @@ func TestOnWireDelta(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, gots, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("deltas (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A full table that changes little of the one applied (a control plane
+// that did not know our version resends it whole) arrives as a change;
+// one that changes much of it, or its zones, as a whole table.
+func TestFullTableAsChange(t *testing.T) {
+	for _, stateDir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "state dir"}[stateDir], func(t *testing.T) {
+			var events []string
+			cfg := Config{
+				OnWireTable: func(version string, _ WireTable) error {
+					events = append(events, version+" whole")
+					return nil
+				},
+				OnWireDelta: func(version string, _ WireTable, c Change) error {
+					var old, added []string
+					if err := c.Old(func(host string, _ []byte) error { old = append(old, host); return nil }); err != nil {
+						return err
+					}
+					for h := range c.New {
+						added = append(added, h)
+					}
+					slices.Sort(old)
+					slices.Sort(added)
+					events = append(events, fmt.Sprintf("%s change -%v +%v", version, old, added))
+					return nil
+				},
+			}
+			if stateDir {
+				cfg.StateDir = t.TempDir()
+			}
+			srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+			cfg.Addrs = []string{srv.Addr}
+			startClient(t, cfg)
+			srv.Recv(t)
+			var names []string
+			for i := range 12 {
+				names = append(names, fmt.Sprintf("n%d.example", i))
+			}
+			srv.Send(full("v1", "n1", table(names...)))
+			srv.Recv(t)
+			// One name moves, one goes, one comes: 3 of 12.
+			v2 := table(append(names[2:], "new.example")...)
+			v2.Table["n2.example"].Ips = []string{"10.0.0.9"}
+			srv.Send(full("v2", "n2", v2))
+			srv.Recv(t)
+			srv.Send(full("v3", "n3", table("x.example", "y.example")))
+			srv.Recv(t)
+			other := table("x.example", "y.example")
+			other.AuthoritativeZones = []string{"example"}
+			srv.Send(full("v4", "n4", other))
+			srv.Recv(t)
+			want := []string{
+				"v1 whole",
+				"v2 change -[n0.example n1.example n2.example] +[n2.example new.example]",
+				"v3 whole",
+				"v4 whole",
+			}
+			if diff := cmp.Diff(want, events); diff != "" {
+				t.Errorf("applied (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package discovery
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -203,6 +204,78 @@ func (p *deltaPlan) change(base WireTable) (Change, error) {
 		c.ZonesChanged = !slices.Equal(zones, p.zones)
 	}
 	return c, nil
+}
+
+// maxDiffShare is the share of a table a full table may change for it to
+// be applied as a change (a patch) rather than built whole: a patch of
+// much of a table costs about a build anyway.
+const maxDiffShare = 0.25
+
+// diff returns what next changes in base, to apply a full table that
+// mostly repeats the one served (a reconnect to a control plane that does
+// not know our version) as a patch. ok is false when the zones differ or
+// more than maxDiffShare of the names change. It holds a hash per name of
+// base meanwhile, not the tables: entries whose NameInfo bytes hash the
+// same (64 bits, random seed) are taken as unchanged.
+func diff(base, next WireTable) (c Change, ok bool, err error) {
+	seed := maphash.MakeSeed()
+	old := map[string]uint64{}
+	var oldZones, newZones []string
+	err = base(func(host string, info []byte) error {
+		old[host] = maphash.Bytes(seed, info)
+		return nil
+	}, func(z string) error {
+		oldZones = append(oldZones, z)
+		return nil
+	})
+	if err != nil {
+		return c, false, err
+	}
+	limit := int(float64(len(old))*maxDiffShare) + 1
+	c.New = map[string]*meshdnsv1.NameInfo{}
+	seen := 0
+	errTooMany := errors.New("too many changes")
+	err = next(func(host string, info []byte) error {
+		h, had := old[host]
+		if had {
+			seen++
+		}
+		if had && h == maphash.Bytes(seed, info) {
+			delete(old, host) // unchanged: neither removed nor added
+			return nil
+		}
+		if len(c.New) >= limit {
+			return errTooMany
+		}
+		v := new(meshdnsv1.NameInfo)
+		if err := proto.Unmarshal(info, v); err != nil {
+			return fmt.Errorf("name %q: %w", host, err)
+		}
+		c.New[host] = v
+		return nil
+	}, func(z string) error {
+		newZones = append(newZones, z)
+		return nil
+	})
+	if errors.Is(err, errTooMany) {
+		return Change{}, false, nil
+	}
+	if err != nil {
+		return Change{}, false, err
+	}
+	// old holds the removed and the replaced names now.
+	if len(old) > limit || !slices.Equal(oldZones, newZones) {
+		return Change{}, false, nil
+	}
+	c.Old = func(name func(string, []byte) error) error {
+		return base(func(host string, info []byte) error {
+			if _, ok := old[host]; ok {
+				return name(host, info)
+			}
+			return nil
+		}, nil)
+	}
+	return c, true, nil
 }
 
 // empty reports whether the delta changes nothing.
