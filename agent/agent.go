@@ -138,6 +138,7 @@ func (a *Agent) Listen() error {
 		now:     cfg.Now,
 		publish: func(t *nametable.Table) { a.server.SetTable(t) },
 		built:   a.mem.kick,
+		log:     a.log,
 	}
 	switch {
 	case cfg.NameTableFile != "":
@@ -172,8 +173,8 @@ func (a *Agent) Listen() error {
 				// keeping the decoded message here.
 				return a.tables.applyWire(src, version, wire, a.disc.Table)
 			},
-			OnWireDelta: func(version string, next discovery.WireTable, c discovery.Change) error {
-				return a.tables.applyWireDelta(sourceControlPlane, version, next, c, a.disc.Table)
+			OnWireDelta: func(version string, next discovery.WireTable, change func() (discovery.Change, bool, error)) error {
+				return a.tables.applyWireDelta(sourceControlPlane, version, next, change, a.disc.Table)
 			},
 			StateDir:  cfg.StateDir,
 			CACert:    cfg.CACert,

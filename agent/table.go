@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,8 @@ type tables struct {
 	publish func(*nametable.Table)
 	// built, or nil, runs after each table swap (memory release).
 	built func()
+	// log, or nil, receives what is not the caller's to report.
+	log *slog.Logger
 
 	mu  sync.Mutex // serialises apply, so versions are published in order
 	cur atomic.Pointer[served]
@@ -83,11 +86,22 @@ const maxGarbage = 0.25
 // second one beside the first), and builds next whole when there is no
 // table to patch, the zones change, the table carries too much garbage,
 // or the patch fails (then the full build says whether next is valid).
-func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, c discovery.Change, dump func() (*meshdnsv1.NameTable, error)) error {
+func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, change func() (discovery.Change, bool, error), dump func() (*meshdnsv1.NameTable, error)) error {
 	_, err := ts.buildFrom(source, version, func(prev *served) (*nametable.Table, int, error) {
-		if prev != nil && prev.Table != nil && !c.ZonesChanged && prev.Table.Garbage() <= maxGarbage {
-			if t, n, err := patchTable(prev, c, ts.limits); err == nil {
-				return t, n, nil
+		if prev != nil && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
+			// Inside the build: after its collection, under its limit.
+			c, ok, err := change()
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok && !c.ZonesChanged {
+				t, n, err := patchTable(prev, c, ts.limits)
+				if err == nil {
+					return t, n, nil
+				}
+				if ts.log != nil {
+					ts.log.Warn("name table patch failed; building the table whole", "version", version, "err", err)
+				}
 			}
 		}
 		return buildWire(next, ts.limits, ts.pod)

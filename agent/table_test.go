@@ -114,7 +114,8 @@ func TestApplyWireDeltaPatches(t *testing.T) {
 			if err := ts.applyWire(sourceControlPlane, "v1", wire(t, base), nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := ts.applyWireDelta(sourceControlPlane, "v2", wire(t, next), tt.change, nil); err != nil {
+			change := func() (discovery.Change, bool, error) { return tt.change, true, nil }
+			if err := ts.applyWireDelta(sourceControlPlane, "v2", wire(t, next), change, nil); err != nil {
 				t.Fatal(err)
 			}
 			cur := ts.current()

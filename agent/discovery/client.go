@@ -48,10 +48,14 @@ type Config struct {
 	// memory at all: it is then read from the state dir as it is walked).
 	OnWireTable func(version string, t WireTable) error
 	// OnWireDelta, when set with OnWireTable, is called instead of it for
-	// a delta: next is the whole new table (as OnWireTable gets it) and c
-	// what the delta changes, so the caller can patch the table it serves
-	// rather than build next whole.
-	OnWireDelta func(version string, next WireTable, c Change) error
+	// a delta, and for a full table when a table was applied before: next
+	// is the whole new table (as OnWireTable gets it) and change says what
+	// it changes in the table applied, so the caller can patch the table
+	// it serves rather than build next whole. change is called at most
+	// once, when the caller is ready to spend its memory (for a full table
+	// it compares the two: a hash per name); ok is false when next is
+	// better built whole (it changes much, or the zones).
+	OnWireDelta func(version string, next WireTable, change func() (c Change, ok bool, err error)) error
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string

@@ -241,13 +241,7 @@ func (c *Client) applyFull(version string, full []byte, base WireTable) error {
 // else whole.
 func (c *Client) applyFullTo(version string, next, base WireTable) error {
 	if c.cfg.OnWireDelta != nil && c.cfg.OnWireTable != nil && base != nil {
-		ch, ok, err := diff(base, next)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return c.cfg.OnWireDelta(version, next, ch)
-		}
+		return c.cfg.OnWireDelta(version, next, func() (Change, bool, error) { return diff(base, next) })
 	}
 	return c.apply(version, next)
 }
@@ -293,11 +287,10 @@ func (c *Client) applyDeltaTo(version string, next, base WireTable, d *deltaPlan
 	if c.cfg.OnWireDelta == nil || c.cfg.OnWireTable == nil {
 		return c.apply(version, next)
 	}
-	ch, err := d.change(base)
-	if err != nil {
-		return err
-	}
-	return c.cfg.OnWireDelta(version, next, ch)
+	return c.cfg.OnWireDelta(version, next, func() (Change, bool, error) {
+		ch, err := d.change(base)
+		return ch, err == nil, err
+	})
 }
 
 // applyPendingDelta is applyPending for a delta on base.

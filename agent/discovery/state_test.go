@@ -186,7 +186,11 @@ func TestOnWireDelta(t *testing.T) {
 			cfg := Config{
 				Addrs:       nil,
 				OnWireTable: func(string, WireTable) error { return nil },
-				OnWireDelta: func(version string, next WireTable, c Change) error {
+				OnWireDelta: func(version string, next WireTable, change func() (Change, bool, error)) error {
+					c, ok, err := change()
+					if err != nil || !ok {
+						return fmt.Errorf("change: %v, %v", ok, err)
+					}
 					var g got
 					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, host); return nil }); err != nil {
 						return err
@@ -254,7 +258,15 @@ func TestFullTableAsChange(t *testing.T) {
 					events = append(events, version+" whole")
 					return nil
 				},
-				OnWireDelta: func(version string, _ WireTable, c Change) error {
+				OnWireDelta: func(version string, _ WireTable, change func() (Change, bool, error)) error {
+					c, ok, err := change()
+					if err != nil {
+						return err
+					}
+					if !ok {
+						events = append(events, version+" whole")
+						return nil
+					}
 					var old, added []string
 					if err := c.Old(func(host string, _ []byte) error { old = append(old, host); return nil }); err != nil {
 						return err
