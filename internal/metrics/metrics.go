@@ -10,10 +10,7 @@
 // allocates, so callers resolve their series once and keep them.
 package metrics
 
-import (
-	"fmt"
-	"regexp"
-)
+import "fmt"
 
 // Type is a metric family's type, as the TYPE line names it.
 type Type uint8
@@ -61,20 +58,31 @@ type Opts struct {
 	Help string
 }
 
-var (
-	nameRE  = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
-	labelRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-)
-
 // checkNames panics on a metric or label name the text format cannot
 // carry: they are constants of the program, so a bad one is a bug.
 func checkNames(name string, labels []string) {
-	if !nameRE.MatchString(name) {
+	if !validName(name, true) {
 		panic(fmt.Sprintf("metrics: invalid metric name %q", name))
 	}
 	for _, l := range labels {
-		if !labelRE.MatchString(l) || l == "le" || l == "quantile" {
+		if !validName(l, false) || l == "le" || l == "quantile" {
 			panic(fmt.Sprintf("metrics: invalid label name %q of %s", l, name))
 		}
 	}
+}
+
+// validName reports whether s matches [a-zA-Z_:][a-zA-Z0-9_:]* (metric
+// names) or, without colons, [a-zA-Z_][a-zA-Z0-9_]* (label names).
+func validName(s string, colon bool) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || colon && c == ':' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -95,6 +95,9 @@ func TestInvalidNamesPanic(t *testing.T) {
 		f    func()
 	}{
 		{name: "metric name", f: func() { NewCounter(Opts{Name: "x-y"}) }},
+		{name: "metric name starting with a digit", f: func() { NewCounter(Opts{Name: "1x"}) }},
+		{name: "empty metric name", f: func() { NewCounter(Opts{}) }},
+		{name: "colon in a label name", f: func() { NewCounterVec(Opts{Name: "x:y"}, []string{"a:b"}) }},
 		{name: "label name", f: func() { NewCounterVec(Opts{Name: "x"}, []string{"a b"}) }},
 		{name: "reserved label", f: func() { NewHistogramVec(HistogramOpts{Name: "x", Buckets: []float64{1}}, []string{"le"}) }},
 		{name: "unsorted buckets", f: func() { NewHistogram(HistogramOpts{Name: "x", Buckets: []float64{2, 1}}) }},
@@ -108,6 +111,17 @@ func TestInvalidNamesPanic(t *testing.T) {
 			}()
 			tt.f()
 		})
+	}
+}
+
+func TestValidNames(t *testing.T) {
+	for _, n := range []string{"meshdns_dns_requests_total", "x:y", "_x", "A9"} {
+		if !validName(n, true) {
+			t.Errorf("metric name %q refused", n)
+		}
+	}
+	if validName("x:y", false) || !validName("upstream", false) {
+		t.Error("label names: want colons refused, letters taken")
 	}
 }
 
