@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -111,6 +112,9 @@ type Client struct {
 	metrics *metrics
 	synced  chan struct{}
 	tls     *certfile.Reloader // or nil for plaintext
+	// memReceive: a full table could not be streamed to the state dir;
+	// full tables are received into memory from then on.
+	memReceive atomic.Bool
 
 	mu      sync.Mutex // guards following
 	version string

@@ -1,7 +1,11 @@
 package discovery
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -34,7 +38,10 @@ func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *rawResponse:
-		m.b = data.Materialize() // a copy the response owns
+		// A reader over gRPC's own buffers (it holds a reference and
+		// frees each buffer once read): a full table is streamed from
+		// them to the state dir, or copied once, never held twice.
+		m.r = data.Reader()
 		return nil
 	case proto.Message:
 		return proto.Unmarshal(data.Materialize(), m)
@@ -42,16 +49,26 @@ func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return fmt.Errorf("unmarshal into %T: not a proto message", v)
 }
 
-// rawResponse is a StreamNameTableResponse as received.
-type rawResponse struct{ b []byte }
+// rawResponse is a StreamNameTableResponse as received, unread.
+type rawResponse struct{ r *mem.Reader }
 
 // response is a StreamNameTableResponse with the full table left in wire
-// form.
+// form: in memory, or streamed to a pending state file.
 type response struct {
 	version, nonce string
-	full           []byte // the full table (wire form), when isFull
+	full           []byte        // the full table (wire form), when isFull and not pending
+	pending        *pendingState // the full table, written to the state dir
 	isFull         bool
 	delta          *meshdnsv1.NameTableDelta // or nil
+}
+
+// dropFull forgets a full table read before (a later oneof field replaces
+// it, or it is not applied).
+func (r *response) dropFull() {
+	if r.pending != nil {
+		r.pending.abort()
+	}
+	r.full, r.pending, r.isFull = nil, nil, false
 }
 
 // Field numbers of StreamNameTableResponse.
@@ -60,43 +77,92 @@ const (
 	fieldResponseDelta = 4
 )
 
-// parseResponse reads a raw response; only a delta is decoded. As in
-// proto, a later oneof field replaces an earlier one.
+// parseResponse reads a response held in memory; only a delta is decoded.
 func parseResponse(b []byte) (*response, error) {
-	r := new(response)
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	return readResponse(bytes.NewReader(b), "")
+}
+
+// readResponse reads a response from r; only a delta is decoded. With a
+// state dir, a full table that follows the version (the order a
+// StreamNameTableResponse is marshalled in) is copied from r into a
+// pending state file rather than into memory. As in proto, a later oneof
+// field replaces an earlier one.
+func readResponse(r io.Reader, stateDir string) (_ *response, err error) {
+	p := &pbReader{r: bufio.NewReaderSize(r, 32<<10), left: -1}
+	resp := new(response)
+	defer func() {
+		if err != nil {
+			resp.dropFull() // no pending file left behind
 		}
-		b = b[n:]
+	}()
+	sawVersion := false
+	for {
+		num, typ, err := p.tag()
+		if errors.Is(err, io.EOF) {
+			return resp, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 		if typ != protowire.BytesType || num < fieldResponseVer || num > fieldResponseDelta {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, protowire.ParseError(n)
+			if err := p.skip(typ); err != nil {
+				return nil, err
 			}
-			b = b[n:]
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+		n, err := p.varint()
+		if err != nil {
+			return nil, err
 		}
-		b = b[n:]
 		switch num {
-		case fieldResponseVer:
-			r.version = string(v)
-		case fieldResponseNonce:
-			r.nonce = string(v)
+		case fieldResponseVer, fieldResponseNonce:
+			b, err := p.take(n)
+			if err != nil {
+				return nil, err
+			}
+			if num == fieldResponseVer {
+				resp.version, sawVersion = string(b), true
+			} else {
+				resp.nonce = string(b)
+			}
 		case fieldResponseFull:
-			r.full, r.isFull, r.delta = v, true, nil
+			resp.dropFull()
+			resp.delta, resp.isFull = nil, true
+			if stateDir != "" && sawVersion {
+				started := false
+				pend, err := prepareState(stateDir, resp.version, int(n), func(w io.Writer) error {
+					started = true
+					return p.copyN(w, n)
+				})
+				if err == nil {
+					resp.pending = pend
+					continue
+				}
+				if started {
+					// Cut mid-table: the rest of the stream is lost.
+					return nil, fmt.Errorf("%w: %w", errStateWrite, err)
+				}
+				// No file (the state dir is not writable): into memory,
+				// where applying it tries the state dir again and
+				// reports what fails.
+			}
+			if resp.full, err = p.take(n); err != nil {
+				return nil, err
+			}
+			if resp.full == nil {
+				resp.full = []byte{}
+			}
 		case fieldResponseDelta:
+			b, err := p.take(n)
+			if err != nil {
+				return nil, err
+			}
 			d := new(meshdnsv1.NameTableDelta)
-			if err := proto.Unmarshal(v, d); err != nil {
+			if err := proto.Unmarshal(b, d); err != nil {
 				return nil, fmt.Errorf("delta: %w", err)
 			}
-			r.delta, r.full, r.isFull = d, nil, false
+			resp.dropFull()
+			resp.delta = d
 		}
 	}
-	return r, nil
 }

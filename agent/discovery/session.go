@@ -103,10 +103,21 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 			return got, fmt.Errorf("receive from %s: %w", addr, err)
 		}
 		got = true
-		resp, err := parseResponse(raw.b)
-		raw.b = nil // resp owns the bytes now; handle drops them early
+		stateDir := c.cfg.StateDir
+		if c.memReceive.Load() {
+			stateDir = ""
+		}
+		resp, err := readResponse(raw.r, stateDir)
+		raw.r.Close() // gRPC's buffers go back now, read or not
+		if errors.Is(err, errStateWrite) {
+			// The stream is cut mid-message: from now on full tables
+			// are received into memory (and written as before, which
+			// falls back to memory when that fails too).
+			c.memReceive.Store(true)
+			c.stateFailed(err)
+		}
 		if err != nil {
-			return got, fmt.Errorf("parse response from %s: %w", addr, err)
+			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
 		if err := stream.Send(c.handle(resp)); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
@@ -150,7 +161,14 @@ func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 			// the table we serve: after a restart from the persisted
 			// table the stream resends it, and building it again
 			// would only double the memory for a moment.
+			resp.dropFull()
 			return c.ackUnchanged(resp, kind)
+		}
+		if p := resp.pending; p != nil {
+			// Streamed to the state dir as it was received.
+			resp.pending = nil
+			err = c.applyPendingWith(resp.version, p, func() error { return c.applyFullTo(resp.version, p.table(), base) })
+			break
 		}
 		full := resp.full
 		resp.full = nil

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -143,16 +144,20 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	}
 }
 
-// The state file lists the zones before the names, whatever order the
-// control plane sent (proto puts them after the table), so a restart
-// builds it in one pass.
+// A state file the client writes from a delta lists the zones before the
+// names (proto puts them after the table), so a restart builds it in one
+// pass. (A full table is streamed to the state dir as received.)
 func TestStateFileZonesFirst(t *testing.T) {
 	dir := t.TempDir()
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: (&recorder{}).onTable, StateDir: dir})
 	srv.Recv(t)
-	srv.Send(full("v1", "n1", table("a.example", "b.example")))
+	srv.Send(full("v1", "n1", table("a.example")))
 	if ack := srv.Recv(t); ack.GetVersionInfo() != "v1" {
+		t.Fatalf("ack = %v", ack)
+	}
+	srv.Send(delta("v2", "n2", "v1", []string{"b.example"}, nil))
+	if ack := srv.Recv(t); ack.GetVersionInfo() != "v2" {
 		t.Fatalf("ack = %v", ack)
 	}
 	var order []string
@@ -314,5 +319,46 @@ func TestFullTableAsChange(t *testing.T) {
 				t.Errorf("applied (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// With a state dir a full table is copied from the response into a pending
+// state file, not into memory; a response cut inside the table leaves no
+// file behind.
+func TestReadResponseToStateDir(t *testing.T) {
+	dir := t.TempDir()
+	tbl := table("a.example", "b.example")
+	b, err := proto.Marshal(full("v1", "n1", tbl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := readResponse(bytes.NewReader(b), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.pending == nil || r.full != nil || !r.isFull || r.version != "v1" || r.nonce != "n1" {
+		t.Fatalf("response read as %+v", r)
+	}
+	got, err := walk(r.pending.table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := proto.Marshal(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := walk(memTable(wire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pending table (-want +got):\n%s", diff)
+	}
+	r.dropFull()
+	if _, err := readResponse(bytes.NewReader(b[:len(b)-3]), dir); err == nil {
+		t.Error("a cut response was read")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("state dir holds %d files after a dropped and a cut table, want none", len(ents))
 	}
 }

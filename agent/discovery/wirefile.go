@@ -205,6 +205,42 @@ func (p *pbReader) bytes() ([]byte, error) {
 	return p.buf, nil
 }
 
+// take reads n bytes into a new slice (nil for none).
+func (p *pbReader) take(n uint64) ([]byte, error) {
+	if p.left >= 0 && n > uint64(p.left) {
+		return nil, errTruncated
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(p.r, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errTruncated
+		}
+		return nil, err
+	}
+	if p.left > 0 {
+		p.left -= int64(n)
+	}
+	return b, nil
+}
+
+// copyN copies the next n bytes to w.
+func (p *pbReader) copyN(w io.Writer, n uint64) error {
+	if p.left >= 0 && n > uint64(p.left) {
+		return errTruncated
+	}
+	got, err := io.CopyN(w, p.r, int64(n))
+	if p.left > 0 {
+		p.left -= got
+	}
+	if errors.Is(err, io.EOF) {
+		return errTruncated
+	}
+	return err
+}
+
 // maxMessage bounds one length-delimited value read into memory: a name's
 // entry is small; a corrupt length must not allocate gigabytes.
 const maxMessage = 64 << 20
