@@ -145,8 +145,8 @@ func (a *Agent) Listen() error {
 		a.file = &fileSource{
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
-			apply: func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
-				n, err := a.tables.applyFile(version, produce, dump)
+			apply: func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+				n, err := a.tables.applyFile(version, produce, patch, dump)
 				if err != nil {
 					return 0, err
 				}

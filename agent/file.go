@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -33,13 +34,25 @@ type fileSource struct {
 	// apply builds the table with produce (which reads the file) and
 	// swaps it in, returning how many names it holds; it counts its own
 	// rejections.
-	apply func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error)
+	// patch, when the table served is this file's, returns what the new
+	// content changes instead (see filediff.go); ok false builds whole.
+	apply func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error)
 	log   *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
 	seen    [sha256.Size]byte // content last applied or rejected
 	lastErr string            // last rejection logged, so it is logged once
+	// applied is the file last applied, kept open so its content stays
+	// readable after a rename replaced it, with its hash and zones; or
+	// nil.
+	applied      *os.File
+	appliedSum   [sha256.Size]byte
+	appliedZones []string
 }
+
+// filePatch returns the entries a new file removes and adds; ok is false
+// when it is better built whole.
+type filePatch func(Limits) (remove, add []nametable.Entry, ok bool, err error)
 
 // parseTableFile reads the protojson form of a NameTable. Unknown fields
 // are an error: a misspelt field name would otherwise drop data silently.
@@ -63,7 +76,12 @@ func (f *fileSource) load() error {
 	if err != nil {
 		return fmt.Errorf("name table file: %w", err)
 	}
-	defer file.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			file.Close()
+		}
+	}()
 	fi, err := file.Stat()
 	if err != nil {
 		return fmt.Errorf("name table file: %w", err)
@@ -98,10 +116,22 @@ func (f *fileSource) load() error {
 		}
 		return buildTableFileFrom(bufio.NewReaderSize(io.LimitReader(file, maxTableFile), 32<<10), head, lim, pod)
 	}
-	names, err := f.apply(version, produce, f.dumper(head.sum))
+	var patch filePatch
+	if old := f.applied; old != nil && scanErr == nil && slices.Equal(head.zones, f.appliedZones) {
+		oldSum := f.appliedSum
+		patch = func(lim Limits) ([]nametable.Entry, []nametable.Entry, bool, error) {
+			return fileChange(old, file, oldSum, head.sum, lim)
+		}
+	}
+	names, err := f.apply(version, produce, patch, f.dumper(head.sum))
 	if err != nil {
 		return fmt.Errorf("name table file %s: %w", f.path, err)
 	}
+	if f.applied != nil {
+		f.applied.Close()
+	}
+	keep = true
+	f.applied, f.appliedSum, f.appliedZones = file, head.sum, head.zones
 	f.log.Info("loaded name table file", "path", f.path, "version", version, "names", names)
 	return nil
 }
@@ -137,5 +167,10 @@ func (f *fileSource) reload() {
 
 // Run follows the file until ctx ends.
 func (f *fileSource) Run(ctx context.Context) error {
+	defer func() {
+		if f.applied != nil {
+			f.applied.Close()
+		}
+	}()
 	return filewatch.Run(ctx, filewatch.Config{Paths: []string{f.path}, Interval: f.interval, Changed: f.reload, Logger: f.log})
 }

@@ -135,6 +135,12 @@ func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table,
 		}
 		add = append(add, e)
 	}
+	return patchEntries(prev, remove, add, lim)
+}
+
+// patchEntries patches prev's table with remove and add.
+func patchEntries(prev *served, remove, add []nametable.Entry, lim Limits) (*nametable.Table, int, error) {
+	lim = lim.withDefaults()
 	names := prev.Names - len(remove) + len(add)
 	if names > lim.MaxNames {
 		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, lim.MaxNames)
@@ -149,8 +155,29 @@ func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table,
 // applyFile builds the table of a --nametable-file with produce (which
 // reads the file name by name into the builder) and returns how many names
 // it holds.
-func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
-	return ts.build(sourceFile, version, func() (*nametable.Table, int, error) { return produce(ts.limits, ts.pod) }, dump)
+//
+// With patch (the table served came from the previous content of the
+// file), what the new content changes patches the table being served, as
+// a stream delta does, unless patch says it is better built whole.
+func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
+		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
+			remove, add, ok, err := patch(ts.limits)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok {
+				t, n, err := patchEntries(prev, remove, add, ts.limits)
+				if err == nil {
+					return t, n, nil
+				}
+				if ts.log != nil {
+					ts.log.Warn("name table patch failed; building the table whole", "version", version, "err", err)
+				}
+			}
+		}
+		return produce(ts.limits, ts.pod)
+	}, dump)
 }
 
 // fromEntries builds the table of the entries convert returns.

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// A new table file usually changes a few names of the last one. Built
+// whole, it would hold a second table beside the one serving (the pod's
+// peak); instead the agent compares it with the content last applied,
+// which it keeps readable through that file's open descriptor (a rename
+// or a ConfigMap's symlink swap leaves the old content to it), and patches
+// the table with the names that differ (nametable Table.Patch). Anything
+// unusual (the old content rewritten in place, a field it does not know,
+// too many changes, a patch the table refuses) falls back to the whole
+// build, which is also what validates a file strictly.
+
+// eachFileName calls name with every name of a table file and the raw
+// JSON of its NameInfo (valid during the call), and returns the hash of
+// the whole content. It checks only the object's shape.
+func eachFileName(r io.Reader, name func(host string, raw []byte) error) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	h := sha256.New()
+	tee := io.TeeReader(r, h)
+	dec := json.NewDecoder(tee)
+	if err := expectDelim(dec, '{'); err != nil {
+		return sum, err
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		field, err := stringToken(dec)
+		if err != nil {
+			return sum, err
+		}
+		switch field {
+		case "table":
+			tok, err := dec.Token()
+			if err != nil {
+				return sum, err
+			}
+			if tok == nil {
+				continue
+			}
+			if d, ok := tok.(json.Delim); !ok || d != '{' {
+				return sum, errors.New("table: not an object")
+			}
+			for dec.More() {
+				host, err := stringToken(dec)
+				if err != nil {
+					return sum, err
+				}
+				raw = raw[:0]
+				if err := dec.Decode(&raw); err != nil {
+					return sum, err
+				}
+				if err := name(host, raw); err != nil {
+					return sum, err
+				}
+			}
+			if err := expectDelim(dec, '}'); err != nil {
+				return sum, err
+			}
+		case "authoritative_zones", "authoritativeZones":
+			var z []string
+			if err := dec.Decode(&z); err != nil {
+				return sum, err
+			}
+		default:
+			return sum, fmt.Errorf("unknown field %q", field)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return sum, err
+	}
+	if _, err := io.Copy(io.Discard, tee); err != nil { // the rest, hashed
+		return sum, err
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
+}
+
+var errFileDiff = errors.New("not a patch")
+
+// maxDiffShare is the share of the names a new file may change for it to
+// be applied as a patch: a patch of much of a table costs about a build.
+const maxDiffShare = 0.25
+
+// fileChange compares the content of old (whose hash was oldSum) with that
+// of next (newSum) and returns the entries a patch removes and adds. ok is
+// false when the table is better built whole.
+func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (remove, add []nametable.Entry, ok bool, err error) {
+	lim = lim.withDefaults()
+	seed := maphash.MakeSeed()
+	if _, err := old.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, false, err
+	}
+	hashes := map[string]uint64{}
+	sum, err := eachFileName(old, func(host string, raw []byte) error {
+		hashes[host] = maphash.Bytes(seed, raw)
+		return nil
+	})
+	if err != nil || sum != oldSum {
+		return nil, nil, false, nil // not the content applied: build whole
+	}
+	limit := int(float64(len(hashes))*maxDiffShare) + 1
+	conv := func(host string, raw []byte) (nametable.Entry, error) {
+		info := new(meshdnsv1.NameInfo)
+		if err := protojson.Unmarshal(raw, info); err != nil {
+			return nametable.Entry{}, err
+		}
+		return convertInfo(host, info, lim)
+	}
+	if _, err := next.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, false, err
+	}
+	sum, err = eachFileName(next, func(host string, raw []byte) error {
+		if h, had := hashes[host]; had && h == maphash.Bytes(seed, raw) {
+			delete(hashes, host) // unchanged
+			return nil
+		}
+		if len(add) >= limit {
+			return errFileDiff
+		}
+		e, err := conv(host, raw)
+		if err != nil {
+			return errFileDiff // the whole build reports it
+		}
+		add = append(add, e)
+		return nil
+	})
+	if err != nil || sum != newSum || len(hashes) > limit {
+		return nil, nil, false, nil
+	}
+	// hashes holds the removed and the replaced names now.
+	if _, err := old.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, false, err
+	}
+	_, err = eachFileName(old, func(host string, raw []byte) error {
+		if _, ok := hashes[host]; !ok {
+			return nil
+		}
+		e, err := conv(host, raw)
+		if err != nil {
+			return err
+		}
+		remove = append(remove, e)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, nil
+	}
+	return remove, add, true, nil
+}
