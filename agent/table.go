@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,8 @@ func (ts *tables) applyWireDelta(source, version string, next discovery.WireTabl
 					ts.log.Warn("name table patch failed; building the table whole", "version", version, "err", err)
 				}
 			}
+			c = discovery.Change{}
+			runtime.GC() // the comparison's hashes, before the whole build
 		}
 		return buildWire(next, ts.limits, ts.pod)
 	}, dump)
@@ -175,6 +178,8 @@ func (ts *tables) applyFile(version string, produce func(Limits, nametable.Conte
 					ts.log.Warn("name table patch failed; building the table whole", "version", version, "err", err)
 				}
 			}
+			remove, add = nil, nil
+			runtime.GC() // the comparison's hashes, before the whole build
 		}
 		return produce(ts.limits, ts.pod)
 	}, dump)

@@ -384,7 +384,7 @@ func askAll(cfg *memConfig, addr, queries string, n int) error {
 }
 
 // memAgentFile measures the agent on a table file: the start, then a new
-// file with every address changed.
+// file with 1% of the addresses changed, then one with all of them.
 func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	r := memRow{server: "meshdns agent", event: "start: file", names: n}
 	table, err := writeMemTable(cfg.dir, n, 0)
@@ -399,14 +399,25 @@ func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 	if err := readyAndMeasure(cfg, p, &r, files); err != nil {
 		return nil, err
 	}
-	rr, err := replace(cfg, p, r, "new file", func() error {
-		_, err := writeMemTable(cfg.dir, n, n)
-		return err
-	}, memName(n-1), memAddr(n-1, n))
-	if err != nil {
-		return []memRow{r}, err
+	rows := []memRow{r}
+	pct := max(1, n/100)
+	for _, change := range []struct {
+		event   string
+		changed int
+	}{
+		{event: "new file, 1% changed", changed: pct},
+		{event: "new file, all changed", changed: n},
+	} {
+		rr, err := replace(cfg, p, r, change.event, func() error {
+			_, err := writeMemTable(cfg.dir, n, change.changed)
+			return err
+		}, memName(change.changed-1), memAddr(change.changed-1, change.changed))
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, rr)
 	}
-	return []memRow{r, rr}, nil
+	return rows, nil
 }
 
 // memAgentStream measures the agent fed by a real control plane, with a
