@@ -50,9 +50,9 @@ type fileSource struct {
 	appliedZones []string
 }
 
-// filePatch returns the entries a new file removes and adds; ok is false
-// when it is better built whole.
-type filePatch func(Limits) (remove, add []nametable.Entry, ok bool, err error)
+// filePatch returns the entries a new file removes and adds and its number
+// of names; ok is false when it is better built whole.
+type filePatch func(Limits) (remove, add []nametable.Entry, names int, ok bool, err error)
 
 // parseTableFile reads the protojson form of a NameTable. Unknown fields
 // are an error: a misspelt field name would otherwise drop data silently.
@@ -119,7 +119,7 @@ func (f *fileSource) load() error {
 	var patch filePatch
 	if old := f.applied; old != nil && scanErr == nil && slices.Equal(head.zones, f.appliedZones) {
 		oldSum := f.appliedSum
-		patch = func(lim Limits) ([]nametable.Entry, []nametable.Entry, bool, error) {
+		patch = func(lim Limits) ([]nametable.Entry, []nametable.Entry, int, bool, error) {
 			return fileChange(old, file, oldSum, head.sum, lim)
 		}
 	}

@@ -95,21 +95,26 @@ var errFileDiff = errors.New("not a patch")
 const maxDiffShare = 0.25
 
 // fileChange compares the content of old (whose hash was oldSum) with that
-// of next (newSum) and returns the entries a patch removes and adds. ok is
-// false when the table is better built whole.
-func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (remove, add []nametable.Entry, ok bool, err error) {
+// of next (newSum) and returns the entries a patch removes and adds, and
+// next's number of names. ok is false when the table is better built
+// whole. It holds two 64-bit hashes per name of old meanwhile (random
+// seed; equal hashes are taken as equal: a collision of two names makes
+// the patch define a name twice or come to another number of names, and
+// the table is then built whole).
+func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (remove, add []nametable.Entry, names int, ok bool, err error) {
 	lim = lim.withDefaults()
 	seed := maphash.MakeSeed()
+	key := func(host string) uint64 { return maphash.String(seed, host) }
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, false, err
+		return nil, nil, 0, false, err
 	}
-	hashes := map[string]uint64{}
+	hashes := map[uint64]uint64{}
 	sum, err := eachFileName(old, func(host string, raw []byte) error {
-		hashes[host] = maphash.Bytes(seed, raw)
+		hashes[key(host)] = maphash.Bytes(seed, raw)
 		return nil
 	})
 	if err != nil || sum != oldSum {
-		return nil, nil, false, nil // not the content applied: build whole
+		return nil, nil, 0, false, nil // not the content applied: build whole
 	}
 	limit := int(float64(len(hashes))*maxDiffShare) + 1
 	conv := func(host string, raw []byte) (nametable.Entry, error) {
@@ -120,11 +125,13 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return convertInfo(host, info, lim)
 	}
 	if _, err := next.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, false, err
+		return nil, nil, 0, false, err
 	}
 	sum, err = eachFileName(next, func(host string, raw []byte) error {
-		if h, had := hashes[host]; had && h == maphash.Bytes(seed, raw) {
-			delete(hashes, host) // unchanged
+		names++
+		k := key(host)
+		if h, had := hashes[k]; had && h == maphash.Bytes(seed, raw) {
+			delete(hashes, k) // unchanged
 			return nil
 		}
 		if len(add) >= limit {
@@ -138,14 +145,14 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return nil
 	})
 	if err != nil || sum != newSum || len(hashes) > limit {
-		return nil, nil, false, nil
+		return nil, nil, 0, false, nil
 	}
 	// hashes holds the removed and the replaced names now.
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, false, err
+		return nil, nil, 0, false, err
 	}
 	_, err = eachFileName(old, func(host string, raw []byte) error {
-		if _, ok := hashes[host]; !ok {
+		if _, ok := hashes[key(host)]; !ok {
 			return nil
 		}
 		e, err := conv(host, raw)
@@ -156,7 +163,7 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return nil
 	})
 	if err != nil {
-		return nil, nil, false, nil
+		return nil, nil, 0, false, nil
 	}
-	return remove, add, true, nil
+	return remove, add, names, true, nil
 }

@@ -138,13 +138,17 @@ func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table,
 		}
 		add = append(add, e)
 	}
-	return patchEntries(prev, remove, add, lim)
+	return patchEntries(prev, remove, add, c.Names, lim)
 }
 
-// patchEntries patches prev's table with remove and add.
-func patchEntries(prev *served, remove, add []nametable.Entry, lim Limits) (*nametable.Table, int, error) {
+// patchEntries patches prev's table with remove and add; want is the number
+// of names the result must have, or -1.
+func patchEntries(prev *served, remove, add []nametable.Entry, want int, lim Limits) (*nametable.Table, int, error) {
 	lim = lim.withDefaults()
 	names := prev.Names - len(remove) + len(add)
+	if want >= 0 && names != want {
+		return nil, 0, fmt.Errorf("a patch to %d names, but the table has %d", names, want)
+	}
 	if names > lim.MaxNames {
 		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, lim.MaxNames)
 	}
@@ -165,12 +169,12 @@ func patchEntries(prev *served, remove, add []nametable.Entry, lim Limits) (*nam
 func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
 	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
 		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
-			remove, add, ok, err := patch(ts.limits)
+			remove, add, names, ok, err := patch(ts.limits)
 			if err != nil {
 				return nil, 0, err
 			}
 			if ok {
-				t, n, err := patchEntries(prev, remove, add, ts.limits)
+				t, n, err := patchEntries(prev, remove, add, names, ts.limits)
 				if err == nil {
 					return t, n, nil
 				}

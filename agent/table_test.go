@@ -96,15 +96,19 @@ func TestApplyWireDeltaPatches(t *testing.T) {
 		change  discovery.Change
 		patched bool
 	}{
-		{name: "patched", patched: true, change: discovery.Change{
+		{name: "patched", patched: true, change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org", "c.example.org"),
 			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
 		}},
-		{name: "zones changed: built whole", change: discovery.Change{
+		{name: "zones changed: built whole", change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org", "c.example.org"), ZonesChanged: true,
 			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
 		}},
-		{name: "a change not of this table: built whole", change: discovery.Change{
+		{name: "a patch to another number of names than the table's: built whole", change: discovery.Change{Names: 7,
+			Old: old(t, "b.example.org", "c.example.org"),
+			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
+		}},
+		{name: "a change not of this table: built whole", change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org"), // c is replaced but not removed: defined twice
 			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
 		}},

@@ -181,6 +181,10 @@ type Change struct {
 	New map[string]*meshdnsv1.NameInfo
 	// ZonesChanged: the delta's zones differ from the base's.
 	ZonesChanged bool
+	// Names is the number of names of the next table when known (a full
+	// table compared with the base), else -1: a patch that does not come
+	// to it is wrong.
+	Names int
 }
 
 // change returns what p changes in base.
@@ -194,7 +198,8 @@ func (p *deltaPlan) change(base WireTable) (Change, error) {
 				return nil
 			}, nil)
 		},
-		New: p.delta.GetUpserted(),
+		New:   p.delta.GetUpserted(),
+		Names: -1,
 	}
 	if !p.keepZones {
 		var zones []string
@@ -215,14 +220,18 @@ const maxDiffShare = 0.25
 // mostly repeats the one served (a reconnect to a control plane that does
 // not know our version) as a patch. ok is false when the zones differ or
 // more than maxDiffShare of the names change. It holds a hash per name of
-// base meanwhile, not the tables: entries whose NameInfo bytes hash the
-// same (64 bits, random seed) are taken as unchanged.
+// base meanwhile, not the tables: 64-bit hashes (random seed) of each
+// name and its NameInfo bytes; equal hashes are taken as equal. A
+// collision of two names makes the patch define a name twice or come to
+// another number of names than next has (Names), and the agent then
+// builds next whole.
 func diff(base, next WireTable) (c Change, ok bool, err error) {
 	seed := maphash.MakeSeed()
-	old := map[string]uint64{}
+	key := func(host string) uint64 { return maphash.String(seed, host) }
+	old := map[uint64]uint64{}
 	var oldZones, newZones []string
 	err = base(func(host string, info []byte) error {
-		old[host] = maphash.Bytes(seed, info)
+		old[key(host)] = maphash.Bytes(seed, info)
 		return nil
 	}, func(z string) error {
 		oldZones = append(oldZones, z)
@@ -233,15 +242,12 @@ func diff(base, next WireTable) (c Change, ok bool, err error) {
 	}
 	limit := int(float64(len(old))*maxDiffShare) + 1
 	c.New = map[string]*meshdnsv1.NameInfo{}
-	seen := 0
 	errTooMany := errors.New("too many changes")
 	err = next(func(host string, info []byte) error {
-		h, had := old[host]
-		if had {
-			seen++
-		}
-		if had && h == maphash.Bytes(seed, info) {
-			delete(old, host) // unchanged: neither removed nor added
+		c.Names++
+		k := key(host)
+		if h, had := old[k]; had && h == maphash.Bytes(seed, info) {
+			delete(old, k) // unchanged: neither removed nor added
 			return nil
 		}
 		if len(c.New) >= limit {
@@ -269,7 +275,7 @@ func diff(base, next WireTable) (c Change, ok bool, err error) {
 	}
 	c.Old = func(name func(string, []byte) error) error {
 		return base(func(host string, info []byte) error {
-			if _, ok := old[host]; ok {
+			if _, ok := old[key(host)]; ok {
 				return name(host, info)
 			}
 			return nil
