@@ -68,7 +68,9 @@ type Template struct {
 	// StateDir is where the state volume is mounted in the agent; zero
 	// means /var/run/meshdns.
 	StateDir string `json:"stateDir,omitempty"`
-	// StateSizeLimit of the in-memory state emptyDir; zero means 8Mi.
+	// StateSizeLimit of the in-memory state emptyDir; zero means 16Mi:
+	// during an update the state file and the pending next one exist
+	// together, about 2 x 5.8 MB at 100,000 names.
 	StateSizeLimit *resource.Quantity `json:"stateSizeLimit,omitempty"`
 	// AgentResources and InitResources replace the defaults as a whole when
 	// they set requests or limits.
@@ -106,7 +108,7 @@ type Template struct {
 
 // DefaultTemplate is the bottom layer of every template.
 func DefaultTemplate() Template {
-	size := resource.MustParse("8Mi")
+	size := resource.MustParse("16Mi")
 	return Template{
 		Image:                  "ghcr.io/meshdns/meshdns:latest",
 		ImagePullPolicy:        corev1.PullIfNotPresent,

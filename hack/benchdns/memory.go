@@ -465,6 +465,11 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 			return err
 		}
 		rows = append(rows, r)
+		// The state file is what the sidecar's in-memory state dir must
+		// hold, twice during an update (the pending file beside it).
+		if fi, err := os.Stat(filepath.Join(state, "nametable.pb")); err == nil {
+			fmt.Printf("state file at %d names: %d bytes (%.0f KB per 10k names)\n", n, fi.Size(), float64(fi.Size())*10000/float64(n)/1000)
+		}
 		pct := func(k int) int { return max(1, n*k/100) }
 		rr, err := replace(cfg, p, r, "stream delta 1%", func() error {
 			_, err := writeMemEntries(cfg.dir, n, pct(1))
