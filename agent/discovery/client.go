@@ -115,6 +115,10 @@ type Client struct {
 	// memReceive: a full table could not be streamed to the state dir;
 	// full tables are received into memory from then on.
 	memReceive atomic.Bool
+	// stateFailing: the last state write failed and was logged; the next
+	// failures are only counted (a full state dir fails every update)
+	// until a write succeeds.
+	stateFailing atomic.Bool
 
 	mu      sync.Mutex // guards following
 	version string
@@ -229,14 +233,14 @@ func (c *Client) Table() (*meshdnsv1.NameTable, error) {
 
 // current returns the version and the table last applied, or a nil table
 // when there is none (or its base was dropped).
-func (c *Client) current() (string, WireTable) {
+func (c *Client) current() (string, rawTable) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.onDisk:
-		return c.version, fileTable(filepath.Join(c.cfg.StateDir, stateFile))
+		return c.version, fileRaw(filepath.Join(c.cfg.StateDir, stateFile))
 	case c.wire != nil:
-		return c.version, memTable(c.wire)
+		return c.version, memRaw(c.wire)
 	}
 	return c.version, nil
 }

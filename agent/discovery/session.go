@@ -231,11 +231,11 @@ func (c *Client) ackUnchanged(resp *response, kind string) *meshdnsv1.StreamName
 // restart restores) when the table was applied. Without one, or when the
 // file cannot be written, the old in-memory base is dropped before the
 // build: the two wire forms are never held together.
-func (c *Client) applyFull(version string, full []byte, base WireTable) error {
+func (c *Client) applyFull(version string, full []byte, base rawTable) error {
 	if c.cfg.StateDir != "" {
 		// Written zones first (an empty delta's plan reorders it), so
 		// the build from the file, and a restart's, is one pass.
-		p, err := writePending(c.cfg.StateDir, version, memTable(full), &deltaPlan{keepZones: true})
+		p, err := writePending(c.cfg.StateDir, version, memRaw(full), &deltaPlan{keepZones: true})
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
 			return c.applyPendingWith(version, p, func() error { return c.applyFullTo(version, p.table(), base) })
@@ -246,7 +246,7 @@ func (c *Client) applyFull(version string, full []byte, base WireTable) error {
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.applyFullTo(version, memTable(full), base); err != nil {
+	if err := c.applyFullTo(version, memRaw(full), base); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false)
@@ -257,11 +257,11 @@ func (c *Client) applyFull(version string, full []byte, base WireTable) error {
 // OnWireDelta is set and next changes little of base (a reconnect to a
 // control plane that did not know our version resends the table whole),
 // else whole.
-func (c *Client) applyFullTo(version string, next, base WireTable) error {
+func (c *Client) applyFullTo(version string, next, base rawTable) error {
 	if c.cfg.OnWireDelta != nil && c.cfg.OnWireTable != nil && base != nil {
-		return c.cfg.OnWireDelta(version, next, func() (Change, bool, error) { return diff(base, next) })
+		return c.cfg.OnWireDelta(version, next.wire(), func() (Change, bool, error) { return diff(base, next) })
 	}
-	return c.apply(version, next)
+	return c.apply(version, next.wire())
 }
 
 // applyDelta applies a delta to base. With a state dir the new table is
@@ -269,7 +269,7 @@ func (c *Client) applyFullTo(version string, next, base WireTable) error {
 // into a pending state file and built from there: no wire form of either
 // table is in memory. Without one, the new table is made in memory and the
 // old one dropped before the build.
-func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error {
+func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 	if c.cfg.StateDir != "" {
 		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
@@ -292,7 +292,7 @@ func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error 
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.applyDeltaTo(version, memTable(next), base, d); err != nil {
+	if err := c.applyDeltaTo(version, memRaw(next), base, d); err != nil {
 		return err
 	}
 	c.setCurrent(version, next, false)
@@ -301,18 +301,18 @@ func (c *Client) applyDelta(version string, base WireTable, d *deltaPlan) error 
 
 // applyDeltaTo hands next, the result of d on base, to OnWireDelta when
 // set (with what d changes), else to apply.
-func (c *Client) applyDeltaTo(version string, next, base WireTable, d *deltaPlan) error {
+func (c *Client) applyDeltaTo(version string, next, base rawTable, d *deltaPlan) error {
 	if c.cfg.OnWireDelta == nil || c.cfg.OnWireTable == nil {
-		return c.apply(version, next)
+		return c.apply(version, next.wire())
 	}
-	return c.cfg.OnWireDelta(version, next, func() (Change, bool, error) {
+	return c.cfg.OnWireDelta(version, next.wire(), func() (Change, bool, error) {
 		ch, err := d.change(base)
 		return ch, err == nil, err
 	})
 }
 
 // applyPendingDelta is applyPending for a delta on base.
-func (c *Client) applyPendingDelta(version string, p *pendingState, base WireTable, d *deltaPlan) error {
+func (c *Client) applyPendingDelta(version string, p *pendingState, base rawTable, d *deltaPlan) error {
 	return c.applyPendingWith(version, p, func() error { return c.applyDeltaTo(version, p.table(), base, d) })
 }
 
@@ -321,7 +321,7 @@ func (c *Client) applyPendingDelta(version string, p *pendingState, base WireTab
 var errStateWrite = errors.New("write state")
 
 // writePending writes base with d applied as a pending state file.
-func writePending(dir, version string, base WireTable, d *deltaPlan) (*pendingState, error) {
+func writePending(dir, version string, base rawTable, d *deltaPlan) (*pendingState, error) {
 	size, err := d.size(base)
 	if err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func writePending(dir, version string, base WireTable, d *deltaPlan) (*pendingSt
 // applyPending builds the table of a pending state file and makes the file
 // the state when the table was applied.
 func (c *Client) applyPending(version string, p *pendingState) error {
-	return c.applyPendingWith(version, p, func() error { return c.apply(version, p.table()) })
+	return c.applyPendingWith(version, p, func() error { return c.apply(version, p.table().wire()) })
 }
 
 // applyPendingWith is applyPending applying the table with apply.
@@ -359,12 +359,21 @@ func (c *Client) applyPendingWith(version string, p *pendingState, apply func() 
 		return nil
 	}
 	c.metrics.stateWrites.WithLabelValues("ok").Inc()
+	if c.stateFailing.Swap(false) {
+		c.log.Info("persisted name table again", "dir", c.cfg.StateDir, "version", version)
+	}
 	c.setCurrent(version, nil, true)
 	return nil
 }
 
-// stateFailed counts and logs a state file that could not be written.
+// stateFailed counts a state file that could not be written, and logs the
+// first of a run of failures: the table is served from memory meanwhile,
+// and a state dir that is too small fails every update the same way.
 func (c *Client) stateFailed(err error) {
 	c.metrics.stateWrites.WithLabelValues("error").Inc()
-	c.log.Error("persist name table", "dir", c.cfg.StateDir, "err", err)
+	if c.stateFailing.Swap(true) {
+		c.log.Debug("persist name table", "dir", c.cfg.StateDir, "err", err)
+		return
+	}
+	c.log.Error("persist name table; serving the table from memory, restarts start without it until a write succeeds", "dir", c.cfg.StateDir, "err", err)
 }

@@ -81,7 +81,7 @@ func (c *countWriter) Write(b []byte) (int, error) {
 }
 
 // table is the pending file's table.
-func (p *pendingState) table() WireTable { return fileTable(p.tmp) }
+func (p *pendingState) table() rawTable { return fileRaw(p.tmp) }
 
 // commit puts the pending file in place of the state file (a rename within
 // the directory: a crash leaves the old table or the new one whole) and

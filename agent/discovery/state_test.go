@@ -339,7 +339,7 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if r.pending == nil || r.full != nil || !r.isFull || r.version != "v1" || r.nonce != "n1" {
 		t.Fatalf("response read as %+v", r)
 	}
-	got, err := walk(r.pending.table())
+	got, err := walk(r.pending.table().wire())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,13 @@ const (
 // authoritative zone, in the order they appear. A nil name or zone skips
 // those.
 func EachName(b []byte, name func(host string, info []byte) error, zone func(z string) error) error {
+	return memRaw(b).wire()(name, zone)
+}
+
+// eachRawName is EachName with the keys as the table's bytes (valid during
+// the call): the walks that only compare, hash or copy names allocate
+// nothing per name.
+func eachRawName(b []byte, name func(host, info []byte) error, zone func(z string) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -79,31 +86,30 @@ func EachName(b []byte, name func(host string, info []byte) error, zone func(z s
 }
 
 // mapEntry splits a map<string, NameInfo> entry into its key and its
-// marshalled value (empty when absent, as proto reads it).
-func mapEntry(b []byte) (string, []byte, error) {
-	var key string
-	var val []byte
+// marshalled value (empty when absent, as proto reads it), both in b.
+func mapEntry(b []byte) ([]byte, []byte, error) {
+	var key, val []byte
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
+			return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
 		if typ != protowire.BytesType || (num != fieldMapKey && num != 2) {
 			n := protowire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
-				return "", nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
+				return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
 			}
 			b = b[n:]
 			continue
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return "", nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
+			return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
 		if num == fieldMapKey {
-			key = string(v)
+			key = v
 		} else {
 			val = v
 		}
@@ -120,7 +126,7 @@ func applyDeltaWire(base []byte, d *meshdnsv1.NameTableDelta) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, 0, len(base)+p.grow)
-	err = p.write(memTable(base), func(b []byte) error {
+	err = p.write(memRaw(base), func(b []byte) error {
 		out = append(out, b...)
 		return nil
 	})
@@ -188,12 +194,12 @@ type Change struct {
 }
 
 // change returns what p changes in base.
-func (p *deltaPlan) change(base WireTable) (Change, error) {
+func (p *deltaPlan) change(base rawTable) (Change, error) {
 	c := Change{
 		Old: func(name func(string, []byte) error) error {
-			return base(func(host string, info []byte) error {
-				if _, ok := p.drop[host]; ok {
-					return name(host, info)
+			return base(func(host, info []byte) error {
+				if _, ok := p.drop[string(host)]; ok { // no allocation
+					return name(string(host), info)
 				}
 				return nil
 			}, nil)
@@ -225,12 +231,12 @@ const maxDiffShare = 0.25
 // collision of two names makes the patch define a name twice or come to
 // another number of names than next has (Names), and the agent then
 // builds next whole.
-func diff(base, next WireTable) (c Change, ok bool, err error) {
+func diff(base, next rawTable) (c Change, ok bool, err error) {
 	seed := maphash.MakeSeed()
-	key := func(host string) uint64 { return maphash.String(seed, host) }
+	key := func(host []byte) uint64 { return maphash.Bytes(seed, host) }
 	old := map[uint64]uint64{}
 	var oldZones, newZones []string
-	err = base(func(host string, info []byte) error {
+	err = base(func(host, info []byte) error {
 		old[key(host)] = maphash.Bytes(seed, info)
 		return nil
 	}, func(z string) error {
@@ -243,7 +249,7 @@ func diff(base, next WireTable) (c Change, ok bool, err error) {
 	limit := int(float64(len(old))*maxDiffShare) + 1
 	c.New = map[string]*meshdnsv1.NameInfo{}
 	errTooMany := errors.New("too many changes")
-	err = next(func(host string, info []byte) error {
+	err = next(func(host, info []byte) error {
 		c.Names++
 		k := key(host)
 		if h, had := old[k]; had && h == maphash.Bytes(seed, info) {
@@ -257,7 +263,7 @@ func diff(base, next WireTable) (c Change, ok bool, err error) {
 		if err := proto.Unmarshal(info, v); err != nil {
 			return fmt.Errorf("name %q: %w", host, err)
 		}
-		c.New[host] = v
+		c.New[string(host)] = v
 		return nil
 	}, func(z string) error {
 		newZones = append(newZones, z)
@@ -274,9 +280,9 @@ func diff(base, next WireTable) (c Change, ok bool, err error) {
 		return Change{}, false, nil
 	}
 	c.Old = func(name func(string, []byte) error) error {
-		return base(func(host string, info []byte) error {
+		return base(func(host, info []byte) error {
 			if _, ok := old[key(host)]; ok {
-				return name(host, info)
+				return name(string(host), info)
 			}
 			return nil
 		}, nil)
@@ -292,7 +298,7 @@ func (p *deltaPlan) empty() bool { return len(p.drop) == 0 && p.keepZones }
 // found by a skim of base), then base's kept entries and the upserts. With
 // the zones first, a table read back from the state dir is built in one
 // pass (the builder needs the zones before the first name).
-func (p *deltaPlan) write(base WireTable, emit func([]byte) error) error {
+func (p *deltaPlan) write(base rawTable, emit func([]byte) error) error {
 	zones := p.zones
 	if p.keepZones {
 		zones = nil
@@ -308,8 +314,8 @@ func (p *deltaPlan) write(base WireTable, emit func([]byte) error) error {
 			return err
 		}
 	}
-	err := base(func(host string, info []byte) error {
-		if _, ok := p.drop[host]; ok {
+	err := base(func(host, info []byte) error {
+		if _, ok := p.drop[string(host)]; ok { // no allocation
 			return nil
 		}
 		scratch = appendEntry(scratch[:0], host, info)
@@ -328,7 +334,7 @@ func (p *deltaPlan) write(base WireTable, emit func([]byte) error) error {
 }
 
 // size returns the length of what write emits.
-func (p *deltaPlan) size(base WireTable) (int, error) {
+func (p *deltaPlan) size(base rawTable) (int, error) {
 	n := 0
 	err := p.write(base, func(b []byte) error {
 		n += len(b)
@@ -338,13 +344,13 @@ func (p *deltaPlan) size(base WireTable) (int, error) {
 }
 
 // appendEntry appends one map<string, NameInfo> entry of a NameTable.
-func appendEntry(b []byte, host string, info []byte) []byte {
+func appendEntry[S string | []byte](b []byte, host S, info []byte) []byte {
 	size := protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(host)) +
 		protowire.SizeTag(2) + protowire.SizeBytes(len(info))
 	b = protowire.AppendTag(b, fieldNameTableTable, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
 	b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
-	b = protowire.AppendString(b, host)
+	b = append(protowire.AppendVarint(b, uint64(len(host))), host...)
 	b = protowire.AppendTag(b, 2, protowire.BytesType)
 	return protowire.AppendBytes(b, info)
 }

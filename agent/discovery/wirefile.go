@@ -17,19 +17,42 @@ import (
 // table read from the state file is never whole in memory).
 type WireTable func(name func(host string, info []byte) error, zone func(z string) error) error
 
-// memTable is the WireTable of a wire-form NameTable held in memory.
-func memTable(b []byte) WireTable {
+// rawTable is a WireTable whose walk gives the keys as bytes, valid only
+// during the call like the info: the client's own walks (writing the next
+// state file, comparing tables, finding what a delta replaces) compare,
+// hash or copy the names and make no string per name; only what goes to
+// the agent's build is converted (wire).
+type rawTable func(name func(host, info []byte) error, zone func(z string) error) error
+
+// wire is r walked with the keys as strings.
+func (r rawTable) wire() WireTable {
 	return func(name func(string, []byte) error, zone func(string) error) error {
-		return EachName(b, name, zone)
+		if name == nil {
+			return r(nil, zone)
+		}
+		return r(func(host, info []byte) error { return name(string(host), info) }, zone)
 	}
 }
 
-// fileTable is the WireTable of the table inside a state file (a
+// memTable is the WireTable of a wire-form NameTable held in memory.
+func memTable(b []byte) WireTable { return memRaw(b).wire() }
+
+// memRaw is memTable with raw keys.
+func memRaw(b []byte) rawTable {
+	return func(name func(host, info []byte) error, zone func(string) error) error {
+		return eachRawName(b, name, zone)
+	}
+}
+
+// fileTable is the WireTable of the table inside a state file.
+func fileTable(path string) WireTable { return fileRaw(path).wire() }
+
+// fileRaw is the raw walk of the table inside a state file (a
 // StreamNameTableResponse, see saveState), read in one streaming pass per
 // walk through a small buffer: a 100,000-name table is never in memory
 // whole, neither while it is built nor while it is the base of deltas.
-func fileTable(path string) WireTable {
-	return func(name func(string, []byte) error, zone func(string) error) error {
+func fileRaw(path string) rawTable {
+	return func(name func(host, info []byte) error, zone func(string) error) error {
 		f, err := os.Open(path)
 		if err != nil {
 			return err
@@ -264,8 +287,8 @@ func (p *pbReader) skip(typ protowire.Type) error {
 	return fmt.Errorf("unsupported wire type %d", typ)
 }
 
-// eachName is EachName over the stream.
-func (p *pbReader) eachName(name func(string, []byte) error, zone func(string) error) error {
+// eachName is eachRawName over the stream.
+func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string) error) error {
 	for {
 		num, typ, err := p.tag()
 		if errors.Is(err, io.EOF) {
