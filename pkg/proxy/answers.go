@@ -44,6 +44,10 @@ type answer struct {
 	kind  answerKind
 }
 
+// forwardAnswer is the forward marker put returns when it does not store
+// one.
+var forwardAnswer = answer{kind: kindForward}
+
 // answerShards spreads the answer cache over several maps so readers on
 // different cores rarely share a lock word.
 const answerShards = 16
@@ -136,7 +140,7 @@ func (s *tableState) put(key []byte, a *answer) *answer {
 	defer sh.mu.Unlock()
 	if len(sh.m) >= s.perShard || sh.used+need > s.shardBytes {
 		if a.kind == kindForward {
-			return a
+			return &forwardAnswer // not a: the caller's may be on its stack
 		}
 		sh.m = make(map[string]*answer, len(sh.m))
 		sh.bytes, sh.slab, sh.used = nil, nil, 0
@@ -178,34 +182,75 @@ func (s *tableState) len() int {
 	return n
 }
 
-// buildAnswer asks the table about the question and, for an authoritative
-// answer, packs the reply once. lowerName is the lowercased question name
-// in presentation form with the trailing dot.
-func buildAnswer(t Lookuper, lowerName string, qtype, qclass uint16) (*answer, error) {
-	res := t.Lookup(dns.Question{Name: lowerName, Qtype: qtype, Qclass: qclass})
-	switch {
-	case res.Action != nametable.Answer:
-		return &answer{kind: kindForward}, nil
-	case res.Chase != "":
-		return &answer{kind: kindChase, res: &res}, nil
-	}
-	m := new(dns.Msg)
-	m.Response = true
-	m.Authoritative = true
-	m.RecursionAvailable = true
-	m.Rcode = res.Rcode
-	m.Compress = true
-	m.Question = []dns.Question{{Name: lowerName, Qtype: qtype, Qclass: qclass}}
-	m.Answer = append(resultAnswer(res, lowerName), res.Chain...)
-	m.Ns = res.Ns
-	m.Extra = res.Extra
-	buf, err := m.Pack()
+// build asks the table about the question, packs an authoritative reply
+// once, and stores the answer under key. lowerName is the lowercased
+// question name in presentation form with the trailing dot.
+func (s *tableState) build(key []byte, lowerName string, qtype, qclass uint16) (*answer, error) {
+	p := packers.Get().(*packer)
+	defer p.release()
+	a, err := buildAnswer(s.table, p, lowerName, qtype, qclass)
 	if err != nil {
 		return nil, err
 	}
-	a := &answer{kind: kindPacked, msg: buf, rcode: res.Rcode}
+	return s.put(key, &a), nil
+}
+
+// buildAnswer asks the table about the question and, for an authoritative
+// answer, packs the reply into p's buffer (a.msg is valid until p is
+// used again: put copies it).
+func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) (answer, error) {
+	res := t.Lookup(dns.Question{Name: lowerName, Qtype: qtype, Qclass: qclass})
+	switch {
+	case res.Action != nametable.Answer:
+		return answer{kind: kindForward}, nil
+	case res.Chase != "":
+		chase := res // only this branch puts a Result on the heap
+		return answer{kind: kindChase, res: &chase}, nil
+	}
+	buf, ok := []byte(nil), false
+	if res.Alias == "" && len(res.Chain) == 0 && len(res.Ns) == 0 && len(res.Extra) == 0 {
+		buf, ok = p.packAddrs(lowerName, qtype, qclass, res.Rcode, res.Answer)
+	}
+	if !ok {
+		var err error
+		if buf, err = p.pack(res, lowerName, qtype, qclass); err != nil {
+			return answer{}, err
+		}
+	}
+	a := answer{kind: kindPacked, msg: buf, rcode: res.Rcode}
 	a.shufOff, a.shufLen, a.shufN = shuffleRun(buf)
 	return a, nil
+}
+
+// pack packs the reply with dns.Msg, from p's scratch, into p's buffer.
+// The answer section is the one the Result contract describes
+// (pkg/nametable Result): question CNAME Alias, then Answer owned by Alias
+// or the question name, then Chain.
+func (p *packer) pack(res nametable.Result, qname string, qtype, qclass uint16) ([]byte, error) {
+	owner := qname
+	p.ans = p.ans[:0]
+	if res.Alias != "" {
+		owner = strings.ToLower(dns.Fqdn(res.Alias))
+		p.ans = append(p.ans, aliasCNAME(res, qname, owner))
+	}
+	p.ans = append(p.owned(res.Answer, owner), res.Chain...)
+	p.q[0] = dns.Question{Name: qname, Qtype: qtype, Qclass: qclass}
+	p.msg = dns.Msg{
+		MsgHdr:   dns.MsgHdr{Response: true, Authoritative: true, RecursionAvailable: true, Rcode: res.Rcode},
+		Compress: true,
+		Question: p.q[:],
+		Answer:   p.ans,
+		Ns:       res.Ns,
+		Extra:    res.Extra,
+	}
+	out, err := p.msg.PackBuffer(p.buf[:cap(p.buf)])
+	if err != nil {
+		return nil, err
+	}
+	if cap(out) > cap(p.buf) {
+		p.buf = out[:0]
+	}
+	return out, nil
 }
 
 // resultAnswer writes the answer section the Result contract describes
@@ -217,10 +262,7 @@ func resultAnswer(res nametable.Result, qname string) []dns.RR {
 	out := make([]dns.RR, 0, len(res.Answer)+1)
 	if res.Alias != "" {
 		owner = strings.ToLower(dns.Fqdn(res.Alias))
-		out = append(out, &dns.CNAME{
-			Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: aliasTTL(res)},
-			Target: owner,
-		})
+		out = append(out, aliasCNAME(res, qname, owner))
 	}
 	for _, rr := range res.Answer {
 		c := dns.Copy(rr)
@@ -228,6 +270,14 @@ func resultAnswer(res nametable.Result, qname string) []dns.RR {
 		out = append(out, c)
 	}
 	return out
+}
+
+// aliasCNAME is the CNAME from the question name to its Alias.
+func aliasCNAME(res nametable.Result, qname, owner string) dns.RR {
+	return &dns.CNAME{
+		Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: aliasTTL(res)},
+		Target: owner,
+	}
 }
 
 // aliasTTL picks the TTL of the synthesized CNAME: the table gives none, so

@@ -192,11 +192,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 
 // fill asks the table about a question not seen since the last swap.
 func (h *Handler) fill(st *tableState, key []byte, r *request) (*answer, error) {
-	a, err := buildAnswer(st.table, wireName(r.lname()), r.qtype, r.qclass)
-	if err != nil {
-		return nil, err
-	}
-	return st.put(key, a), nil
+	return st.build(key, wireName(r.lname()), r.qtype, r.qclass)
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must
