@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshdns/meshdns/internal/hashdiff"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -97,26 +97,24 @@ const maxDiffShare = 0.25
 // fileChange compares the content of old (whose hash was oldSum) with that
 // of next (newSum) and returns the entries a patch removes and adds, and
 // next's number of names. ok is false when the table is better built
-// whole. It holds two 64-bit hashes per name of old meanwhile (random
-// seed; equal hashes are taken as equal: a collision of two names makes
-// the patch define a name twice or come to another number of names, and
-// the table is then built whole).
+// whole. It holds two 64-bit hashes per name of old meanwhile
+// (internal/hashdiff); a collision makes the patch define a name twice or
+// come to another number of names, and the table is then built whole.
 func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (remove, add []nametable.Entry, names int, ok bool, err error) {
 	lim = lim.withDefaults()
-	seed := maphash.MakeSeed()
-	key := func(host string) uint64 { return maphash.String(seed, host) }
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
 		return nil, nil, 0, false, err
 	}
-	hashes := map[uint64]uint64{}
+	base := hashdiff.New(0)
 	sum, err := eachFileName(old, func(host string, raw []byte) error {
-		hashes[key(host)] = maphash.Bytes(seed, raw)
+		base.AddString(host, raw)
 		return nil
 	})
 	if err != nil || sum != oldSum {
 		return nil, nil, 0, false, nil // not the content applied: build whole
 	}
-	limit := int(float64(len(hashes))*maxDiffShare) + 1
+	base.Seal()
+	limit := int(float64(base.Len())*maxDiffShare) + 1
 	conv := func(host string, raw []byte) (nametable.Entry, error) {
 		info := new(meshdnsv1.NameInfo)
 		if err := protojson.Unmarshal(raw, info); err != nil {
@@ -129,10 +127,8 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 	}
 	sum, err = eachFileName(next, func(host string, raw []byte) error {
 		names++
-		k := key(host)
-		if h, had := hashes[k]; had && h == maphash.Bytes(seed, raw) {
-			delete(hashes, k) // unchanged
-			return nil
+		if base.MatchString(host, raw) {
+			return nil // unchanged
 		}
 		if len(add) >= limit {
 			return errFileDiff
@@ -144,15 +140,15 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		add = append(add, e)
 		return nil
 	})
-	if err != nil || sum != newSum || len(hashes) > limit {
+	if err != nil || sum != newSum || base.Left() > limit {
 		return nil, nil, 0, false, nil
 	}
-	// hashes holds the removed and the replaced names now.
+	// What was not matched is removed or replaced.
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
 		return nil, nil, 0, false, err
 	}
 	_, err = eachFileName(old, func(host string, raw []byte) error {
-		if _, ok := hashes[key(host)]; !ok {
+		if !base.ChangedString(host) {
 			return nil
 		}
 		e, err := conv(host, raw)

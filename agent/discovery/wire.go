@@ -3,12 +3,12 @@ package discovery
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/hashdiff"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -225,19 +225,15 @@ const maxDiffShare = 0.25
 // diff returns what next changes in base, to apply a full table that
 // mostly repeats the one served (a reconnect to a control plane that does
 // not know our version) as a patch. ok is false when the zones differ or
-// more than maxDiffShare of the names change. It holds a hash per name of
-// base meanwhile, not the tables: 64-bit hashes (random seed) of each
-// name and its NameInfo bytes; equal hashes are taken as equal. A
-// collision of two names makes the patch define a name twice or come to
-// another number of names than next has (Names), and the agent then
-// builds next whole.
+// more than maxDiffShare of the names change. It holds two 64-bit hashes
+// per name of base meanwhile (internal/hashdiff), not the tables; a
+// collision makes the patch come to another number of names than next has
+// (Names), and the agent then builds next whole.
 func diff(base, next rawTable) (c Change, ok bool, err error) {
-	seed := maphash.MakeSeed()
-	key := func(host []byte) uint64 { return maphash.Bytes(seed, host) }
-	old := map[uint64]uint64{}
+	old := hashdiff.New(0)
 	var oldZones, newZones []string
 	err = base(func(host, info []byte) error {
-		old[key(host)] = maphash.Bytes(seed, info)
+		old.Add(host, info)
 		return nil
 	}, func(z string) error {
 		oldZones = append(oldZones, z)
@@ -246,15 +242,14 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	if err != nil {
 		return c, false, err
 	}
-	limit := int(float64(len(old))*maxDiffShare) + 1
+	old.Seal()
+	limit := int(float64(old.Len())*maxDiffShare) + 1
 	c.New = map[string]*meshdnsv1.NameInfo{}
 	errTooMany := errors.New("too many changes")
 	err = next(func(host, info []byte) error {
 		c.Names++
-		k := key(host)
-		if h, had := old[k]; had && h == maphash.Bytes(seed, info) {
-			delete(old, k) // unchanged: neither removed nor added
-			return nil
+		if old.Match(host, info) {
+			return nil // unchanged: neither removed nor added
 		}
 		if len(c.New) >= limit {
 			return errTooMany
@@ -275,13 +270,13 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	if err != nil {
 		return Change{}, false, err
 	}
-	// old holds the removed and the replaced names now.
-	if len(old) > limit || !slices.Equal(oldZones, newZones) {
+	// What was not matched is removed or replaced.
+	if old.Left() > limit || !slices.Equal(oldZones, newZones) {
 		return Change{}, false, nil
 	}
 	c.Old = func(name func(string, []byte) error) error {
 		return base(func(host, info []byte) error {
-			if _, ok := old[key(host)]; ok {
+			if old.Changed(host) {
 				return name(string(host), info)
 			}
 			return nil
