@@ -47,8 +47,9 @@ type verified struct {
 
 // authorize authenticates the first request of a stream, checks its claims
 // against the identity and applies the per-identity bounds. Every refusal
-// is counted and logged at Warn, with the peer and the subject, never the
-// credential.
+// is counted; refusals are logged at Warn, with the peer and the subject,
+// never the credential, at most refusalLogBurst per refusalLogWindow for
+// each result (the next line logged says how many were suppressed).
 func (s *Server) authorize(ctx context.Context, claim *meshdnsv1.AgentIdentity) (*verified, error) {
 	peerAddr := ""
 	p, _ := peer.FromContext(ctx)
@@ -63,8 +64,14 @@ func (s *Server) authorize(ctx context.Context, claim *meshdnsv1.AgentIdentity) 
 	}
 	refuse := func(result, method string, code codes.Code, msg string, args ...any) error {
 		s.m.admissions.WithLabelValues(result, method).Inc()
-		s.log.Warn("agent stream refused", "result", result, "peer", peerAddr,
-			"claimed", claim.GetNamespace()+"/"+claim.GetPodName(), "err", fmt.Sprintf(msg, args...))
+		if ok, dropped := s.refusals.allow(result); ok {
+			attrs := []any{"result", result, "peer", peerAddr,
+				"claimed", claim.GetNamespace() + "/" + claim.GetPodName(), "err", fmt.Sprintf(msg, args...)}
+			if dropped > 0 {
+				attrs = append(attrs, "suppressed", dropped)
+			}
+			s.log.Warn("agent stream refused", attrs...)
+		}
 		return status.Errorf(code, msg, args...)
 	}
 	id, err := s.auth.Authenticate(ctx, req)

@@ -86,8 +86,9 @@ type Server struct {
 	admit *admission
 	fan   *fanout
 
-	auth   auth.Authenticator
-	limits *limits
+	auth     auth.Authenticator
+	limits   *limits
+	refusals *logLimit // of "agent stream refused" lines
 
 	mu     sync.Mutex // guards agents
 	agents map[*agent]struct{}
@@ -139,7 +140,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
-		auth: cfg.Authenticator,
+		auth:     cfg.Authenticator,
+		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),
 		limits: &limits{
 			maxStreams: cfg.MaxStreamsPerIdentity, burst: float64(cfg.ReconnectBurst), rate: cfg.ReconnectRate,
 			maxDomains: cfg.MaxClusterDomains, localDomain: registry.CanonicalHost(cfg.ClusterDomain),
