@@ -6,9 +6,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestWorthIt(t *testing.T) {
@@ -33,31 +32,43 @@ func TestWorthIt(t *testing.T) {
 }
 
 // The releaser frees memory after a kick, and on its periodic look only
-// when enough is reclaimable.
+// when enough is reclaimable. It runs on synctest's clock, so "six looks
+// found nothing" is exact, not a guess about how long a sleep lasts.
 func TestMemoryReleaser(t *testing.T) {
-	var releases atomic.Int32
-	var reclaim atomic.Uint64
-	r := newMemoryReleaser(time.Millisecond, 5*time.Millisecond)
-	r.release = func() { releases.Add(1) }
-	r.reclaimable = func() (uint64, uint64) { return reclaim.Load(), 8 << 20 }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
+	synctest.Test(t, func(t *testing.T) {
+		var releases, looks atomic.Int32
+		var reclaim atomic.Uint64
+		r := newMemoryReleaser(time.Millisecond, 5*time.Millisecond)
+		r.release = func() { releases.Add(1) }
+		r.reclaimable = func() (uint64, uint64) {
+			looks.Add(1)
+			return reclaim.Load(), 8 << 20
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+
+		time.Sleep(32 * time.Millisecond) // looks at 5, 10, ... 30 ms
+		synctest.Wait()
+		if n, l := releases.Load(), looks.Load(); n != 0 || l != 6 {
+			t.Fatalf("%d releases after %d looks with nothing reclaimable, want 0 after 6", n, l)
+		}
+		r.kick()
+		synctest.Wait()
+		if n := releases.Load(); n != 1 {
+			t.Fatalf("%d releases after a kick, want 1", n)
+		}
+		reclaim.Store(16 << 20)
+		time.Sleep(5 * time.Millisecond) // the next look
+		synctest.Wait()
+		if n := releases.Load(); n != 2 {
+			t.Fatalf("%d releases after a look finding 16 MiB reclaimable, want 2", n)
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}()
-
-	time.Sleep(30 * time.Millisecond) // several looks with nothing to give back
-	if n := releases.Load(); n != 0 {
-		t.Fatalf("%d releases with nothing reclaimable, want 0", n)
-	}
-	r.kick()
-	testenv.Eventually(t, "release after a kick", 5*time.Second, func() bool { return releases.Load() == 1 })
-	reclaim.Store(16 << 20)
-	testenv.Eventually(t, "release on a look finding 16 MiB reclaimable", 5*time.Second, func() bool { return releases.Load() >= 2 })
+	})
 }
 
 // readReclaimable reads the runtime's figures: after garbage is made,

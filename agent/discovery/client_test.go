@@ -23,6 +23,7 @@ import (
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/certtest"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -304,8 +305,11 @@ func TestReconnectAfterOutage(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	rec := &recorder{}
-	startClient(t, Config{Addrs: []string{addr}, OnTable: rec.onTable})
-	time.Sleep(300 * time.Millisecond)
+	c := startClient(t, Config{Addrs: []string{addr}, OnTable: rec.onTable})
+	// Two failed attempts: the client has backed off at least once.
+	testenv.Eventually(t, "two failed connects", 5*time.Second, func() bool {
+		return c.metrics.connects.WithLabelValues("error").Value() >= 2
+	})
 	srv := discoverytest.Start(t, addr, nil)
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example")))
