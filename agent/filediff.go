@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -26,62 +25,18 @@ import (
 
 // eachFileName calls name with every name of a table file and the raw
 // JSON of its NameInfo (valid during the call), and returns the hash of
-// the whole content. It checks only the object's shape.
+// the whole content. It checks the file's shape as the build does
+// (walkTableFile), not the NameInfos.
 func eachFileName(r io.Reader, name func(host string, raw []byte) error) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	h := sha256.New()
 	tee := io.TeeReader(r, h)
-	dec := json.NewDecoder(tee)
-	if err := expectDelim(dec, '{'); err != nil {
+	err := walkTableFile(json.NewDecoder(tee), func(host string, raw json.RawMessage) error { return name(host, raw) },
+		func([]string) error { return nil }, func() {})
+	if err != nil {
 		return sum, err
 	}
-	var raw json.RawMessage
-	for dec.More() {
-		field, err := stringToken(dec)
-		if err != nil {
-			return sum, err
-		}
-		switch field {
-		case "table":
-			tok, err := dec.Token()
-			if err != nil {
-				return sum, err
-			}
-			if tok == nil {
-				continue
-			}
-			if d, ok := tok.(json.Delim); !ok || d != '{' {
-				return sum, errors.New("table: not an object")
-			}
-			for dec.More() {
-				host, err := stringToken(dec)
-				if err != nil {
-					return sum, err
-				}
-				raw = raw[:0]
-				if err := dec.Decode(&raw); err != nil {
-					return sum, err
-				}
-				if err := name(host, raw); err != nil {
-					return sum, err
-				}
-			}
-			if err := expectDelim(dec, '}'); err != nil {
-				return sum, err
-			}
-		case "authoritative_zones", "authoritativeZones":
-			var z []string
-			if err := dec.Decode(&z); err != nil {
-				return sum, err
-			}
-		default:
-			return sum, fmt.Errorf("unknown field %q", field)
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return sum, err
-	}
-	if _, err := io.Copy(io.Discard, tee); err != nil { // the rest, hashed
+	if _, err := io.Copy(io.Discard, tee); err != nil { // what the decoder did not read, hashed
 		return sum, err
 	}
 	copy(sum[:], h.Sum(nil))

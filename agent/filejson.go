@@ -72,85 +72,107 @@ func buildTableFileFrom(r io.Reader, head fileHead, lim Limits, pod nametable.Co
 // readTableFile reads the file's names into c and returns c's entries (none
 // when c builds a table) and the zones.
 func readTableFile(r io.Reader, c *collector) ([]nametable.Entry, []string, error) {
-	dec := json.NewDecoder(r)
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, nil, err
-	}
 	var (
-		zones     []string
-		sawTable  bool
-		sawZones  bool
-		info      = new(meshdnsv1.NameInfo)
-		raw       json.RawMessage
-		zoneNames []string
+		zones    []string
+		sawTable bool
+		info     = new(meshdnsv1.NameInfo)
 	)
-	for dec.More() {
-		field, err := stringToken(dec)
-		if err != nil {
-			return nil, nil, err
+	err := walkTableFile(json.NewDecoder(r), func(host string, raw json.RawMessage) error {
+		proto.Reset(info)
+		if err := protojson.Unmarshal(raw, info); err != nil {
+			return fmt.Errorf("table[%q]: %w", host, err)
 		}
-		switch field {
-		case "table":
-			if sawTable {
-				return nil, nil, errors.New(`duplicate field "table"`)
-			}
-			sawTable = true
-			tok, err := dec.Token()
-			if err != nil {
-				return nil, nil, fmt.Errorf("table: %w", err)
-			}
-			if tok == nil {
-				continue // null: no names, as protojson reads it
-			}
-			if d, ok := tok.(json.Delim); !ok || d != '{' {
-				return nil, nil, fmt.Errorf("table: want an object, got %v", tok)
-			}
-			for dec.More() {
-				host, err := stringToken(dec)
-				if err != nil {
-					return nil, nil, fmt.Errorf("table: %w", err)
-				}
-				raw = raw[:0]
-				if err := dec.Decode(&raw); err != nil {
-					return nil, nil, fmt.Errorf("table[%q]: %w", host, err)
-				}
-				proto.Reset(info)
-				if err := protojson.Unmarshal(raw, info); err != nil {
-					return nil, nil, fmt.Errorf("table[%q]: %w", host, err)
-				}
-				if err := c.add(host, info); err != nil {
-					return nil, nil, err
-				}
-			}
-			if err := expectDelim(dec, '}'); err != nil {
-				return nil, nil, fmt.Errorf("table: %w", err)
-			}
-		case "authoritative_zones", "authoritativeZones":
-			if sawZones {
-				return nil, nil, fmt.Errorf("duplicate field %q", field)
-			}
-			sawZones = true
-			zoneNames = zoneNames[:0]
-			if err := dec.Decode(&zoneNames); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", field, err)
-			}
-			if zones, err = convertZones(zoneNames); err != nil {
-				return nil, nil, err
-			}
-		default:
-			return nil, nil, fmt.Errorf("unknown field %q", field)
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
+		return c.add(host, info)
+	}, func(names []string) error {
+		var err error
+		zones, err = convertZones(names)
+		return err
+	}, func() { sawTable = true })
+	if err != nil {
 		return nil, nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, errors.New("data after the table object")
 	}
 	if c.into != nil || !sawTable {
 		return nil, zones, nil
 	}
 	return c.done(), zones, nil
+}
+
+// walkTableFile reads a table file's one JSON object from dec as protojson
+// reads a NameTable: the fields "table" and "authoritative_zones" (or
+// "authoritativeZones"), each at most once, nothing after the object. It
+// calls name with each name of the table and the raw JSON of its NameInfo
+// (valid during the call), zones with the zone list, and table when the
+// table field is there (even null or empty).
+func walkTableFile(dec *json.Decoder, name func(host string, raw json.RawMessage) error, zones func([]string) error, table func()) error {
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	var (
+		sawTable, sawZones bool
+		raw                json.RawMessage
+		zoneNames          []string
+	)
+	for dec.More() {
+		field, err := stringToken(dec)
+		if err != nil {
+			return err
+		}
+		switch field {
+		case "table":
+			if sawTable {
+				return errors.New(`duplicate field "table"`)
+			}
+			sawTable = true
+			table()
+			tok, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("table: %w", err)
+			}
+			if tok == nil {
+				continue // null: no names, as protojson reads it
+			}
+			if d, ok := tok.(json.Delim); !ok || d != '{' {
+				return fmt.Errorf("table: want an object, got %v", tok)
+			}
+			for dec.More() {
+				host, err := stringToken(dec)
+				if err != nil {
+					return fmt.Errorf("table: %w", err)
+				}
+				raw = raw[:0]
+				if err := dec.Decode(&raw); err != nil {
+					return fmt.Errorf("table[%q]: %w", host, err)
+				}
+				if err := name(host, raw); err != nil {
+					return err
+				}
+			}
+			if err := expectDelim(dec, '}'); err != nil {
+				return fmt.Errorf("table: %w", err)
+			}
+		case "authoritative_zones", "authoritativeZones":
+			if sawZones {
+				return fmt.Errorf("duplicate field %q", field)
+			}
+			sawZones = true
+			zoneNames = zoneNames[:0]
+			if err := dec.Decode(&zoneNames); err != nil {
+				return fmt.Errorf("%s: %w", field, err)
+			}
+			if err := zones(zoneNames); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown field %q", field)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the table object")
+	}
+	return nil
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {
