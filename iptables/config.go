@@ -103,16 +103,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if _, err := ParseBackend(string(cfg.Backend)); err != nil {
 		return cfg, err
 	}
-	if len(cfg.ProxyUIDs) == 0 && len(cfg.ProxyGIDs) == 0 {
-		return cfg, ErrNoProxyOwner
-	}
-	if !cfg.CaptureAllDNS && len(cfg.Nameservers) == 0 {
-		return cfg, ErrNoNameservers
-	}
-	for _, ns := range cfg.Nameservers {
-		if !ns.IsValid() {
-			return cfg, fmt.Errorf("invalid nameserver address %v", ns)
-		}
+	if err := CheckCapture(cfg.ProxyUIDs, cfg.ProxyGIDs, cfg.Nameservers, cfg.CaptureAllDNS); err != nil {
+		return cfg, err
 	}
 	if cfg.Runner == nil {
 		cfg.Runner = ExecRunner{}
@@ -121,6 +113,24 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg, nil
+}
+
+// CheckCapture checks what every backend needs of a capture (see Config):
+// an owner whose packets bypass it, and nameservers unless all DNS is
+// captured, each a valid address.
+func CheckCapture(uids, gids []uint32, nameservers []netip.Addr, captureAll bool) error {
+	if len(uids) == 0 && len(gids) == 0 {
+		return ErrNoProxyOwner
+	}
+	if !captureAll && len(nameservers) == 0 {
+		return ErrNoNameservers
+	}
+	for _, ns := range nameservers {
+		if !ns.IsValid() {
+			return fmt.Errorf("invalid nameserver address %v", ns)
+		}
+	}
+	return nil
 }
 
 // families returns the families the rules are written for.

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"fmt"
 	"log/slog"
 	"net/netip"
 
@@ -39,18 +38,7 @@ type Config struct {
 // forApply checks cfg for Apply and fills the defaults.
 func (cfg Config) forApply() (Config, error) {
 	cfg = cfg.withDefaults()
-	if len(cfg.ProxyUIDs) == 0 && len(cfg.ProxyGIDs) == 0 {
-		return cfg, iptables.ErrNoProxyOwner
-	}
-	if !cfg.CaptureAllDNS && len(cfg.Nameservers) == 0 {
-		return cfg, iptables.ErrNoNameservers
-	}
-	for _, ns := range cfg.Nameservers {
-		if !ns.IsValid() {
-			return cfg, fmt.Errorf("invalid nameserver address %v", ns)
-		}
-	}
-	return cfg, nil
+	return cfg, iptables.CheckCapture(cfg.ProxyUIDs, cfg.ProxyGIDs, cfg.Nameservers, cfg.CaptureAllDNS)
 }
 
 func (cfg Config) withDefaults() Config {
