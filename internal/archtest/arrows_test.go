@@ -68,6 +68,14 @@ func TestViolations(t *testing.T) {
 			want: []string{"cni imports k8s.io/client-go/rest: cni/ is the node's CNI plugin: the standard library, iptables, x/sys and the atomic file writer only (the Kubernetes lookup is injected by the command)"},
 		},
 		{
+			name: "the agent's gRPC client linking grpc-go",
+			pkgs: withStd(std, Package{ImportPath: m + "internal/grpcstream", Deps: []string{"net", "golang.org/x/net/http2", "google.golang.org/grpc"}, TestImports: []string{"google.golang.org/grpc"}}),
+			want: []string{
+				"internal/grpcstream imports golang.org/x/net/http2: internal/grpcstream is the agent's gRPC client on net/http's HTTP/2: the standard library only, so the stream costs the sidecar no gRPC library's pages",
+				"internal/grpcstream imports google.golang.org/grpc: internal/grpcstream is the agent's gRPC client on net/http's HTTP/2: the standard library only, so the stream costs the sidecar no gRPC library's pages",
+			},
+		},
+		{
 			name: "proto importing a meshdns package",
 			pkgs: []Package{{ImportPath: m + "proto/meshdns/v1", Deps: []string{m + "pkg/nametable"}}},
 			want: []string{"proto/meshdns/v1 depends on github.com/meshdns/meshdns/pkg/nametable: the generated protocol code imports no meshdns package"},
