@@ -328,6 +328,7 @@ func (b *builder) place(s *spec, names []string) error {
 				t.wild = make(map[string]*node)
 			}
 			t.wild[w] = n
+			t.ref(s.id, 1)
 			if b.placed != nil {
 				*b.placed = append(*b.placed, "*."+w)
 			}

@@ -72,7 +72,10 @@ func (t *Table) indexName(id nodeID) {
 	i, ok := t.probe(key, h)
 	if !ok {
 		t.count++
+	} else {
+		t.ref(t.slots[i]&slotIDMask-1, -1)
 	}
+	t.ref(id, 1)
 	t.slots[i] = slotTag(h) | (id + 1)
 }
 
@@ -128,6 +131,7 @@ func (t *Table) slotOf(name string) (int, bool) {
 func (t *Table) deleteSlot(i int) {
 	s := t.slots
 	n := len(s)
+	t.ref(s[i]&slotIDMask-1, -1)
 	s[i] = 0
 	t.count--
 	for j := i; ; {

@@ -186,6 +186,9 @@ type Table struct {
 	nextID nodeID
 	arena  *arena
 	desc   map[string]int32
+	// live counts the references into each chunk (reclaim.go), nil
+	// until the first Patch.
+	live *liveCounts
 }
 
 // zone is one zone the table is complete for.

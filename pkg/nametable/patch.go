@@ -51,11 +51,38 @@ var errNotFromNew = errors.New("patch: the table was not built by New or a Build
 // The zones and the Context cannot change in a patch: when they do, build
 // a new table with New.
 func (t *Table) Patch(remove, add []Entry) (*Table, error) {
+	return t.PatchFrom(entrySlice(remove), entrySlice(add), addedNames(add))
+}
+
+// Entries hands entries over one at a time: it calls each with every
+// entry in turn and returns the first error each returns, or its own (a
+// failed conversion, say). The entry is read during the call only, so a
+// caller converting entries as it reads them may reuse one.
+type Entries func(each func(*Entry) error) error
+
+func entrySlice(s []Entry) Entries {
+	return func(each func(*Entry) error) error {
+		for i := range s {
+			if err := each(&s[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// PatchFrom is Patch with the entries handed over one at a time, so that a
+// caller applying a large change converts each entry as the patch reads
+// it rather than holding them all (a converted entry weighs more than the
+// name does in the table). remove is read whole before add; nil reads
+// none. addNames is about how many names add defines (to size the name
+// index once; 0 if unknown).
+func (t *Table) PatchFrom(remove, add Entries, addNames int) (*Table, error) {
 	if t == nil || t.arena == nil {
 		return nil, errNotFromNew
 	}
 	tip := t.arena.tip.CompareAndSwap(t, nil)
-	nt, err := t.patch(remove, add, tip)
+	nt, err := t.patch(remove, add, addNames, tip)
 	if tip {
 		if err != nil {
 			t.arena.tip.Store(t)
@@ -66,18 +93,23 @@ func (t *Table) Patch(remove, add []Entry) (*Table, error) {
 	return nt, err
 }
 
-// Garbage is the share of the table's stored nodes that no name uses any
-// more: the names that Patch removed (with their records and names in the
-// shared storage) and the unused chunk tails a Patch of a table other
-// than the last one patched leaves behind. 0 for a table from New; a
-// caller that patches tables rebuilds with New when it passes a share it
-// chooses (a quarter, say).
+// Garbage is the share of the node slots the table still holds that no
+// name uses any more: the names that Patch removed (with their records
+// and names in the shared storage) and the unused chunk tails a Patch of a
+// table other than the last one patched leaves behind, in the chunks some
+// live name still shares (the chunks no name uses are dropped, see
+// reclaim.go). 0 for a table from New; a caller that patches tables
+// rebuilds with New when it passes a share it chooses (a quarter, say).
 func (t *Table) Garbage() float64 {
 	if t == nil || t.nextID == 0 {
 		return 0
 	}
+	held := t.heldNodes()
+	if held <= 0 {
+		return 0
+	}
 	live := t.count + len(t.wild)
-	return max(0, 1-float64(live)/float64(t.nextID))
+	return max(0, 1-float64(live)/float64(held))
 }
 
 // patcher holds what one Patch collects.
@@ -100,26 +132,34 @@ type patcher struct {
 	placed []string
 }
 
-func (t *Table) patch(remove, add []Entry, tip bool) (*Table, error) {
-	nt := t.fork(tip, addedNames(add))
-	size := len(remove) + len(add)
+func (t *Table) patch(remove, add Entries, addNames int, tip bool) (*Table, error) {
+	nt := t.fork(tip, addNames)
 	p := &patcher{
 		old: t, nt: nt,
-		touched: make(map[string]struct{}, size),
+		touched: make(map[string]struct{}, 2*addNames),
 		wilds:   make(map[string]struct{}),
-		dropped: make(map[uint32]struct{}, len(remove)),
+		dropped: make(map[uint32]struct{}, addNames),
 	}
 	p.b = t.patchBuilder(nt, &p.placed)
 	b := p.b
 
 	var apexes []string
-	for i := range remove {
-		e := &remove[i]
+	if remove == nil {
+		remove = entrySlice(nil)
+	}
+	if add == nil {
+		add = entrySlice(nil)
+	}
+	err := remove(func(e *Entry) error {
 		gone, err := p.remove(e)
 		if err != nil {
-			return nil, fmt.Errorf("remove entry %q: %w", e.Hostname, err)
+			return fmt.Errorf("remove entry %q: %w", e.Hostname, err)
 		}
 		apexes = append(apexes, gone...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// A zone apex an entry had taken over is the zone's own again, as
 	// New would have it before the entries come (and may be taken over
@@ -133,10 +173,14 @@ func (t *Table) patch(remove, add []Entry, tip bool) (*Table, error) {
 		}
 		p.added = append(p.added, z)
 	}
-	for i := range add {
-		if err := b.addEntry(&add[i]); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", add[i].Hostname, err)
+	err = add(func(e *Entry) error {
+		if err := b.addEntry(e); err != nil {
+			return fmt.Errorf("entry %q: %w", e.Hostname, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, name := range p.placed {
 		if w, ok := strings.CutPrefix(name, "*."); ok {
@@ -169,6 +213,7 @@ func (t *Table) patch(remove, add []Entry, tip bool) (*Table, error) {
 	}
 	nt.compactIndex()
 	nt.nextID = b.nextID
+	nt.reclaim()
 	return nt, nil
 }
 
@@ -195,6 +240,11 @@ func (t *Table) fork(tip bool, extra int) *Table {
 	nt.canonOf = maps.Clone(t.canonOf)
 	nt.bigShape = maps.Clone(t.bigShape)
 	nt.desc = nil
+	if t.live != nil {
+		nt.live = t.live.clone()
+	} else {
+		nt.live = t.countLive()
+	}
 	if n := (t.count+extra)*4/3 + 1; n > len(t.slots) {
 		nt.resizeIndex(n) // reads t's slots, writes a new index
 	} else {
@@ -291,6 +341,9 @@ func (p *patcher) drop(name, canonical string) (string, error) {
 		n := nt.wild[w]
 		if n == nil || !nt.hasCanonical(n, canonical) {
 			return "", notHere()
+		}
+		if id, ok := nt.idOf(n); ok {
+			nt.ref(id, -1)
 		}
 		delete(nt.wild, w)
 		p.wilds[w] = struct{}{}

@@ -552,7 +552,8 @@ func TestPatchWhileServing(t *testing.T) {
 
 // FuzzPatch is the property of TestPatchMatchesNew for fuzzed worlds: the
 // seed draws a table and a patch, and the patch also adds an entry of an
-// arbitrary name (and, from 4 or 16 bytes, address), then removes it again.
+// arbitrary name (and, from 4 or 16 bytes, address), then removes it again;
+// the same change applied in two stages by position ends in the same table.
 // Seeds: names of the pool's kinds, a name below an existing one, a
 // zone apex, a reverse name, a wildcard, bad names.
 func FuzzPatch(f *testing.F) {
@@ -586,6 +587,11 @@ func FuzzPatch(f *testing.F) {
 			return
 		}
 		sameTable(t, want, got, w.r)
+		// The same change in two stages by position (stage_test.go):
+		// every stage answers as New of what it holds, the last as want.
+		if staged, _ := stagedReplace(t, w, base, entries, remove, add, 2); staged != nil {
+			sameTable(t, want, staged, w.r)
+		}
 		// And out again.
 		back, err := got.Patch([]Entry{e}, nil)
 		if err != nil {

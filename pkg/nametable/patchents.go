@@ -52,7 +52,8 @@ func (t *Table) countBelow() map[string]int32 {
 	if len(t.zones) == 0 {
 		return d
 	}
-	inc := func(p string) { d[p]++ }
+	counts := newBelowCounts(d)
+	inc := func(p string) { counts.add(p, 1) }
 	t.eachName(func(k string, n *node) {
 		if !n.isENT() {
 			t.eachAncestor(k, false, inc)
@@ -83,6 +84,39 @@ func (t *Table) countBelow() map[string]int32 {
 	return d
 }
 
+// belowCounts updates the counts of Table.desc. Its keys are copies that
+// it shares among updates: the names counted are views of the table's
+// chunks, and a key holding one (a Go map stores the key again on every
+// assignment) would keep the chunk alive after the patch that removed the
+// name dropped it. There are few keys (the ancestors of names).
+type belowCounts struct {
+	d    map[string]int32
+	keys map[string]string
+}
+
+func newBelowCounts(d map[string]int32) *belowCounts {
+	c := &belowCounts{d: d, keys: make(map[string]string, len(d))}
+	for k := range d {
+		c.keys[k] = k
+	}
+	return c
+}
+
+// add adds delta to the count of name, deleting it at 0.
+func (c *belowCounts) add(name string, delta int32) {
+	v := c.d[name] + delta
+	if v <= 0 {
+		delete(c.d, name)
+		return
+	}
+	k, ok := c.keys[name]
+	if !ok {
+		k = strings.Clone(name)
+		c.keys[k] = k
+	}
+	c.d[k] = v
+}
+
 // defines reports whether t stores name other than as an empty
 // non-terminal.
 func (t *Table) defines(name string) bool {
@@ -111,6 +145,7 @@ func (p *patcher) emptyNonTerminals() error {
 	if len(t.zones) == 0 {
 		return nil
 	}
+	counts := newBelowCounts(d)
 	cands := make(map[string]struct{}, 2*len(p.touched))
 	update := func(name string, self, was, is bool) {
 		if was == is {
@@ -121,9 +156,7 @@ func (p *patcher) emptyNonTerminals() error {
 			delta = -1
 		}
 		t.eachAncestor(name, self, func(a string) {
-			if d[a] += delta; d[a] <= 0 {
-				delete(d, a)
-			}
+			counts.add(a, delta)
 			cands[a] = struct{}{}
 		})
 	}

@@ -178,8 +178,12 @@ func (p *patcher) copyNode(i int) (*node, error) {
 	for w, wn := range t.wild {
 		if wn == old {
 			t.wild[w] = n
+			t.ref(id, 1)
+			t.ref(v&slotIDMask-1, -1)
 		}
 	}
+	t.ref(id, 1)
+	t.ref(v&slotIDMask-1, -1)
 	t.slots[i] = v&^slotIDMask | (id + 1)
 	return n, nil
 }
