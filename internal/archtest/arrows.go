@@ -73,6 +73,15 @@ var forbidden = []struct {
 	},
 }
 
+// protowire is google.golang.org/protobuf/encoding/protowire with what it
+// imports: the only part of the protobuf module the agent's own codec
+// (internal/namewire) uses.
+var protowire = []string{
+	"google.golang.org/protobuf/encoding/protowire",
+	"google.golang.org/protobuf/internal/errors",
+	"google.golang.org/protobuf/internal/detrand",
+}
+
 // onlyImports lists layers whose direct (non-test) imports are limited to
 // the standard library plus a few allowed prefixes.
 var onlyImports = []struct {
@@ -84,6 +93,8 @@ var onlyImports = []struct {
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check)"},
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
+	{layer: "internal/namewire", allow: protowire, deps: true,
+		why: "internal/namewire is the agent's protobuf codec: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
 	{layer: "internal/grpcstream", deps: true, why: "internal/grpcstream is the agent's gRPC client on net/http's HTTP/2: the standard library only, so the stream costs the sidecar no gRPC library's pages"},
 	{layer: "iptables", except: []string{"iptables/nft"}, allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},

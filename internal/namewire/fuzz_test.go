@@ -1,0 +1,168 @@
+package namewire_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshdns/meshdns/internal/namewire"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// Every decoder is fuzzed against the generated code: whatever the bytes,
+// namewire never panics, fails exactly when proto (or protojson) fails,
+// and otherwise decodes the same values. The seeds are the corner cases
+// of the unit tests and a few random messages.
+
+func FuzzNameInfoWire(f *testing.F) {
+	for _, c := range wireCases() {
+		f.Add(c)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 3 {
+		b, _ := proto.Marshal(randInfo(r))
+		f.Add(b)
+	}
+	f.Fuzz(compareWire)
+}
+
+func FuzzNameInfoJSON(f *testing.F) {
+	for _, c := range jsonCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(compareJSON)
+}
+
+func FuzzNameTable(f *testing.F) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for range 3 {
+		b, _ := proto.Marshal(randTable(r))
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0x00})                                     // an entry with neither key nor value
+	f.Add([]byte{0x0a, 0x06, 0x12, 0x00, 0x12, 0x02, 0x48, 0x07}) // two values of one entry: merged
+	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff})                   // a key not UTF-8
+	f.Add([]byte{0x12, 0x01, 0xff})                               // a zone not UTF-8
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pb := new(meshdnsv1.NameTable)
+		perr := proto.Unmarshal(in, pb)
+		got, err := namewire.UnmarshalNameTable(in)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
+		}
+		if err != nil {
+			return
+		}
+		if diff := cmp.Diff(fromTable(pb), got, equate); diff != "" {
+			t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
+		}
+	})
+}
+
+func FuzzDelta(f *testing.F) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for range 3 {
+		b, _ := proto.Marshal(randDelta(r))
+		f.Add(b)
+	}
+	up := func(host string, info ...byte) []byte {
+		e := append([]byte{0x0a, byte(len(host))}, host...)
+		e = append(append(e, 0x12, byte(len(info))), info...)
+		return append([]byte{0x12, byte(len(e))}, e...)
+	}
+	f.Add(append(up("a", 0x48, 0x01), up("a", 0x48, 0x02)...))                // a name twice: the last wins
+	f.Add(up("a", 0x0a, 0x01, 0xff))                                          // an upsert not UTF-8
+	f.Add([]byte{0x22, 0x03, 0x0a, 0x01, 0x61, 0x22, 0x03, 0x0a, 0x01, 0x62}) // two zone sets: merged
+	f.Add([]byte{0x22, 0x00})                                                 // an empty zone set
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pb := new(meshdnsv1.NameTableDelta)
+		perr := proto.Unmarshal(in, pb)
+		got, err := namewire.UnmarshalDelta(in)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
+		}
+		if err != nil {
+			return
+		}
+		if diff := cmp.Diff(fromDelta(t, pb), ofDelta(t, got), equate); diff != "" {
+			t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
+		}
+	})
+}
+
+func FuzzResponse(f *testing.F) {
+	r := rand.New(rand.NewPCG(17, 18))
+	full, _ := proto.Marshal(&meshdnsv1.StreamNameTableResponse{VersionInfo: "v1", Nonce: "n1",
+		Update: &meshdnsv1.StreamNameTableResponse_Full{Full: randTable(r)}})
+	delta, _ := proto.Marshal(&meshdnsv1.StreamNameTableResponse{VersionInfo: "v2", Nonce: "n2",
+		Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: randDelta(r)}})
+	f.Add(full)
+	f.Add(delta)
+	f.Add(append(append([]byte{}, full...), delta...)) // the oneof's last wins
+	f.Add(append(append([]byte{}, full...), full...))  // two tables merge
+	f.Add(append(append([]byte{}, delta...), delta...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pb := new(meshdnsv1.StreamNameTableResponse)
+		perr := proto.Unmarshal(in, pb)
+		got, err := namewire.UnmarshalResponse(in)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
+		}
+		if err != nil {
+			return
+		}
+		if got.VersionInfo != pb.GetVersionInfo() || got.Nonce != pb.GetNonce() {
+			t.Fatalf("%x: version %q nonce %q, proto %q %q", in, got.VersionInfo, got.Nonce, pb.GetVersionInfo(), pb.GetNonce())
+		}
+		if (got.Full != nil) != (pb.GetFull() != nil) || (got.Delta != nil) != (pb.GetDelta() != nil) {
+			t.Fatalf("%x: full %v delta %v, proto %v", in, got.Full != nil, got.Delta != nil, pb)
+		}
+		if got.Full != nil {
+			nt, err := namewire.UnmarshalNameTable(got.Full)
+			if err != nil {
+				t.Fatalf("%x: the full table does not decode: %v", in, err)
+			}
+			if diff := cmp.Diff(fromTable(pb.GetFull()), nt, equate); diff != "" {
+				t.Fatalf("%x: full (-proto +namewire):\n%s", in, diff)
+			}
+		}
+		if got.Delta != nil {
+			if diff := cmp.Diff(fromDelta(t, pb.GetDelta()), ofDelta(t, got.Delta), equate); diff != "" {
+				t.Fatalf("%x: delta (-proto +namewire):\n%s", in, diff)
+			}
+		}
+	})
+}
+
+func FuzzRequest(f *testing.F) {
+	b, _ := proto.Marshal(&meshdnsv1.StreamNameTableRequest{Identity: &meshdnsv1.AgentIdentity{PodName: "p", InstanceId: "i"}, VersionInfo: "v"})
+	f.Add(b)
+	b, _ = proto.Marshal(&meshdnsv1.StreamNameTableRequest{ResponseNonce: "n", ErrorDetail: &meshdnsv1.ErrorDetail{Code: -3, Message: "m"}})
+	f.Add(b)
+	f.Add(append(b, b...)) // two error details merge
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pb := new(meshdnsv1.StreamNameTableRequest)
+		perr := proto.Unmarshal(in, pb)
+		var got namewire.Request
+		err := got.Unmarshal(in)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
+		}
+		if err != nil {
+			return
+		}
+		want := namewire.Request{VersionInfo: pb.GetVersionInfo(), ResponseNonce: pb.GetResponseNonce()}
+		if id := pb.GetIdentity(); id != nil {
+			want.Identity = &namewire.AgentIdentity{PodName: id.GetPodName(), Namespace: id.GetNamespace(),
+				ClusterDomain: id.GetClusterDomain(), InstanceID: id.GetInstanceId(), AgentVersion: id.GetAgentVersion()}
+		}
+		if e := pb.GetErrorDetail(); e != nil {
+			want.ErrorDetail = &namewire.ErrorDetail{Code: e.GetCode(), Message: e.GetMessage()}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
+		}
+	})
+}

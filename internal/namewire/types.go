@@ -1,0 +1,122 @@
+// Package namewire holds plain Go types for the meshdns.v1 messages the
+// agent reads and writes (proto/meshdns/v1/*.proto), with their binary
+// protobuf encoding written on protowire and the JSON form of a NameTable
+// (the --nametable-file format and the /debug/nametable dump). The agent
+// uses them instead of the generated package: the protobuf runtime and the
+// generated code it needs are megabytes of every sidecar's binary, for a
+// handful of messages.
+//
+// Decoding follows proto.Unmarshal (unknown fields and fields of an
+// unexpected wire type are skipped, the last of a repeated scalar wins,
+// strings must be UTF-8) and the JSON decoding protojson.Unmarshal; the
+// tests check both against the generated code.
+package namewire
+
+// NameTable is meshdns.v1.NameTable: everything one agent may answer.
+type NameTable struct {
+	// Table maps a hostname (no trailing dot, may start with "*.") to
+	// what it resolves to; no value is nil.
+	Table map[string]*NameInfo `json:"table,omitempty"`
+	// AuthoritativeZones are the zones the table is complete for.
+	AuthoritativeZones []string `json:"authoritative_zones,omitempty"`
+}
+
+// NameInfo is meshdns.v1.NameInfo: one hostname. The JSON tags are the
+// proto field names, the shape protojson writes with UseProtoNames.
+type NameInfo struct {
+	IPs           []string   `json:"ips,omitempty"`
+	Registry      string     `json:"registry,omitempty"`
+	Shortname     string     `json:"shortname,omitempty"`
+	Namespace     string     `json:"namespace,omitempty"`
+	AltHosts      []string   `json:"alt_hosts,omitempty"`
+	Ports         []Port     `json:"ports,omitempty"`
+	Endpoints     []Endpoint `json:"endpoints,omitempty"`
+	CanonicalName string     `json:"canonical_name,omitempty"`
+	// TTL in seconds; 0 means the agent's default.
+	TTL uint32 `json:"ttl,omitempty"`
+}
+
+// Port is meshdns.v1.Port: a named service port.
+type Port struct {
+	Name     string `json:"name,omitempty"`
+	Port     uint32 `json:"port,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Endpoint is meshdns.v1.Endpoint: one ready backend of a headless service.
+type Endpoint struct {
+	Hostname string   `json:"hostname,omitempty"`
+	IPs      []string `json:"ips,omitempty"`
+}
+
+// Reset empties m, keeping the capacity of its slices for the next
+// decode into it.
+func (m *NameInfo) Reset() {
+	for i := range m.Ports {
+		m.Ports[i] = Port{}
+	}
+	for i := range m.Endpoints {
+		m.Endpoints[i] = Endpoint{}
+	}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0]}
+}
+
+// AgentIdentity is meshdns.v1.AgentIdentity, sent in a stream's first
+// request.
+type AgentIdentity struct {
+	PodName       string
+	Namespace     string
+	ClusterDomain string
+	InstanceID    string
+	AgentVersion  string
+}
+
+// Request is meshdns.v1.StreamNameTableRequest: the agent's first request
+// of a stream (Identity set), or the ACK or NACK (ErrorDetail set) of one
+// response.
+type Request struct {
+	Identity      *AgentIdentity // or nil
+	VersionInfo   string
+	ResponseNonce string
+	ErrorDetail   *ErrorDetail // or nil
+}
+
+// ErrorDetail is meshdns.v1.ErrorDetail: why a response was NACKed.
+type ErrorDetail struct {
+	// Code is a gRPC status code.
+	Code    int32
+	Message string
+}
+
+// Delta is meshdns.v1.NameTableDelta, its upserted NameInfos left in wire
+// form.
+type Delta struct {
+	BaseVersion string
+	// Upserted are the names added or changed, each key once (the last
+	// occurrence wins, as in a proto map), in the order first seen.
+	Upserted []RawName
+	Removed  []string
+	// AuthoritativeZones replaces the zones when not nil.
+	AuthoritativeZones *ZoneSet
+}
+
+// RawName is one name of a table with its NameInfo still marshalled.
+type RawName struct {
+	Host string
+	Info []byte // a marshalled NameInfo, checked to decode
+}
+
+// ZoneSet is meshdns.v1.ZoneSet: a zone list whose absence differs from
+// an empty list.
+type ZoneSet struct {
+	Zones []string
+}
+
+// Response is meshdns.v1.StreamNameTableResponse with the full table left
+// in wire form. At most one of Full and Delta is set.
+type Response struct {
+	VersionInfo string
+	Nonce       string
+	Full        []byte // a marshalled NameTable, or nil
+	Delta       *Delta // or nil
+}
