@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // adminHandler serves the admin endpoints, on loopback only (checked in
@@ -50,7 +49,8 @@ type nameTableDump struct {
 	Version string    `json:"version"`
 	Source  string    `json:"source"`
 	Applied time.Time `json:"applied"`
-	// Table is the NameTable as protojson, the --nametable-file format.
+	// Table is the NameTable in the --nametable-file format, with the
+	// proto field names (protojson's UseProtoNames).
 	Table json.RawMessage `json:"table"`
 	// AlternateNames lists per hostname the further names it answers to,
 	// generated from short name, namespace and alt_hosts. Every name and
@@ -75,7 +75,7 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "table "+cur.Version+": "+err.Error(), http.StatusConflict)
 		return
 	}
-	tb, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(nt)
+	tb, err := json.Marshal(nt)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -100,11 +100,13 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 
 // alternateNames lists, for each entry, the other names it answers to:
 // the table's Kubernetes alternate names, then its alt_hosts.
-func alternateNames(nt *meshdnsv1.NameTable, t *nametable.Table) map[string][]string {
+func alternateNames(nt *namewire.NameTable, t *nametable.Table) map[string][]string {
 	out := map[string][]string{}
-	for host, e := range nt.GetTable() {
+	for host, e := range nt.Table {
 		alts := t.AlternateNames(strings.ToLower(strings.TrimSuffix(host, ".")))
-		alts = append(alts, e.GetAltHosts()...)
+		if e != nil {
+			alts = append(alts, e.AltHosts...)
+		}
 		if len(alts) > 0 {
 			out[host] = alts
 		}

@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // Agent is one running agent. Create it with New; Listen opens the sockets
@@ -145,7 +145,7 @@ func (a *Agent) Listen() error {
 		a.file = &fileSource{
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
-			apply: func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+			apply: func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error) {
 				n, err := a.tables.applyFile(version, produce, patch, dump)
 				if err != nil {
 					return 0, err

@@ -6,25 +6,25 @@ import (
 	"time"
 
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // benchTable is a table of n Kubernetes services with one port each, every
 // tenth headless with three endpoints.
-func benchTable(n int) *meshdnsv1.NameTable {
-	t := &meshdnsv1.NameTable{Table: make(map[string]*meshdnsv1.NameInfo, n), AuthoritativeZones: []string{"cluster.local"}}
+func benchTable(n int) *namewire.NameTable {
+	t := &namewire.NameTable{Table: make(map[string]*namewire.NameInfo, n), AuthoritativeZones: []string{"cluster.local"}}
 	for i := range n {
 		ns := fmt.Sprintf("ns%d", i%50)
 		svc := fmt.Sprintf("svc%d", i)
-		info := &meshdnsv1.NameInfo{Registry: "Kubernetes", Shortname: svc, Namespace: ns,
-			Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "TCP"}}}
+		info := &namewire.NameInfo{Registry: "Kubernetes", Shortname: svc, Namespace: ns,
+			Ports: []namewire.Port{{Name: "http", Port: 80, Protocol: "TCP"}}}
 		if i%10 == 0 {
 			for e := range 3 {
-				info.Endpoints = append(info.Endpoints, &meshdnsv1.Endpoint{Ips: []string{fmt.Sprintf("10.%d.%d.%d", 100+e, i>>8&255, i&255)}})
+				info.Endpoints = append(info.Endpoints, namewire.Endpoint{IPs: []string{fmt.Sprintf("10.%d.%d.%d", 100+e, i>>8&255, i&255)}})
 			}
 		} else {
-			info.Ips = []string{fmt.Sprintf("10.96.%d.%d", i>>8&255, i&255)}
+			info.IPs = []string{fmt.Sprintf("10.96.%d.%d", i>>8&255, i&255)}
 		}
 		t.Table[svc+"."+ns+".svc.cluster.local"] = info
 	}

@@ -9,9 +9,8 @@ import (
 	"strings"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
-
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // Limits bound what one table may hold, so a runaway control plane or a
@@ -54,20 +53,20 @@ var ErrInvalidTable = errors.New("invalid name table")
 // the whole table on the first problem: serving half a table would answer
 // NXDOMAIN for the dropped names inside authoritative zones. Entries come
 // back sorted by hostname so equal tables convert to equal slices.
-func Convert(t *meshdnsv1.NameTable, lim Limits) ([]nametable.Entry, []string, error) {
+func Convert(t *namewire.NameTable, lim Limits) ([]nametable.Entry, []string, error) {
 	lim = lim.withDefaults()
 	if t == nil {
 		return nil, nil, nil
 	}
-	if n := len(t.GetTable()); n > lim.MaxNames {
+	if n := len(t.Table); n > lim.MaxNames {
 		return nil, nil, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, n, lim.MaxNames)
 	}
-	zones, err := convertZones(t.GetAuthoritativeZones())
+	zones, err := convertZones(t.AuthoritativeZones)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := newCollector(len(t.GetTable()), lim)
-	for host, info := range t.GetTable() {
+	c := newCollector(len(t.Table), lim)
+	for host, info := range t.Table {
 		if err := c.add(host, info); err != nil {
 			return nil, nil, err
 		}
@@ -122,7 +121,7 @@ func newBuildingCollector(zoneNames []string, lim Limits, pod nametable.Context)
 	return c, zones, nil
 }
 
-func (c *collector) add(host string, info *meshdnsv1.NameInfo) error {
+func (c *collector) add(host string, info *namewire.NameInfo) error {
 	if c.n >= c.lim.MaxNames {
 		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
 	}
@@ -170,7 +169,7 @@ func (c *collector) done() []nametable.Entry {
 	return c.entries
 }
 
-func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.Entry, error) {
+func convertInfo(host string, info *namewire.NameInfo, lim Limits) (nametable.Entry, error) {
 	host = strings.TrimSuffix(host, ".")
 	if err := dnsname.Check(host, true); err != nil {
 		return nametable.Entry{}, err
@@ -180,14 +179,14 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 	}
 	e := nametable.Entry{
 		Hostname:      host,
-		Registry:      info.GetRegistry(),
-		ShortName:     info.GetShortname(),
-		Namespace:     info.GetNamespace(),
-		CanonicalName: strings.TrimSuffix(info.GetCanonicalName(), "."),
-		TTL:           info.GetTtl(),
+		Registry:      info.Registry,
+		ShortName:     info.Shortname,
+		Namespace:     info.Namespace,
+		CanonicalName: strings.TrimSuffix(info.CanonicalName, "."),
+		TTL:           info.TTL,
 	}
 	var err error
-	if e.IPs, err = parseIPs(info.GetIps(), lim.MaxIPs); err != nil {
+	if e.IPs, err = parseIPs(info.IPs, lim.MaxIPs); err != nil {
 		return e, err
 	}
 	if e.ShortName != "" || e.Namespace != "" {
@@ -198,46 +197,44 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 			return e, fmt.Errorf("namespace: %v", err)
 		}
 	}
-	if n := len(info.GetAltHosts()); n > lim.MaxAltHosts {
+	if n := len(info.AltHosts); n > lim.MaxAltHosts {
 		return e, fmt.Errorf("%d alt hosts, more than the limit of %d", n, lim.MaxAltHosts)
 	}
-	for _, a := range info.GetAltHosts() {
+	for _, a := range info.AltHosts {
 		a = strings.TrimSuffix(a, ".")
 		if err := dnsname.Check(a, true); err != nil {
 			return e, fmt.Errorf("alt host %q: %v", a, err)
 		}
 		e.AltHosts = append(e.AltHosts, a)
 	}
-	if n := len(info.GetPorts()); n > lim.MaxPorts {
+	if n := len(info.Ports); n > lim.MaxPorts {
 		return e, fmt.Errorf("%d ports, more than the limit of %d", n, lim.MaxPorts)
 	}
-	for _, p := range info.GetPorts() {
-		np, err := convertPort(p)
+	for i := range info.Ports {
+		np, err := convertPort(&info.Ports[i])
 		if err != nil {
 			return e, err
 		}
 		e.Ports = append(e.Ports, np)
 	}
-	if n := len(info.GetEndpoints()); n > lim.MaxEndpoints {
+	if n := len(info.Endpoints); n > lim.MaxEndpoints {
 		return e, fmt.Errorf("%d endpoints, more than the limit of %d", n, lim.MaxEndpoints)
 	}
-	for i, ep := range info.GetEndpoints() {
-		if ep == nil {
-			return e, fmt.Errorf("endpoint %d: empty", i)
-		}
-		if ep.GetHostname() != "" {
-			if err := dnsname.CheckLabel(ep.GetHostname()); err != nil {
+	for i := range info.Endpoints {
+		ep := &info.Endpoints[i]
+		if ep.Hostname != "" {
+			if err := dnsname.CheckLabel(ep.Hostname); err != nil {
 				return e, fmt.Errorf("endpoint %d hostname: %v", i, err)
 			}
 		}
-		ips, err := parseIPs(ep.GetIps(), lim.MaxIPs)
+		ips, err := parseIPs(ep.IPs, lim.MaxIPs)
 		if err != nil {
 			return e, fmt.Errorf("endpoint %d: %v", i, err)
 		}
 		if len(ips) == 0 {
 			return e, fmt.Errorf("endpoint %d has no address", i)
 		}
-		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.GetHostname(), IPs: ips})
+		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips})
 	}
 	if e.CanonicalName != "" {
 		if err := dnsname.Check(e.CanonicalName, false); err != nil {
@@ -252,25 +249,22 @@ func convertInfo(host string, info *meshdnsv1.NameInfo, lim Limits) (nametable.E
 	return e, nil
 }
 
-func convertPort(p *meshdnsv1.Port) (nametable.Port, error) {
-	if p == nil {
-		return nametable.Port{}, errors.New("empty port")
+func convertPort(p *namewire.Port) (nametable.Port, error) {
+	if err := dnsname.CheckLabel(p.Name); err != nil {
+		return nametable.Port{}, fmt.Errorf("port name %q: %v", p.Name, err)
 	}
-	if err := dnsname.CheckLabel(p.GetName()); err != nil {
-		return nametable.Port{}, fmt.Errorf("port name %q: %v", p.GetName(), err)
+	if p.Port == 0 || p.Port > 65535 {
+		return nametable.Port{}, fmt.Errorf("port %q: number %d out of range", p.Name, p.Port)
 	}
-	if p.GetPort() == 0 || p.GetPort() > 65535 {
-		return nametable.Port{}, fmt.Errorf("port %q: number %d out of range", p.GetName(), p.GetPort())
-	}
-	proto := strings.ToUpper(p.GetProtocol())
+	proto := strings.ToUpper(p.Protocol)
 	switch proto {
 	case "":
 		proto = "TCP" // the Kubernetes default
 	case "TCP", "UDP", "SCTP":
 	default:
-		return nametable.Port{}, fmt.Errorf("port %q: unknown protocol %q", p.GetName(), p.GetProtocol())
+		return nametable.Port{}, fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 	}
-	return nametable.Port{Name: p.GetName(), Port: uint16(p.GetPort()), Protocol: proto}, nil
+	return nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: proto}, nil
 }
 
 func parseIPs(in []string, limit int) ([]netip.Addr, error) {

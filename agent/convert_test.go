@@ -9,10 +9,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/internal/dnsname"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -30,7 +32,7 @@ var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 func TestConvert(t *testing.T) {
 	tests := []struct {
 		name      string
-		in        *meshdnsv1.NameTable
+		in        *namewire.NameTable
 		lim       Limits
 		want      []nametable.Entry
 		wantZones []string
@@ -38,20 +40,20 @@ func TestConvert(t *testing.T) {
 	}{
 		{
 			name: "every kind of name",
-			in: &meshdnsv1.NameTable{
+			in: &namewire.NameTable{
 				AuthoritativeZones: []string{"Cluster.Local."},
-				Table: map[string]*meshdnsv1.NameInfo{
+				Table: map[string]*namewire.NameInfo{
 					"web.demo.svc.cluster.local": {
-						Ips: []string{"10.96.0.20", "fd00::20"}, Registry: "Kubernetes",
+						IPs: []string{"10.96.0.20", "fd00::20"}, Registry: "Kubernetes",
 						Shortname: "web", Namespace: "demo",
-						Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "tcp"}, {Name: "dns", Port: 53}},
+						Ports: []namewire.Port{{Name: "http", Port: 80, Protocol: "tcp"}, {Name: "dns", Port: 53}},
 					},
 					"db.demo.svc.cluster.local": {
 						Registry: "Kubernetes", Shortname: "db", Namespace: "demo",
-						Endpoints: []*meshdnsv1.Endpoint{{Hostname: "db-0", Ips: []string{"10.0.0.3"}}, {Ips: []string{"::ffff:10.0.0.4"}}},
+						Endpoints: []namewire.Endpoint{{Hostname: "db-0", IPs: []string{"10.0.0.3"}}, {IPs: []string{"::ffff:10.0.0.4"}}},
 					},
-					"mail.demo.svc.cluster.local": {Registry: "Kubernetes", CanonicalName: "mail.example.com.", Ttl: 60},
-					"*.corp.example":              {Ips: []string{"192.0.2.1"}, Registry: "File", AltHosts: []string{"corp.example"}},
+					"mail.demo.svc.cluster.local": {Registry: "Kubernetes", CanonicalName: "mail.example.com.", TTL: 60},
+					"*.corp.example":              {IPs: []string{"192.0.2.1"}, Registry: "File", AltHosts: []string{"corp.example"}},
 				},
 			},
 			want: []nametable.Entry{
@@ -72,89 +74,89 @@ func TestConvert(t *testing.T) {
 		{name: "nil table", in: nil},
 		{
 			name:    "bad address",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.256"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {IPs: []string{"10.0.0.256"}}}},
 			wantErr: `name "a.example": bad address "10.0.0.256"`,
 		},
 		{
 			name:    "scoped address",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"fe80::1%eth0"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {IPs: []string{"fe80::1%eth0"}}}},
 			wantErr: `bad address "fe80::1%eth0"`,
 		},
 		{
 			name:    "unspecified address",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"0.0.0.0"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {IPs: []string{"0.0.0.0"}}}},
 			wantErr: `bad address "0.0.0.0"`,
 		},
 		{
 			name:    "bad name",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a..example": {Ips: []string{"10.0.0.1"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a..example": {IPs: []string{"10.0.0.1"}}}},
 			wantErr: "empty label",
 		},
 		{
 			name:    "wildcard in the middle",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.*.example": {Ips: []string{"10.0.0.1"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.*.example": {IPs: []string{"10.0.0.1"}}}},
 			wantErr: `"*" allowed only as the first label`,
 		},
 		{
 			name:    "label too long",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{strings.Repeat("a", 64) + ".example": {}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{strings.Repeat("a", 64) + ".example": {}}},
 			wantErr: "longer than 63",
 		},
 		{
 			name: "names differing in case",
-			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
-				"A.example": {Ips: []string{"10.0.0.1"}}, "a.example": {Ips: []string{"10.0.0.2"}},
+			in: &namewire.NameTable{Table: map[string]*namewire.NameInfo{
+				"A.example": {IPs: []string{"10.0.0.1"}}, "a.example": {IPs: []string{"10.0.0.2"}},
 			}},
 			wantErr: "appears twice",
 		},
 		{
 			name:    "wildcard zone",
-			in:      &meshdnsv1.NameTable{AuthoritativeZones: []string{"*.cluster.local"}},
+			in:      &namewire.NameTable{AuthoritativeZones: []string{"*.cluster.local"}},
 			wantErr: `zone "*.cluster.local"`,
 		},
 		{
 			name:    "too many names",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {}, "b.example": {}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {}, "b.example": {}}},
 			lim:     Limits{MaxNames: 1},
 			wantErr: "2 names, more than the limit of 1",
 		},
 		{
 			name:    "too many addresses",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.1", "10.0.0.2"}}}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {IPs: []string{"10.0.0.1", "10.0.0.2"}}}},
 			lim:     Limits{MaxIPs: 1},
 			wantErr: "2 addresses",
 		},
 		{
 			name: "port out of range",
-			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
-				"a.example": {Ports: []*meshdnsv1.Port{{Name: "http", Port: 70000}}},
+			in: &namewire.NameTable{Table: map[string]*namewire.NameInfo{
+				"a.example": {Ports: []namewire.Port{{Name: "http", Port: 70000}}},
 			}},
 			wantErr: "out of range",
 		},
 		{
 			name: "unknown protocol",
-			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
-				"a.example": {Ports: []*meshdnsv1.Port{{Name: "http", Port: 80, Protocol: "QUIC"}}},
+			in: &namewire.NameTable{Table: map[string]*namewire.NameInfo{
+				"a.example": {Ports: []namewire.Port{{Name: "http", Port: 80, Protocol: "QUIC"}}},
 			}},
 			wantErr: "unknown protocol",
 		},
 		{
 			name: "endpoint without address",
-			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
-				"a.example": {Endpoints: []*meshdnsv1.Endpoint{{Hostname: "x"}}},
+			in: &namewire.NameTable{Table: map[string]*namewire.NameInfo{
+				"a.example": {Endpoints: []namewire.Endpoint{{Hostname: "x"}}},
 			}},
 			wantErr: "endpoint 0 has no address",
 		},
 		{
 			name: "canonical name with addresses",
-			in: &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{
-				"a.example": {Ips: []string{"10.0.0.1"}, CanonicalName: "b.example"},
+			in: &namewire.NameTable{Table: map[string]*namewire.NameInfo{
+				"a.example": {IPs: []string{"10.0.0.1"}, CanonicalName: "b.example"},
 			}},
 			wantErr: "canonical name together with addresses",
 		},
 		{
 			name:    "nil name info",
-			in:      &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": nil}},
+			in:      &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": nil}},
 			wantErr: "no name info",
 		},
 	}
@@ -204,17 +206,23 @@ func FuzzConvert(f *testing.F) {
 	seed(&meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{strings.Repeat("a.", 130) + "x": {}}})
 	seed(&meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.*.b": {}}})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var nt meshdnsv1.NameTable
-		if proto.Unmarshal(data, &nt) != nil {
+		// namewire decodes what proto decodes, and only that.
+		var pt meshdnsv1.NameTable
+		perr := proto.Unmarshal(data, &pt)
+		nt, err := namewire.UnmarshalNameTable(data)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("proto.Unmarshal error %v, namewire error %v", perr, err)
+		}
+		if err != nil {
 			return
 		}
-		entries, zones, err := Convert(&nt, Limits{})
+		if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("(-proto +namewire):\n%s", diff)
+		}
+		entries, zones, err := Convert(nt, Limits{})
 		// The wire converter agrees on the table as the client keeps it
 		// (marshalled again: one entry per name).
-		wire, merr := proto.Marshal(&nt)
-		if merr != nil {
-			t.Fatal(merr)
-		}
+		wire := nt.Marshal()
 		wEntries, wZones, werr := ConvertWire(wire, Limits{})
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("Convert error %v, ConvertWire error %v", err, werr)
@@ -243,8 +251,8 @@ func FuzzConvert(f *testing.F) {
 		if diff := cmp.Diff(zones, wZones, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("zones (-Convert +ConvertWire):\n%s", diff)
 		}
-		if len(entries) != len(nt.GetTable()) {
-			t.Fatalf("%d entries from %d names", len(entries), len(nt.GetTable()))
+		if len(entries) != len(nt.Table) {
+			t.Fatalf("%d entries from %d names", len(entries), len(nt.Table))
 		}
 		for _, z := range zones {
 			if dnsname.Check(z, false) != nil {
@@ -287,11 +295,24 @@ func FuzzTableFile(f *testing.F) {
 		// The streaming converter of files agrees with protojson plus
 		// Convert: the same entries and zones, or both fail.
 		entries, zones, err := convertTableFile(data, Limits{})
-		nt, perr := parseTableFile(data)
+		var pt meshdnsv1.NameTable
+		jerr := protojson.Unmarshal(data, &pt)
+		// The whole-file parser of the debug dump reads what protojson
+		// reads. (It leaves duplicate names in another case, and zones,
+		// to Convert.)
+		if nt, err := parseTableFile(data); jerr == nil {
+			if err != nil {
+				t.Fatalf("parseTableFile error %v, protojson none", err)
+			}
+			if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("(-protojson +parseTableFile):\n%s", diff)
+			}
+		}
+		perr := jerr
 		var want []nametable.Entry
 		var wantZones []string
 		if perr == nil {
-			want, wantZones, perr = Convert(nt, Limits{})
+			want, wantZones, perr = Convert(fromProto(t, &pt), Limits{})
 		}
 		if (err == nil) != (perr == nil) {
 			t.Fatalf("streaming converter error %v, protojson+Convert error %v", err, perr)

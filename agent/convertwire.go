@@ -4,25 +4,23 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // ConvertWire is Convert for a NameTable in its wire form (as the discovery
-// client keeps it): each name is decoded into one reused NameInfo and
+// client keeps it): each name is decoded into one reused NameInfo (namewire) and
 // converted, so the whole table is never held as proto messages beside
 // the entries. A name that appears twice is an error here (proto would
 // keep the last); the control plane never sends one twice.
 func ConvertWire(b []byte, lim Limits) ([]nametable.Entry, []string, error) {
 	lim = lim.withDefaults()
 	c := newCollector(0, lim)
-	info := new(meshdnsv1.NameInfo)
+	info := new(namewire.NameInfo)
 	var names []string
 	err := discovery.EachName(b, func(host string, raw []byte) error {
-		if err := proto.Unmarshal(raw, info); err != nil {
+		if err := info.Unmarshal(raw); err != nil {
 			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 		}
 		return c.add(host, info)
@@ -55,9 +53,9 @@ func buildWire(t discovery.WireTable, lim Limits, pod nametable.Context) (*namet
 	lim = lim.withDefaults()
 	var zones []string
 	var c *collector
-	info := new(meshdnsv1.NameInfo)
+	info := new(namewire.NameInfo)
 	add := func(host string, raw []byte) error {
-		if err := proto.Unmarshal(raw, info); err != nil {
+		if err := info.Unmarshal(raw); err != nil {
 			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 		}
 		return c.add(host, info)

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +15,9 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/meshdns/meshdns/internal/filewatch"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // maxTableFile bounds the static table file (a 100,000-name table in
@@ -36,7 +36,7 @@ type fileSource struct {
 	// rejections.
 	// patch, when the table served is this file's, returns what the new
 	// content changes instead (see filediff.go); ok false builds whole.
-	apply func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error)
+	apply func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error)
 	log   *slog.Logger
 
 	// Owned by the Run goroutine (load is also called once before Run).
@@ -54,14 +54,29 @@ type fileSource struct {
 // of names; ok is false when it is better built whole.
 type filePatch func(Limits) (remove, add []nametable.Entry, names int, ok bool, err error)
 
-// parseTableFile reads the protojson form of a NameTable. Unknown fields
-// are an error: a misspelt field name would otherwise drop data silently.
-func parseTableFile(b []byte) (*meshdnsv1.NameTable, error) {
-	var nt meshdnsv1.NameTable
-	if err := protojson.Unmarshal(b, &nt); err != nil {
+// parseTableFile reads the JSON form of a NameTable whole (the debug
+// dump; builds walk the file name by name). Unknown fields are an error: a
+// misspelt field name would otherwise drop data silently.
+func parseTableFile(b []byte) (*namewire.NameTable, error) {
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
+	err := walkTableFile(json.NewDecoder(bytes.NewReader(b)), func(host string, raw json.RawMessage) error {
+		if _, ok := nt.Table[host]; ok {
+			return fmt.Errorf("table: duplicate key %q", host)
+		}
+		info := new(namewire.NameInfo)
+		if err := info.DecodeJSON(raw); err != nil {
+			return fmt.Errorf("table[%q]: %w", host, err)
+		}
+		nt.Table[host] = info
+		return nil
+	}, func(zones []string) error {
+		nt.AuthoritativeZones = slices.Clone(zones)
+		return nil
+	}, func() {})
+	if err != nil {
 		return nil, err
 	}
-	return &nt, nil
+	return nt, nil
 }
 
 // load reads the file and applies it when its content changed. It returns
@@ -138,8 +153,8 @@ func (f *fileSource) load() error {
 
 // dumper returns a function reading the file again for /debug/nametable,
 // failing when its content is no longer the version being served.
-func (f *fileSource) dumper(sum [sha256.Size]byte) func() (*meshdnsv1.NameTable, error) {
-	return func() (*meshdnsv1.NameTable, error) {
+func (f *fileSource) dumper(sum [sha256.Size]byte) func() (*namewire.NameTable, error) {
+	return func() (*namewire.NameTable, error) {
 		b, err := os.ReadFile(f.path)
 		if err != nil {
 			return nil, err

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"io"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/meshdns/meshdns/internal/hashdiff"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // A new table file usually changes a few names of the last one. Built
@@ -71,8 +69,8 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 	base.Seal()
 	limit := int(float64(base.Len())*maxDiffShare) + 1
 	conv := func(host string, raw []byte) (nametable.Entry, error) {
-		info := new(meshdnsv1.NameInfo)
-		if err := protojson.Unmarshal(raw, info); err != nil {
+		info := new(namewire.NameInfo)
+		if err := info.DecodeJSON(raw); err != nil {
 			return nametable.Entry{}, err
 		}
 		return convertInfo(host, info, lim)

@@ -9,16 +9,14 @@ import (
 	"io"
 	"slices"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// convertTableFile turns the protojson form of a NameTable (the
-// --nametable-file format) into entries and zones, one name at a time:
-// each name's object goes through protojson into one reused NameInfo and
+// convertTableFile turns the JSON form of a NameTable (the
+// --nametable-file format, protojson's) into entries and zones, one name
+// at a time: each name's object is decoded (namewire, as protojson reads
+// it) into one reused NameInfo and
 // then through the same converter as a streamed table. Decoding the whole
 // file into a NameTable first held every name twice (the message and the
 // entries) beside the table being built: 144 MB of peak RSS for a 100,000
@@ -75,11 +73,10 @@ func readTableFile(r io.Reader, c *collector) ([]nametable.Entry, []string, erro
 	var (
 		zones    []string
 		sawTable bool
-		info     = new(meshdnsv1.NameInfo)
+		info     = new(namewire.NameInfo)
 	)
 	err := walkTableFile(json.NewDecoder(r), func(host string, raw json.RawMessage) error {
-		proto.Reset(info)
-		if err := protojson.Unmarshal(raw, info); err != nil {
+		if err := info.DecodeJSON(raw); err != nil {
 			return fmt.Errorf("table[%q]: %w", host, err)
 		}
 		return c.add(host, info)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/meshdns/meshdns/agent/discovery"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/internal/readmetest"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // TestMetricsDocumented checks that the README's Metrics section lists
@@ -24,7 +24,7 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	if _, err := discovery.New(discovery.Config{
 		Addrs:    []string{"127.0.0.1:1"},
-		OnTable:  func(string, *meshdnsv1.NameTable) error { return nil },
+		OnTable:  func(string, *namewire.NameTable) error { return nil },
 		Registry: reg,
 	}); err != nil {
 		t.Fatal(err)

@@ -8,11 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // served is one table version as the agent serves it. It is immutable once
@@ -26,7 +24,7 @@ type served struct {
 	// deltas; a file table is read again on demand instead of being kept
 	// (a decoded 10,000-name table is ~5 MB the hot path never uses). The
 	// converted entries are dropped once built for the same reason.
-	Proto func() (*meshdnsv1.NameTable, error)
+	Proto func() (*namewire.NameTable, error)
 	Names int
 	Table *nametable.Table
 }
@@ -55,23 +53,23 @@ func (ts *tables) current() *served { return ts.cur.Load() }
 
 // apply validates and builds nt, then swaps it in. On error the table being
 // served stays and the error says why; the caller logs it.
-func (ts *tables) apply(source, version string, nt *meshdnsv1.NameTable) error {
+func (ts *tables) apply(source, version string, nt *namewire.NameTable) error {
 	if nt == nil {
-		nt = &meshdnsv1.NameTable{}
+		nt = &namewire.NameTable{}
 	}
-	return ts.applyWith(source, version, nt, func() (*meshdnsv1.NameTable, error) { return nt, nil })
+	return ts.applyWith(source, version, nt, func() (*namewire.NameTable, error) { return nt, nil })
 }
 
 // applyWith is apply with the function that gives the table back for
 // debugging; nt itself is not kept.
-func (ts *tables) applyWith(source, version string, nt *meshdnsv1.NameTable, dump func() (*meshdnsv1.NameTable, error)) error {
+func (ts *tables) applyWith(source, version string, nt *namewire.NameTable, dump func() (*namewire.NameTable, error)) error {
 	_, err := ts.build(source, version, ts.fromEntries(func() ([]nametable.Entry, []string, error) { return Convert(nt, ts.limits) }), dump)
 	return err
 }
 
 // applyWire builds a table in its wire form (from the discovery client),
 // name by name into the table's builder.
-func (ts *tables) applyWire(source, version string, wire discovery.WireTable, dump func() (*meshdnsv1.NameTable, error)) error {
+func (ts *tables) applyWire(source, version string, wire discovery.WireTable, dump func() (*namewire.NameTable, error)) error {
 	_, err := ts.build(source, version, func() (*nametable.Table, int, error) { return buildWire(wire, ts.limits, ts.pod) }, dump)
 	return err
 }
@@ -87,7 +85,7 @@ const maxGarbage = 0.25
 // second one beside the first), and builds next whole when there is no
 // table to patch, the zones change, the table carries too much garbage,
 // or the patch fails (then the full build says whether next is valid).
-func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, change func() (discovery.Change, bool, error), dump func() (*meshdnsv1.NameTable, error)) error {
+func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, change func() (discovery.Change, bool, error), dump func() (*namewire.NameTable, error)) error {
 	_, err := ts.buildFrom(source, version, func(prev *served) (*nametable.Table, int, error) {
 		if prev != nil && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
 			// Inside the build: after its collection, under its limit.
@@ -116,9 +114,9 @@ func (ts *tables) applyWireDelta(source, version string, next discovery.WireTabl
 func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table, int, error) {
 	lim = lim.withDefaults()
 	var remove, add []nametable.Entry
-	info := new(meshdnsv1.NameInfo)
+	info := new(namewire.NameInfo)
 	err := c.Old(func(host string, raw []byte) error {
-		if err := proto.Unmarshal(raw, info); err != nil {
+		if err := info.Unmarshal(raw); err != nil {
 			return err
 		}
 		e, err := convertInfo(host, info, lim)
@@ -131,10 +129,13 @@ func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table,
 	if err != nil {
 		return nil, 0, err
 	}
-	for host, info := range c.New {
-		e, err := convertInfo(host, info, lim)
+	for _, n := range c.New {
+		if err := info.Unmarshal(n.Info); err != nil {
+			return nil, 0, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, n.Host, err)
+		}
+		e, err := convertInfo(n.Host, info, lim)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+			return nil, 0, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, n.Host, err)
 		}
 		add = append(add, e)
 	}
@@ -166,7 +167,7 @@ func patchEntries(prev *served, remove, add []nametable.Entry, want int, lim Lim
 // With patch (the table served came from the previous content of the
 // file), what the new content changes patches the table being served, as
 // a stream delta does, unless patch says it is better built whole.
-func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error) {
 	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
 		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
 			remove, add, names, ok, err := patch(ts.limits)
@@ -202,12 +203,12 @@ func (ts *tables) fromEntries(convert func() ([]nametable.Entry, []string, error
 }
 
 // build builds a table with produce and swaps it in.
-func (ts *tables) build(source, version string, produce func() (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+func (ts *tables) build(source, version string, produce func() (*nametable.Table, int, error), dump func() (*namewire.NameTable, error)) (int, error) {
 	return ts.buildFrom(source, version, func(*served) (*nametable.Table, int, error) { return produce() }, dump)
 }
 
 // buildFrom is build with produce given the table being served (or nil).
-func (ts *tables) buildFrom(source, version string, produce func(prev *served) (*nametable.Table, int, error), dump func() (*meshdnsv1.NameTable, error)) (int, error) {
+func (ts *tables) buildFrom(source, version string, produce func(prev *served) (*nametable.Table, int, error), dump func() (*namewire.NameTable, error)) (int, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	prev := ts.cur.Load()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent/discovery"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -26,8 +27,8 @@ func TestBuildDropsAnswersFirst(t *testing.T) {
 	var published []*nametable.Table
 	ts := &tables{pod: nametable.Context{Namespace: "demo"}, m: m, now: time.Now,
 		publish: func(t *nametable.Table) { published = append(published, t) }}
-	nt := func(ip string) *meshdnsv1.NameTable {
-		return &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{ip}}}}
+	nt := func(ip string) *namewire.NameTable {
+		return &namewire.NameTable{Table: map[string]*namewire.NameInfo{"a.example": {IPs: []string{ip}}}}
 	}
 	if err := ts.apply(sourceControlPlane, "v1", nt("10.0.0.1")); err != nil {
 		t.Fatal(err)
@@ -87,6 +88,18 @@ func TestApplyWireDeltaPatches(t *testing.T) {
 			return nil
 		}
 	}
+	// news are next's entries of the named hosts, as a delta holds them.
+	news := func(t *testing.T, hosts ...string) []namewire.RawName {
+		var out []namewire.RawName
+		for _, h := range hosts {
+			b, err := proto.Marshal(next[h])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, namewire.RawName{Host: h, Info: b})
+		}
+		return out
+	}
 	want, _, err := buildWire(wire(t, next), Limits{}, ts.pod)
 	if err != nil {
 		t.Fatal(err)
@@ -98,19 +111,19 @@ func TestApplyWireDeltaPatches(t *testing.T) {
 	}{
 		{name: "patched", patched: true, change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org", "c.example.org"),
-			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
+			New: news(t, "c.example.org", "d.example.org"),
 		}},
 		{name: "zones changed: built whole", change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org", "c.example.org"), ZonesChanged: true,
-			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
+			New: news(t, "c.example.org", "d.example.org"),
 		}},
 		{name: "a patch to another number of names than the table's: built whole", change: discovery.Change{Names: 7,
 			Old: old(t, "b.example.org", "c.example.org"),
-			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
+			New: news(t, "c.example.org", "d.example.org"),
 		}},
 		{name: "a change not of this table: built whole", change: discovery.Change{Names: -1,
 			Old: old(t, "b.example.org"), // c is replaced but not removed: defined twice
-			New: map[string]*meshdnsv1.NameInfo{"c.example.org": next["c.example.org"], "d.example.org": next["d.example.org"]},
+			New: news(t, "c.example.org", "d.example.org"),
 		}},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkApplyDelta10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &meshdnsv1.NameTableDelta{Upserted: map[string]*meshdnsv1.NameInfo{"new.ns.svc.cluster.local": {Ips: []string{"10.0.0.2"}}}}
+	d := &namewire.Delta{Upserted: []namewire.RawName{{Host: "new.ns.svc.cluster.local", Info: (&namewire.NameInfo{IPs: []string{"10.0.0.2"}}).Append(nil)}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := applyDeltaWire(wire, d); err != nil {

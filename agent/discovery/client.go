@@ -17,11 +17,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/certfile"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // Config configures a Client. Zero fields take the default named beside them.
@@ -42,7 +41,7 @@ type Config struct {
 	// OnTable applies a full table at version. It is called from Run's
 	// goroutine (and from Restore), one call at a time. An error rejects
 	// the table: the client NACKs it and keeps the previous one. Required.
-	OnTable func(version string, t *meshdnsv1.NameTable) error
+	OnTable func(version string, t *namewire.NameTable) error
 	// OnWireTable, when set, is called instead of OnTable with the table
 	// in its wire form, walked name by name, so the caller can convert it
 	// without the whole table decoded (or, with StateDir, without it in
@@ -200,7 +199,7 @@ func (c *Client) Synced() <-chan struct{} { return c.synced }
 // Current returns the version and table last applied (restored or
 // streamed); "" and nil before any. The table is decoded for the call: a
 // caller keeping it keeps its own copy.
-func (c *Client) Current() (string, *meshdnsv1.NameTable) {
+func (c *Client) Current() (string, *namewire.NameTable) {
 	c.mu.Lock()
 	version, wire, onDisk := c.version, c.wire, c.onDisk
 	c.mu.Unlock()
@@ -217,8 +216,8 @@ func (c *Client) Current() (string, *meshdnsv1.NameTable) {
 	if wire == nil {
 		return version, nil
 	}
-	t := new(meshdnsv1.NameTable)
-	if err := proto.Unmarshal(wire, t); err != nil {
+	t, err := namewire.UnmarshalNameTable(wire)
+	if err != nil {
 		// We marshalled it ourselves; failing here is a bug.
 		panic(fmt.Sprintf("discovery: decode own table %s: %v", version, err))
 	}
@@ -226,7 +225,7 @@ func (c *Client) Current() (string, *meshdnsv1.NameTable) {
 }
 
 // Table returns the table last applied, decoded, or nil before any.
-func (c *Client) Table() (*meshdnsv1.NameTable, error) {
+func (c *Client) Table() (*namewire.NameTable, error) {
 	_, t := c.Current()
 	return t, nil
 }
@@ -284,10 +283,10 @@ func (c *Client) apply(version string, t WireTable) error {
 	if c.cfg.OnWireTable != nil {
 		return c.cfg.OnWireTable(version, t)
 	}
-	nt := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}}
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
 	err := t(func(host string, b []byte) error {
-		info := new(meshdnsv1.NameInfo)
-		if err := proto.Unmarshal(b, info); err != nil {
+		info := new(namewire.NameInfo)
+		if err := info.Unmarshal(b); err != nil {
 			return fmt.Errorf("decode table: name %q: %w", host, err)
 		}
 		nt.Table[host] = info

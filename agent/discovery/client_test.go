@@ -23,6 +23,7 @@ import (
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/certtest"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/internal/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -37,7 +38,8 @@ type recorder struct {
 	last     *meshdnsv1.NameTable
 }
 
-func (r *recorder) onTable(version string, t *meshdnsv1.NameTable) error {
+func (r *recorder) onTable(version string, nt *namewire.NameTable) error {
+	t := toProto(nt)
 	if _, bad := t.GetTable()["bad.example"]; bad {
 		return errors.New(`name "bad.example": bad address`)
 	}
@@ -380,7 +382,8 @@ func TestRestartFromPersistedState(t *testing.T) {
 	if diff := cmp.Diff([]string{"b.example", "c.example"}, rec2.names()); diff != "" {
 		t.Errorf("names after the delta (-want +got)\n%s", diff)
 	}
-	v, cur := c3.Current()
+	v, wcur := c3.Current()
+	cur := toProto(wcur)
 	if v != "v3" || len(cur.GetTable()) != 2 || cur.GetTable()["c.example"].GetIps()[0] != "10.0.0.2" {
 		t.Errorf("Current() = %s %v", v, cur)
 	}

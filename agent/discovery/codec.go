@@ -9,13 +9,13 @@ import (
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
-// wireCodec is the stream's codec: proto for what the agent sends, and for
-// responses the raw bytes (a *rawResponse). A full table then reaches the
+// wireCodec is the stream's codec: a *namewire.Request marshalled for what
+// the agent sends (marshalRequest), and for responses the raw bytes (a
+// *rawResponse). A full table then reaches the
 // agent as the bytes it keeps and converts name by name, instead of as a
 // decoded NameTable (~40 MB at 100,000 names) it would marshal again.
 // Named "proto", so the server sees the usual content type.
@@ -24,29 +24,32 @@ type wireCodec struct{}
 func (wireCodec) Name() string { return "proto" }
 
 func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("marshal %T: not a proto message", v)
-	}
-	b, err := proto.Marshal(m)
+	b, err := marshalRequest(v)
 	if err != nil {
 		return nil, err
 	}
 	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
-func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	switch m := v.(type) {
-	case *rawResponse:
-		// A reader over gRPC's own buffers (it holds a reference and
-		// frees each buffer once read): a full table is streamed from
-		// them to the state dir, or copied once, never held twice.
-		m.r = data.Reader()
-		return nil
-	case proto.Message:
-		return proto.Unmarshal(data.Materialize(), m)
+// marshalRequest is the transport-independent half of Marshal.
+func marshalRequest(v any) ([]byte, error) {
+	m, ok := v.(*namewire.Request)
+	if !ok {
+		return nil, fmt.Errorf("marshal %T: not a stream request", v)
 	}
-	return fmt.Errorf("unmarshal into %T: not a proto message", v)
+	return m.Append(nil), nil
+}
+
+func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*rawResponse)
+	if !ok {
+		return fmt.Errorf("unmarshal into %T: not a stream response", v)
+	}
+	// A reader over gRPC's own buffers (it holds a reference and frees
+	// each buffer once read): a full table is streamed from them to the
+	// state dir, or copied once, never held twice.
+	m.r = data.Reader()
+	return nil
 }
 
 // rawResponse is a StreamNameTableResponse as received, unread.
@@ -59,7 +62,7 @@ type response struct {
 	full           []byte        // the full table (wire form), when isFull and not pending
 	pending        *pendingState // the full table, written to the state dir
 	isFull         bool
-	delta          *meshdnsv1.NameTableDelta // or nil
+	delta          *namewire.Delta // or nil
 }
 
 // dropFull forgets a full table read before (a later oneof field replaces
@@ -157,8 +160,8 @@ func readResponse(r io.Reader, stateDir string) (_ *response, err error) {
 			if err != nil {
 				return nil, err
 			}
-			d := new(meshdnsv1.NameTableDelta)
-			if err := proto.Unmarshal(b, d); err != nil {
+			d, err := namewire.UnmarshalDelta(b)
+			if err != nil {
 				return nil, fmt.Errorf("delta: %w", err)
 			}
 			resp.dropFull()

@@ -12,11 +12,18 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // windowSize is the agent's HTTP/2 receive window (stream and connection).
 const windowSize = 4 << 20
+
+// streamMethod and streamDesc name NameDiscoveryService.StreamNameTable, a
+// bidirectional stream (proto/meshdns/v1/discovery.proto), without the
+// generated client.
+const streamMethod = "/meshdns.v1.NameDiscoveryService/StreamNameTable"
+
+var streamDesc = &grpc.StreamDesc{StreamName: "StreamNameTable", ServerStreams: true, ClientStreams: true}
 
 // session runs one stream to addr until it fails or ctx ends. got reports
 // whether the stream delivered at least one response: only then was the
@@ -62,23 +69,23 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		}
 		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+tok)
 	}
-	stream, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx, grpc.ForceCodecV2(wireCodec{}))
+	stream, err := conn.NewStream(sctx, streamDesc, streamMethod, grpc.ForceCodecV2(wireCodec{}))
 	if err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("open stream %s: %w", addr, err)
 	}
 	version, _ := c.current()
-	first := &meshdnsv1.StreamNameTableRequest{
-		Identity: &meshdnsv1.AgentIdentity{
+	first := &namewire.Request{
+		Identity: &namewire.AgentIdentity{
 			PodName:       c.cfg.PodName,
 			Namespace:     c.cfg.Namespace,
 			ClusterDomain: c.cfg.ClusterDomain,
-			InstanceId:    c.cfg.InstanceID,
+			InstanceID:    c.cfg.InstanceID,
 			AgentVersion:  c.cfg.AgentVersion,
 		},
 		VersionInfo: version,
 	}
-	if err := stream.Send(first); err != nil {
+	if err := stream.SendMsg(first); err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("send identity to %s: %w", addr, err)
 	}
@@ -119,7 +126,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		if err != nil {
 			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
-		if err := stream.Send(c.handle(resp)); err != nil {
+		if err := stream.SendMsg(c.handle(resp)); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
 		}
 	}
@@ -146,7 +153,7 @@ func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 }
 
 // handle applies one response and returns the ACK or NACK for it.
-func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
+func (c *Client) handle(resp *response) *namewire.Request {
 	cur, base := c.current()
 	kind := "full"
 	if resp.delta != nil {
@@ -177,14 +184,14 @@ func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 		}
 		err = c.applyFull(resp.version, full, base)
 	case resp.delta != nil:
-		if resp.delta.GetBaseVersion() != cur || base == nil {
+		if resp.delta.BaseVersion != cur || base == nil {
 			// The server thinks we hold another version (or a rejected
 			// table dropped our base): NACK so it falls back to a full
 			// table instead of us guessing.
 			code = codes.FailedPrecondition
-			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.GetBaseVersion(), cur)
+			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.BaseVersion, cur)
 			if base == nil {
-				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.delta.GetBaseVersion())
+				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.delta.BaseVersion)
 			}
 			break
 		}
@@ -204,24 +211,24 @@ func (c *Client) handle(resp *response) *meshdnsv1.StreamNameTableRequest {
 	if err != nil {
 		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
 		c.log.Warn("rejected name table", "version", resp.version, "kind", kind, "keep", cur, "err", err)
-		return &meshdnsv1.StreamNameTableRequest{
+		return &namewire.Request{
 			VersionInfo:   cur,
 			ResponseNonce: resp.nonce,
-			ErrorDetail:   &meshdnsv1.ErrorDetail{Code: int32(code), Message: err.Error()},
+			ErrorDetail:   &namewire.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
 	c.log.Debug("applied name table", "version", resp.version, "kind", kind)
-	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+	return &namewire.Request{VersionInfo: resp.version, ResponseNonce: resp.nonce}
 }
 
 // ackUnchanged ACKs a response that holds the table already applied.
-func (c *Client) ackUnchanged(resp *response, kind string) *meshdnsv1.StreamNameTableRequest {
+func (c *Client) ackUnchanged(resp *response, kind string) *namewire.Request {
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.markSynced()
-	return &meshdnsv1.StreamNameTableRequest{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+	return &namewire.Request{VersionInfo: resp.version, ResponseNonce: resp.nonce}
 }
 
 // applyFull applies a full table. With a state dir the table goes to a

@@ -139,7 +139,7 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	if len(rec.versions) != applied {
 		t.Errorf("an empty delta at the served version was built again: versions %v", rec.versions)
 	}
-	if v, cur := c.Current(); v != "v3" || len(cur.GetTable()) != 2 {
+	if v, cur := c.Current(); v != "v3" || len(cur.Table) != 2 {
 		t.Errorf("Current() = %s %v", v, cur)
 	}
 }
@@ -200,8 +200,8 @@ func TestOnWireDelta(t *testing.T) {
 					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, host); return nil }); err != nil {
 						return err
 					}
-					for h := range c.New {
-						g.New = append(g.New, h)
+					for _, n := range c.New {
+						g.New = append(g.New, n.Host)
 					}
 					w, err := walk(next)
 					if err != nil {
@@ -276,8 +276,8 @@ func TestFullTableAsChange(t *testing.T) {
 					if err := c.Old(func(host string, _ []byte) error { old = append(old, host); return nil }); err != nil {
 						return err
 					}
-					for h := range c.New {
-						added = append(added, h)
+					for _, n := range c.New {
+						added = append(added, n.Host)
 					}
 					slices.Sort(old)
 					slices.Sort(added)

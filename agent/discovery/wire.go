@@ -6,10 +6,9 @@ import (
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/hashdiff"
-	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // The client keeps the applied table in its wire form (a marshalled
@@ -20,11 +19,10 @@ import (
 
 // Field numbers of meshdns.v1 messages read here without decoding them.
 const (
-	fieldNameTableTable = 1 // map<string, NameInfo> table
-	fieldNameTableZones = 2 // repeated string authoritative_zones
-	fieldMapKey         = 1
-	fieldResponseFull   = 3 // StreamNameTableResponse.full
-	fieldResponseVer    = 1 // StreamNameTableResponse.version_info
+	fieldNameTableTable = 1                             // map<string, NameInfo> table
+	fieldNameTableZones = 2                             // repeated string authoritative_zones
+	fieldResponseFull   = namewire.FieldResponseFull    // StreamNameTableResponse.full
+	fieldResponseVer    = namewire.FieldResponseVersion // StreamNameTableResponse.version_info
 )
 
 // EachName calls name for every entry of the wire-form NameTable b, with the
@@ -39,88 +37,13 @@ func EachName(b []byte, name func(host string, info []byte) error, zone func(z s
 // the call): the walks that only compare, hash or copy names allocate
 // nothing per name.
 func eachRawName(b []byte, name func(host, info []byte) error, zone func(z string) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("name table: %w", protowire.ParseError(n))
-		}
-		b = b[n:]
-		switch {
-		case num == fieldNameTableTable && typ == protowire.BytesType:
-			entry, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("name table entry: %w", protowire.ParseError(n))
-			}
-			b = b[n:]
-			if name == nil {
-				continue
-			}
-			host, info, err := mapEntry(entry)
-			if err != nil {
-				return err
-			}
-			if err := name(host, info); err != nil {
-				return err
-			}
-		case num == fieldNameTableZones && typ == protowire.BytesType:
-			z, n := protowire.ConsumeString(b)
-			if n < 0 {
-				return fmt.Errorf("name table zone: %w", protowire.ParseError(n))
-			}
-			b = b[n:]
-			if zone == nil {
-				continue
-			}
-			if err := zone(z); err != nil {
-				return err
-			}
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("name table field %d: %w", num, protowire.ParseError(n))
-			}
-			b = b[n:]
-		}
-	}
-	return nil
-}
-
-// mapEntry splits a map<string, NameInfo> entry into its key and its
-// marshalled value (empty when absent, as proto reads it), both in b.
-func mapEntry(b []byte) ([]byte, []byte, error) {
-	var key, val []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
-		}
-		b = b[n:]
-		if typ != protowire.BytesType || (num != fieldMapKey && num != 2) {
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, nil, fmt.Errorf("name table entry: %w", protowire.ParseError(n))
-		}
-		b = b[n:]
-		if num == fieldMapKey {
-			key = v
-		} else {
-			val = v
-		}
-	}
-	return key, val, nil
+	return namewire.EachName(b, name, zone)
 }
 
 // applyDeltaWire returns base (a wire-form NameTable) with d applied, in
 // wire form: base's entries that d neither removes nor replaces are copied
 // as they are; only the upserted names are marshalled.
-func applyDeltaWire(base []byte, d *meshdnsv1.NameTableDelta) ([]byte, error) {
+func applyDeltaWire(base []byte, d *namewire.Delta) ([]byte, error) {
 	p, err := newDeltaPlan(d)
 	if err != nil {
 		return nil, err
@@ -140,36 +63,27 @@ func applyDeltaWire(base []byte, d *meshdnsv1.NameTableDelta) ([]byte, error) {
 // name (in memory or streamed from the state file), with its upserts
 // marshalled once.
 type deltaPlan struct {
-	delta *meshdnsv1.NameTableDelta // or nil for a mere copy
 	drop  map[string]struct{}
-	ups   []upsert
+	ups   []namewire.RawName
 	zones []string // the delta's zones, when keepZones is false
 	// keepZones: the delta leaves the zones as the base has them.
 	keepZones bool
 	grow      int // bytes the upserts add, about
 }
 
-type upsert struct {
-	host string
-	info []byte
-}
-
-func newDeltaPlan(d *meshdnsv1.NameTableDelta) (*deltaPlan, error) {
-	p := &deltaPlan{delta: d, drop: make(map[string]struct{}, len(d.GetRemoved())+len(d.GetUpserted()))}
-	for _, k := range d.GetRemoved() {
+func newDeltaPlan(d *namewire.Delta) (*deltaPlan, error) {
+	// The upserts stay the delta's own bytes: nothing is decoded and
+	// marshalled again.
+	p := &deltaPlan{drop: make(map[string]struct{}, len(d.Removed)+len(d.Upserted)), ups: d.Upserted}
+	for _, k := range d.Removed {
 		p.drop[k] = struct{}{}
 	}
-	for k, v := range d.GetUpserted() {
-		p.drop[k] = struct{}{}
-		info, err := proto.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("marshal %q: %w", k, err)
-		}
-		p.ups = append(p.ups, upsert{host: k, info: info})
-		p.grow += len(k) + len(info) + 8
+	for _, u := range d.Upserted {
+		p.drop[u.Host] = struct{}{}
+		p.grow += len(u.Host) + len(u.Info) + 8
 	}
-	if z := d.GetAuthoritativeZones(); z != nil {
-		p.zones = z.GetZones()
+	if z := d.AuthoritativeZones; z != nil {
+		p.zones = z.Zones
 	} else {
 		p.keepZones = true
 	}
@@ -183,8 +97,8 @@ type Change struct {
 	// during the call).
 	Old func(name func(host string, info []byte) error) error
 	// New are the names the delta adds or replaces, with their new
-	// NameInfo.
-	New map[string]*meshdnsv1.NameInfo
+	// NameInfo (marshalled, checked to decode).
+	New []namewire.RawName
 	// ZonesChanged: the delta's zones differ from the base's.
 	ZonesChanged bool
 	// Names is the number of names of the next table when known (a full
@@ -204,7 +118,7 @@ func (p *deltaPlan) change(base rawTable) (Change, error) {
 				return nil
 			}, nil)
 		},
-		New:   p.delta.GetUpserted(),
+		New:   p.ups,
 		Names: -1,
 	}
 	if !p.keepZones {
@@ -244,7 +158,6 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	}
 	old.Seal()
 	limit := int(float64(old.Len())*maxDiffShare) + 1
-	c.New = map[string]*meshdnsv1.NameInfo{}
 	errTooMany := errors.New("too many changes")
 	err = next(func(host, info []byte) error {
 		c.Names++
@@ -254,11 +167,12 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 		if len(c.New) >= limit {
 			return errTooMany
 		}
-		v := new(meshdnsv1.NameInfo)
-		if err := proto.Unmarshal(info, v); err != nil {
+		if err := namewire.CheckNameInfo(info); err != nil {
 			return fmt.Errorf("name %q: %w", host, err)
 		}
-		c.New[string(host)] = v
+		// info is valid during the call only (a table read from the
+		// state file).
+		c.New = append(c.New, namewire.RawName{Host: string(host), Info: slices.Clone(info)})
 		return nil
 	}, func(z string) error {
 		newZones = append(newZones, z)
@@ -303,8 +217,7 @@ func (p *deltaPlan) write(base rawTable, emit func([]byte) error) error {
 	}
 	var scratch []byte
 	for _, z := range zones {
-		scratch = protowire.AppendTag(scratch[:0], fieldNameTableZones, protowire.BytesType)
-		scratch = protowire.AppendString(scratch, z)
+		scratch = namewire.AppendZone(scratch[:0], z)
 		if err := emit(scratch); err != nil {
 			return err
 		}
@@ -313,14 +226,14 @@ func (p *deltaPlan) write(base rawTable, emit func([]byte) error) error {
 		if _, ok := p.drop[string(host)]; ok { // no allocation
 			return nil
 		}
-		scratch = appendEntry(scratch[:0], host, info)
+		scratch = namewire.AppendEntry(scratch[:0], host, info)
 		return emit(scratch)
 	}, nil)
 	if err != nil {
 		return err
 	}
 	for _, u := range p.ups {
-		scratch = appendEntry(scratch[:0], u.host, u.info)
+		scratch = namewire.AppendEntry(scratch[:0], u.Host, u.Info)
 		if err := emit(scratch); err != nil {
 			return err
 		}
@@ -336,18 +249,6 @@ func (p *deltaPlan) size(base rawTable) (int, error) {
 		return nil
 	})
 	return n, err
-}
-
-// appendEntry appends one map<string, NameInfo> entry of a NameTable.
-func appendEntry[S string | []byte](b []byte, host S, info []byte) []byte {
-	size := protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(host)) +
-		protowire.SizeTag(2) + protowire.SizeBytes(len(info))
-	b = protowire.AppendTag(b, fieldNameTableTable, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
-	b = append(protowire.AppendVarint(b, uint64(len(host))), host...)
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	return protowire.AppendBytes(b, info)
 }
 
 // stateTable returns the version and the wire-form table of a persisted

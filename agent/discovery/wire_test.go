@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -65,7 +66,15 @@ func TestApplyDeltaWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := applyDeltaWire(wire, tt.delta)
+			b, err := proto.Marshal(tt.delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := namewire.UnmarshalDelta(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := applyDeltaWire(wire, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +154,7 @@ func TestParseResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.version != "v2" || r.isFull || r.delta.GetBaseVersion() != "v1" || len(r.delta.GetUpserted()) != 1 || r.delta.GetRemoved()[0] != "a.example" {
+	if r.version != "v2" || r.isFull || r.delta.BaseVersion != "v1" || len(r.delta.Upserted) != 1 || r.delta.Removed[0] != "a.example" {
 		t.Errorf("delta response parsed as %+v", r)
 	}
 	// Oneof: the last of full and delta wins, as in proto.

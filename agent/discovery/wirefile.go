@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // WireTable is a NameTable in wire form, walked name by name: it calls name
@@ -307,7 +309,7 @@ func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string
 			if err != nil {
 				return fmt.Errorf("name table entry: %w", err)
 			}
-			host, info, err := mapEntry(entry)
+			host, info, err := namewire.MapEntry(entry)
 			if err != nil {
 				return err
 			}

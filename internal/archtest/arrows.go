@@ -233,14 +233,38 @@ var agentBuildNot = []struct{ path, what string }{
 	{"text/template", "templates (gRPC's request tracing pulls them in)"},
 	{"runtime/cgo", "cgo, and with it libc's pages (build with CGO_ENABLED=0)"},
 	{"github.com/prometheus/", "the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)"},
+	{Module + "/proto", "the generated protocol code and with it the protobuf runtime (the agent's codec is internal/namewire)"},
 }
+
+// protobufWhy is why the agent build must not link the protobuf runtime:
+// its reflection, registry and JSON packages are megabytes of the binary
+// for the few messages internal/namewire encodes on protowire.
+const protobufWhy = "the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
 
 // AgentBuildViolations checks the packages of the agent build (go list
 // -tags AgentBuildTags -deps ./cmd/meshdns) and returns one line per
 // package the agent does not need, sorted.
+//
+// The protobuf module is allowed only as protowire, and in full only while
+// gRPC is linked (grpc-go links the runtime itself); the module's own
+// packages never import more of it than protowire.
 func AgentBuildViolations(pkgs []Package) []string {
+	grpc := slices.ContainsFunc(pkgs, func(p Package) bool { return under(p.ImportPath, "google.golang.org/grpc") })
+	runtime := func(path string) bool {
+		return under(path, "google.golang.org/protobuf") && !slices.Contains(protowire, path)
+	}
 	var out []string
 	for _, p := range pkgs {
+		if runtime(p.ImportPath) && !grpc {
+			out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s, %s: the sidecar carries only what the agent needs", AgentBuildTags, p.ImportPath, protobufWhy))
+		}
+		if own(p.ImportPath) != "" {
+			for _, imp := range p.Imports {
+				if runtime(imp) {
+					out = append(out, fmt.Sprintf("the agent build (-tags %s): %s imports %s, %s", AgentBuildTags, p.ImportPath, imp, protobufWhy))
+				}
+			}
+		}
 		for _, bad := range agentBuildNot {
 			host := strings.HasSuffix(bad.path, "/") && strings.HasPrefix(p.ImportPath, bad.path)
 			if host || under(p.ImportPath, bad.path) {

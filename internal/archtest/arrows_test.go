@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 const m = Module + "/"
@@ -213,6 +214,50 @@ func TestAgentBuildViolations(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, AgentBuildViolations(pkgs)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// The protobuf runtime is tolerated in the agent build only while gRPC
+// links it; protowire always is; the module's packages import no more.
+func TestAgentBuildProtobuf(t *testing.T) {
+	const tail = ", the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
+	const pre = "the agent build (-tags agentonly,grpcnotrace)"
+	tests := []struct {
+		name string
+		pkgs []Package
+		want []string
+	}{
+		{
+			name: "protowire only",
+			pkgs: []Package{{ImportPath: m + "internal/namewire", Imports: []string{"google.golang.org/protobuf/encoding/protowire"}},
+				{ImportPath: "google.golang.org/protobuf/encoding/protowire"}, {ImportPath: "google.golang.org/protobuf/internal/errors"}},
+		},
+		{
+			name: "the runtime through gRPC",
+			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: "google.golang.org/protobuf/proto"}},
+		},
+		{
+			name: "the runtime without gRPC",
+			pkgs: []Package{{ImportPath: "google.golang.org/protobuf/proto"}},
+			want: []string{pre + " links google.golang.org/protobuf/proto" + tail + ": the sidecar carries only what the agent needs"},
+		},
+		{
+			name: "an agent package importing the runtime",
+			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: m + "agent", Imports: []string{"google.golang.org/protobuf/encoding/protojson"}}},
+			want: []string{pre + ": github.com/meshdns/meshdns/agent imports google.golang.org/protobuf/encoding/protojson" + tail},
+		},
+		{
+			name: "the generated code",
+			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: m + "proto/meshdns/v1"}},
+			want: []string{pre + " links github.com/meshdns/meshdns/proto/meshdns/v1, the generated protocol code and with it the protobuf runtime (the agent's codec is internal/namewire): the sidecar carries only what the agent needs"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, AgentBuildViolations(tt.pkgs), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
