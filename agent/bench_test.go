@@ -41,6 +41,18 @@ func BenchmarkConvert10k(b *testing.B) {
 	}
 }
 
+// BenchmarkConvertWire10k converts a table in the wire form the discovery
+// client keeps, each name decoded into one reused NameInfo.
+func BenchmarkConvertWire10k(b *testing.B) {
+	wire := benchTable(10_000).Marshal()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ConvertWire(wire, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkApply10k is the whole off-hot-path cost of a new table version:
 // convert, validate, build and swap.
 func BenchmarkApply10k(b *testing.B) {
