@@ -126,7 +126,7 @@ const buildPeak = 1.3
 // heap grows instead of after:
 //   - a collection first, when a table is being replaced: what the
 //     previous build left (the old answer cache, the wire form just
-//     written to the state dir, the gRPC receive buffers) is freed and
+//     written to the state dir, the stream's read buffers) is freed and
 //     its memory reused by the build rather than left beside it;
 //   - GOGC lowered to buildGCPercent (unless it is lower or off);
 //   - when replacing, a memory limit of what the runtime holds besides

@@ -85,14 +85,25 @@ type Config struct {
 	// a round in which no address delivered a response; 250ms and 30s.
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
-	// MaxMessageSize bounds one response; 256 MiB. gRPC's own default of
+	// MaxMessageSize bounds one response; 256 MiB. gRPC's usual default of
 	// 4 MiB would refuse the full table of a cluster with ~60,000 services.
+	// A response is streamed to the state dir as it arrives, so the limit
+	// costs no memory.
 	MaxMessageSize int
-	// KeepaliveTime is the idle time before a keepalive ping and
-	// KeepaliveTimeout the wait for its ack; 30s and 10s. The control plane
-	// must permit pings this often (keepalive.EnforcementPolicy).
+	// KeepaliveTime is how long the connection may bring nothing from the
+	// control plane before the agent sends an HTTP/2 PING, and
+	// KeepaliveTimeout how long it then waits for the ack before it drops
+	// the connection and reconnects (a control plane that stopped
+	// answering, a lost route); 30s and 10s. The control plane must permit
+	// pings this often (its keepalive enforcement's minimum, 10s).
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
+	// ReceiveWindow is the HTTP/2 receive window of the stream and of the
+	// connection: what the control plane may send ahead of the agent's
+	// reads, and so the most the transport buffers; 1 MiB. It only has
+	// to cover the round trip of the window updates (1 MiB per ms is
+	// 1 GB/s).
+	ReceiveWindow int
 
 	// Logger receives connection and update logs; slog.Default() when nil.
 	// The caller tags it with the instance id when it wants that.
@@ -157,6 +168,9 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.KeepaliveTimeout, 10*time.Second)
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 256 << 20
+	}
+	if cfg.ReceiveWindow <= 0 {
+		cfg.ReceiveWindow = 1 << 20
 	}
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = uuid.NewString()

@@ -646,3 +646,35 @@ func TestLargeTable(t *testing.T) {
 		t.Errorf("applied %d names, want %d", got, n)
 	}
 }
+
+// TestResponseAboveMaxMessageSize: a response above MaxMessageSize is not
+// read, let alone applied: the stream ends and the agent reconnects with
+// the version it has.
+func TestResponseAboveMaxMessageSize(t *testing.T) {
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, MaxMessageSize: 1000})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", got)
+	}
+	var names []string
+	for i := range 100 {
+		names = append(names, fmt.Sprintf("name-%d.example", i))
+	}
+	big := full("v2", "n2", table(names...))
+	if proto.Size(big) <= 1000 {
+		t.Fatalf("response of %d bytes is not above the limit", proto.Size(big))
+	}
+	srv.Send(big)
+	got := srv.Recv(t)
+	if got.GetIdentity() == nil || got.GetVersionInfo() != "v1" {
+		t.Fatalf("after a response above the limit: %v, want a new stream's identity at v1", got)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if diff := cmp.Diff([]string{"v1"}, rec.versions); diff != "" {
+		t.Errorf("applied versions (-want +got):\n%s", diff)
+	}
+}

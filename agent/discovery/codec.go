@@ -7,53 +7,10 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/internal/namewire"
 )
-
-// wireCodec is the stream's codec: a *namewire.Request marshalled for what
-// the agent sends (marshalRequest), and for responses the raw bytes (a
-// *rawResponse). A full table then reaches the
-// agent as the bytes it keeps and converts name by name, instead of as a
-// decoded NameTable (~40 MB at 100,000 names) it would marshal again.
-// Named "proto", so the server sees the usual content type.
-type wireCodec struct{}
-
-func (wireCodec) Name() string { return "proto" }
-
-func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := marshalRequest(v)
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-// marshalRequest is the transport-independent half of Marshal.
-func marshalRequest(v any) ([]byte, error) {
-	m, ok := v.(*namewire.Request)
-	if !ok {
-		return nil, fmt.Errorf("marshal %T: not a stream request", v)
-	}
-	return m.Append(nil), nil
-}
-
-func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*rawResponse)
-	if !ok {
-		return fmt.Errorf("unmarshal into %T: not a stream response", v)
-	}
-	// A reader over gRPC's own buffers (it holds a reference and frees
-	// each buffer once read): a full table is streamed from them to the
-	// state dir, or copied once, never held twice.
-	m.r = data.Reader()
-	return nil
-}
-
-// rawResponse is a StreamNameTableResponse as received, unread.
-type rawResponse struct{ r *mem.Reader }
 
 // response is a StreamNameTableResponse with the full table left in wire
 // form: in memory, or streamed to a pending state file.

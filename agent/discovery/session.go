@@ -5,75 +5,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-
+	"github.com/meshdns/meshdns/internal/grpcstream"
 	"github.com/meshdns/meshdns/internal/namewire"
 )
 
-// windowSize is the agent's HTTP/2 receive window (stream and connection).
-const windowSize = 4 << 20
-
-// streamMethod and streamDesc name NameDiscoveryService.StreamNameTable, a
-// bidirectional stream (proto/meshdns/v1/discovery.proto), without the
-// generated client.
+// streamMethod is NameDiscoveryService.StreamNameTable, a bidirectional
+// stream (proto/meshdns/v1/discovery.proto).
 const streamMethod = "/meshdns.v1.NameDiscoveryService/StreamNameTable"
-
-var streamDesc = &grpc.StreamDesc{StreamName: "StreamNameTable", ServerStreams: true, ClientStreams: true}
 
 // session runs one stream to addr until it fails or ctx ends. got reports
 // whether the stream delivered at least one response: only then was the
 // control plane really there, and the backoff starts over.
 func (c *Client) session(ctx context.Context, addr string) (got bool, err error) {
-	creds, err := c.transportCredentials()
+	conn, md, err := c.dial(addr)
 	if err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, err
 	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.cfg.MaxMessageSize)),
-		// Static windows large enough for a full table in one go: with
-		// dynamic windows every response makes the agent send a BDP ping
-		// that the control plane must read and answer, which at
-		// thousands of agents costs it more than sending the update.
-		grpc.WithStaticStreamWindowSize(windowSize),
-		grpc.WithStaticConnWindowSize(windowSize),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time:                c.cfg.KeepaliveTime,
-			Timeout:             c.cfg.KeepaliveTimeout,
-			PermitWithoutStream: true,
-		}),
-	)
-	if err != nil {
-		c.metrics.connects.WithLabelValues("error").Inc()
-		return false, fmt.Errorf("dial %s: %w", addr, err)
-	}
 	defer conn.Close()
-	if err := c.waitReady(ctx, conn); err != nil {
+	stream, err := conn.Open(ctx, streamMethod, md)
+	if err != nil {
+		// A refused address fails at once, a dead one within
+		// ConnectTimeout, so the next one is tried.
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("connect %s: %w", addr, err)
 	}
-
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if c.cfg.TokenFile != "" {
-		tok, err := readToken(c.cfg.TokenFile)
-		if err != nil {
-			c.metrics.connects.WithLabelValues("error").Inc()
-			return false, err
-		}
-		sctx = metadata.AppendToOutgoingContext(sctx, "authorization", "Bearer "+tok)
-	}
-	stream, err := conn.NewStream(sctx, streamDesc, streamMethod, grpc.ForceCodecV2(wireCodec{}))
-	if err != nil {
-		c.metrics.connects.WithLabelValues("error").Inc()
-		return false, fmt.Errorf("open stream %s: %w", addr, err)
-	}
+	defer stream.Close()
 	version, _ := c.current()
 	first := &namewire.Request{
 		Identity: &namewire.AgentIdentity{
@@ -85,7 +44,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		},
 		VersionInfo: version,
 	}
-	if err := stream.SendMsg(first); err != nil {
+	if err := stream.Send(first.Append(nil)); err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("send identity to %s: %w", addr, err)
 	}
@@ -102,11 +61,16 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 	}()
 	c.log.Info("control plane stream open", "addr", addr, "version", version)
 
+	var ack []byte
 	for {
-		// RecvMsg with our own type: the codec leaves the table in wire
-		// form (codec.go).
-		var raw rawResponse
-		if err := stream.RecvMsg(&raw); err != nil {
+		// The response as a reader straight off the connection: a full
+		// table is streamed to the state dir (or copied once into
+		// memory), never buffered whole by the transport.
+		msg, _, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return got, fmt.Errorf("receive from %s: the control plane ended the stream", addr)
+		}
+		if err != nil {
 			return got, fmt.Errorf("receive from %s: %w", addr, err)
 		}
 		got = true
@@ -114,8 +78,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		if c.memReceive.Load() {
 			stateDir = ""
 		}
-		resp, err := readResponse(raw.r, stateDir)
-		raw.r.Close() // gRPC's buffers go back now, read or not
+		resp, err := readResponse(msg, stateDir)
 		if errors.Is(err, errStateWrite) {
 			// The stream is cut mid-message: from now on full tables
 			// are received into memory (and written as before, which
@@ -126,30 +89,43 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		if err != nil {
 			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
-		if err := stream.SendMsg(c.handle(resp)); err != nil {
+		ack = c.handle(resp).Append(ack[:0])
+		if err := stream.Send(ack); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
 		}
 	}
 }
 
-// waitReady connects conn and waits until it is ready, failing fast when
-// the address refuses (TransientFailure) so the next one is tried at once.
-func (c *Client) waitReady(ctx context.Context, conn *grpc.ClientConn) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
-	defer cancel()
-	conn.Connect()
-	for {
-		s := conn.GetState()
-		switch s {
-		case connectivity.Ready:
-			return nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return errors.New("connection failed")
-		}
-		if !conn.WaitForStateChange(ctx, s) {
-			return ctx.Err()
-		}
+// dial returns a client of the control plane at addr, with the TLS files
+// and the token as they are now, and the stream's metadata.
+func (c *Client) dial(addr string) (*grpcstream.Client, http.Header, error) {
+	tlsConf, err := c.tlsConfig()
+	if err != nil {
+		return nil, nil, err
 	}
+	var md http.Header
+	if c.cfg.TokenFile != "" {
+		tok, err := readToken(c.cfg.TokenFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		md = http.Header{"authorization": {"Bearer " + tok}}
+	}
+	conn, err := grpcstream.New(grpcstream.Config{
+		Addr:             addr,
+		TLS:              tlsConf,
+		ConnectTimeout:   c.cfg.ConnectTimeout,
+		KeepaliveTime:    c.cfg.KeepaliveTime,
+		KeepaliveTimeout: c.cfg.KeepaliveTimeout,
+		StreamWindow:     c.cfg.ReceiveWindow,
+		ConnWindow:       c.cfg.ReceiveWindow,
+		MaxMessageSize:   c.cfg.MaxMessageSize,
+		UserAgent:        "meshdns-agent/" + c.cfg.AgentVersion,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return conn, md, nil
 }
 
 // handle applies one response and returns the ACK or NACK for it.
@@ -160,7 +136,7 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		kind = "delta"
 	}
 	var err error
-	code := codes.InvalidArgument
+	code := grpcstream.InvalidArgument
 	switch {
 	case resp.isFull:
 		if resp.version == cur && base != nil {
@@ -188,7 +164,7 @@ func (c *Client) handle(resp *response) *namewire.Request {
 			// The server thinks we hold another version (or a rejected
 			// table dropped our base): NACK so it falls back to a full
 			// table instead of us guessing.
-			code = codes.FailedPrecondition
+			code = grpcstream.FailedPrecondition
 			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.BaseVersion, cur)
 			if base == nil {
 				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.delta.BaseVersion)

@@ -1,26 +1,24 @@
 package discovery
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
-// transportCredentials builds the credentials for one connection from the
-// certificate files as they are now.
-func (c *Client) transportCredentials() (credentials.TransportCredentials, error) {
+// tlsConfig builds the TLS configuration of one connection from the
+// certificate files as they are now; nil for plaintext (h2c).
+func (c *Client) tlsConfig() (*tls.Config, error) {
 	if c.tls == nil {
-		return insecure.NewCredentials(), nil
+		return nil, nil
 	}
 	conf, err := c.tls.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("control plane tls: %w", err)
 	}
-	return credentials.NewTLS(conf), nil
+	return conf, nil
 }
 
 // maxToken bounds the token file read; projected tokens are ~1 KB.
