@@ -230,7 +230,6 @@ func (c *Client) Open(ctx context.Context, method string, md http.Header) (*Stre
 		pw:      pw,
 		resDone: make(chan struct{}),
 		max:     c.cfg.MaxMessageSize,
-		addr:    c.cfg.Addr,
 	}
 	go func() {
 		defer close(s.resDone)
@@ -245,12 +244,12 @@ func (c *Client) Open(ctx context.Context, method string, md http.Header) (*Stre
 		if s.resErr == nil {
 			return s, nil // the server answered before the trace said so
 		}
-		err := s.transportError("connect", s.resErr)
+		err := s.transportError(s.resErr)
 		s.Close()
 		return nil, err
 	case <-t.C:
 		s.Close()
-		return nil, &Error{Code: Unavailable, Message: fmt.Sprintf("connect %s: no connection within %v", c.cfg.Addr, c.cfg.ConnectTimeout)}
+		return nil, &Error{Code: Unavailable, Message: fmt.Sprintf("no connection within %v", c.cfg.ConnectTimeout)}
 	case <-ctx.Done():
 		s.Close()
 		return nil, ctxError(ctx.Err())

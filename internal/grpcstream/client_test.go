@@ -178,8 +178,22 @@ func TestHTTPStatus(t *testing.T) {
 				w.WriteHeader(tc.status)
 				io.WriteString(w, "<html>not gRPC</html>")
 			})
-			s := open(t, t.Context(), Config{}, addr, "echo")
-			_, _, err := s.Recv()
+			c, err := New(Config{Addr: addr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			s, err := c.Open(t.Context(), chatMethod, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// The server may have answered already: then Send fails,
+			// with the same status.
+			if err := s.Send([]byte("echo")); err != nil {
+				mustCode(t, err, tc.want)
+			}
+			_, _, err = s.Recv()
 			mustCode(t, err, tc.want)
 		})
 	}

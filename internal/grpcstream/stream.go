@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,7 +19,6 @@ type Stream struct {
 	cancel context.CancelFunc
 	pw     *io.PipeWriter // the request body
 	max    int
-	addr   string
 
 	resDone chan struct{} // closed when res, resErr are set
 	res     *http.Response
@@ -38,7 +38,7 @@ type Stream struct {
 // (HTTP/2 flow control: the server reads what it was sent). After the
 // call ended it returns an error; Recv then returns why it ended.
 func (s *Stream) Send(msg []byte) error {
-	if len(msg) > 1<<32-1 {
+	if uint64(len(msg)) > math.MaxUint32 {
 		return &Error{Code: ResourceExhausted, Message: fmt.Sprintf("message of %d bytes does not fit a gRPC frame", len(msg))}
 	}
 	s.sendMu.Lock()
@@ -46,15 +46,33 @@ func (s *Stream) Send(msg []byte) error {
 	// One write, so a small message goes out as one DATA frame.
 	s.sendBuf = appendFrame(s.sendBuf[:0], msg)
 	if _, err := s.pw.Write(s.sendBuf); err != nil {
-		if s.ctx.Err() != nil {
-			return ctxError(s.ctx.Err())
-		}
-		return &Error{Code: Unavailable, Message: "send: the call has ended", err: err}
+		return s.sendError(err)
 	}
 	if cap(s.sendBuf) > 64<<10 {
 		s.sendBuf = nil // do not keep a large message's buffer
 	}
 	return nil
+}
+
+// sendError is the error of a Send after the call ended: the status of
+// its headers when they carry one (a server that answered at once, such
+// as one refusing the call), else Unavailable; the status that comes in
+// trailers is Recv's to read.
+func (s *Stream) sendError(err error) error {
+	if cerr := s.ctx.Err(); cerr != nil {
+		return ctxError(cerr)
+	}
+	select {
+	case <-s.resDone:
+		if s.resErr == nil {
+			var st *Error
+			if errors.As(headerError(s.res), &st) {
+				return st
+			}
+		}
+	default:
+	}
+	return &Error{Code: Unavailable, Message: "send: the call has ended", err: err}
 }
 
 // CloseSend tells the server that no more messages follow (half-close).
@@ -112,9 +130,19 @@ func (s *Stream) start() error {
 		<-s.resDone // RoundTrip returns at once on a cancelled context
 	}
 	if s.resErr != nil {
-		return s.transportError("receive", s.resErr)
+		return s.transportError(s.resErr)
 	}
-	res := s.res
+	if err := headerError(s.res); err != nil {
+		return err
+	}
+	s.frames = &frameReader{r: s.res.Body, max: s.max}
+	return nil
+}
+
+// headerError reads the response headers: nil when they start a gRPC
+// answer with messages to come, io.EOF for a trailers-only status OK, or
+// the *Error of a trailers-only status or of a server that is not gRPC.
+func headerError(res *http.Response) error {
 	ct := res.Header.Get("Content-Type")
 	isGRPC := ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
 	if res.StatusCode != http.StatusOK {
@@ -123,10 +151,10 @@ func (s *Stream) start() error {
 		if st := headerStatus(res.Header); st != nil && isGRPC && st.Code != OK {
 			return st
 		}
-		return &Error{Code: httpStatusCode(res.StatusCode), Message: fmt.Sprintf("unexpected HTTP status %q from %s", res.Status, s.addr)}
+		return &Error{Code: httpStatusCode(res.StatusCode), Message: fmt.Sprintf("unexpected HTTP status %q: not a gRPC server", res.Status)}
 	}
 	if !isGRPC {
-		return &Error{Code: Unknown, Message: fmt.Sprintf("unexpected content-type %q from %s", ct, s.addr)}
+		return &Error{Code: Unknown, Message: fmt.Sprintf("unexpected content-type %q: not a gRPC server", ct)}
 	}
 	if st := headerStatus(res.Header); st != nil {
 		// Trailers-only: the status came with the headers.
@@ -135,7 +163,6 @@ func (s *Stream) start() error {
 		}
 		return st
 	}
-	s.frames = &frameReader{r: res.Body, max: s.max}
 	return nil
 }
 
@@ -148,7 +175,7 @@ func (s *Stream) recvError(err error) error {
 		// The body ended between messages: the trailers hold the status.
 		st := headerStatus(s.res.Trailer)
 		if st == nil {
-			return &Error{Code: Internal, Message: fmt.Sprintf("%s ended the call without a grpc-status", s.addr)}
+			return &Error{Code: Internal, Message: "the server ended the call without a grpc-status"}
 		}
 		if st.Code == OK {
 			return io.EOF
@@ -160,13 +187,13 @@ func (s *Stream) recvError(err error) error {
 		if st := headerStatus(s.res.Trailer); st != nil && st.Code != OK {
 			return st
 		}
-		return &Error{Code: Internal, Message: fmt.Sprintf("%s ended the call inside a message", s.addr)}
+		return &Error{Code: Internal, Message: "the server ended the call inside a message"}
 	case errors.As(err, &tooBig):
 		return &Error{Code: ResourceExhausted, Message: tooBig.Error()}
 	case errors.Is(err, errCompressed), errors.Is(err, errBadFrame):
 		return &Error{Code: Internal, Message: err.Error()}
 	}
-	return s.transportError("receive", err)
+	return s.transportError(err)
 }
 
 // fail records the call's end, and resets the stream (an error of ours
@@ -181,8 +208,8 @@ func (s *Stream) fail(err error) error {
 
 // transportError is the error of a call the transport failed: cancelled
 // by the caller, or the connection lost (Unavailable, so the caller tries
-// again).
-func (s *Stream) transportError(op string, err error) error {
+// again). The caller's error names the address; net's errors do too.
+func (s *Stream) transportError(err error) error {
 	if cerr := s.ctx.Err(); cerr != nil {
 		return ctxError(cerr)
 	}
@@ -190,7 +217,7 @@ func (s *Stream) transportError(op string, err error) error {
 	if errors.As(err, &st) {
 		return st
 	}
-	return &Error{Code: Unavailable, Message: fmt.Sprintf("%s %s: %v", op, s.addr, err), err: err}
+	return &Error{Code: Unavailable, Message: err.Error(), err: err}
 }
 
 // ctxError is the status of a call whose context ended.
