@@ -234,6 +234,8 @@ var agentBuildNot = []struct{ path, what string }{
 	{"runtime/cgo", "cgo, and with it libc's pages (build with CGO_ENABLED=0)"},
 	{"github.com/prometheus/", "the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)"},
 	{Module + "/proto", "the generated protocol code and with it the protobuf runtime (the agent's codec is internal/namewire)"},
+	{"google.golang.org/grpc", "grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)"},
+	{"golang.org/x/net/http2", "x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)"},
 }
 
 // protobufWhy is why the agent build must not link the protobuf runtime:
@@ -245,17 +247,15 @@ const protobufWhy = "the protobuf runtime (the agent's messages are internal/nam
 // -tags AgentBuildTags -deps ./cmd/meshdns) and returns one line per
 // package the agent does not need, sorted.
 //
-// The protobuf module is allowed only as protowire, and in full only while
-// gRPC is linked (grpc-go links the runtime itself); the module's own
-// packages never import more of it than protowire.
+// The protobuf module is allowed only as protowire; the module's own
+// packages never import more of it than that.
 func AgentBuildViolations(pkgs []Package) []string {
-	grpc := slices.ContainsFunc(pkgs, func(p Package) bool { return under(p.ImportPath, "google.golang.org/grpc") })
 	runtime := func(path string) bool {
 		return under(path, "google.golang.org/protobuf") && !slices.Contains(protowire, path)
 	}
 	var out []string
 	for _, p := range pkgs {
-		if runtime(p.ImportPath) && !grpc {
+		if runtime(p.ImportPath) {
 			out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s, %s: the sidecar carries only what the agent needs", AgentBuildTags, p.ImportPath, protobufWhy))
 		}
 		if own(p.ImportPath) != "" {

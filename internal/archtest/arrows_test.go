@@ -207,7 +207,9 @@ func TestAgentBuildViolations(t *testing.T) {
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/http2, x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/trace, gRPC's request tracing (build with -tags grpcnotrace)" + tail,
+		"the agent build (-tags agentonly,grpcnotrace) links google.golang.org/grpc, grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links html/template, templates (gRPC's request tracing pulls them in)" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
 		"the agent build (-tags agentonly,grpcnotrace) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
@@ -217,8 +219,8 @@ func TestAgentBuildViolations(t *testing.T) {
 	}
 }
 
-// The protobuf runtime is tolerated in the agent build only while gRPC
-// links it; protowire always is; the module's packages import no more.
+// The agent build links protowire of the protobuf module and nothing
+// more; the module's packages import no more.
 func TestAgentBuildProtobuf(t *testing.T) {
 	const tail = ", the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
 	const pre = "the agent build (-tags agentonly,grpcnotrace)"
@@ -233,22 +235,18 @@ func TestAgentBuildProtobuf(t *testing.T) {
 				{ImportPath: "google.golang.org/protobuf/encoding/protowire"}, {ImportPath: "google.golang.org/protobuf/internal/errors"}},
 		},
 		{
-			name: "the runtime through gRPC",
-			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: "google.golang.org/protobuf/proto"}},
-		},
-		{
-			name: "the runtime without gRPC",
+			name: "the runtime",
 			pkgs: []Package{{ImportPath: "google.golang.org/protobuf/proto"}},
 			want: []string{pre + " links google.golang.org/protobuf/proto" + tail + ": the sidecar carries only what the agent needs"},
 		},
 		{
 			name: "an agent package importing the runtime",
-			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: m + "agent", Imports: []string{"google.golang.org/protobuf/encoding/protojson"}}},
+			pkgs: []Package{{ImportPath: m + "agent", Imports: []string{"google.golang.org/protobuf/encoding/protojson"}}},
 			want: []string{pre + ": github.com/meshdns/meshdns/agent imports google.golang.org/protobuf/encoding/protojson" + tail},
 		},
 		{
 			name: "the generated code",
-			pkgs: []Package{{ImportPath: "google.golang.org/grpc"}, {ImportPath: m + "proto/meshdns/v1"}},
+			pkgs: []Package{{ImportPath: m + "proto/meshdns/v1"}},
 			want: []string{pre + " links github.com/meshdns/meshdns/proto/meshdns/v1, the generated protocol code and with it the protobuf runtime (the agent's codec is internal/namewire): the sidecar carries only what the agent needs"},
 		},
 	}
