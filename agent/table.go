@@ -27,6 +27,9 @@ type served struct {
 	Proto func() (*namewire.NameTable, error)
 	Names int
 	Table *nametable.Table
+	// Partial: Table is partly another version's (a staged replacement
+	// that could not be undone, stage.go); the next table is built whole.
+	Partial bool
 }
 
 // tables holds the table being served. Builds happen on the caller's
@@ -212,15 +215,19 @@ func (ts *tables) buildFrom(source, version string, produce func(prev *served) (
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	prev := ts.cur.Load()
+	var prevInfo []string // version and source
 	if prev != nil {
 		// The same table again, with an empty answer cache: the old
 		// cache (up to a fifth of the table) is garbage before the
 		// build, not beside it at the peak. The few questions asked
 		// during the build fill the new one.
 		ts.publish(prev.Table)
+		prevInfo = []string{prev.Version, prev.Source}
 	}
 	defer buildMemory(prev != nil)()
 	start := ts.now()
+	// prev is not used after produce: a staged replacement (stage.go)
+	// lets the old table go stage by stage.
 	t, names, err := produce(prev)
 	if err != nil {
 		ts.m.rejections.WithLabelValues(source).Inc()
@@ -231,8 +238,8 @@ func (ts *tables) buildFrom(source, version string, produce func(prev *served) (
 	s := &served{Version: version, Source: source, Applied: now, Proto: dump, Names: names, Table: t}
 	ts.cur.Store(s)
 	ts.publish(t)
-	if prev != nil {
-		ts.m.info.DeleteLabelValues(prev.Version, prev.Source)
+	if prevInfo != nil {
+		ts.m.info.DeleteLabelValues(prevInfo...)
 	}
 	ts.m.info.WithLabelValues(version, source).Set(1)
 	ts.m.entries.Set(float64(names))

@@ -97,6 +97,22 @@ func (b *Base) match(name uint64, content []byte) bool {
 	return true
 }
 
+// Same reports whether name is in the base with the same content, as
+// Match does, without marking it: for walks of the new version after the
+// Matches (each name of the new version is either Same, or added or
+// replaced).
+func (b *Base) Same(name, content []byte) bool { return b.same(maphash.Bytes(b.seed, name), content) }
+
+// SameString is Same of a name held as a string.
+func (b *Base) SameString(name string, content []byte) bool {
+	return b.same(maphash.String(b.seed, name), content)
+}
+
+func (b *Base) same(name uint64, content []byte) bool {
+	i := b.find(name)
+	return i >= 0 && b.e[i].content == maphash.Bytes(b.seed, content)
+}
+
 // Changed reports whether a name of the base was not matched unchanged:
 // the new version removed or replaced it.
 func (b *Base) Changed(name []byte) bool { return b.changed(maphash.Bytes(b.seed, name)) }

@@ -42,6 +42,23 @@ func TestDiff(t *testing.T) {
 	if b.Changed([]byte("svc-100")) {
 		t.Error("Changed of a name not in the base = true")
 	}
+	// Same asks again without marking: unchanged names are Same, replaced
+	// and new ones not.
+	for i, want := range map[int]bool{0: true, 89: true, 90: false, 100: false} {
+		content := fmt.Appendf(nil, "10.0.0.%d", i)
+		if i == 90 {
+			content = []byte("10.9.9.9")
+		}
+		if got := b.Same(fmt.Appendf(nil, "svc-%d", i), content); got != want {
+			t.Errorf("Same(svc-%d) = %v, want %v", i, got, want)
+		}
+		if got := b.SameString(fmt.Sprintf("svc-%d", i), content); got != want {
+			t.Errorf("SameString(svc-%d) = %v, want %v", i, got, want)
+		}
+	}
+	if b.Left() != 10 {
+		t.Errorf("Left = %d after Same, want 10", b.Left())
+	}
 }
 
 // A name hashes the same as bytes and as a string, so callers may mix them.

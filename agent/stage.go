@@ -1,0 +1,202 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"slices"
+
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// A new table that changes more than maxDiffShare of the names would, built
+// whole, be held beside the table serving until it is complete: two tables
+// at once, the pod's peak. Applied as one patch it costs the same. So such
+// a change is applied as stageCount patches of the table serving
+// (nametable Table.Position, Table.PatchFrom): the old entries are cut
+// into stages by where their storage lies, each stage removes the old
+// entries of the next range and adds what replaces them (an entry of the
+// same name; names the old table did not have come with the last stage),
+// and each stage's table is served before the next is made, so the chunks
+// of the old table a stage empties are freed before the next stage
+// allocates. The entries of a stage are converted as the patch reads them,
+// from walks of the old and the new content: nothing but the tables and a
+// hash per changed name is held.
+//
+// Between two stages a client may see some names at the new version and
+// some at the old, for the few hundred milliseconds of the replacement.
+// The version is applied (served as a version, reported by the metrics,
+// ACKed to the control plane) only once the last stage is in. A stage that
+// fails undoes the stages before it (in reverse, the same way), so the
+// table of the last good version serves again, and the caller then builds
+// the new table whole, which says whether it is valid (a change that is
+// only refused staged: a name moving from one entry to another of an
+// earlier stage).
+
+// stageCount is how many patches a large change is cut into: each holds
+// about 1/stageCount of a table beside the table serving.
+const stageCount = 8
+
+// stagedChange is a change of the table served to a new table, as walks of
+// the two contents.
+type stagedChange struct {
+	// old walks the names of the table served that the new table removes
+	// or replaces, with their content as it was applied; next walks the
+	// names the new table adds or replaces, with their new content. Each
+	// is walked once per stage; raw is valid during the call only.
+	old, next func(each func(host string, raw []byte) error) error
+	// convertOld and convertNext turn one name's content into an entry.
+	convertOld, convertNext func(host string, raw []byte) (nametable.Entry, error)
+	// names is the number of names of the new table, which the staged
+	// table must come to.
+	names int
+}
+
+// stagePlan gives each changed name its stage: the stage of its old
+// entry's storage, or the last for a name the table served does not place
+// (a new name, an entry that defines none). It holds one hash per old name,
+// sorted, with the stage in the low bits.
+type stagePlan struct {
+	seed maphash.Seed
+	keys []uint64
+	// old counts the old names per stage.
+	old [stageCount]int
+}
+
+const stageBits = 3 // stageCount = 1 << stageBits
+
+func planStages(base *nametable.Table, old func(each func(host string, raw []byte) error) error) (*stagePlan, error) {
+	p := &stagePlan{seed: maphash.MakeSeed()}
+	err := old(func(host string, _ []byte) error {
+		s := stageCount - 1
+		if pos, ok := base.Position(host); ok {
+			s = min(int(pos*stageCount), stageCount-1)
+		}
+		p.keys = append(p.keys, p.hash(host)|uint64(s))
+		p.old[s]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(p.keys)
+	return p, nil
+}
+
+func (p *stagePlan) hash(host string) uint64 {
+	return maphash.String(p.seed, host) &^ (1<<stageBits - 1)
+}
+
+// stage is the stage of host.
+func (p *stagePlan) stage(host string) int {
+	h := p.hash(host)
+	i, _ := slices.BinarySearch(p.keys, h)
+	if i < len(p.keys) && p.keys[i]&^(1<<stageBits-1) == h {
+		return int(p.keys[i] & (1<<stageBits - 1))
+	}
+	return stageCount - 1
+}
+
+// entries hands the entries of stage s that walk yields to a patch, each
+// converted as the patch reads it, and counts them in n.
+func (p *stagePlan) entries(s int, walk func(each func(host string, raw []byte) error) error, convert func(host string, raw []byte) (nametable.Entry, error), n *int) nametable.Entries {
+	return func(each func(*nametable.Entry) error) error {
+		return walk(func(host string, raw []byte) error {
+			if p.stage(host) != s {
+				return nil
+			}
+			e, err := convert(host, raw)
+			if err != nil {
+				return fmt.Errorf("name %q: %w", host, err)
+			}
+			*n++
+			return each(&e)
+		})
+	}
+}
+
+var errStagedCount = errors.New("the staged table does not come to the new table's names")
+
+// applyStaged applies c to the table prev serves in stageCount patches,
+// serving each (as prev's version) before the next, and returns the last
+// table and its number of names, for the caller to serve as the new
+// version. On an error the stages done are undone and the table of prev's
+// version serves again. prev must not be used after the call: its table
+// is dropped stage by stage.
+func (ts *tables) applyStaged(prev *served, c *stagedChange) (*nametable.Table, int, error) {
+	base := prev.Table
+	plan, err := planStages(base, c.old)
+	if err != nil {
+		return nil, 0, err
+	}
+	// What the stages serve as: prev's version, whose table they hold
+	// in part. prev itself (and so its whole table) is let go.
+	keep := *prev
+	keep.Table = nil
+	prev = nil // its table must not stay reachable from this frame
+	names := keep.Names
+	cur := base
+	base = nil
+	for s := range stageCount {
+		var removed, added int
+		nt, err := cur.PatchFrom(
+			plan.entries(s, c.old, c.convertOld, &removed),
+			plan.entries(s, c.next, c.convertNext, &added),
+			plan.old[s])
+		if err == nil && s == stageCount-1 && names-removed+added != c.names {
+			err = fmt.Errorf("%w: %d names, want %d", errStagedCount, names-removed+added, c.names)
+		}
+		if err != nil {
+			ts.undoStages(keep, plan, c, cur, s)
+			return nil, 0, fmt.Errorf("stage %d of %d: %w", s+1, stageCount, err)
+		}
+		names += added - removed
+		cur = nt
+		if s < stageCount-1 {
+			ts.serveStage(keep, cur)
+		}
+	}
+	return cur, names, nil
+}
+
+// serveStage serves t, a stage of a replacement, as the version of keep
+// (not a version of its own: it is not ACKed or reported), and collects
+// the chunks of the stage before it that t no longer uses.
+func (ts *tables) serveStage(keep served, t *nametable.Table) {
+	keep.Table = t
+	ts.cur.Store(&keep)
+	ts.publish(t)
+	runtime.GC()
+}
+
+// undoStages returns cur, the table after the first done stages of plan,
+// to the entries of keep's version, undoing the stages in reverse, and
+// serves it. A stage undone removes what it added and adds back what it
+// removed, which the table held before: it cannot be refused but by the
+// table's limits, and then the table of the last stage done stays,
+// marked so that the next change builds whole.
+func (ts *tables) undoStages(keep served, plan *stagePlan, c *stagedChange, cur *nametable.Table, done int) {
+	for s := done - 1; s >= 0; s-- {
+		var n int
+		nt, err := cur.PatchFrom(
+			plan.entries(s, c.next, c.convertNext, &n),
+			plan.entries(s, c.old, c.convertOld, &n),
+			plan.old[s])
+		if err != nil {
+			if ts.log != nil {
+				ts.log.Error("undoing a staged table replacement failed; the table serving is partly new until the next version is built whole",
+					"version", keep.Version, "stage", s+1, "err", err)
+			}
+			keep.Partial = true
+			break
+		}
+		cur = nt
+		if s > 0 {
+			ts.serveStage(keep, cur)
+		}
+	}
+	keep.Table = cur
+	ts.cur.Store(&keep)
+	ts.publish(cur)
+}
