@@ -50,9 +50,9 @@ type fileSource struct {
 	appliedZones []string
 }
 
-// filePatch returns the entries a new file removes and adds and its number
-// of names; ok is false when it is better built whole.
-type filePatch func(Limits) (remove, add []nametable.Entry, names int, ok bool, err error)
+// filePatch returns what a new file changes (filediff.go); ok is false
+// when it is better built whole.
+type filePatch func(Limits) (d fileDiff, ok bool, err error)
 
 // parseTableFile reads the JSON form of a NameTable whole (the debug
 // dump; builds walk the file name by name). Unknown fields are an error: a
@@ -134,7 +134,7 @@ func (f *fileSource) load() error {
 	var patch filePatch
 	if old := f.applied; old != nil && scanErr == nil && slices.Equal(head.zones, f.appliedZones) {
 		oldSum := f.appliedSum
-		patch = func(lim Limits) ([]nametable.Entry, []nametable.Entry, int, bool, error) {
+		patch = func(lim Limits) (fileDiff, bool, error) {
 			return fileChange(old, file, oldSum, head.sum, lim)
 		}
 	}

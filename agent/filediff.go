@@ -44,19 +44,30 @@ func eachFileName(r io.Reader, name func(host string, raw []byte) error) ([sha25
 var errFileDiff = errors.New("not a patch")
 
 // maxDiffShare is the share of the names a new file may change for it to
-// be applied as a patch: a patch of much of a table costs about a build.
+// be applied as one patch: past it the change is applied in stages
+// (stage.go).
 const maxDiffShare = 0.25
 
+// fileDiff is what a new table file changes in the last one applied: the
+// entries a patch removes and adds, or, for a change of more than
+// maxDiffShare of the names, the walks of the two files a staged
+// replacement reads (staged); and the new file's number of names.
+type fileDiff struct {
+	remove, add []nametable.Entry
+	staged      *stagedChange
+	names       int
+}
+
 // fileChange compares the content of old (whose hash was oldSum) with that
-// of next (newSum) and returns the entries a patch removes and adds, and
-// next's number of names. ok is false when the table is better built
-// whole. It holds two 64-bit hashes per name of old meanwhile
-// (internal/hashdiff); a collision makes the patch define a name twice or
-// come to another number of names, and the table is then built whole.
-func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (remove, add []nametable.Entry, names int, ok bool, err error) {
+// of next (newSum) and returns what next changes. ok is false when the
+// table is better built whole. It holds two 64-bit hashes per name of old
+// meanwhile (internal/hashdiff), and during a staged replacement; a
+// collision makes the patch define a name twice or come to another number
+// of names, and the table is then built whole.
+func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (d fileDiff, ok bool, err error) {
 	lim = lim.withDefaults()
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, 0, false, err
+		return d, false, err
 	}
 	base := hashdiff.New(0)
 	sum, err := eachFileName(old, func(host string, raw []byte) error {
@@ -64,7 +75,7 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return nil
 	})
 	if err != nil || sum != oldSum {
-		return nil, nil, 0, false, nil // not the content applied: build whole
+		return d, false, nil // not the content applied: build whole
 	}
 	base.Seal()
 	limit := int(float64(base.Len())*maxDiffShare) + 1
@@ -76,29 +87,42 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return convertInfo(host, info, lim)
 	}
 	if _, err := next.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, 0, false, err
+		return d, false, err
 	}
+	large := false
 	sum, err = eachFileName(next, func(host string, raw []byte) error {
-		names++
-		if base.MatchString(host, raw) {
-			return nil // unchanged
+		d.names++
+		if base.MatchString(host, raw) || large {
+			return nil // unchanged, or staged
 		}
-		if len(add) >= limit {
-			return errFileDiff
+		if len(d.add) >= limit {
+			large, d.add = true, nil // walked again by the stages
+			return nil
 		}
 		e, err := conv(host, raw)
 		if err != nil {
 			return errFileDiff // the whole build reports it
 		}
-		add = append(add, e)
+		d.add = append(d.add, e)
 		return nil
 	})
-	if err != nil || sum != newSum || base.Left() > limit {
-		return nil, nil, 0, false, nil
+	if err != nil || sum != newSum {
+		return fileDiff{}, false, nil
+	}
+	if large || base.Left() > limit {
+		d.add = nil
+		d.staged = &stagedChange{
+			old: fileWalk(old, oldSum, func(host string, _ []byte) bool { return base.ChangedString(host) }),
+			// next's names that are unchanged are not the change's.
+			next:       fileWalk(next, newSum, func(host string, raw []byte) bool { return !base.SameString(host, raw) }),
+			convertOld: conv, convertNext: conv,
+			names: d.names,
+		}
+		return d, true, nil
 	}
 	// What was not matched is removed or replaced.
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, 0, false, err
+		return fileDiff{}, false, err
 	}
 	_, err = eachFileName(old, func(host string, raw []byte) error {
 		if !base.ChangedString(host) {
@@ -108,11 +132,34 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		if err != nil {
 			return err
 		}
-		remove = append(remove, e)
+		d.remove = append(d.remove, e)
 		return nil
 	})
 	if err != nil {
-		return nil, nil, 0, false, nil
+		return fileDiff{}, false, nil
 	}
-	return remove, add, names, true, nil
+	return d, true, nil
+}
+
+// errFileChanged: a file changed while a staged replacement read it.
+var errFileChanged = errors.New("the table file changed while it was applied")
+
+// fileWalk walks the names of f that keep selects, checking that f still
+// holds the content whose hash is sum.
+func fileWalk(f io.ReadSeeker, sum [sha256.Size]byte, keep func(host string, raw []byte) bool) func(each func(host string, raw []byte) error) error {
+	return func(each func(host string, raw []byte) error) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		got, err := eachFileName(f, func(host string, raw []byte) error {
+			if !keep(host, raw) {
+				return nil
+			}
+			return each(host, raw)
+		})
+		if err == nil && got != sum {
+			err = errFileChanged
+		}
+		return err
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
@@ -125,6 +127,9 @@ var errStagedCount = errors.New("the staged table does not come to the new table
 // version serves again. prev must not be used after the call: its table
 // is dropped stage by stage.
 func (ts *tables) applyStaged(prev *served, c *stagedChange) (*nametable.Table, int, error) {
+	if lim := ts.limits.withDefaults(); c.names > lim.MaxNames {
+		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, c.names, lim.MaxNames)
+	}
 	base := prev.Table
 	plan, err := planStages(base, c.old)
 	if err != nil {
@@ -199,4 +204,18 @@ func (ts *tables) undoStages(keep served, plan *stagePlan, c *stagedChange, cur 
 	keep.Table = cur
 	ts.cur.Store(&keep)
 	ts.publish(cur)
+}
+
+// wireStaged is the staged change of c, a full table from the control
+// plane that replaces most of the one serving (discovery Change.Next).
+func wireStaged(c discovery.Change, lim Limits) *stagedChange {
+	lim = lim.withDefaults()
+	conv := func(host string, raw []byte) (nametable.Entry, error) {
+		info := new(namewire.NameInfo)
+		if err := info.Unmarshal(raw); err != nil {
+			return nametable.Entry{}, err
+		}
+		return convertInfo(host, info, lim)
+	}
+	return &stagedChange{old: c.Old, next: c.Next, convertOld: conv, convertNext: conv, names: c.Names}
 }

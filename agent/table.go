@@ -90,14 +90,20 @@ const maxGarbage = 0.25
 // or the patch fails (then the full build says whether next is valid).
 func (ts *tables) applyWireDelta(source, version string, next discovery.WireTable, change func() (discovery.Change, bool, error), dump func() (*namewire.NameTable, error)) error {
 	_, err := ts.buildFrom(source, version, func(prev *served) (*nametable.Table, int, error) {
-		if prev != nil && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
+		if prev != nil && prev.Table != nil && !prev.Partial && prev.Table.Garbage() <= maxGarbage {
 			// Inside the build: after its collection, under its limit.
 			c, ok, err := change()
 			if err != nil {
 				return nil, 0, err
 			}
 			if ok && !c.ZonesChanged {
-				t, n, err := patchTable(prev, c, ts.limits)
+				var t *nametable.Table
+				var n int
+				if c.Next != nil {
+					t, n, err = ts.applyStaged(prev, wireStaged(c, ts.limits))
+				} else {
+					t, n, err = patchTable(prev, c, ts.limits)
+				}
 				if err == nil {
 					return t, n, nil
 				}
@@ -172,13 +178,19 @@ func patchEntries(prev *served, remove, add []nametable.Entry, want int, lim Lim
 // a stream delta does, unless patch says it is better built whole.
 func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error) {
 	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
-		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && prev.Table.Garbage() <= maxGarbage {
-			remove, add, names, ok, err := patch(ts.limits)
+		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && !prev.Partial && prev.Table.Garbage() <= maxGarbage {
+			d, ok, err := patch(ts.limits)
 			if err != nil {
 				return nil, 0, err
 			}
 			if ok {
-				t, n, err := patchEntries(prev, remove, add, names, ts.limits)
+				var t *nametable.Table
+				var n int
+				if d.staged != nil {
+					t, n, err = ts.applyStaged(prev, d.staged)
+				} else {
+					t, n, err = patchEntries(prev, d.remove, d.add, d.names, ts.limits)
+				}
 				if err == nil {
 					return t, n, nil
 				}
@@ -186,7 +198,7 @@ func (ts *tables) applyFile(version string, produce func(Limits, nametable.Conte
 					ts.log.Warn("name table patch failed; building the table whole", "version", version, "err", err)
 				}
 			}
-			remove, add = nil, nil
+			d = fileDiff{}
 			runtime.GC() // the comparison's hashes, before the whole build
 		}
 		return produce(ts.limits, ts.pod)

@@ -253,7 +253,8 @@ func TestOnWireDelta(t *testing.T) {
 
 // A full table that changes little of the one applied (a control plane
 // that did not know our version resends it whole) arrives as a change;
-// one that changes much of it, or its zones, as a whole table.
+// one that changes much of it as a change to apply in stages (Next walks
+// what it adds or replaces), one that changes its zones as a whole table.
 func TestFullTableAsChange(t *testing.T) {
 	for _, stateDir := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "state dir"}[stateDir], func(t *testing.T) {
@@ -279,9 +280,23 @@ func TestFullTableAsChange(t *testing.T) {
 					for _, n := range c.New {
 						added = append(added, n.Host)
 					}
+					kind := "change"
+					if c.Next != nil {
+						kind = "staged change"
+						if len(c.New) > 0 {
+							return errors.New("a staged change with New")
+						}
+						// Walked twice, as the stages do.
+						for range 2 {
+							added = added[:0]
+							if err := c.Next(func(host string, _ []byte) error { added = append(added, host); return nil }); err != nil {
+								return err
+							}
+						}
+					}
 					slices.Sort(old)
 					slices.Sort(added)
-					events = append(events, fmt.Sprintf("%s change -%v +%v", version, old, added))
+					events = append(events, fmt.Sprintf("%s %s -%v +%v", version, kind, old, added))
 					return nil
 				},
 			}
@@ -312,7 +327,7 @@ func TestFullTableAsChange(t *testing.T) {
 			want := []string{
 				"v1 whole",
 				"v2 change -[n0.example n1.example n2.example] +[n2.example new.example]",
-				"v3 whole",
+				"v3 staged change -[n10.example n11.example n2.example n3.example n4.example n5.example n6.example n7.example n8.example n9.example new.example] +[x.example y.example]",
 				"v4 whole",
 			}
 			if diff := cmp.Diff(want, events); diff != "" {

@@ -105,6 +105,13 @@ type Change struct {
 	// table compared with the base), else -1: a patch that does not come
 	// to it is wrong.
 	Names int
+	// Next is set instead of New for a full table that changes more than
+	// maxDiffShare of the base's names (New would hold them all): it
+	// walks the names of the next table that are added or replaced, with
+	// their NameInfo (marshalled, checked to decode, valid during the
+	// call). It and Old may be walked several times: the agent applies
+	// such a change in stages.
+	Next func(name func(host string, info []byte) error) error
 }
 
 // change returns what p changes in base.
@@ -158,17 +165,21 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	}
 	old.Seal()
 	limit := int(float64(old.Len())*maxDiffShare) + 1
-	errTooMany := errors.New("too many changes")
+	large := false
 	err = next(func(host, info []byte) error {
 		c.Names++
 		if old.Match(host, info) {
 			return nil // unchanged: neither removed nor added
 		}
-		if len(c.New) >= limit {
-			return errTooMany
-		}
 		if err := namewire.CheckNameInfo(info); err != nil {
 			return fmt.Errorf("name %q: %w", host, err)
+		}
+		if large {
+			return nil
+		}
+		if len(c.New) >= limit {
+			large, c.New = true, nil // Next walks them
+			return nil
 		}
 		// info is valid during the call only (a table read from the
 		// state file).
@@ -178,15 +189,23 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 		newZones = append(newZones, z)
 		return nil
 	})
-	if errors.Is(err, errTooMany) {
-		return Change{}, false, nil
-	}
 	if err != nil {
 		return Change{}, false, err
 	}
-	// What was not matched is removed or replaced.
-	if old.Left() > limit || !slices.Equal(oldZones, newZones) {
+	if !slices.Equal(oldZones, newZones) {
 		return Change{}, false, nil
+	}
+	// What was not matched is removed or replaced.
+	if large || old.Left() > limit {
+		c.New = nil
+		c.Next = func(name func(string, []byte) error) error {
+			return next(func(host, info []byte) error {
+				if old.Same(host, info) {
+					return nil
+				}
+				return name(string(host), info)
+			}, nil)
+		}
 	}
 	c.Old = func(name func(string, []byte) error) error {
 		return base(func(host, info []byte) error {
