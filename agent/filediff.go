@@ -89,16 +89,30 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 	if _, err := next.Seek(0, io.SeekStart); err != nil {
 		return d, false, err
 	}
-	large := false
+	// Compared first, converted after: a change too large for a patch
+	// would otherwise hold a quarter of the table's entries converted
+	// before it is known to be one.
+	changed := 0
 	sum, err = eachFileName(next, func(host string, raw []byte) error {
 		d.names++
-		if base.MatchString(host, raw) || large {
-			return nil // unchanged, or staged
+		if !base.MatchString(host, raw) {
+			changed++
 		}
-		if len(d.add) >= limit {
-			large, d.add = true, nil // walked again by the stages
-			return nil
+		return nil
+	})
+	if err != nil || sum != newSum {
+		return fileDiff{}, false, nil
+	}
+	changedNext := fileWalk(next, newSum, func(host string, raw []byte) bool { return !base.SameString(host, raw) })
+	if changed > limit || base.Left() > limit {
+		d.staged = &stagedChange{
+			old:  fileWalk(old, oldSum, func(host string, _ []byte) bool { return base.ChangedString(host) }),
+			next: changedNext, convertOld: conv, convertNext: conv,
+			names: d.names,
 		}
+		return d, true, nil
+	}
+	err = changedNext(func(host string, raw []byte) error {
 		e, err := conv(host, raw)
 		if err != nil {
 			return errFileDiff // the whole build reports it
@@ -106,19 +120,8 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		d.add = append(d.add, e)
 		return nil
 	})
-	if err != nil || sum != newSum {
+	if err != nil {
 		return fileDiff{}, false, nil
-	}
-	if large || base.Left() > limit {
-		d.add = nil
-		d.staged = &stagedChange{
-			old: fileWalk(old, oldSum, func(host string, _ []byte) bool { return base.ChangedString(host) }),
-			// next's names that are unchanged are not the change's.
-			next:       fileWalk(next, newSum, func(host string, raw []byte) bool { return !base.SameString(host, raw) }),
-			convertOld: conv, convertNext: conv,
-			names: d.names,
-		}
-		return d, true, nil
 	}
 	// What was not matched is removed or replaced.
 	if _, err := old.Seek(0, io.SeekStart); err != nil {

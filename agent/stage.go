@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"runtime"
+	"runtime/debug"
 	"slices"
 
 	"github.com/meshdns/meshdns/agent/discovery"
@@ -38,7 +38,7 @@ import (
 
 // stageCount is how many patches a large change is cut into: each holds
 // about 1/stageCount of a table beside the table serving.
-const stageCount = 8
+const stageCount = 16
 
 // stagedChange is a change of the table served to a new table, as walks of
 // the two contents.
@@ -66,7 +66,7 @@ type stagePlan struct {
 	old [stageCount]int
 }
 
-const stageBits = 3 // stageCount = 1 << stageBits
+const stageBits = 4 // stageCount = 1 << stageBits
 
 func planStages(base *nametable.Table, old func(each func(host string, raw []byte) error) error) (*stagePlan, error) {
 	p := &stagePlan{seed: maphash.MakeSeed()}
@@ -143,12 +143,20 @@ func (ts *tables) applyStaged(prev *served, c *stagedChange) (*nametable.Table, 
 	names := keep.Names
 	cur := base
 	base = nil
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	stageLimit() // the comparison's garbage, before the first stage
 	for s := range stageCount {
 		var removed, added int
+		// A stage adds about what it removes (the index keeps its
+		// size), but for the last: the new names come with it.
+		grow := 0
+		if s == stageCount-1 {
+			grow = max(0, c.names-names+plan.old[s])
+		}
 		nt, err := cur.PatchFrom(
 			plan.entries(s, c.old, c.convertOld, &removed),
 			plan.entries(s, c.next, c.convertNext, &added),
-			plan.old[s])
+			grow)
 		if err == nil && s == stageCount-1 && names-removed+added != c.names {
 			err = fmt.Errorf("%w: %d names, want %d", errStagedCount, names-removed+added, c.names)
 		}
@@ -172,7 +180,37 @@ func (ts *tables) serveStage(keep served, t *nametable.Table) {
 	keep.Table = t
 	ts.cur.Store(&keep)
 	ts.publish(t)
-	runtime.GC()
+	stageLimit()
+}
+
+// stageLimit collects what the stage before left, returns the free pages
+// to the OS, and limits the memory of the next stage (changeLimit).
+func stageLimit() {
+	debug.FreeOSMemory()
+	changeLimit()
+}
+
+// changeLimit sets a memory limit for a change applied in place (a patch,
+// the stages of a replacement, and the comparison of a new table with the
+// one serving that finds the change): what the runtime holds now besides
+// free heap pages, plus a sixteenth of the live heap (about a stage's share
+// of the table) and 2 MiB for the garbage of reading the tables. Past it
+// the collector runs as often as needed and the scavenger hands freed
+// pages back at once, where GOGC's headroom and pages not yet returned
+// would take the process about a table above its steady size. It returns
+// the function that restores the limit before (to build whole after a
+// failed patch, under buildMemory's limit). A lower limit stays.
+func changeLimit() (restore func()) {
+	const changeSlack = 2 << 20
+	prev := debug.SetMemoryLimit(-1)
+	held, live := readHeld()
+	if held == 0 {
+		return func() {}
+	}
+	if limit := int64(held) + int64(live)/stageCount + changeSlack; limit < prev {
+		debug.SetMemoryLimit(limit)
+	}
+	return func() { debug.SetMemoryLimit(prev) }
 }
 
 // undoStages returns cur, the table after the first done stages of plan,

@@ -92,8 +92,10 @@ func (ts *tables) applyWireDelta(source, version string, next discovery.WireTabl
 	_, err := ts.buildFrom(source, version, func(prev *served) (*nametable.Table, int, error) {
 		if prev != nil && prev.Table != nil && !prev.Partial && prev.Table.Garbage() <= maxGarbage {
 			// Inside the build: after its collection, under its limit.
+			restore := changeLimit()
 			c, ok, err := change()
 			if err != nil {
+				restore()
 				return nil, 0, err
 			}
 			if ok && !c.ZonesChanged {
@@ -112,6 +114,7 @@ func (ts *tables) applyWireDelta(source, version string, next discovery.WireTabl
 				}
 			}
 			c = discovery.Change{}
+			restore()
 			runtime.GC() // the comparison's hashes, before the whole build
 		}
 		return buildWire(next, ts.limits, ts.pod)
@@ -179,8 +182,10 @@ func patchEntries(prev *served, remove, add []nametable.Entry, want int, lim Lim
 func (ts *tables) applyFile(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error) {
 	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
 		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && !prev.Partial && prev.Table.Garbage() <= maxGarbage {
+			restore := changeLimit()
 			d, ok, err := patch(ts.limits)
 			if err != nil {
+				restore()
 				return nil, 0, err
 			}
 			if ok {
@@ -199,6 +204,7 @@ func (ts *tables) applyFile(version string, produce func(Limits, nametable.Conte
 				}
 			}
 			d = fileDiff{}
+			restore()
 			runtime.GC() // the comparison's hashes, before the whole build
 		}
 		return produce(ts.limits, ts.pod)

@@ -146,7 +146,10 @@ func (p *patcher) emptyNonTerminals() error {
 		return nil
 	}
 	counts := newBelowCounts(d)
-	cands := make(map[string]struct{}, 2*len(p.touched))
+	// The candidates are the names whose being an empty non-terminal may
+	// have changed: a touched name defined before and after cannot be
+	// one (most of a patch that updates entries), so it is left out.
+	cands := make(map[string]struct{})
 	update := func(name string, self, was, is bool) {
 		if was == is {
 			return
@@ -161,8 +164,11 @@ func (p *patcher) emptyNonTerminals() error {
 		})
 	}
 	for name := range p.touched {
-		update(name, false, old.defines(name), t.defines(name))
-		cands[name] = struct{}{}
+		was, is := old.defines(name), t.defines(name)
+		update(name, false, was, is)
+		if !was || !is {
+			cands[name] = struct{}{}
+		}
 	}
 	for w := range p.wilds {
 		update(w, true, old.wild[w] != nil, t.wild[w] != nil)
@@ -170,8 +176,11 @@ func (p *patcher) emptyNonTerminals() error {
 	if t.holdsReverse() {
 		for _, k := range p.addrs {
 			name := revKey(k)
-			update(name, false, old.hasReverse(k), t.hasReverse(k))
-			cands[name] = struct{}{}
+			was, is := old.hasReverse(k), t.hasReverse(k)
+			update(name, false, was, is)
+			if !was || !is {
+				cands[name] = struct{}{}
+			}
 		}
 	}
 	for name := range cands {
