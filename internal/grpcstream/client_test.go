@@ -430,3 +430,54 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// The call's request is what gRPC servers expect (PROTOCOL-HTTP2): an
+// HTTP/2 POST to the method's path with the gRPC headers and the
+// metadata, and the message framed in its body.
+func TestRequest(t *testing.T) {
+	got := make(chan *http.Request, 1)
+	body := make(chan []byte, 1)
+	addr := startHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r
+		b := make([]byte, 5+len("hello"))
+		_, err := io.ReadFull(r.Body, b)
+		if err != nil {
+			t.Errorf("read request body: %v", err)
+		}
+		body <- b
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Status", "0")
+	})
+	c, err := New(Config{Addr: addr, UserAgent: "meshdns-agent/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Open(t.Context(), chatMethod, http.Header{"authorization": {"Bearer x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Send([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Recv(); err != io.EOF {
+		t.Errorf("recv of a trailers-only OK: %v, want io.EOF", err)
+	}
+	r := <-got
+	for _, c := range []struct{ what, got, want string }{
+		{"protocol", r.Proto, "HTTP/2.0"},
+		{"method", r.Method, http.MethodPost},
+		{"path", r.URL.Path, chatMethod},
+		{"content-type", r.Header.Get("Content-Type"), "application/grpc"},
+		{"te", r.Header.Get("Te"), "trailers"},
+		{"user-agent", r.Header.Get("User-Agent"), "meshdns-agent/test"},
+		{"authorization", r.Header.Get("Authorization"), "Bearer x"},
+		{"accept-encoding", r.Header.Get("Accept-Encoding"), ""},
+		{"body", string(<-body), "\x00\x00\x00\x00\x05hello"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
+		}
+	}
+}
