@@ -62,15 +62,19 @@ func (s *Stream) sendError(err error) error {
 	if cerr := s.ctx.Err(); cerr != nil {
 		return ctxError(cerr)
 	}
+	// net/http closes the request body when the response ended, failed
+	// or refused the call, and then RoundTrip returns (if it has not
+	// already): its result is at most moments away.
 	select {
 	case <-s.resDone:
-		if s.resErr == nil {
-			var st *Error
-			if errors.As(headerError(s.res), &st) {
-				return st
-			}
+	case <-s.ctx.Done():
+		return ctxError(s.ctx.Err())
+	}
+	if s.resErr == nil {
+		var st *Error
+		if errors.As(headerError(s.res), &st) {
+			return st
 		}
-	default:
 	}
 	return &Error{Code: Unavailable, Message: "send: the call has ended", err: err}
 }
