@@ -481,3 +481,37 @@ func TestRequest(t *testing.T) {
 		}
 	}
 }
+
+// A connection lost between messages or inside one is Unavailable (the
+// caller reconnects), not a protocol error of the server's.
+func TestConnectionLost(t *testing.T) {
+	srv := startServer(t, nil)
+	for _, inside := range []bool{false, true} {
+		t.Run(fmt.Sprint("inside a message: ", inside), func(t *testing.T) {
+			px := startProxy(t, srv.addr)
+			cfg := Config{StreamWindow: 64 << 10, ConnWindow: 64 << 10, MaxMessageSize: 4 << 20}
+			if !inside {
+				s := open(t, t.Context(), cfg, px.addr, "hang")
+				recv(t, s)
+				px.cut()
+				_, _, err := s.Recv()
+				mustCode(t, err, Unavailable)
+				return
+			}
+			s := open(t, t.Context(), cfg, px.addr, fmt.Sprint("big ", 4<<20))
+			r, _, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(r, make([]byte, 1000)); err != nil {
+				t.Fatal(err)
+			}
+			px.cut()
+			_, err = io.Copy(io.Discard, r)
+			mustCode(t, err, Unavailable)
+			if _, _, again := s.Recv(); again != err {
+				t.Errorf("recv after the loss: %v, want %v again", again, err)
+			}
+		})
+	}
+}

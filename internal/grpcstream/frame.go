@@ -39,12 +39,24 @@ func (f *frameReader) next() (int, error) {
 			return 0, truncated(err)
 		}
 	}
-	n, err := io.ReadFull(f.r, f.hdr[:])
-	switch {
-	case n == 0 && errors.Is(err, io.EOF):
-		return 0, io.EOF
-	case err != nil:
-		return 0, truncated(err)
+	// Not io.ReadFull: it reports a short read as io.ErrUnexpectedEOF,
+	// which is also what net/http's HTTP/2 body returns when the
+	// connection is lost, and the two must not be confused.
+	for n := 0; n < len(f.hdr); {
+		m, err := f.r.Read(f.hdr[n:])
+		n += m
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF) && n == 0:
+			return 0, io.EOF
+		case errors.Is(err, io.EOF) && n == len(f.hdr):
+			// A whole header: its message's end, or the stream's, comes
+			// with the next read.
+		case errors.Is(err, io.EOF):
+			return 0, errTruncated
+		default:
+			return 0, err
+		}
 	}
 	switch f.hdr[0] {
 	case 0:
@@ -84,10 +96,11 @@ func (f *frameReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// truncated turns the end of the stream inside a frame into errTruncated;
-// other errors (the connection's) pass.
+// truncated turns the end of the stream (io.EOF) inside a frame into
+// errTruncated; other errors pass, io.ErrUnexpectedEOF among them: that
+// is net/http's HTTP/2 body on a lost connection.
 func truncated(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) {
 		return errTruncated
 	}
 	return err

@@ -247,6 +247,16 @@ func (p *proxy) pipe(dst, src net.Conn, count *atomic.Int64) {
 	}
 }
 
+// cut closes every forwarded connection, as a crashed server's kernel
+// would.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
 // freeze stops all forwarding for good.
 func (p *proxy) freeze() {
 	p.mu.Lock()
