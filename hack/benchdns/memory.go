@@ -423,7 +423,8 @@ func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 // memAgentStream measures the agent fed by a real control plane, with a
 // state directory: the first full table; a delta changing 1% of the
 // names; a full table (a new control plane process on the same address,
-// which does not know the agent's version, with 2% changed); and a restart
+// which does not know the agent's version, with 2% changed), and one with
+// every name changed (applied in stages); and a restart
 // from the state directory while the names change again (3%), which the
 // stream resumes with a delta.
 func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
@@ -491,7 +492,31 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 			return err
 		}
 		rows = append(rows, rr)
-		return nil
+		// Every address changed, from a new control plane: a change of
+		// most names, which the agent applies in stages.
+		rr, err = replace(cfg, p, r, "stream full table, all changed", func() error {
+			cp.stop()
+			if _, err := writeMemEntries(cfg.dir, n, n); err != nil {
+				return err
+			}
+			cp, err = startControlPlane(cfg, grpcAddr, entries)
+			return err
+		}, memName(n-1), memAddr(n-1, n))
+		if err != nil {
+			return err
+		}
+		rows = append(rows, rr)
+		// Back to the 2% table, unmeasured, so that the restarts below
+		// change what they did before this row was added.
+		cp.stop()
+		if _, err := writeMemEntries(cfg.dir, n, pct(2)); err != nil {
+			return err
+		}
+		if cp, err = startControlPlane(cfg, grpcAddr, entries); err != nil {
+			return err
+		}
+		_, err = waitAnswer(p.dnsAddr, memName(n-1), memAddr(n-1, pct(2)), time.Minute)
+		return err
 	}()
 	if err != nil {
 		return rows, err
