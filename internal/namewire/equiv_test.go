@@ -134,7 +134,7 @@ func ofDelta(t testing.TB, d *namewire.Delta) map[string]any {
 	return out
 }
 
-var equate = cmpopts.EquateEmpty()
+var equate = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})}
 
 func TestNameInfoWire(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -436,5 +436,40 @@ func compareWire(t *testing.T, in []byte) {
 	}
 	if diff := cmp.Diff(fromInfo(pb), got, equate); diff != "" {
 		t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
+	}
+}
+
+// The table file's keys and zone lists read as protojson reads them: the
+// keys of a map<string, NameInfo>, a repeated string.
+func TestJSONKeysAndZones(t *testing.T) {
+	for _, in := range []string{
+		`"a.example"`, ` "a\u00e9\ud83d\ude00" `, `"\ud800"`, "\"\xff\"", `"a`, `a`, `"a" "b"`, `""`, `"\/\b"`,
+	} {
+		t.Run("key "+in, func(t *testing.T) {
+			pb := new(meshdnsv1.NameTable)
+			perr := protojson.Unmarshal([]byte(`{"table": {`+in+`: {}}}`), pb)
+			got, err := namewire.UnquoteJSON([]byte(in))
+			if (perr == nil) != (err == nil) {
+				t.Fatalf("protojson error %v, namewire error %v", perr, err)
+			}
+			if err == nil && (len(pb.Table) != 1 || pb.Table[got] == nil) {
+				t.Fatalf("key %q, protojson read %v", got, pb.Table)
+			}
+		})
+	}
+	for _, in := range []string{
+		`null`, `[]`, `["a", "b"]`, `[null]`, `["a",]`, `"a"`, `[1]`, `["\ud800"]`, `[] []`, ` [ "x" ] `,
+	} {
+		t.Run("zones "+in, func(t *testing.T) {
+			pb := new(meshdnsv1.NameTable)
+			perr := protojson.Unmarshal([]byte(`{"authoritative_zones": `+in+`}`), pb)
+			got, err := namewire.DecodeJSONStrings([]byte(in))
+			if (perr == nil) != (err == nil) {
+				t.Fatalf("protojson error %v, namewire error %v", perr, err)
+			}
+			if diff := cmp.Diff(pb.GetAuthoritativeZones(), got, equate); err == nil && diff != "" {
+				t.Fatalf("(-protojson +namewire):\n%s", diff)
+			}
+		})
 	}
 }

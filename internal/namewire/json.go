@@ -53,17 +53,17 @@ func (m *NameInfo) DecodeJSON(b []byte) error {
 		case fieldInfoIPs:
 			m.IPs, err = s.strings(m.IPs)
 		case fieldInfoRegistry:
-			m.Registry, err = s.str()
+			m.Registry, err = s.shared(m)
 		case fieldInfoShortname:
 			m.Shortname, err = s.str()
 		case fieldInfoNamespace:
-			m.Namespace, err = s.str()
+			m.Namespace, err = s.shared(m)
 		case fieldInfoAltHosts:
 			m.AltHosts, err = s.strings(m.AltHosts)
 		case fieldInfoPorts:
 			err = s.array(func() error {
 				m.Ports = append(m.Ports, Port{})
-				return s.port(&m.Ports[len(m.Ports)-1])
+				return s.port(&m.Ports[len(m.Ports)-1], m)
 			})
 		case fieldInfoEndpoints:
 			err = s.array(func() error {
@@ -89,7 +89,8 @@ func (m *NameInfo) DecodeJSON(b []byte) error {
 	return nil
 }
 
-func (s *jscan) port(p *Port) error {
+// port reads a Port into p, sharing strings through info.
+func (s *jscan) port(p *Port, info *NameInfo) error {
 	var seen [4]bool
 	return s.object(func(key string) error {
 		var num int
@@ -113,11 +114,11 @@ func (s *jscan) port(p *Port) error {
 		var err error
 		switch num {
 		case fieldPortName:
-			p.Name, err = s.str()
+			p.Name, err = s.shared(info)
 		case fieldPortPort:
 			p.Port, err = s.uint32()
 		case fieldPortProtocol:
-			p.Protocol, err = s.str()
+			p.Protocol, err = s.shared(info)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -288,8 +289,25 @@ func (s *jscan) unexpected(want string) error {
 // str reads a string: UTF-8, no control characters, only JSON's escapes,
 // surrogates only in pairs.
 func (s *jscan) str() (string, error) {
+	b, err := s.strBytes()
+	return string(b), err
+}
+
+// shared is str for a field whose values repeat from name to name
+// (NameInfo.sharedStr).
+func (s *jscan) shared(m *NameInfo) (string, error) {
+	b, err := s.strBytes()
+	if err != nil {
+		return "", err
+	}
+	return m.sharedStr(b, "string")
+}
+
+// strBytes is str returning the string's bytes: a part of the input when
+// it holds no escape, else a new slice.
+func (s *jscan) strBytes() ([]byte, error) {
 	if s.peek() != '"' {
-		return "", s.unexpected("a string")
+		return nil, s.unexpected("a string")
 	}
 	s.i++
 	start := s.i
@@ -299,10 +317,10 @@ func (s *jscan) str() (string, error) {
 		if c == '"' {
 			v := s.b[start:s.i]
 			if !utf8.Valid(v) {
-				return "", s.errorf("invalid UTF-8 in string")
+				return nil, s.errorf("invalid UTF-8 in string")
 			}
 			s.i++
-			return string(v), nil
+			return v, nil
 		}
 		if c == '\\' || c < ' ' {
 			break
@@ -316,18 +334,18 @@ func (s *jscan) str() (string, error) {
 		case c == '"':
 			s.i++
 			if !utf8.Valid(out) {
-				return "", s.errorf("invalid UTF-8 in string")
+				return nil, s.errorf("invalid UTF-8 in string")
 			}
-			return string(out), nil
+			return out, nil
 		case c < ' ':
-			return "", s.errorf("invalid character %q in string", c)
+			return nil, s.errorf("invalid character %q in string", c)
 		case c != '\\':
 			out = append(out, c)
 			s.i++
 			continue
 		}
 		if s.i+1 >= len(s.b) {
-			return "", errEOF
+			return nil, errEOF
 		}
 		esc := s.b[s.i+1]
 		s.i += 2
@@ -347,25 +365,25 @@ func (s *jscan) str() (string, error) {
 		case 'u':
 			r, ok := s.hex4()
 			if !ok {
-				return "", s.errorf(`invalid \u escape in string`)
+				return nil, s.errorf(`invalid \u escape in string`)
 			}
 			if utf16.IsSurrogate(r) {
 				// Only a high surrogate followed by an escaped low one.
 				if s.i+1 >= len(s.b) || s.b[s.i] != '\\' || s.b[s.i+1] != 'u' {
-					return "", s.errorf("lone surrogate in string")
+					return nil, s.errorf("lone surrogate in string")
 				}
 				s.i += 2
 				r2, ok := s.hex4()
 				if r = utf16.DecodeRune(r, r2); !ok || r == utf8.RuneError {
-					return "", s.errorf("invalid surrogate pair in string")
+					return nil, s.errorf("invalid surrogate pair in string")
 				}
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", s.errorf("invalid escape %q in string", esc)
+			return nil, s.errorf("invalid escape %q in string", esc)
 		}
 	}
-	return "", errEOF
+	return nil, errEOF
 }
 
 // hex4 reads the four hex digits of a \u escape.
@@ -435,11 +453,11 @@ func notDelim(c byte) bool {
 func (s *jscan) uint32() (uint32, error) {
 	var text []byte
 	if s.peek() == '"' {
-		v, err := s.str()
+		v, err := s.strBytes()
 		if err != nil {
 			return 0, err
 		}
-		in := &jscan{b: []byte(v)}
+		in := &jscan{b: v}
 		if text, err = in.number(); err != nil || in.i != len(in.b) || len(v) == 0 || isSpace(v[0]) {
 			return 0, fmt.Errorf("invalid value for uint32 %q", v)
 		}
@@ -532,4 +550,35 @@ func integer(text []byte) (uint32, bool) {
 		return 0, false
 	}
 	return uint32(n), true
+}
+
+// UnquoteJSON decodes b, one JSON string token with its quotes (and white
+// space around it), as protojson reads a string: the keys of a table file.
+func UnquoteJSON(b []byte) (string, error) {
+	s := &jscan{b: b}
+	v, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if s.ws(); s.i != len(s.b) {
+		return "", s.errorf("data after the string")
+	}
+	return v, nil
+}
+
+// DecodeJSONStrings decodes b, one JSON value, as protojson reads a
+// repeated string field: a list of strings, or null for none.
+func DecodeJSONStrings(b []byte) ([]string, error) {
+	s := &jscan{b: b}
+	var out []string
+	if !s.null() {
+		var err error
+		if out, err = s.strings(nil); err != nil {
+			return nil, err
+		}
+	}
+	if s.ws(); s.i != len(s.b) {
+		return nil, s.errorf("data after the list")
+	}
+	return out, nil
 }

@@ -34,6 +34,35 @@ type NameInfo struct {
 	CanonicalName string     `json:"canonical_name,omitempty"`
 	// TTL in seconds; 0 means the agent's default.
 	TTL uint32 `json:"ttl,omitempty"`
+
+	// shared holds the values of Registry, Namespace, Port.Name and
+	// Port.Protocol decoded into this NameInfo before, so a NameInfo
+	// reused for a table's names makes each such string once, not once
+	// per name (a Kubernetes table repeats a handful of them); or nil.
+	shared map[string]string
+}
+
+// maxShared bounds NameInfo.shared: its number of strings and the length
+// of each.
+const (
+	maxShared    = 1024
+	maxSharedLen = 63
+)
+
+// sharedStr is str for a field whose values repeat from name to name.
+func (m *NameInfo) sharedStr(v []byte, what string) (string, error) {
+	if s, ok := m.shared[string(v)]; ok { // no allocation
+		return s, nil
+	}
+	s, err := str(v, what)
+	if err != nil || len(v) > maxSharedLen || len(m.shared) >= maxShared {
+		return s, err
+	}
+	if m.shared == nil {
+		m.shared = make(map[string]string)
+	}
+	m.shared[s] = s
+	return s, nil
 }
 
 // Port is meshdns.v1.Port: a named service port.
@@ -49,8 +78,8 @@ type Endpoint struct {
 	IPs      []string `json:"ips,omitempty"`
 }
 
-// Reset empties m, keeping the capacity of its slices for the next
-// decode into it.
+// Reset empties m, keeping the capacity of its slices (and the strings it
+// shares between decodes) for the next decode into it.
 func (m *NameInfo) Reset() {
 	for i := range m.Ports {
 		m.Ports[i] = Port{}
@@ -58,7 +87,7 @@ func (m *NameInfo) Reset() {
 	for i := range m.Endpoints {
 		m.Endpoints[i] = Endpoint{}
 	}
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0]}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared}
 }
 
 // AgentIdentity is meshdns.v1.AgentIdentity, sent in a stream's first

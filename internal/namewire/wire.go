@@ -115,18 +115,18 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 			s, err = str(v, "ips")
 			m.IPs = append(m.IPs, s)
 		case fieldInfoRegistry:
-			m.Registry, err = str(v, "registry")
+			m.Registry, err = m.sharedStr(v, "registry")
 		case fieldInfoShortname:
 			m.Shortname, err = str(v, "shortname")
 		case fieldInfoNamespace:
-			m.Namespace, err = str(v, "namespace")
+			m.Namespace, err = m.sharedStr(v, "namespace")
 		case fieldInfoAltHosts:
 			var s string
 			s, err = str(v, "alt_hosts")
 			m.AltHosts = append(m.AltHosts, s)
 		case fieldInfoPorts:
 			m.Ports = append(m.Ports, Port{})
-			err = m.Ports[len(m.Ports)-1].unmarshal(v)
+			err = m.Ports[len(m.Ports)-1].unmarshal(v, m)
 		case fieldInfoEndpoints:
 			m.Endpoints = append(m.Endpoints, Endpoint{})
 			err = m.Endpoints[len(m.Endpoints)-1].unmarshal(v)
@@ -148,8 +148,12 @@ func CheckNameInfo(b []byte) error {
 		case fieldInfoIPs, fieldInfoRegistry, fieldInfoShortname, fieldInfoNamespace, fieldInfoAltHosts, fieldInfoCanonical:
 			return checkStr(v, "name info")
 		case fieldInfoPorts:
-			var p Port
-			return p.unmarshal(v)
+			return walk(v, "port", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				if typ == protowire.BytesType && (num == fieldPortName || num == fieldPortProtocol) {
+					return checkStr(v, "port")
+				}
+				return nil
+			})
 		case fieldInfoEndpoints:
 			return walk(v, "endpoint", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 				if typ == protowire.BytesType && (num == fieldEndpointHostname || num == fieldEndpointIPs) {
@@ -162,16 +166,17 @@ func CheckNameInfo(b []byte) error {
 	})
 }
 
-func (p *Port) unmarshal(b []byte) error {
+// unmarshal decodes b into p, sharing strings through info.
+func (p *Port) unmarshal(b []byte, info *NameInfo) error {
 	return walk(b, "port", func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		var err error
 		switch {
 		case num == fieldPortPort && typ == protowire.VarintType:
 			p.Port = uint32(x)
 		case num == fieldPortName && typ == protowire.BytesType:
-			p.Name, err = str(v, "port name")
+			p.Name, err = info.sharedStr(v, "port name")
 		case num == fieldPortProtocol && typ == protowire.BytesType:
-			p.Protocol, err = str(v, "port protocol")
+			p.Protocol, err = info.sharedStr(v, "port protocol")
 		}
 		return err
 	})
