@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +58,7 @@ type filePatch func(Limits) (d fileDiff, ok bool, err error)
 // misspelt field name would otherwise drop data silently.
 func parseTableFile(b []byte) (*namewire.NameTable, error) {
 	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
-	err := walkTableFile(json.NewDecoder(bytes.NewReader(b)), func(host string, raw json.RawMessage) error {
+	err := walkTableFile(bufio.NewReader(bytes.NewReader(b)), func(host string, raw []byte) error {
 		if _, ok := nt.Table[host]; ok {
 			return fmt.Errorf("table: duplicate key %q", host)
 		}

@@ -1,8 +1,8 @@
 package agent
 
 import (
+	"bufio"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -29,8 +29,7 @@ func eachFileName(r io.Reader, name func(host string, raw []byte) error) ([sha25
 	var sum [sha256.Size]byte
 	h := sha256.New()
 	tee := io.TeeReader(r, h)
-	err := walkTableFile(json.NewDecoder(tee), func(host string, raw json.RawMessage) error { return name(host, raw) },
-		func([]string) error { return nil }, func() {})
+	err := walkTableFile(bufio.NewReaderSize(tee, 32<<10), name, func([]string) error { return nil }, func() {})
 	if err != nil {
 		return sum, err
 	}

@@ -1,9 +1,9 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +75,7 @@ func readTableFile(r io.Reader, c *collector) ([]nametable.Entry, []string, erro
 		sawTable bool
 		info     = new(namewire.NameInfo)
 	)
-	err := walkTableFile(json.NewDecoder(r), func(host string, raw json.RawMessage) error {
+	err := walkTableFile(bufio.NewReaderSize(r, 32<<10), func(host string, raw []byte) error {
 		if err := info.DecodeJSON(raw); err != nil {
 			return fmt.Errorf("table[%q]: %w", host, err)
 		}
@@ -94,103 +94,97 @@ func readTableFile(r io.Reader, c *collector) ([]nametable.Entry, []string, erro
 	return c.done(), zones, nil
 }
 
-// walkTableFile reads a table file's one JSON object from dec as protojson
+// walkTableFile reads a table file's one JSON object from r as protojson
 // reads a NameTable: the fields "table" and "authoritative_zones" (or
-// "authoritativeZones"), each at most once, nothing after the object. It
-// calls name with each name of the table and the raw JSON of its NameInfo
-// (valid during the call), zones with the zone list, and table when the
-// table field is there (even null or empty).
-func walkTableFile(dec *json.Decoder, name func(host string, raw json.RawMessage) error, zones func([]string) error, table func()) error {
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
+// "authoritativeZones"), each at most once, nothing after the object; keys
+// and zones as protojson reads strings (internal/namewire). It calls name
+// with each name of the table and the raw JSON of its NameInfo (valid
+// during the call; checked only to be one value, which the NameInfo's
+// decoder then reads), zones with the zone list, and table when the table
+// field is there (even null or empty).
+//
+// A hand scanner over the stream (jsonSkim), not encoding/json's Decoder:
+// its Token made about six allocations per name.
+func walkTableFile(r *bufio.Reader, name func(host string, raw []byte) error, zones func([]string) error, table func()) error {
+	s := &jsonSkim{r: r}
+	if c, err := s.next(); err != nil || c != '{' {
+		return errJSONSyntax
 	}
-	var (
-		sawTable, sawZones bool
-		raw                json.RawMessage
-		zoneNames          []string
-	)
-	for dec.More() {
-		field, err := stringToken(dec)
+	var sawTable, sawZones bool
+	err := s.members(func(rawKey []byte) (bool, error) {
+		field, err := namewire.UnquoteJSON(rawKey)
 		if err != nil {
-			return err
+			return false, fmt.Errorf("field name: %w", err)
 		}
 		switch field {
 		case "table":
 			if sawTable {
-				return errors.New(`duplicate field "table"`)
+				return false, errors.New(`duplicate field "table"`)
 			}
 			sawTable = true
 			table()
-			tok, err := dec.Token()
-			if err != nil {
-				return fmt.Errorf("table: %w", err)
-			}
-			if tok == nil {
-				continue // null: no names, as protojson reads it
-			}
-			if d, ok := tok.(json.Delim); !ok || d != '{' {
-				return fmt.Errorf("table: want an object, got %v", tok)
-			}
-			for dec.More() {
-				host, err := stringToken(dec)
-				if err != nil {
-					return fmt.Errorf("table: %w", err)
-				}
-				raw = raw[:0]
-				if err := dec.Decode(&raw); err != nil {
-					return fmt.Errorf("table[%q]: %w", host, err)
-				}
-				if err := name(host, raw); err != nil {
-					return err
-				}
-			}
-			if err := expectDelim(dec, '}'); err != nil {
-				return fmt.Errorf("table: %w", err)
-			}
+			return true, walkNames(s, name)
 		case "authoritative_zones", "authoritativeZones":
 			if sawZones {
-				return fmt.Errorf("duplicate field %q", field)
+				return false, fmt.Errorf("duplicate field %q", field)
 			}
 			sawZones = true
-			zoneNames = zoneNames[:0]
-			if err := dec.Decode(&zoneNames); err != nil {
-				return fmt.Errorf("%s: %w", field, err)
+			raw, err := s.value(true)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", field, err)
 			}
-			if err := zones(zoneNames); err != nil {
-				return err
+			list, err := namewire.DecodeJSONStrings(raw)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", field, err)
 			}
-		default:
-			return fmt.Errorf("unknown field %q", field)
+			return true, zones(list)
 		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
+		return false, fmt.Errorf("unknown field %q", field)
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch _, err := s.next(); {
+	case err == nil:
 		return errors.New("data after the table object")
-	}
-	return nil
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
+	case !errors.Is(err, io.ErrUnexpectedEOF):
 		return err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("want %q, got %v", want, tok)
-	}
 	return nil
 }
 
-func stringToken(dec *json.Decoder) (string, error) {
-	tok, err := dec.Token()
+// walkNames reads the table field's value: null (no names, as protojson
+// reads it) or an object of names.
+func walkNames(s *jsonSkim, name func(host string, raw []byte) error) error {
+	c, err := s.next()
 	if err != nil {
-		return "", err
+		return fmt.Errorf("table: %w", err)
 	}
-	s, ok := tok.(string)
-	if !ok {
-		return "", fmt.Errorf("want a string, got %v", tok)
+	if c != '{' {
+		s.r.UnreadByte()
+		raw, err := s.value(true)
+		if err != nil || string(raw) != "null" {
+			return fmt.Errorf("table: want an object, got %.20q", raw)
+		}
+		return nil
 	}
-	return s, nil
+	var memberErr error // what the member function returned, unwrapped
+	err = s.members(func(rawKey []byte) (bool, error) {
+		memberErr = func() error {
+			host, err := namewire.UnquoteJSON(rawKey)
+			if err != nil {
+				return fmt.Errorf("table: name: %w", err)
+			}
+			raw, err := s.value(true)
+			if err != nil {
+				return fmt.Errorf("table[%q]: %w", host, err)
+			}
+			return name(host, raw)
+		}()
+		return true, memberErr
+	})
+	if err != nil && err != memberErr {
+		return fmt.Errorf("table: %w", err)
+	}
+	return err
 }

@@ -86,6 +86,20 @@ func (s *jsonSkim) topLevel(member func(key []byte) (bool, error)) error {
 	if c, err := s.next(); err != nil || c != '{' {
 		return errJSONSyntax
 	}
+	return s.members(func(raw []byte) (bool, error) {
+		var key string
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return false, err
+		}
+		return member([]byte(key))
+	})
+}
+
+// members walks the members of an object whose "{" was read, up to and
+// including its "}", calling member with each key as written (quoted,
+// valid until member reads the value); member reads the value itself and
+// returns true, or returns false to have it skipped.
+func (s *jsonSkim) members(member func(rawKey []byte) (bool, error)) error {
 	for first := true; ; first = false {
 		c, err := s.next()
 		if err != nil {
@@ -112,14 +126,11 @@ func (s *jsonSkim) topLevel(member func(key []byte) (bool, error)) error {
 		if err := s.str(true); err != nil {
 			return err
 		}
-		var key string
-		if err := json.Unmarshal(s.buf, &key); err != nil {
-			return err
-		}
+		key := s.buf
 		if c, err := s.next(); err != nil || c != ':' {
 			return errJSONSyntax
 		}
-		took, err := member([]byte(key))
+		took, err := member(key)
 		if err != nil {
 			return err
 		}
