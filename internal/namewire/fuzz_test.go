@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -163,6 +164,37 @@ func FuzzRequest(f *testing.F) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
+		}
+	})
+}
+
+// FuzzJSONStrings checks UnquoteJSON (a table file's keys) and
+// DecodeJSONStrings (its zones) against protojson reading the same text
+// in those places.
+func FuzzJSONStrings(f *testing.F) {
+	for _, s := range []string{`"a.example"`, `"\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", `["a", "b"]`, `null`, `[null]`, `["a",]`, `"a" "b"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		// A key protojson reads must be a string token: anything else
+		// would change the document's shape around it.
+		if key, err := namewire.UnquoteJSON(in); err == nil {
+			pb := new(meshdnsv1.NameTable)
+			if perr := protojson.Unmarshal([]byte(`{"table": {`+string(in)+`: {}}}`), pb); perr != nil {
+				t.Fatalf("%q: namewire reads key %q, protojson fails: %v", in, key, perr)
+			}
+			if len(pb.Table) != 1 || pb.Table[key] == nil {
+				t.Fatalf("%q: namewire reads key %q, protojson %v", in, key, pb.Table)
+			}
+		}
+		pb := new(meshdnsv1.NameTable)
+		perr := protojson.Unmarshal([]byte(`{"authoritative_zones": `+string(in)+`}`), pb)
+		got, err := namewire.DecodeJSONStrings(in)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("%q: protojson error %v, namewire error %v", in, perr, err)
+		}
+		if diff := cmp.Diff(pb.GetAuthoritativeZones(), got, equate); err == nil && diff != "" {
+			t.Fatalf("%q: (-protojson +namewire):\n%s", in, diff)
 		}
 	})
 }

@@ -8,8 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// jscan reads JSON held whole in memory, strictly (RFC 8259) and with
-// protojson's string rules.
+// jscan reads JSON held whole in memory, strictly (RFC 8259, but for one
+// leniency of protojson's in numbers, see number) and with protojson's
+// string rules.
 type jscan struct {
 	b []byte
 	i int
