@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/meshdns/meshdns/internal/hashdiff"
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -112,7 +113,7 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 		return d, true, nil
 	}
 	err = changedNext(func(host string, raw []byte) error {
-		e, err := conv(host, raw)
+		e, err := conv(strings.Clone(host), raw) // host is the walk's
 		if err != nil {
 			return errFileDiff // the whole build reports it
 		}
@@ -146,14 +147,15 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 // errFileChanged: a file changed while a staged replacement read it.
 var errFileChanged = errors.New("the table file changed while it was applied")
 
-// fileWalk walks the names of f that keep selects, checking that f still
-// holds the content whose hash is sum.
+// fileWalk walks the names of f that keep selects (skimTableNames: host
+// and raw are valid during the call only), checking that f still holds
+// the content whose hash is sum.
 func fileWalk(f io.ReadSeeker, sum [sha256.Size]byte, keep func(host string, raw []byte) bool) func(each func(host string, raw []byte) error) error {
 	return func(each func(host string, raw []byte) error) error {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		got, err := eachFileName(f, func(host string, raw []byte) error {
+		got, err := skimTableNames(f, func(host string, raw []byte) error {
 			if !keep(host, raw) {
 				return nil
 			}

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -46,7 +47,8 @@ type stagedChange struct {
 	// old walks the names of the table served that the new table removes
 	// or replaces, with their content as it was applied; next walks the
 	// names the new table adds or replaces, with their new content. Each
-	// is walked once per stage; raw is valid during the call only.
+	// is walked once per stage; host and raw are valid during the call
+	// only.
 	old, next func(each func(host string, raw []byte) error) error
 	// convertOld and convertNext turn one name's content into an entry.
 	convertOld, convertNext func(host string, raw []byte) (nametable.Entry, error)
@@ -108,7 +110,9 @@ func (p *stagePlan) entries(s int, walk func(each func(host string, raw []byte) 
 			if p.stage(host) != s {
 				return nil
 			}
-			e, err := convert(host, raw)
+			// host may be a view of the walk's buffer; the entry
+			// outlives it in the table (a wildcard's domain).
+			e, err := convert(strings.Clone(host), raw)
 			if err != nil {
 				return fmt.Errorf("name %q: %w", host, err)
 			}
@@ -194,14 +198,14 @@ func stageLimit() {
 // the stages of a replacement, and the comparison of a new table with the
 // one serving that finds the change): what the runtime holds now besides
 // free heap pages, plus a sixteenth of the live heap (about a stage's share
-// of the table) and 2 MiB for the garbage of reading the tables. Past it
+// of the table) and 1 MiB for the garbage of reading the tables. Past it
 // the collector runs as often as needed and the scavenger hands freed
 // pages back at once, where GOGC's headroom and pages not yet returned
 // would take the process about a table above its steady size. It returns
 // the function that restores the limit before (to build whole after a
 // failed patch, under buildMemory's limit). A lower limit stays.
 func changeLimit() (restore func()) {
-	const changeSlack = 2 << 20
+	const changeSlack = 1 << 20
 	prev := debug.SetMemoryLimit(-1)
 	held, live := readHeld()
 	if held == 0 {
