@@ -201,9 +201,12 @@ func stageLimit() {
 // of the table) and 1 MiB for the garbage of reading the tables. Past it
 // the collector runs as often as needed and the scavenger hands freed
 // pages back at once, where GOGC's headroom and pages not yet returned
-// would take the process about a table above its steady size. It returns
-// the function that restores the limit before (to build whole after a
-// failed patch, under buildMemory's limit). A lower limit stays.
+// would take the process about a table above its steady size. It never
+// raises the limit: a lower GOMEMLIMIT stays, and so does the limit set
+// when the change began, which bounds each stage (a stage that needs more,
+// such as a last one adding many new names, costs collections, not
+// memory). It returns the function that restores the limit before (to
+// build whole after a failed patch, under buildMemory's limit).
 func changeLimit() (restore func()) {
 	const changeSlack = 1 << 20
 	prev := debug.SetMemoryLimit(-1)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,7 @@ func patchTable(prev *served, c discovery.Change, lim Limits) (*nametable.Table,
 		if err := info.Unmarshal(raw); err != nil {
 			return err
 		}
-		e, err := convertInfo(host, info, lim)
+		e, err := convertInfo(strings.Clone(host), info, lim) // host is the walk's
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -197,7 +198,7 @@ func TestOnWireDelta(t *testing.T) {
 						return fmt.Errorf("change: %v, %v", ok, err)
 					}
 					var g got
-					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, host); return nil }); err != nil {
+					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, strings.Clone(host)); return nil }); err != nil {
 						return err
 					}
 					for _, n := range c.New {
@@ -274,7 +275,7 @@ func TestFullTableAsChange(t *testing.T) {
 						return nil
 					}
 					var old, added []string
-					if err := c.Old(func(host string, _ []byte) error { old = append(old, host); return nil }); err != nil {
+					if err := c.Old(func(host string, _ []byte) error { old = append(old, strings.Clone(host)); return nil }); err != nil {
 						return err
 					}
 					for _, n := range c.New {
@@ -289,7 +290,7 @@ func TestFullTableAsChange(t *testing.T) {
 						// Walked twice, as the stages do.
 						for range 2 {
 							added = added[:0]
-							if err := c.Next(func(host string, _ []byte) error { added = append(added, host); return nil }); err != nil {
+							if err := c.Next(func(host string, _ []byte) error { added = append(added, strings.Clone(host)); return nil }); err != nil {
 								return err
 							}
 						}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -93,8 +94,8 @@ func newDeltaPlan(d *namewire.Delta) (*deltaPlan, error) {
 // Change is what a delta changes in the table it applies to (OnWireDelta).
 type Change struct {
 	// Old walks the entries of the base table that the delta removes or
-	// replaces, with their NameInfo as the base has it (marshalled, valid
-	// during the call).
+	// replaces, with their NameInfo as the base has it (marshalled). host
+	// and info are valid during the call only.
 	Old func(name func(host string, info []byte) error) error
 	// New are the names the delta adds or replaces, with their new
 	// NameInfo (marshalled, checked to decode).
@@ -108,9 +109,9 @@ type Change struct {
 	// Next is set instead of New for a full table that changes more than
 	// maxDiffShare of the base's names (New would hold them all): it
 	// walks the names of the next table that are added or replaced, with
-	// their NameInfo (marshalled, checked to decode, valid during the
-	// call). It and Old may be walked several times: the agent applies
-	// such a change in stages.
+	// their NameInfo (marshalled, checked to decode); host and info are
+	// valid during the call only. It and Old may be walked several
+	// times: the agent applies such a change in stages.
 	Next func(name func(host string, info []byte) error) error
 }
 
@@ -203,20 +204,25 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 				if old.Same(host, info) {
 					return nil
 				}
-				return name(string(host), info)
+				return name(bytesView(host), info)
 			}, nil)
 		}
 	}
 	c.Old = func(name func(string, []byte) error) error {
 		return base(func(host, info []byte) error {
 			if old.Changed(host) {
-				return name(string(host), info)
+				return name(bytesView(host), info)
 			}
 			return nil
 		}, nil)
 	}
 	return c, true, nil
 }
+
+// bytesView is b as a string, valid while b is: the walks of a large
+// change hand every name over once per stage, and a string each was most
+// of their garbage.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // empty reports whether the delta changes nothing.
 func (p *deltaPlan) empty() bool { return len(p.drop) == 0 && p.keepZones }
