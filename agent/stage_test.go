@@ -196,3 +196,53 @@ func TestApplyStagedFailureRestoresTheOldTable(t *testing.T) {
 		t.Errorf("%s answers %q after the failed last stage, want %q", stageName(0), got, want)
 	}
 }
+
+// A stage that fails and whose undoing fails too (the old content cannot
+// be read again: a file changed meanwhile) leaves the partly new table
+// serving, marked Partial so that the next change is built whole, and
+// still as the old version.
+func TestApplyStagedUndoFailureIsPartial(t *testing.T) {
+	const n = 3000
+	w := newStageWorld(t, n)
+	old, next := contents{}, contents{}
+	for i := range n {
+		old[stageName(i)] = stageAddr(i, 0)
+		next[stageName(i)] = stageAddr(i, 1)
+	}
+	next[stageName(n*6/10)] = "not-an-address"
+	// The old content reads once for the plan and once per stage done;
+	// the undo's reads fail.
+	reads, failFrom := 0, 0
+	oldWalk := func(each func(host string, raw []byte) error) error {
+		if reads++; failFrom > 0 && reads >= failFrom {
+			return errors.New("the old content is gone")
+		}
+		return old.walk(each)
+	}
+	c := &stagedChange{old: oldWalk, next: next.walk, convertOld: convertAddr, convertNext: convertAddr, names: n}
+	// plan (1) + one per stage up to the failing one, whose remove walk
+	// runs before its add walk fails.
+	pos, ok := w.ts.current().Table.Position(stageName(n * 6 / 10))
+	if !ok {
+		t.Fatal("no position")
+	}
+	failStage := int(pos * stageCount)
+	failFrom = 1 + failStage + 2
+	_, err := w.ts.buildFrom(sourceControlPlane, "v2", func(prev *served) (*nametable.Table, int, error) {
+		return w.ts.applyStaged(prev, c)
+	}, nil)
+	if err == nil {
+		t.Fatal("a bad address was applied")
+	}
+	cur := w.ts.current()
+	if !cur.Partial || cur.Version != "v1" {
+		t.Fatalf("served %s, partial %v; want v1, partial", cur.Version, cur.Partial)
+	}
+	if w.published[len(w.published)-1] != cur.Table {
+		t.Error("the table served is not the one the DNS server has")
+	}
+	if answer(cur.Table, stageName(0)) != stageAddr(0, 1) || answer(cur.Table, stageName(n-1)) != stageAddr(n-1, 0) {
+		t.Errorf("the partial table answers %s %s, want the first name new and the last old",
+			answer(cur.Table, stageName(0)), answer(cur.Table, stageName(n-1)))
+	}
+}
