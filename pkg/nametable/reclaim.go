@@ -45,10 +45,13 @@ func bump(s *[]int32, i uint32, d int32) {
 // ref adds d to the counts of the chunks node id refers to. Only patched
 // tables count (t.live set by fork); New's builder does not.
 func (t *Table) ref(id nodeID, d int32) {
-	l := t.live
-	if l == nil {
-		return
+	if t.live != nil {
+		t.live.ref(t, id, d)
 	}
+}
+
+// ref adds d to the counts of the chunks of t's node id.
+func (l *liveCounts) ref(t *Table, id nodeID, d int32) {
 	n := t.nodeAt(id)
 	bump(&l.nodes, id>>nodeChunkBits, d)
 	bump(&l.text, n.name>>16, d)
@@ -58,26 +61,24 @@ func (t *Table) ref(id nodeID, d int32) {
 }
 
 // countLive counts the references of t's names (for the first patch of a
-// table from New: later ones copy the counts they inherit).
+// table from New: later ones copy the counts they inherit). It only reads
+// t: tables are shared, and several patches of one table may run at once.
 func (t *Table) countLive() *liveCounts {
 	l := &liveCounts{
 		nodes: make([]int32, len(t.nodes), len(t.nodes)+4),
 		rrs:   make([]int32, len(t.rrs), len(t.rrs)+4),
 		text:  make([]int32, len(t.text), len(t.text)+4),
 	}
-	saved := t.live
-	t.live = l
 	for _, v := range t.slots {
 		if v != 0 {
-			t.ref(v&slotIDMask-1, 1)
+			l.ref(t, v&slotIDMask-1, 1)
 		}
 	}
 	for _, n := range t.wild {
 		if id, ok := t.idOf(n); ok {
-			t.ref(id, 1)
+			l.ref(t, id, 1)
 		}
 	}
-	t.live = saved
 	return l
 }
 
