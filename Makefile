@@ -16,11 +16,10 @@ help: ## show this help
 
 # The sidecar's build of cmd/meshdns (bin/meshdns-agent, commands agent and
 # version): every pod maps its pages, so it leaves out the control plane
-# (agentonly), gRPC's x/net/trace and the html/template it drags in
-# (grpcnotrace), cgo (libc's pages) and the symbol table and DWARF (-s -w:
+# (agentonly), cgo (libc's pages) and the symbol table and DWARF (-s -w:
 # the file only; stack traces come from the pclntab, which stays).
 # internal/archtest checks AGENT_TAGS against what the build must not link.
-AGENT_TAGS := agentonly,grpcnotrace
+AGENT_TAGS := agentonly
 AGENT_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(AGENT_TAGS) -ldflags "-s -w $(LDFLAGS)"
 
 .PHONY: build

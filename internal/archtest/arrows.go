@@ -211,10 +211,9 @@ func isStdPath(path string) bool {
 // AgentBuildTags are the build tags of the sidecar's binary, the
 // Makefile's AGENT_TAGS (built with CGO_ENABLED=0): agentonly leaves out the
 // control plane, the webhook, the Kubernetes client code and the init
-// container's iptables command; grpcnotrace leaves out gRPC's request
-// tracing (golang.org/x/net/trace), which drags in html/template. Every
-// pod's agent maps the pages of what its binary links and initialises.
-const AgentBuildTags = "agentonly,grpcnotrace"
+// container's iptables command. Every pod's agent maps the pages of what
+// its binary links and initialises.
+const AgentBuildTags = "agentonly"
 
 // agentBuildNot lists what the agent build must not link: a package path
 // and what is below it, or, ending in "/", every module of a host; with
@@ -228,9 +227,9 @@ var agentBuildNot = []struct{ path, what string }{
 	{Module + "/iptables/nft", "the init container's native nftables backend"},
 	{"github.com/google/nftables", "the init container's native nftables backend"},
 	{"github.com/mdlayher/", "netlink, for the native nftables backend"},
-	{"golang.org/x/net/trace", "gRPC's request tracing (build with -tags grpcnotrace)"},
-	{"html/template", "templates (gRPC's request tracing pulls them in)"},
-	{"text/template", "templates (gRPC's request tracing pulls them in)"},
+	{"golang.org/x/net/trace", "request tracing and the templates it pulls in"},
+	{"html/template", "templates (nothing the agent serves is a template)"},
+	{"text/template", "templates (nothing the agent serves is a template)"},
 	{"runtime/cgo", "cgo, and with it libc's pages (build with CGO_ENABLED=0)"},
 	{"github.com/prometheus/", "the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)"},
 	{Module + "/proto", "the generated protocol code and with it the protobuf runtime (the agent's codec is internal/namewire)"},

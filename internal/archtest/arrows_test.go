@@ -203,16 +203,16 @@ func TestAgentBuildViolations(t *testing.T) {
 	}
 	const tail = ": the sidecar carries only what the agent needs"
 	want := []string{
-		"the agent build (-tags agentonly,grpcnotrace) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/http2, x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links golang.org/x/net/trace, gRPC's request tracing (build with -tags grpcnotrace)" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links google.golang.org/grpc, grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links html/template, templates (gRPC's request tracing pulls them in)" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
-		"the agent build (-tags agentonly,grpcnotrace) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
+		"the agent build (-tags agentonly) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
+		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
+		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
+		"the agent build (-tags agentonly) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
+		"the agent build (-tags agentonly) links golang.org/x/net/http2, x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)" + tail,
+		"the agent build (-tags agentonly) links golang.org/x/net/trace, request tracing and the templates it pulls in" + tail,
+		"the agent build (-tags agentonly) links google.golang.org/grpc, grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)" + tail,
+		"the agent build (-tags agentonly) links html/template, templates (nothing the agent serves is a template)" + tail,
+		"the agent build (-tags agentonly) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
+		"the agent build (-tags agentonly) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
 	}
 	if diff := cmp.Diff(want, AgentBuildViolations(pkgs)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -223,7 +223,7 @@ func TestAgentBuildViolations(t *testing.T) {
 // more; the module's packages import no more.
 func TestAgentBuildProtobuf(t *testing.T) {
 	const tail = ", the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
-	const pre = "the agent build (-tags agentonly,grpcnotrace)"
+	const pre = "the agent build (-tags agentonly)"
 	tests := []struct {
 		name string
 		pkgs []Package
