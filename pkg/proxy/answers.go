@@ -44,10 +44,6 @@ type answer struct {
 	kind  answerKind
 }
 
-// forwardAnswer is the forward marker put returns when it does not store
-// one.
-var forwardAnswer = answer{kind: kindForward}
-
 // answerShards spreads the answer cache over several maps so readers on
 // different cores rarely share a lock word.
 const answerShards = 16
@@ -82,20 +78,31 @@ type tableState struct {
 }
 
 // answerShard is one part of the cache. Keys, replies and answers are cut
-// from chunks that live as long as the shard's current generation: cached
-// one by one among the garbage of packing them, they pinned spans of the
-// heap long after that garbage was freed (18 MB of a 100,000-name agent's
-// heap after every name was asked once). A full shard starts a new
-// generation (a new map and new chunks) instead of evicting entries one
-// by one, so whole chunks are freed together.
+// from chunks and slabs the shard owns: cached one by one among the
+// garbage of packing them, they pinned spans of the heap long after that
+// garbage was freed (18 MB of a 100,000-name agent's heap after every
+// name was asked once). A full shard starts a new generation instead of
+// evicting entries one by one: the map is cleared and the chunks and
+// slabs are filled again from the first. Dropping them instead made each
+// first answer garbage (about 250 bytes a name), and a pod asking 100,000
+// names for the first time grew its heap by the collector's whole GOGC
+// headroom, 1.5 times its steady RSS.
+//
+// Reusing the memory is safe because nothing outside the shard keeps a
+// pointer into it: readers copy the reply out (appendCached) under the
+// read lock, and a new generation starts under the write lock.
 type answerShard struct {
 	mu sync.RWMutex
-	// m is keyed by lowercased wire name + type + class. Guarded by mu,
-	// as are the following.
-	m     map[string]*answer
-	bytes []byte   // chunk keys and replies are copied into
-	slab  []answer // chunk answers are cut from
-	used  int      // bytes this generation holds (estimate, see answerOverhead)
+	// m is keyed by lowercased wire name + type + class; its keys and
+	// answers point into chunks and slabs. Guarded by mu, as are the
+	// following.
+	m map[string]*answer
+	// chunks keys and replies are copied into, and slabs answers are cut
+	// from, filled in order; chunk and slab index the ones being filled.
+	chunks      [][]byte
+	slabs       [][]answer
+	chunk, slab int
+	used        int // bytes this generation holds (estimate, see answerOverhead)
 }
 
 func newTableState(t Lookuper, maxAnswers, maxBytes int) *tableState {
@@ -119,55 +126,111 @@ func (s *tableState) shard(key []byte) *answerShard {
 	return &s.shards[maphash.Bytes(s.seed, key)%answerShards]
 }
 
-// get returns the cached answer for key or nil. It does not allocate.
-func (s *tableState) get(key []byte) *answer {
+// appendCached looks key up and, when it is cached, returns a copy of its
+// answer and, for a packed one, dst with the reply appended (its address
+// run rotated). The copy's msg is nil: the reply's bytes may be reused by
+// the next generation once the lock is released. It does not allocate.
+func (s *tableState) appendCached(dst, key []byte) ([]byte, answer, bool) {
 	sh := s.shard(key)
 	sh.mu.RLock()
-	a := sh.m[string(key)]
+	p := sh.m[string(key)]
+	if p == nil {
+		sh.mu.RUnlock()
+		return dst, answer{}, false
+	}
+	a := *p
+	if a.kind == kindPacked {
+		dst = appendReply(dst, &a)
+	}
 	sh.mu.RUnlock()
-	return a
+	a.msg = nil
+	return dst, a, true
 }
 
-// put stores a copy of a and returns it. When the shard is full (entries
-// or bytes) a new generation starts. Forward markers never start one: a
-// client walking random external names (random subdomains of a CDN) must
-// not push out the table's answers, so once the shard is full such names
-// pay a Lookup per query instead.
-func (s *tableState) put(key []byte, a *answer) *answer {
+// appendReply appends a's reply to dst with its run of addresses rotated.
+func appendReply(dst []byte, a *answer) []byte {
+	out := append(dst, a.msg...)
+	if a.shufN > 1 {
+		rotate(out[len(dst):], a)
+	}
+	return out
+}
+
+// put stores a copy of a. When the shard is full (entries or bytes) a new
+// generation starts. Forward markers never start one: a client walking
+// random external names (random subdomains of a CDN) must not push out
+// the table's answers, so once the shard is full such names pay a Lookup
+// per query instead.
+func (s *tableState) put(key []byte, a *answer) {
 	need := len(key) + len(a.msg) + answerOverhead
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if len(sh.m) >= s.perShard || sh.used+need > s.shardBytes {
 		if a.kind == kindForward {
-			return &forwardAnswer // not a: the caller's may be on its stack
+			return
 		}
-		sh.m = make(map[string]*answer, len(sh.m))
-		sh.bytes, sh.slab, sh.used = nil, nil, 0
+		sh.resetLocked()
 	}
-	if len(sh.slab) == cap(sh.slab) {
-		sh.slab = make([]answer, 0, answerSlab)
-	}
-	sh.slab = append(sh.slab, *a)
-	stored := &sh.slab[len(sh.slab)-1]
-	k := sh.copyBytes(key)
+	stored := sh.newAnswerLocked()
+	*stored = *a
+	k := sh.copyBytesLocked(key)
 	if a.msg != nil {
-		stored.msg = sh.copyBytes(a.msg)
+		stored.msg = sh.copyBytesLocked(a.msg)
 	}
 	sh.m[unsafe.String(unsafe.SliceData(k), len(k))] = stored
 	sh.used += need
-	return stored
 }
 
-// copyBytes copies b into the shard's chunk (bytes once written there are
-// never written again, so keys may be strings over them). Locked.
-func (sh *answerShard) copyBytes(b []byte) []byte {
-	if cap(sh.bytes)-len(sh.bytes) < len(b) {
-		sh.bytes = make([]byte, 0, max(answerChunk, len(b)))
+// resetLocked starts a new generation in the memory of the last one.
+func (sh *answerShard) resetLocked() {
+	clear(sh.m) // keeps the map's buckets for the next generation
+	for i := range sh.chunks {
+		sh.chunks[i] = sh.chunks[i][:0]
 	}
-	lo := len(sh.bytes)
-	sh.bytes = append(sh.bytes, b...)
-	return sh.bytes[lo:len(sh.bytes):len(sh.bytes)]
+	for i := range sh.slabs {
+		clear(sh.slabs[i]) // drops the chased Results they point to
+		sh.slabs[i] = sh.slabs[i][:0]
+	}
+	sh.chunk, sh.slab, sh.used = 0, 0, 0
+}
+
+// newAnswerLocked returns the next free answer of the generation's slabs.
+func (sh *answerShard) newAnswerLocked() *answer {
+	if len(sh.slabs) == 0 || len(sh.slabs[sh.slab]) == answerSlab {
+		if len(sh.slabs) > 0 {
+			sh.slab++
+		}
+		if sh.slab == len(sh.slabs) {
+			sh.slabs = append(sh.slabs, make([]answer, 0, answerSlab))
+		}
+	}
+	s := append(sh.slabs[sh.slab], answer{})
+	sh.slabs[sh.slab] = s
+	return &s[len(s)-1]
+}
+
+// copyBytesLocked copies b into the generation's chunks (bytes once
+// written there are not written again in that generation, so keys may be
+// strings over them).
+func (sh *answerShard) copyBytesLocked(b []byte) []byte {
+	if len(sh.chunks) == 0 || cap(sh.chunks[sh.chunk])-len(sh.chunks[sh.chunk]) < len(b) {
+		if len(sh.chunks) > 0 {
+			sh.chunk++
+		}
+		size := max(answerChunk, len(b))
+		switch {
+		case sh.chunk == len(sh.chunks):
+			sh.chunks = append(sh.chunks, make([]byte, 0, size))
+		case cap(sh.chunks[sh.chunk]) < len(b):
+			sh.chunks[sh.chunk] = make([]byte, 0, size) // a reply larger than a chunk
+		}
+	}
+	c := sh.chunks[sh.chunk]
+	lo := len(c)
+	c = append(c, b...)
+	sh.chunks[sh.chunk] = c
+	return c[lo:len(c):len(c)]
 }
 
 // len returns the number of cached answers.
@@ -183,16 +246,22 @@ func (s *tableState) len() int {
 }
 
 // build asks the table about the question, packs an authoritative reply
-// once, and stores the answer under key. lowerName is the lowercased
-// question name in presentation form with the trailing dot.
-func (s *tableState) build(key []byte, lowerName string, qtype, qclass uint16) (*answer, error) {
+// once, stores the answer under key and returns it as appendCached does.
+// lowerName is the lowercased question name in presentation form with the
+// trailing dot.
+func (s *tableState) build(dst, key []byte, lowerName string, qtype, qclass uint16) ([]byte, answer, error) {
 	p := packers.Get().(*packer)
 	defer p.release()
 	a, err := buildAnswer(s.table, p, lowerName, qtype, qclass)
 	if err != nil {
-		return nil, err
+		return dst, answer{}, err
 	}
-	return s.put(key, &a), nil
+	if a.kind == kindPacked {
+		dst = appendReply(dst, &a)
+	}
+	s.put(key, &a)
+	a.msg = nil
+	return dst, a, nil
 }
 
 // buildAnswer asks the table about the question and, for an authoritative

@@ -229,7 +229,7 @@ func BenchmarkTCPUnderAbuse(b *testing.B) {
 
 // serviceTable is a table of n Kubernetes services svc<i>.ns<i%100> with one
 // address each, for a pod in ns0.
-func serviceTable(b *testing.B, n int) *nametable.Table {
+func serviceTable(b testing.TB, n int) *nametable.Table {
 	b.Helper()
 	var entries []nametable.Entry
 	for i := range n {

@@ -142,10 +142,10 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 		return h.fromCache(dst, r)
 	}
 	key := r.qkey()
-	a := st.get(key)
-	if a == nil {
+	out, a, ok := st.appendCached(dst[:0], key)
+	if !ok {
 		var err error
-		if a, err = h.fill(st, key, r); err != nil {
+		if out, a, err = h.fill(st, dst[:0], key, r); err != nil {
 			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
@@ -154,12 +154,8 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	case kindForward:
 		return h.fromCache(dst, r)
 	case kindChase:
-		r.chase = a
+		r.chase = a.res
 		return nil, true
-	}
-	out := append(dst[:0], a.msg...)
-	if a.shufN > 1 {
-		rotate(out, a)
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
@@ -191,8 +187,8 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 }
 
 // fill asks the table about a question not seen since the last swap.
-func (h *Handler) fill(st *tableState, key []byte, r *request) (*answer, error) {
-	return st.build(key, wireName(r.lname()), r.qtype, r.qclass)
+func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answer, error) {
+	return st.build(dst, key, wireName(r.lname()), r.qtype, r.qclass)
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must

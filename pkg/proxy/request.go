@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -37,7 +38,7 @@ type request struct {
 
 	// What the reader learned before handing over: the ExternalName to
 	// chase, or (chase nil) the Resolver's note on its cache miss.
-	chase *answer
+	chase *nametable.Result
 	probe upstream.Probe
 	// src is where the reply came from, noted when it is counted.
 	src source

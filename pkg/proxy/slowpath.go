@@ -43,7 +43,7 @@ func (h *Handler) canonicalize(r *request) bool {
 // upstream, in one reply so the client needs one round trip (the Result
 // contract, step 4).
 func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
-	res := *r.chase.res
+	res := *r.chase
 	qname := wireName(r.lname())
 	m := new(dns.Msg)
 	m.Response = true
