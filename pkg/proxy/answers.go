@@ -126,25 +126,25 @@ func (s *tableState) shard(key []byte) *answerShard {
 	return &s.shards[maphash.Bytes(s.seed, key)%answerShards]
 }
 
-// appendCached looks key up and, when it is cached, returns a copy of its
-// answer and, for a packed one, dst with the reply appended (its address
-// run rotated). The copy's msg is nil: the reply's bytes may be reused by
-// the next generation once the lock is released. It does not allocate.
-func (s *tableState) appendCached(dst, key []byte) ([]byte, answer, bool) {
+// appendCached looks key up and, when it is cached, returns what the
+// handler needs of its answer: for a packed one dst with the reply
+// appended (its address run rotated) and its rcode, for a chase the
+// Result. Nothing it returns points into the shard, whose memory the next
+// generation reuses once the lock is released. It does not allocate.
+func (s *tableState) appendCached(dst, key []byte) (out []byte, kind answerKind, rcode int, res *nametable.Result, ok bool) {
 	sh := s.shard(key)
 	sh.mu.RLock()
-	p := sh.m[string(key)]
-	if p == nil {
+	a := sh.m[string(key)]
+	if a == nil {
 		sh.mu.RUnlock()
-		return dst, answer{}, false
+		return dst, 0, 0, nil, false
 	}
-	a := *p
-	if a.kind == kindPacked {
-		dst = appendReply(dst, &a)
+	kind, rcode, res = a.kind, a.rcode, a.res
+	if kind == kindPacked {
+		dst = appendReply(dst, a)
 	}
 	sh.mu.RUnlock()
-	a.msg = nil
-	return dst, a, true
+	return dst, kind, rcode, res, true
 }
 
 // appendReply appends a's reply to dst with its run of addresses rotated.
@@ -249,19 +249,18 @@ func (s *tableState) len() int {
 // once, stores the answer under key and returns it as appendCached does.
 // lowerName is the lowercased question name in presentation form with the
 // trailing dot.
-func (s *tableState) build(dst, key []byte, lowerName string, qtype, qclass uint16) ([]byte, answer, error) {
+func (s *tableState) build(dst, key []byte, lowerName string, qtype, qclass uint16) ([]byte, answerKind, int, *nametable.Result, error) {
 	p := packers.Get().(*packer)
 	defer p.release()
 	a, err := buildAnswer(s.table, p, lowerName, qtype, qclass)
 	if err != nil {
-		return dst, answer{}, err
+		return dst, 0, 0, nil, err
 	}
 	if a.kind == kindPacked {
 		dst = appendReply(dst, &a)
 	}
 	s.put(key, &a)
-	a.msg = nil
-	return dst, a, nil
+	return dst, a.kind, a.rcode, a.res, nil
 }
 
 // buildAnswer asks the table about the question and, for an authoritative

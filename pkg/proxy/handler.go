@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -142,24 +143,24 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 		return h.fromCache(dst, r)
 	}
 	key := r.qkey()
-	out, a, ok := st.appendCached(dst[:0], key)
+	out, kind, rcode, res, ok := st.appendCached(dst[:0], key)
 	if !ok {
 		var err error
-		if out, a, err = h.fill(st, dst[:0], key, r); err != nil {
+		if out, kind, rcode, res, err = h.fill(st, dst[:0], key, r); err != nil {
 			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
 	}
-	switch a.kind {
+	switch kind {
 	case kindForward:
 		return h.fromCache(dst, r)
 	case kindChase:
-		r.chase = a.res
+		r.chase = res
 		return nil, true
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(context.Background(), r, a.rcode, srcTable)
+	h.observe(context.Background(), r, rcode, srcTable)
 	return out, false
 }
 
@@ -187,7 +188,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 }
 
 // fill asks the table about a question not seen since the last swap.
-func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answer, error) {
+func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answerKind, int, *nametable.Result, error) {
 	return st.build(dst, key, wireName(r.lname()), r.qtype, r.qclass)
 }
 
