@@ -24,6 +24,8 @@ const (
 	// kindChase: an ExternalName whose target is outside the table: the
 	// CNAMEs plus the target's records resolved upstream.
 	kindChase
+	// kindMiss: not in the answer cache (never stored).
+	kindMiss
 )
 
 // answer is what the table said about one (name, type, class), kept so the
@@ -126,25 +128,29 @@ func (s *tableState) shard(key []byte) *answerShard {
 	return &s.shards[maphash.Bytes(s.seed, key)%answerShards]
 }
 
-// appendCached looks key up and, when it is cached, returns what the
-// handler needs of its answer: for a packed one dst with the reply
-// appended (its address run rotated) and its rcode, for a chase the
-// Result. Nothing it returns points into the shard, whose memory the next
-// generation reuses once the lock is released. It does not allocate.
-func (s *tableState) appendCached(dst, key []byte) (out []byte, kind answerKind, rcode int, res *nametable.Result, ok bool) {
+// appendCached looks key up and returns kindMiss when it is not cached,
+// else its kind and what the handler needs of it: for a packed answer dst
+// with the reply appended (its address run rotated) and its rcode, for a
+// chase the Result, in r.chase. Nothing it hands out points into the
+// shard, whose memory the next generation reuses once the lock is
+// released. It does not allocate.
+func (s *tableState) appendCached(dst, key []byte, r *request) (out []byte, kind answerKind, rcode int) {
 	sh := s.shard(key)
 	sh.mu.RLock()
 	a := sh.m[string(key)]
 	if a == nil {
 		sh.mu.RUnlock()
-		return dst, 0, 0, nil, false
+		return dst, kindMiss, 0
 	}
-	kind, rcode, res = a.kind, a.rcode, a.res
-	if kind == kindPacked {
+	switch a.kind {
+	case kindPacked:
 		dst = appendReply(dst, a)
+	case kindChase:
+		r.chase = a.res
 	}
+	kind, rcode = a.kind, a.rcode
 	sh.mu.RUnlock()
-	return dst, kind, rcode, res, true
+	return dst, kind, rcode
 }
 
 // appendReply appends a's reply to dst with its run of addresses rotated.
@@ -249,18 +255,21 @@ func (s *tableState) len() int {
 // once, stores the answer under key and returns it as appendCached does.
 // lowerName is the lowercased question name in presentation form with the
 // trailing dot.
-func (s *tableState) build(dst, key []byte, lowerName string, qtype, qclass uint16) ([]byte, answerKind, int, *nametable.Result, error) {
+func (s *tableState) build(dst, key []byte, r *request, lowerName string) ([]byte, answerKind, int, error) {
 	p := packers.Get().(*packer)
 	defer p.release()
-	a, err := buildAnswer(s.table, p, lowerName, qtype, qclass)
+	a, err := buildAnswer(s.table, p, lowerName, r.qtype, r.qclass)
 	if err != nil {
-		return dst, 0, 0, nil, err
+		return dst, kindMiss, 0, err
 	}
-	if a.kind == kindPacked {
+	switch a.kind {
+	case kindPacked:
 		dst = appendReply(dst, &a)
+	case kindChase:
+		r.chase = a.res
 	}
 	s.put(key, &a)
-	return dst, a.kind, a.rcode, a.res, nil
+	return dst, a.kind, a.rcode, nil
 }
 
 // buildAnswer asks the table about the question and, for an authoritative

@@ -11,7 +11,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -143,10 +142,10 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 		return h.fromCache(dst, r)
 	}
 	key := r.qkey()
-	out, kind, rcode, res, ok := st.appendCached(dst[:0], key)
-	if !ok {
+	out, kind, rcode := st.appendCached(dst[:0], key, r)
+	if kind == kindMiss {
 		var err error
-		if out, kind, rcode, res, err = h.fill(st, dst[:0], key, r); err != nil {
+		if out, kind, rcode, err = h.fill(st, dst[:0], key, r); err != nil {
 			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
@@ -155,7 +154,6 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	case kindForward:
 		return h.fromCache(dst, r)
 	case kindChase:
-		r.chase = res
 		return nil, true
 	}
 	patchReply(out, r)
@@ -188,8 +186,8 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 }
 
 // fill asks the table about a question not seen since the last swap.
-func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answerKind, int, *nametable.Result, error) {
-	return st.build(dst, key, wireName(r.lname()), r.qtype, r.qclass)
+func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answerKind, int, error) {
+	return st.build(dst, key, r, wireName(r.lname()))
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must
