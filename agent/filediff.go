@@ -50,8 +50,9 @@ const maxDiffShare = 0.25
 
 // fileDiff is what a new table file changes in the last one applied: the
 // entries a patch removes and adds, or, for a change of more than
-// maxDiffShare of the names, the walks of the two files a staged
-// replacement reads (staged); and the new file's number of names.
+// maxDiffShare of the names, the walks of every name of the two files,
+// which a staged replacement reads (staged); and the new file's number of
+// names.
 type fileDiff struct {
 	remove, add []nametable.Entry
 	staged      *stagedChange
@@ -61,7 +62,7 @@ type fileDiff struct {
 // fileChange compares the content of old (whose hash was oldSum) with that
 // of next (newSum) and returns what next changes. ok is false when the
 // table is better built whole. It holds two 64-bit hashes per name of old
-// meanwhile (internal/hashdiff), and during a staged replacement; a
+// meanwhile (internal/hashdiff), not during a staged replacement; a
 // collision makes the patch define a name twice or come to another number
 // of names, and the table is then built whole.
 func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (d fileDiff, ok bool, err error) {
@@ -103,15 +104,18 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim L
 	if err != nil || sum != newSum {
 		return fileDiff{}, false, nil
 	}
-	changedNext := fileWalk(next, newSum, func(host string, raw []byte) bool { return !base.SameString(host, raw) })
 	if changed > limit || base.Left() > limit {
+		// Staged, every entry is replaced (stage.go): the hashes go
+		// before the stages, which read the two files whole.
+		all := func(string, []byte) bool { return true }
 		d.staged = &stagedChange{
-			old:  fileWalk(old, oldSum, func(host string, _ []byte) bool { return base.ChangedString(host) }),
-			next: changedNext, convertOld: conv, convertNext: conv,
+			old: fileWalk(old, oldSum, all), next: fileWalk(next, newSum, all),
+			convertOld: conv, convertNext: conv,
 			names: d.names,
 		}
 		return d, true, nil
 	}
+	changedNext := fileWalk(next, newSum, func(host string, raw []byte) bool { return !base.SameString(host, raw) })
 	err = changedNext(func(host string, raw []byte) error {
 		e, err := conv(strings.Clone(host), raw) // host is the walk's
 		if err != nil {

@@ -23,9 +23,13 @@ import (
 // same name; names the old table did not have come with the last stage),
 // and each stage's table is served before the next is made, so the chunks
 // of the old table a stage empties are freed before the next stage
-// allocates. The entries of a stage are converted as the patch reads them,
-// from walks of the old and the new content: nothing but the tables and a
-// hash per changed name is held.
+// allocates. Every entry is replaced, the unchanged ones too: so every
+// chunk of the old table empties, and what the change is need not be
+// held while it is applied (the comparison that found it held two hashes
+// per name, a third of a stage's share of the table at 100,000 names).
+// The entries of a stage are converted as the patch reads them, from
+// walks of the old and the new content: nothing but the tables and a hash
+// per old name is held.
 //
 // Between two stages a client may see some names at the new version and
 // some at the old, for the few hundred milliseconds of the replacement.
@@ -44,11 +48,10 @@ const stageCount = 16
 // stagedChange is a change of the table served to a new table, as walks of
 // the two contents.
 type stagedChange struct {
-	// old walks the names of the table served that the new table removes
-	// or replaces, with their content as it was applied; next walks the
-	// names the new table adds or replaces, with their new content. Each
-	// is walked once per stage; host and raw are valid during the call
-	// only.
+	// old walks every name of the table served, with its content as it
+	// was applied; next walks every name of the new table, with its
+	// content. Each is walked once per stage; host and raw are valid
+	// during the call only.
 	old, next func(each func(host string, raw []byte) error) error
 	// convertOld and convertNext turn one name's content into an entry.
 	convertOld, convertNext func(host string, raw []byte) (nametable.Entry, error)
@@ -70,8 +73,10 @@ type stagePlan struct {
 
 const stageBits = 4 // stageCount = 1 << stageBits
 
-func planStages(base *nametable.Table, old func(each func(host string, raw []byte) error) error) (*stagePlan, error) {
-	p := &stagePlan{seed: maphash.MakeSeed()}
+func planStages(base *nametable.Table, names int, old func(each func(host string, raw []byte) error) error) (*stagePlan, error) {
+	// Sized for the old names at once: grown by appends, the keys would
+	// hold up to a quarter more, and twice that while growing.
+	p := &stagePlan{seed: maphash.MakeSeed(), keys: make([]uint64, 0, names)}
 	err := old(func(host string, _ []byte) error {
 		s := stageCount - 1
 		if pos, ok := base.Position(host); ok {
@@ -135,7 +140,7 @@ func (ts *tables) applyStaged(prev *served, c *stagedChange) (*nametable.Table, 
 		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, c.names, lim.MaxNames)
 	}
 	base := prev.Table
-	plan, err := planStages(base, c.old)
+	plan, err := planStages(base, prev.Names, c.old)
 	if err != nil {
 		return nil, 0, err
 	}

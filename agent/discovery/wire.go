@@ -108,10 +108,12 @@ type Change struct {
 	Names int
 	// Next is set instead of New for a full table that changes more than
 	// maxDiffShare of the base's names (New would hold them all): it
-	// walks the names of the next table that are added or replaced, with
-	// their NameInfo (marshalled, checked to decode); host and info are
-	// valid during the call only. It and Old may be walked several
-	// times: the agent applies such a change in stages.
+	// walks every name of the next table, with its NameInfo (marshalled,
+	// checked to decode), and Old then walks every name of the base, not
+	// only those that change: such a change replaces every entry, so
+	// that nothing per name (a hash of each) is held while it is applied.
+	// host and info are valid during the call only. It and Old may be
+	// walked several times: the agent applies such a change in stages.
 	Next func(name func(host string, info []byte) error) error
 }
 
@@ -196,18 +198,20 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	if !slices.Equal(oldZones, newZones) {
 		return Change{}, false, nil
 	}
-	// What was not matched is removed or replaced.
 	if large || old.Left() > limit {
+		// Applied in stages, which replace every entry: the walks are
+		// of the two tables whole, and the hashes are let go before
+		// the stages begin.
 		c.New = nil
 		c.Next = func(name func(string, []byte) error) error {
-			return next(func(host, info []byte) error {
-				if old.Same(host, info) {
-					return nil
-				}
-				return name(bytesView(host), info)
-			}, nil)
+			return next(func(host, info []byte) error { return name(bytesView(host), info) }, nil)
 		}
+		c.Old = func(name func(string, []byte) error) error {
+			return base(func(host, info []byte) error { return name(bytesView(host), info) }, nil)
+		}
+		return c, true, nil
 	}
+	// What was not matched is removed or replaced.
 	c.Old = func(name func(string, []byte) error) error {
 		return base(func(host, info []byte) error {
 			if old.Changed(host) {
