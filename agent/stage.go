@@ -62,11 +62,15 @@ type stagedChange struct {
 
 // stagePlan gives each changed name its stage: the stage of its old
 // entry's storage, or the last for a name the table served does not place
-// (a new name, an entry that defines none). It holds one hash per old name,
-// sorted, with the stage in the low bits.
+// (a new name, an entry that defines none). It holds one 32-bit hash per
+// old name, sorted, with the stage in the low bits: at 100,000 names, a
+// few hashes are shared, and a name with the hash of another takes its
+// stage. That costs nothing but where its storage is freed: the old and
+// the new entry of a name are of one stage whatever it is, and a new name
+// may come with any.
 type stagePlan struct {
 	seed maphash.Seed
-	keys []uint64
+	keys []uint32
 	// old counts the old names per stage.
 	old [stageCount]int
 }
@@ -76,13 +80,13 @@ const stageBits = 4 // stageCount = 1 << stageBits
 func planStages(base *nametable.Table, names int, old func(each func(host string, raw []byte) error) error) (*stagePlan, error) {
 	// Sized for the old names at once: grown by appends, the keys would
 	// hold up to a quarter more, and twice that while growing.
-	p := &stagePlan{seed: maphash.MakeSeed(), keys: make([]uint64, 0, names)}
+	p := &stagePlan{seed: maphash.MakeSeed(), keys: make([]uint32, 0, names)}
 	err := old(func(host string, _ []byte) error {
 		s := stageCount - 1
 		if pos, ok := base.Position(host); ok {
 			s = min(int(pos*stageCount), stageCount-1)
 		}
-		p.keys = append(p.keys, p.hash(host)|uint64(s))
+		p.keys = append(p.keys, p.hash(host)|uint32(s))
 		p.old[s]++
 		return nil
 	})
@@ -93,8 +97,8 @@ func planStages(base *nametable.Table, names int, old func(each func(host string
 	return p, nil
 }
 
-func (p *stagePlan) hash(host string) uint64 {
-	return maphash.String(p.seed, host) &^ (1<<stageBits - 1)
+func (p *stagePlan) hash(host string) uint32 {
+	return uint32(maphash.String(p.seed, host)) &^ (1<<stageBits - 1)
 }
 
 // stage is the stage of host.
