@@ -50,8 +50,9 @@ type fileSource struct {
 }
 
 // filePatch returns what a new file changes (filediff.go); ok is false
-// when it is better built whole.
-type filePatch func(Limits) (d fileDiff, ok bool, err error)
+// when it is better built whole. names is the number of names of the
+// table served, to size what the comparison holds.
+type filePatch func(lim Limits, names int) (d fileDiff, ok bool, err error)
 
 // parseTableFile reads the JSON form of a NameTable whole (the debug
 // dump; builds walk the file name by name). Unknown fields are an error: a
@@ -133,8 +134,8 @@ func (f *fileSource) load() error {
 	var patch filePatch
 	if old := f.applied; old != nil && scanErr == nil && slices.Equal(head.zones, f.appliedZones) {
 		oldSum := f.appliedSum
-		patch = func(lim Limits) (fileDiff, bool, error) {
-			return fileChange(old, file, oldSum, head.sum, lim)
+		patch = func(lim Limits, names int) (fileDiff, bool, error) {
+			return fileChange(old, file, oldSum, head.sum, names, lim)
 		}
 	}
 	names, err := f.apply(version, produce, patch, f.dumper(head.sum))

@@ -59,18 +59,20 @@ type fileDiff struct {
 	names       int
 }
 
-// fileChange compares the content of old (whose hash was oldSum) with that
-// of next (newSum) and returns what next changes. ok is false when the
-// table is better built whole. It holds two 64-bit hashes per name of old
+// fileChange compares the content of old (whose hash was oldSum, about
+// names names) with that of next (newSum) and returns what next changes.
+// ok is false when the table is better built whole. It holds two 64-bit hashes per name of old
 // meanwhile (internal/hashdiff), not during a staged replacement; a
 // collision makes the patch define a name twice or come to another number
 // of names, and the table is then built whole.
-func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, lim Limits) (d fileDiff, ok bool, err error) {
+func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, names int, lim Limits) (d fileDiff, ok bool, err error) {
 	lim = lim.withDefaults()
 	if _, err := old.Seek(0, io.SeekStart); err != nil {
 		return d, false, err
 	}
-	base := hashdiff.New(0)
+	// Sized once: grown by appends, the hashes would take up to twice
+	// their size while they grow, at the start of a replacement.
+	base := hashdiff.New(names)
 	sum, err := eachFileName(old, func(host string, raw []byte) error {
 		base.AddString(host, raw)
 		return nil

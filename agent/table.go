@@ -184,7 +184,7 @@ func (ts *tables) applyFile(version string, produce func(Limits, nametable.Conte
 	return ts.buildFrom(sourceFile, version, func(prev *served) (*nametable.Table, int, error) {
 		if patch != nil && prev != nil && prev.Source == sourceFile && prev.Table != nil && !prev.Partial && prev.Table.Garbage() <= maxGarbage {
 			restore := changeLimit()
-			d, ok, err := patch(ts.limits)
+			d, ok, err := patch(ts.limits, prev.Names)
 			if err != nil {
 				restore()
 				return nil, 0, err

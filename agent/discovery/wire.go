@@ -154,7 +154,14 @@ const maxDiffShare = 0.25
 // collision makes the patch come to another number of names than next has
 // (Names), and the agent then builds next whole.
 func diff(base, next rawTable) (c Change, ok bool, err error) {
-	old := hashdiff.New(0)
+	// Sized once, by a walk of base that only counts (it decodes
+	// nothing): grown by appends, the hashes would take up to twice
+	// their size while they grow, at the start of a replacement.
+	n := 0
+	if err := base(func(_, _ []byte) error { n++; return nil }, nil); err != nil {
+		return c, false, err
+	}
+	old := hashdiff.New(n)
 	var oldZones, newZones []string
 	err = base(func(host, info []byte) error {
 		old.Add(host, info)
