@@ -175,7 +175,10 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	}
 	old.Seal()
 	limit := int(float64(old.Len())*maxDiffShare) + 1
-	large := false
+	// Compared first, collected after: a change too large for a patch
+	// would otherwise hold a quarter of the names (a copy of each) before
+	// it is known to be one, beside the hashes.
+	changed := 0
 	err = next(func(host, info []byte) error {
 		c.Names++
 		if old.Match(host, info) {
@@ -184,16 +187,7 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 		if err := namewire.CheckNameInfo(info); err != nil {
 			return fmt.Errorf("name %q: %w", host, err)
 		}
-		if large {
-			return nil
-		}
-		if len(c.New) >= limit {
-			large, c.New = true, nil // Next walks them
-			return nil
-		}
-		// info is valid during the call only (a table read from the
-		// state file).
-		c.New = append(c.New, namewire.RawName{Host: string(host), Info: slices.Clone(info)})
+		changed++
 		return nil
 	}, func(z string) error {
 		newZones = append(newZones, z)
@@ -205,11 +199,10 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	if !slices.Equal(oldZones, newZones) {
 		return Change{}, false, nil
 	}
-	if large || old.Left() > limit {
+	if changed > limit || old.Left() > limit {
 		// Applied in stages, which replace every entry: the walks are
 		// of the two tables whole, and the hashes are let go before
 		// the stages begin.
-		c.New = nil
 		c.Next = func(name func(string, []byte) error) error {
 			return next(func(host, info []byte) error { return name(bytesView(host), info) }, nil)
 		}
@@ -217,6 +210,20 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 			return base(func(host, info []byte) error { return name(bytesView(host), info) }, nil)
 		}
 		return c, true, nil
+	}
+	// What is not the same in base is added or replaced, in the order
+	// of next.
+	err = next(func(host, info []byte) error {
+		if old.Same(host, info) {
+			return nil
+		}
+		// info is valid during the call only (a table read from the
+		// state file).
+		c.New = append(c.New, namewire.RawName{Host: string(host), Info: slices.Clone(info)})
+		return nil
+	}, nil)
+	if err != nil {
+		return Change{}, false, err
 	}
 	// What was not matched is removed or replaced.
 	c.Old = func(name func(string, []byte) error) error {
