@@ -26,14 +26,20 @@ var jsonField = map[string]int{
 	"ttl":            fieldInfoTTL,
 }
 
-// DecodeJSON decodes the JSON form of a NameInfo (one object, nothing but
-// white space after it) into m, which it resets first.
-func (m *NameInfo) DecodeJSON(b []byte) error {
-	m.Reset()
-	s := &jscan{b: b}
+// Port's and Endpoint's fields by each name protojson accepts (their
+// JSON and proto names are the same).
+var (
+	jsonPortField     = map[string]int{"name": fieldPortName, "port": fieldPortPort, "protocol": fieldPortProtocol}
+	jsonEndpointField = map[string]int{"hostname": fieldEndpointHostname, "ips": fieldEndpointIPs}
+)
+
+// fields reads an object whose keys are the names in names, each at most
+// once, calling read with the field's number for every value but null
+// (which leaves the field unset).
+func (s *jscan) fields(names map[string]int, read func(num int) error) error {
 	var seen uint16
-	err := s.object(func(key string) error {
-		num, ok := jsonField[key]
+	return s.object(func(key string) error {
+		num, ok := names[key]
 		if !ok {
 			return fmt.Errorf("unknown field %q", key)
 		}
@@ -44,7 +50,19 @@ func (m *NameInfo) DecodeJSON(b []byte) error {
 		if s.null() {
 			return nil
 		}
-		var err error
+		if err := read(num); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// DecodeJSON decodes the JSON form of a NameInfo (one object, nothing but
+// white space after it) into m, which it resets first.
+func (m *NameInfo) DecodeJSON(b []byte) error {
+	m.Reset()
+	s := &jscan{b: b}
+	err := s.fields(jsonField, func(num int) (err error) {
 		switch num {
 		case fieldInfoIPs:
 			m.IPs, err = s.strings(m.IPs)
@@ -71,10 +89,7 @@ func (m *NameInfo) DecodeJSON(b []byte) error {
 		case fieldInfoTTL:
 			m.TTL, err = s.uint32()
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
@@ -87,27 +102,7 @@ func (m *NameInfo) DecodeJSON(b []byte) error {
 
 // port reads a Port into p, sharing strings through info.
 func (s *jscan) port(p *Port, info *NameInfo) error {
-	var seen [4]bool
-	return s.object(func(key string) error {
-		var num int
-		switch key {
-		case "name":
-			num = fieldPortName
-		case "port":
-			num = fieldPortPort
-		case "protocol":
-			num = fieldPortProtocol
-		default:
-			return fmt.Errorf("unknown field %q", key)
-		}
-		if seen[num] {
-			return fmt.Errorf("duplicate field %q", key)
-		}
-		seen[num] = true
-		if s.null() {
-			return nil
-		}
-		var err error
+	return s.fields(jsonPortField, func(num int) (err error) {
 		switch num {
 		case fieldPortName:
 			p.Name, err = s.shared(info)
@@ -116,42 +111,18 @@ func (s *jscan) port(p *Port, info *NameInfo) error {
 		case fieldPortProtocol:
 			p.Protocol, err = s.shared(info)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		return nil
+		return err
 	})
 }
 
 func (s *jscan) endpoint(e *Endpoint) error {
-	var seen [3]bool
-	return s.object(func(key string) error {
-		var num int
-		switch key {
-		case "hostname":
-			num = fieldEndpointHostname
-		case "ips":
-			num = fieldEndpointIPs
-		default:
-			return fmt.Errorf("unknown field %q", key)
-		}
-		if seen[num] {
-			return fmt.Errorf("duplicate field %q", key)
-		}
-		seen[num] = true
-		if s.null() {
-			return nil
-		}
-		var err error
+	return s.fields(jsonEndpointField, func(num int) (err error) {
 		if num == fieldEndpointHostname {
 			e.Hostname, err = s.str()
 		} else {
 			e.IPs, err = s.strings(e.IPs)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		return nil
+		return err
 	})
 }
 
