@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +104,60 @@ func TestFileReplacementPatches(t *testing.T) {
 	}
 	if n := ts.current().Names; n != 38 {
 		t.Errorf("%d names served, want 38", n)
+	}
+}
+
+// A new file that changes more than maxDiffShare of the names is staged,
+// and the staged walks then hand over every name of both files, the
+// unchanged ones too (the stages replace every entry); one that changes
+// a few is a patch of those alone.
+func TestFileChangeStagedWalksEveryName(t *testing.T) {
+	// n00..n(changed-1) get 10.0.1.x for 10.0.0.x: a new address.
+	content := func(changed int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"authoritative_zones": ["example.org"], "table": {`)
+		for i := range 12 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "\n\"n%02d.example.org\": {\"ips\": [\"10.0.%d.%d\"]}", i, min(1, max(0, changed-i)), i)
+		}
+		b.WriteString("}}\n")
+		return []byte(b.String())
+	}
+	sum := func(b []byte) [sha256.Size]byte { return sha256.Sum256(b) }
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("n%02d.example.org", i))
+	}
+	old := content(0)
+	for _, tc := range []struct {
+		changed int
+		staged  bool
+	}{{changed: 2}, {changed: 6, staged: true}} {
+		next := content(tc.changed)
+		d, ok, err := fileChange(bytes.NewReader(old), bytes.NewReader(next), sum(old), sum(next), 12, Limits{})
+		if err != nil || !ok {
+			t.Fatalf("%d changed: ok %v, err %v", tc.changed, ok, err)
+		}
+		if (d.staged != nil) != tc.staged || d.names != 12 {
+			t.Fatalf("%d changed: staged %v, names %d; want staged %v, 12", tc.changed, d.staged != nil, d.names, tc.staged)
+		}
+		if !tc.staged {
+			if len(d.remove) != tc.changed || len(d.add) != tc.changed {
+				t.Errorf("%d changed: a patch removing %d and adding %d", tc.changed, len(d.remove), len(d.add))
+			}
+			continue
+		}
+		for _, w := range []func(func(string, []byte) error) error{d.staged.old, d.staged.next} {
+			var got []string
+			if err := w(func(host string, _ []byte) error { got = append(got, strings.Clone(host)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, names) {
+				t.Errorf("%d changed: a staged walk hands over %v, want every name", tc.changed, got)
+			}
+		}
 	}
 }
