@@ -26,7 +26,7 @@ import (
 // allocates. Every entry is replaced, the unchanged ones too: so every
 // chunk of the old table empties, and what the change is need not be
 // held while it is applied (the comparison that found it held two hashes
-// per name, a third of a stage's share of the table at 100,000 names).
+// per name, twice a stage's share of the table at 100,000 names).
 // The entries of a stage are converted as the patch reads them, from
 // walks of the old and the new content: nothing but the tables and a hash
 // per old name is held.
