@@ -141,6 +141,15 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if err != nil {
 		return nil, err
 	}
+	// The server must say something (its TLS handshake, or the HTTP/2
+	// SETTINGS every server sends first) within ConnectTimeout. A hung
+	// server's kernel still accepts connections into its backlog: without
+	// this, an h2c call to it would wait for the keepalive to fail, not
+	// move on to the next address.
+	if err := conn.SetReadDeadline(time.Now().Add(c.cfg.ConnectTimeout)); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	tc := &trackedConn{Conn: conn, c: c}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,11 +178,24 @@ func (c *Client) Close() error {
 
 var errClientClosed = errors.New("client closed")
 
-// trackedConn is a connection that leaves the client's set when closed.
+// trackedConn is a connection that leaves the client's set when closed,
+// and lifts the first read's deadline once the server has spoken.
 type trackedConn struct {
 	net.Conn
-	c    *Client
-	once sync.Once
+	c     *Client
+	once  sync.Once
+	heard bool // read by one goroutine at a time: the handshake, then net/http's reader
+}
+
+func (t *trackedConn) Read(b []byte) (int, error) {
+	n, err := t.Conn.Read(b)
+	if n > 0 && !t.heard {
+		t.heard = true
+		if derr := t.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
+			err = derr
+		}
+	}
+	return n, err
 }
 
 func (t *trackedConn) Close() error {

@@ -409,6 +409,41 @@ func TestConnectTimeout(t *testing.T) {
 	}
 }
 
+// A server that accepts the connection but never speaks HTTP/2 (a hung
+// process whose kernel still accepts) fails the call within
+// ConnectTimeout, not the keepalive's much longer time.
+func TestSilentServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent until the test ends
+		}
+	}()
+	c, err := New(Config{Addr: lis.Addr().String(), ConnectTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	s, err := c.Open(t.Context(), chatMethod, nil)
+	if err == nil {
+		defer s.Close()
+		_, _, err = s.Recv()
+	}
+	mustCode(t, err, Unavailable)
+	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
+		t.Errorf("call failed after %v, want about 300ms (the keepalive would take %v)", d, c.cfg.KeepaliveTime+c.cfg.KeepaliveTimeout)
+	}
+}
+
 // A closed client opens no call.
 func TestClosedClient(t *testing.T) {
 	srv := startServer(t, nil)
