@@ -31,12 +31,6 @@ func (r *response) dropFull() {
 	r.full, r.pending, r.isFull = nil, nil, false
 }
 
-// Field numbers of StreamNameTableResponse.
-const (
-	fieldResponseNonce = 2
-	fieldResponseDelta = 4
-)
-
 // parseResponse reads a response held in memory; only a delta is decoded.
 func parseResponse(b []byte) (*response, error) {
 	return readResponse(bytes.NewReader(b), "")

@@ -22,8 +22,10 @@ import (
 const (
 	fieldNameTableTable = 1                             // map<string, NameInfo> table
 	fieldNameTableZones = 2                             // repeated string authoritative_zones
-	fieldResponseFull   = namewire.FieldResponseFull    // StreamNameTableResponse.full
 	fieldResponseVer    = namewire.FieldResponseVersion // StreamNameTableResponse.version_info
+	fieldResponseNonce  = namewire.FieldResponseNonce   // StreamNameTableResponse.nonce
+	fieldResponseFull   = namewire.FieldResponseFull    // StreamNameTableResponse.full
+	fieldResponseDelta  = namewire.FieldResponseDelta   // StreamNameTableResponse.delta
 )
 
 // EachName calls name for every entry of the wire-form NameTable b, with the

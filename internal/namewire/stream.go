@@ -23,8 +23,9 @@ const (
 	fieldErrorMessage = 2
 
 	// FieldResponseVersion, FieldResponseNonce, FieldResponseFull and
-	// FieldResponseDelta number StreamNameTableResponse's fields, for
-	// readers that take a response from a stream field by field.
+	// FieldResponseDelta number StreamNameTableResponse's fields, for the
+	// agent's reader, which takes a response from the stream field by
+	// field (a full table goes to a file, not into memory).
 	FieldResponseVersion = 1
 	FieldResponseNonce   = 2
 	FieldResponseFull    = 3
@@ -59,71 +60,6 @@ func (r *Request) Append(b []byte) []byte {
 		})
 	}
 	return b
-}
-
-// Unmarshal decodes a marshalled StreamNameTableRequest into r (the control
-// plane's side; the tests check Append with it).
-func (r *Request) Unmarshal(b []byte) error {
-	*r = Request{}
-	return walk(b, "request", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		var err error
-		switch num {
-		case fieldRequestIdentity:
-			if r.Identity == nil {
-				r.Identity = new(AgentIdentity)
-			}
-			err = r.Identity.unmarshal(v)
-		case fieldRequestVersion:
-			r.VersionInfo, err = str(v, "version_info")
-		case fieldRequestNonce:
-			r.ResponseNonce, err = str(v, "response_nonce")
-		case fieldRequestError:
-			if r.ErrorDetail == nil {
-				r.ErrorDetail = new(ErrorDetail)
-			}
-			err = r.ErrorDetail.unmarshal(v)
-		}
-		return err
-	})
-}
-
-// unmarshal merges b into id, as proto merges a repeated embedded message.
-func (id *AgentIdentity) unmarshal(b []byte) error {
-	return walk(b, "identity", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		var err error
-		switch num {
-		case fieldIdentityPod:
-			id.PodName, err = str(v, "pod_name")
-		case fieldIdentityNamespace:
-			id.Namespace, err = str(v, "namespace")
-		case fieldIdentityDomain:
-			id.ClusterDomain, err = str(v, "cluster_domain")
-		case fieldIdentityInstance:
-			id.InstanceID, err = str(v, "instance_id")
-		case fieldIdentityVersion:
-			id.AgentVersion, err = str(v, "agent_version")
-		}
-		return err
-	})
-}
-
-func (e *ErrorDetail) unmarshal(b []byte) error {
-	return walk(b, "error detail", func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		var err error
-		switch {
-		case num == fieldErrorCode && typ == protowire.VarintType:
-			e.Code = int32(x)
-		case num == fieldErrorMessage && typ == protowire.BytesType:
-			e.Message, err = str(v, "error message")
-		}
-		return err
-	})
 }
 
 // UnmarshalDelta decodes a marshalled NameTableDelta. The upserted
@@ -181,51 +117,4 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// UnmarshalResponse decodes a marshalled StreamNameTableResponse held in
-// memory; the full table stays in wire form (a sub-slice of b). As in
-// proto, a later field of the oneof replaces an earlier one.
-func UnmarshalResponse(b []byte) (*Response, error) {
-	r := new(Response)
-	var delta []byte // the delta's bytes, for a second one to merge into
-	err := walk(b, "response", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		var err error
-		switch num {
-		case FieldResponseVersion:
-			r.VersionInfo, err = str(v, "version_info")
-		case FieldResponseNonce:
-			r.Nonce, err = str(v, "nonce")
-		case FieldResponseFull:
-			if r.Full != nil {
-				// Two of one embedded message merge: their concatenation.
-				v = append(append([]byte{}, r.Full...), v...)
-			}
-			check := func(host, info []byte) error { return CheckNameInfo(info) }
-			if err := EachName(v, check, func(string) error { return nil }); err != nil {
-				return fmt.Errorf("full: %w", err)
-			}
-			r.Full, r.Delta = v, nil
-			if r.Full == nil {
-				r.Full = []byte{}
-			}
-		case FieldResponseDelta:
-			if r.Delta != nil {
-				v = append(append([]byte{}, delta...), v...)
-			}
-			d, err := UnmarshalDelta(v)
-			if err != nil {
-				return fmt.Errorf("delta: %w", err)
-			}
-			r.Full, r.Delta, delta = nil, d, v
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
 }

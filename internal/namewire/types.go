@@ -140,12 +140,3 @@ type RawName struct {
 type ZoneSet struct {
 	Zones []string
 }
-
-// Response is meshdns.v1.StreamNameTableResponse with the full table left
-// in wire form. At most one of Full and Delta is set.
-type Response struct {
-	VersionInfo string
-	Nonce       string
-	Full        []byte // a marshalled NameTable, or nil
-	Delta       *Delta // or nil
-}
