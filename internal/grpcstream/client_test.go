@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -381,22 +382,9 @@ func TestRefused(t *testing.T) {
 // A server that accepts the connection but never completes the TLS
 // handshake fails Open within ConnectTimeout.
 func TestConnectTimeout(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // silent until the test ends
-		}
-	}()
+	addr := silentServer(t)
 	ca := certtest.NewCA(t, "test CA")
-	c, err := New(Config{Addr: lis.Addr().String(), TLS: certtest.ClientTLS(t, ca, nil, nil), ConnectTimeout: 300 * time.Millisecond})
+	c, err := New(Config{Addr: addr, TLS: certtest.ClientTLS(t, ca, nil, nil), ConnectTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,21 +401,8 @@ func TestConnectTimeout(t *testing.T) {
 // process whose kernel still accepts) fails the call within
 // ConnectTimeout, not the keepalive's much longer time.
 func TestSilentServer(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // silent until the test ends
-		}
-	}()
-	c, err := New(Config{Addr: lis.Addr().String(), ConnectTimeout: 300 * time.Millisecond})
+	addr := silentServer(t)
+	c, err := New(Config{Addr: addr, ConnectTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +417,38 @@ func TestSilentServer(t *testing.T) {
 	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
 		t.Errorf("call failed after %v, want about 300ms (the keepalive would take %v)", d, c.cfg.KeepaliveTime+c.cfg.KeepaliveTimeout)
 	}
+}
+
+// silentServer returns the address of a listener that accepts connections
+// and never writes to them, until the test ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		lis.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return lis.Addr().String()
 }
 
 // A closed client opens no call.
