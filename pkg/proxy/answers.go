@@ -142,24 +142,27 @@ func (s *tableState) appendCached(dst, key []byte, r *request) (out []byte, kind
 		sh.mu.RUnlock()
 		return dst, kindMiss, 0
 	}
-	switch a.kind {
-	case kindPacked:
-		dst = appendReply(dst, a)
-	case kindChase:
-		r.chase = a.res
-	}
+	dst = a.handOut(dst, r)
 	kind, rcode = a.kind, a.rcode
 	sh.mu.RUnlock()
 	return dst, kind, rcode
 }
 
-// appendReply appends a's reply to dst with its run of addresses rotated.
-func appendReply(dst []byte, a *answer) []byte {
-	out := append(dst, a.msg...)
-	if a.shufN > 1 {
-		rotate(out[len(dst):], a)
+// handOut gives the handler what it needs of a, which it must not keep:
+// a packed reply is appended to dst (its run of addresses rotated), a
+// chased Result put in r.chase.
+func (a *answer) handOut(dst []byte, r *request) []byte {
+	switch a.kind {
+	case kindPacked:
+		out := append(dst, a.msg...)
+		if a.shufN > 1 {
+			rotate(out[len(dst):], a)
+		}
+		return out
+	case kindChase:
+		r.chase = a.res
 	}
-	return out
+	return dst
 }
 
 // put stores a copy of a. When the shard is full (entries or bytes) a new
@@ -262,12 +265,7 @@ func (s *tableState) build(dst, key []byte, r *request, lowerName string) ([]byt
 	if err != nil {
 		return dst, kindMiss, 0, err
 	}
-	switch a.kind {
-	case kindPacked:
-		dst = appendReply(dst, &a)
-	case kindChase:
-		r.chase = a.res
-	}
+	dst = a.handOut(dst, r)
 	s.put(key, &a)
 	return dst, a.kind, a.rcode, nil
 }
