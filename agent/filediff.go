@@ -43,14 +43,9 @@ func eachFileName(r io.Reader, name func(host string, raw []byte) error) ([sha25
 
 var errFileDiff = errors.New("not a patch")
 
-// maxDiffShare is the share of the names a new file may change for it to
-// be applied as one patch: past it the change is applied in stages
-// (stage.go).
-const maxDiffShare = 0.25
-
 // fileDiff is what a new table file changes in the last one applied: the
 // entries a patch removes and adds, or, for a change of more than
-// maxDiffShare of the names, the walks of every name of the two files,
+// hashdiff.MaxPatchShare of the names, the walks of every name of the two files,
 // which a staged replacement reads (staged); and the new file's number of
 // names.
 type fileDiff struct {
@@ -81,7 +76,6 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, names
 		return d, false, nil // not the content applied: build whole
 	}
 	base.Seal()
-	limit := int(float64(base.Len())*maxDiffShare) + 1
 	conv := func(host string, raw []byte) (nametable.Entry, error) {
 		info := new(namewire.NameInfo)
 		if err := info.DecodeJSON(raw); err != nil {
@@ -106,7 +100,7 @@ func fileChange(old, next io.ReadSeeker, oldSum, newSum [sha256.Size]byte, names
 	if err != nil || sum != newSum {
 		return fileDiff{}, false, nil
 	}
-	if changed > limit || base.Left() > limit {
+	if !base.Small(changed) {
 		// Staged, every entry is replaced (stage.go): the hashes go
 		// before the stages, which read the two files whole.
 		all := func(string, []byte) bool { return true }

@@ -107,7 +107,7 @@ func TestFileReplacementPatches(t *testing.T) {
 	}
 }
 
-// A new file that changes more than maxDiffShare of the names is staged,
+// A new file that changes more than hashdiff.MaxPatchShare of the names is staged,
 // and the staged walks then hand over every name of both files, the
 // unchanged ones too (the stages replace every entry); one that changes
 // a few is a patch of those alone.

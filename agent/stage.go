@@ -13,7 +13,7 @@ import (
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// A new table that changes more than maxDiffShare of the names would, built
+// A new table that changes more than hashdiff.MaxPatchShare of the names would, built
 // whole, be held beside the table serving until it is complete: two tables
 // at once, the pod's peak. Applied as one patch it costs the same. So such
 // a change is applied as stageCount patches of the table serving

@@ -109,7 +109,7 @@ type Change struct {
 	// to it is wrong.
 	Names int
 	// Next is set instead of New for a full table that changes more than
-	// maxDiffShare of the base's names (New would hold them all): it
+	// hashdiff.MaxPatchShare of the base's names (New would hold them all): it
 	// walks every name of the next table, with its NameInfo (marshalled,
 	// checked to decode), and Old then walks every name of the base, not
 	// only those that change: such a change replaces every entry, so
@@ -143,18 +143,14 @@ func (p *deltaPlan) change(base rawTable) (Change, error) {
 	return c, nil
 }
 
-// maxDiffShare is the share of a table a full table may change for it to
-// be applied as a change (a patch) rather than built whole: a patch of
-// much of a table costs about a build anyway.
-const maxDiffShare = 0.25
-
 // diff returns what next changes in base, to apply a full table that
 // mostly repeats the one served (a reconnect to a control plane that does
-// not know our version) as a patch. ok is false when the zones differ or
-// more than maxDiffShare of the names change. It holds two 64-bit hashes
-// per name of base meanwhile (internal/hashdiff), not the tables; a
-// collision makes the patch come to another number of names than next has
-// (Names), and the agent then builds next whole.
+// not know our version) as a patch, or one that changes more than
+// hashdiff.MaxPatchShare of the names in stages (Change.Next). ok is false
+// when the zones differ. It holds two 64-bit hashes per name of base
+// meanwhile (internal/hashdiff), not the tables; a collision makes the
+// patch come to another number of names than next has (Names), and the
+// agent then builds next whole.
 func diff(base, next rawTable) (c Change, ok bool, err error) {
 	// Sized once, by a walk of base that only counts (it decodes
 	// nothing): grown by appends, the hashes would take up to twice
@@ -176,7 +172,6 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 		return c, false, err
 	}
 	old.Seal()
-	limit := int(float64(old.Len())*maxDiffShare) + 1
 	// Compared first, collected after: a change too large for a patch
 	// would otherwise hold a quarter of the names (a copy of each) before
 	// it is known to be one, beside the hashes.
@@ -201,7 +196,7 @@ func diff(base, next rawTable) (c Change, ok bool, err error) {
 	if !slices.Equal(oldZones, newZones) {
 		return Change{}, false, nil
 	}
-	if changed > limit || old.Left() > limit {
+	if !old.Small(changed) {
 		// Applied in stages, which replace every entry: the walks are
 		// of the two tables whole, and the hashes are let go before
 		// the stages begin.

@@ -171,7 +171,7 @@ func TestParseResponse(t *testing.T) {
 }
 
 // A full table that changes little of the base is a change of the names
-// that differ; one that changes more than maxDiffShare of them is staged,
+// that differ; one that changes more than hashdiff.MaxPatchShare of them is staged,
 // and its walks then hand over every name of both tables (the stages
 // replace every entry, holding nothing per name of what changed).
 func TestDiffSmallAndStaged(t *testing.T) {

@@ -127,3 +127,17 @@ func (b *Base) changed(name uint64) bool {
 
 // Left is the number of names of the base not matched unchanged.
 func (b *Base) Left() int { return b.left }
+
+// MaxPatchShare is the share of a base's names a new version may change
+// for the agent to apply it as one patch of the table it serves; past it
+// the agent replaces the table in stages (a patch of much of a table
+// holds as much beside it as a second table would).
+const MaxPatchShare = 0.25
+
+// Small reports whether a new version of which changed names did not Match
+// (added or replaced) changes at most MaxPatchShare of the base: both its
+// names not matched and the base's names it removed or replaced (Left).
+func (b *Base) Small(changed int) bool {
+	limit := int(float64(b.Len())*MaxPatchShare) + 1
+	return changed <= limit && b.left <= limit
+}
