@@ -27,6 +27,9 @@ type NetConf struct {
 	// pod's nameservers are captured, as the runtime passes them (the dns
 	// capability); a runtime that does not pass them gets capture-all too.
 	CaptureAllDNS bool `json:"captureAllDNS,omitempty"`
+	// ExcludeNamespaces are namespaces, besides NeverInjected, whose pods
+	// pass through with no API call (the installer writes meshdns's own).
+	ExcludeNamespaces []string `json:"excludeNamespaces,omitempty"`
 	// RuntimeConfig holds the capabilities the runtime fills in.
 	RuntimeConfig struct {
 		DNS struct {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/meshdns/meshdns/iptables"
 )
@@ -16,8 +18,28 @@ import (
 var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // PodAnnotations returns the annotations of pod namespace/name, read with
-// the kubeconfig at path. A pod that does not exist returns (nil, nil).
+// the kubeconfig at path. A pod that does not exist returns (nil, nil); a
+// credential the API server refuses returns an error wrapping
+// ErrCredentialRejected.
 type PodAnnotations func(ctx context.Context, kubeconfig, namespace, name string) (map[string]string, error)
+
+// ErrCredentialRejected is what a PodAnnotations returns when the API
+// server refuses the plugin's kubeconfig (401): the installer renews that
+// credential, so the installer is not running on the node.
+var ErrCredentialRejected = errors.New("the API server rejected the plugin's credential")
+
+// NeverInjected are the namespaces the plugin decides from CNI_ARGS alone,
+// with no API call: the webhook never injects them either, and the node's
+// own pods (kube-proxy, the network plugin, the API server's static pod)
+// must start when the API server cannot answer. The network configuration
+// adds more (excludeNamespaces: the installer adds meshdns's own).
+var NeverInjected = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// DefaultLookupTimeout bounds the pod lookup when Config.LookupTimeout is
+// zero: long enough for an API server under load, short enough that a pod
+// whose lookup cannot be answered fails its sandbox, with a clear error,
+// and the kubelet retries it.
+const DefaultLookupTimeout = 10 * time.Second
 
 // Config of a Plugin.
 type Config struct {
@@ -29,6 +51,9 @@ type Config struct {
 	// Logger receives one line per programmed pod (the runtime keeps the
 	// plugin's stderr in its log); nil discards.
 	Logger *slog.Logger
+	// LookupTimeout bounds the pod lookup; zero means
+	// DefaultLookupTimeout.
+	LookupTimeout time.Duration
 }
 
 // Plugin is the chained CNI plugin.
@@ -46,6 +71,9 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = DefaultLookupTimeout
 	}
 	return &Plugin{cfg: cfg}, nil
 }
@@ -104,19 +132,36 @@ func (p *Plugin) Exec(ctx context.Context, args Args, stdin []byte, stdout io.Wr
 }
 
 // redirect looks the pod up and returns its Redirect; ok is false for a
-// pod meshdns does not program (not a Kubernetes pod, not injected in CNI
-// mode, gone). A pod that cannot be looked up is an error: the runtime
-// retries the sandbox rather than start an injected pod whose DNS bypasses
-// its agent.
+// pod meshdns does not program (not a Kubernetes pod, in a namespace never
+// injected, not injected in CNI mode, gone).
+//
+// A pod in any other namespace that cannot be looked up fails closed: the
+// runtime retries the sandbox rather than start a pod that may be injected
+// with DNS that bypasses its agent. The lookup is bounded (LookupTimeout),
+// so a pod never waits on an API server that does not answer.
 func (p *Plugin) redirect(ctx context.Context, conf NetConf, args Args) (Redirect, bool, error) {
 	if args.Namespace == "" || args.Pod == "" {
+		return Redirect{}, false, nil
+	}
+	if slices.Contains(NeverInjected, args.Namespace) || slices.Contains(conf.ExcludeNamespaces, args.Namespace) {
 		return Redirect{}, false, nil
 	}
 	if conf.Kubeconfig == "" {
 		return Redirect{}, false, errors.New("network configuration: no kubeconfig")
 	}
-	ann, err := p.cfg.Pods(ctx, conf.Kubeconfig, args.Namespace, args.Pod)
-	if err != nil {
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.LookupTimeout)
+	defer cancel()
+	ann, err := p.cfg.Pods(lctx, conf.Kubeconfig, args.Namespace, args.Pod)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrCredentialRejected):
+		return Redirect{}, false, fmt.Errorf("get pod %s/%s: %w; the meshdns-cni installer renews it: "+
+			"is its DaemonSet pod running on this node? (pods of excluded namespaces still start)", args.Namespace, args.Pod, err)
+	case lctx.Err() != nil && ctx.Err() == nil:
+		return Redirect{}, false, fmt.Errorf("get pod %s/%s: the API server did not answer within %s (%w): "+
+			"the sandbox fails so that an injected pod never starts without its DNS redirect; the kubelet retries it",
+			args.Namespace, args.Pod, p.cfg.LookupTimeout, err)
+	default:
 		return Redirect{}, false, fmt.Errorf("get pod %s/%s: %w", args.Namespace, args.Pod, err)
 	}
 	v, ok := ann[AnnotationRedirect]

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -60,12 +62,20 @@ func TestExec(t *testing.T) {
 		"demo/plain":    {"other": "x"},
 		"demo/bad":      {AnnotationRedirect: `{"proxyUID":0,"dnsPort":53}`},
 	}
-	lookup := func(_ context.Context, kubeconfig, ns, name string) (map[string]string, error) {
+	lookup := func(ctx context.Context, kubeconfig, ns, name string) (map[string]string, error) {
 		if kubeconfig != "/etc/cni/net.d/"+KubeconfigName {
 			return nil, errors.New("wrong kubeconfig " + kubeconfig)
 		}
-		if ns == "down" {
+		switch ns {
+		case "down":
 			return nil, errors.New("connection refused")
+		case "rejected":
+			return nil, fmt.Errorf("401 Unauthorized: %w", ErrCredentialRejected)
+		case "hangs":
+			<-ctx.Done()
+			return nil, ctx.Err()
+		case "kube-system", "meshdns-cni":
+			return nil, errors.New("an API call for a namespace never injected")
 		}
 		return pods[ns+"/"+name], nil
 	}
@@ -96,6 +106,15 @@ func TestExec(t *testing.T) {
 		},
 		{name: "unreadable annotation fails the pod", args: k8s("ADD", "demo", "bad"), stdin: netConf(t, nil), wantErr: "no positive proxyUID", wantNoRules: true},
 		{name: "API server down fails the pod", args: k8s("ADD", "down", "x"), stdin: netConf(t, nil), wantErr: "connection refused", wantNoRules: true},
+		{name: "API server that does not answer fails the pod in bounded time", args: k8s("ADD", "hangs", "x"), stdin: netConf(t, nil), wantErr: "did not answer within 50ms", wantNoRules: true},
+		{name: "rejected credential names the installer", args: k8s("ADD", "rejected", "x"), stdin: netConf(t, nil), wantErr: "is its DaemonSet pod running", wantNoRules: true},
+		{name: "kube-system decided without the API server", args: k8s("ADD", "kube-system", "kube-proxy-x"), stdin: netConf(t, nil), wantOut: prevResult, wantNoRules: true},
+		{name: "kube-system check without the API server", args: k8s("CHECK", "kube-system", "kube-proxy-x"), stdin: netConf(t, nil), wantNoRules: true},
+		{
+			name: "excluded namespace decided without the API server", args: k8s("ADD", "meshdns-cni", "x"),
+			stdin: netConf(t, map[string]any{"excludeNamespaces": []string{"meshdns-system", "meshdns-cni"}}), wantOut: prevResult, wantNoRules: true,
+		},
+		{name: "namespace not excluded is looked up", args: k8s("ADD", "meshdns-cni", "x"), stdin: netConf(t, nil), wantErr: "never injected", wantNoRules: true},
 		{name: "not chained", args: k8s("ADD", "demo", "injected"), stdin: netConf(t, map[string]any{"prevResult": nil}), wantErr: "only runs chained", wantNoRules: true},
 		{name: "bad backend", args: k8s("ADD", "demo", "injected"), stdin: netConf(t, map[string]any{"backend": "ebpf"}), wantErr: "unknown iptables backend", wantNoRules: true},
 		{name: "malformed configuration", args: k8s("ADD", "demo", "injected"), stdin: []byte("{"), wantErr: "parse network configuration", wantNoRules: true},
@@ -105,7 +124,7 @@ func TestExec(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeRunner{}
-			p, err := New(Config{Pods: lookup, Runner: f.forNetNS})
+			p, err := New(Config{Pods: lookup, Runner: f.forNetNS, LookupTimeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
