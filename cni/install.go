@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -75,6 +76,15 @@ func Install(cfg InstallConfig) (changed bool, err error) {
 	if err != nil {
 		return changed, fmt.Errorf("read network configuration: %w", err)
 	}
+	// The configuration as the network plugin wrote it is kept, before it
+	// is first changed, for Uninstall to put back byte for byte.
+	if has, err := hasEntry(data); err == nil && !has {
+		if c, err := writeIfChanged(filepath.Join(cfg.ConfDir, name+BackupSuffix), data, 0o644); err != nil {
+			return changed, fmt.Errorf("keep the original configuration: %w", err)
+		} else if c {
+			changed = true
+		}
+	}
 	// A single-plugin configuration (.conf) cannot chain a second plugin:
 	// it becomes the equivalent list under the .conflist name, which takes
 	// its place in the runtime's order once the .conf is gone.
@@ -130,18 +140,32 @@ func asList(data []byte) ([]byte, bool, error) {
 	return out, true, err
 }
 
-// Uninstall takes the plugin's entry out of the configuration list and
-// removes its kubeconfig and binary.
+// BackupSuffix names the copy of a network configuration as it was before
+// Install chained the plugin into it: <name>.meshdns-cni-orig in the
+// configuration directory. Runtimes load only *.conf, *.conflist and *.json.
+const BackupSuffix = ".meshdns-cni-orig"
+
+// Uninstall takes the plugin out of the node's network configuration and
+// removes its kubeconfig and binary. Where the configuration is still what
+// Install made of the network plugin's (the same JSON once the plugin's
+// entry is out), the original file is put back byte for byte, a converted
+// .conf included; otherwise only the plugin's entry is taken out, keeping
+// what changed since.
 func Uninstall(cfg InstallConfig) error {
 	var errs []error
-	if name, err := confName(cfg); err == nil {
-		path := filepath.Join(cfg.ConfDir, name)
-		if data, err := os.ReadFile(path); err == nil {
-			if out, err := chain(data, nil); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
-			} else if _, err := writeIfChanged(path, out, 0o644); err != nil {
-				errs = append(errs, err)
-			}
+	restored := map[string]bool{}
+	backups, _ := filepath.Glob(filepath.Join(cfg.ConfDir, "*"+BackupSuffix))
+	for _, b := range backups {
+		name, err := restore(cfg.ConfDir, strings.TrimSuffix(filepath.Base(b), BackupSuffix), b)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		restored[name] = true
+	}
+	if name, err := confName(cfg); err == nil && !restored[name] {
+		if err := removeEntry(filepath.Join(cfg.ConfDir, name)); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, p := range []string{filepath.Join(cfg.ConfDir, KubeconfigName), filepath.Join(cfg.BinDir, PluginType)} {
@@ -150,6 +174,102 @@ func Uninstall(cfg InstallConfig) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// restore puts the configuration orig back from its backup when the list
+// Install wrote holds nothing else new, or else takes the plugin's entry
+// out of that list; it removes the backup and returns the list's name.
+func restore(dir, orig, backup string) (string, error) {
+	list := orig
+	if !strings.HasSuffix(orig, ".conflist") {
+		list = strings.TrimSuffix(strings.TrimSuffix(orig, ".conf"), ".json") + ".conflist"
+	}
+	saved, err := os.ReadFile(backup)
+	if err != nil {
+		return list, err
+	}
+	cur, err := os.ReadFile(filepath.Join(dir, list))
+	if errors.Is(err, os.ErrNotExist) && list != orig {
+		// Not converted after all: the entry went into the file itself.
+		list = orig
+		cur, err = os.ReadFile(filepath.Join(dir, list))
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			// The network plugin removed its configuration: nothing to undo.
+			return list, os.Remove(backup)
+		}
+		return list, fmt.Errorf("read network configuration: %w", err)
+	}
+	if has, err := hasEntry(cur); err != nil || !has {
+		// Rewritten by someone else since, without the plugin: theirs.
+		return list, os.Remove(backup)
+	}
+	without, err := chain(cur, nil)
+	if err != nil {
+		return list, fmt.Errorf("%s: %w", list, err)
+	}
+	savedList, _, err := asList(saved)
+	if err != nil || !sameJSON(without, savedList) {
+		if err := removeEntry(filepath.Join(dir, list)); err != nil {
+			return list, err
+		}
+		return list, os.Remove(backup)
+	}
+	if _, err := writeIfChanged(filepath.Join(dir, orig), saved, 0o644); err != nil {
+		return list, err
+	}
+	if list != orig {
+		if err := os.Remove(filepath.Join(dir, list)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return list, err
+		}
+	}
+	return list, os.Remove(backup)
+}
+
+// removeEntry takes the plugin's entry out of the configuration list at
+// path, if it is there.
+func removeEntry(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	if has, err := hasEntry(data); err != nil || !has {
+		return nil
+	}
+	out, err := chain(data, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	_, err = writeIfChanged(path, out, 0o644)
+	return err
+}
+
+// hasEntry reports whether a network configuration chains the plugin.
+func hasEntry(data []byte) (bool, error) {
+	var list struct {
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list.Plugins, func(p struct {
+		Type string `json:"type"`
+	}) bool {
+		return p.Type == PluginType
+	}), nil
+}
+
+// sameJSON reports whether a and b hold the same JSON value, whatever
+// their layout.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // confName returns the configuration list the plugin goes into.

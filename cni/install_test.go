@@ -140,10 +140,11 @@ func TestInstall(t *testing.T) {
 	if err := Uninstall(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if types, ours := pluginTypes(t, list); !cmp.Equal([]string{"bridge", "portmap"}, types) || ours != nil {
-		t.Errorf("after Uninstall: %v", types)
+	if b, _ := os.ReadFile(list); string(b) != bridgeList {
+		t.Errorf("after Uninstall the list is not as before, byte for byte:\n%s\nwant\n%s", b, bridgeList)
 	}
-	for _, p := range []string{filepath.Join(cfg.ConfDir, KubeconfigName), filepath.Join(cfg.BinDir, PluginType)} {
+	for _, p := range []string{filepath.Join(cfg.ConfDir, KubeconfigName), filepath.Join(cfg.BinDir, PluginType),
+		list + BackupSuffix} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s still there: %v", p, err)
 		}
@@ -233,7 +234,63 @@ func TestInstallSingleConf(t *testing.T) {
 	if err := Uninstall(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if types, ours := pluginTypes(t, list); !cmp.Equal([]string{"bridge"}, types) || ours != nil {
-		t.Errorf("after Uninstall: %v", types)
+	// The network plugin's .conf is back as it wrote it, the list gone.
+	if b, err := os.ReadFile(filepath.Join(cfg.ConfDir, "10-bridge.conf")); string(b) != bridgeConf {
+		t.Errorf("after Uninstall the .conf is %q (%v), want it byte for byte", b, err)
+	}
+	ents, _ := os.ReadDir(cfg.ConfDir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{"10-bridge.conf", "20-other.conflist"}, names); diff != "" {
+		t.Errorf("configuration directory after Uninstall (-want +got):\n%s", diff)
+	}
+}
+
+// TestUninstallKeepsLaterChanges: a list changed since Install (by hand,
+// or by a network plugin that keeps other entries) only loses the plugin's
+// entry; a list installed before the original was kept (an older
+// installer) too.
+func TestUninstallKeepsLaterChanges(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(t *testing.T, cfg InstallConfig, list string)
+	}{
+		{name: "changed since", edit: func(t *testing.T, _ InstallConfig, list string) {
+			b, _ := os.ReadFile(list)
+			if err := os.WriteFile(list, bytes.Replace(b, []byte(`"cni0"`), []byte(`"cni1"`), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "no original kept", edit: func(t *testing.T, cfg InstallConfig, list string) {
+			if err := os.Remove(list + BackupSuffix); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := installDirs(t, "10-k8s.conflist", bridgeList)
+			list := filepath.Join(cfg.ConfDir, "10-k8s.conflist")
+			if _, err := Install(cfg); err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(t, cfg, list)
+			want, _ := os.ReadFile(list)
+			if err := Uninstall(cfg); err != nil {
+				t.Fatal(err)
+			}
+			if types, ours := pluginTypes(t, list); !cmp.Equal([]string{"bridge", "portmap"}, types) || ours != nil {
+				t.Errorf("after Uninstall: %v", types)
+			}
+			got, _ := os.ReadFile(list)
+			wantList, _ := chain(want, nil)
+			if !bytes.Equal(got, wantList) {
+				t.Errorf("after Uninstall:\n%s\nwant the installed list without the entry:\n%s", got, wantList)
+			}
+			if _, err := os.Stat(list + BackupSuffix); !os.IsNotExist(err) {
+				t.Errorf("the original's copy is left: %v", err)
+			}
+		})
 	}
 }
