@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnsname"
 	"github.com/meshdns/meshdns/internal/metrics"
 )
 
@@ -102,8 +103,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = defaultClusterDomain
 	}
-	if _, ok := dns.IsDomainName(cfg.ClusterDomain); !ok {
-		return cfg, fmt.Errorf("proxy: bad cluster domain %q", cfg.ClusterDomain)
+	// The one hostname check of the module, so a cluster domain the table
+	// and the agent accept is never refused here (dns.IsDomainName took
+	// spaces and escapes the table cannot hold).
+	if err := dnsname.Check(cfg.ClusterDomain, false); err != nil {
+		return cfg, fmt.Errorf("proxy: bad cluster domain %q: %w", cfg.ClusterDomain, err)
 	}
 	if cfg.UDPSockets <= 0 {
 		cfg.UDPSockets = runtime.GOMAXPROCS(0)

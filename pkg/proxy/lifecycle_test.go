@@ -72,6 +72,9 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{name: "no resolver", cfg: Config{}},
 		{name: "bad cluster domain", cfg: Config{Resolver: &fakeResolver{}, ClusterDomain: "bad..domain"}},
+		// dns.IsDomainName took these; no table can hold them.
+		{name: "cluster domain with a space", cfg: Config{Resolver: &fakeResolver{}, ClusterDomain: "cluster local"}},
+		{name: "cluster domain with an escape", cfg: Config{Resolver: &fakeResolver{}, ClusterDomain: `cluster\.local`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
