@@ -256,12 +256,22 @@ func (s *tableState) len() int {
 
 // build asks the table about the question, packs an authoritative reply
 // once, stores the answer under key and returns it as appendCached does.
-// lowerName is the lowercased question name in presentation form with the
-// trailing dot.
-func (s *tableState) build(dst, key []byte, r *request, lowerName string) ([]byte, answerKind, int, error) {
+// It allocates nothing for the names the table holds (their question name
+// is spelt in the packer's scratch), so a table answer costs about the
+// same whether the cache kept it or not.
+func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int, error) {
 	p := packers.Get().(*packer)
 	defer p.release()
-	a, err := buildAnswer(s.table, p, lowerName, r.qtype, r.qclass)
+	name, scratch := p.questionName(r.lname())
+	if !scratch {
+		name = wireName(r.lname())
+	}
+	a, err := buildAnswer(s.table, p, name, r.qtype, r.qclass)
+	if err == nil && a.kind == kindChase && scratch {
+		// The kept Result may hold parts of the name (a wildcard's
+		// alias): ask again with a name of its own.
+		a, err = buildAnswer(s.table, p, strings.Clone(name), r.qtype, r.qclass)
+	}
 	if err != nil {
 		return dst, kindMiss, 0, err
 	}
@@ -270,9 +280,10 @@ func (s *tableState) build(dst, key []byte, r *request, lowerName string) ([]byt
 	return dst, a.kind, a.rcode, nil
 }
 
-// buildAnswer asks the table about the question and, for an authoritative
-// answer, packs the reply into p's buffer (a.msg is valid until p is
-// used again: put copies it).
+// buildAnswer asks the table about the question (lowerName: lowercased,
+// presentation form, trailing dot) and, for an authoritative answer,
+// packs the reply into p's buffer (a.msg is valid until p is used again:
+// put copies it).
 func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) (answer, error) {
 	res := t.Lookup(dns.Question{Name: lowerName, Qtype: qtype, Qclass: qclass})
 	switch {
@@ -282,10 +293,7 @@ func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) 
 		chase := res // only this branch puts a Result on the heap
 		return answer{kind: kindChase, res: &chase}, nil
 	}
-	buf, ok := []byte(nil), false
-	if res.Alias == "" && len(res.Chain) == 0 && len(res.Ns) == 0 && len(res.Extra) == 0 {
-		buf, ok = p.packAddrs(lowerName, qtype, qclass, res.Rcode, res.Answer)
-	}
+	buf, ok := p.packWire(res, lowerName, qtype, qclass)
 	if !ok {
 		var err error
 		if buf, err = p.pack(res, lowerName, qtype, qclass); err != nil {
@@ -295,37 +303,6 @@ func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) 
 	a := answer{kind: kindPacked, msg: buf, rcode: res.Rcode}
 	a.shufOff, a.shufLen, a.shufN = shuffleRun(buf)
 	return a, nil
-}
-
-// pack packs the reply with dns.Msg, from p's scratch, into p's buffer.
-// The answer section is the one the Result contract describes
-// (pkg/nametable Result): question CNAME Alias, then Answer owned by Alias
-// or the question name, then Chain.
-func (p *packer) pack(res nametable.Result, qname string, qtype, qclass uint16) ([]byte, error) {
-	owner := qname
-	p.ans = p.ans[:0]
-	if res.Alias != "" {
-		owner = strings.ToLower(dns.Fqdn(res.Alias))
-		p.ans = append(p.ans, aliasCNAME(res, qname, owner))
-	}
-	p.ans = append(p.owned(res.Answer, owner), res.Chain...)
-	p.q[0] = dns.Question{Name: qname, Qtype: qtype, Qclass: qclass}
-	p.msg = dns.Msg{
-		MsgHdr:   dns.MsgHdr{Response: true, Authoritative: true, RecursionAvailable: true, Rcode: res.Rcode},
-		Compress: true,
-		Question: p.q[:],
-		Answer:   p.ans,
-		Ns:       res.Ns,
-		Extra:    res.Extra,
-	}
-	out, err := p.msg.PackBuffer(p.buf[:cap(p.buf)])
-	if err != nil {
-		return nil, err
-	}
-	if cap(out) > cap(p.buf) {
-		p.buf = out[:0]
-	}
-	return out, nil
 }
 
 // resultAnswer writes the answer section the Result contract describes

@@ -231,6 +231,19 @@ func BenchmarkTCPUnderAbuse(b *testing.B) {
 // address each, for a pod in ns0.
 func serviceTable(b testing.TB, n int) *nametable.Table {
 	b.Helper()
+	return newServiceTable(b, n, nametable.Context{Namespace: "ns0"})
+}
+
+// searchTable is serviceTable for a pod in ns0 with the Kubernetes search
+// path, so search-expanded names answer with a CNAME.
+func searchTable(b testing.TB, n int) *nametable.Table {
+	b.Helper()
+	return newServiceTable(b, n, nametable.Context{Namespace: "ns0",
+		Search: []string{"ns0.svc.cluster.local", "svc.cluster.local", "cluster.local"}})
+}
+
+func newServiceTable(b testing.TB, n int, pod nametable.Context) *nametable.Table {
+	b.Helper()
 	var entries []nametable.Entry
 	for i := range n {
 		entries = append(entries, nametable.Entry{
@@ -239,7 +252,7 @@ func serviceTable(b testing.TB, n int) *nametable.Table {
 			IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)})},
 		})
 	}
-	tbl, err := nametable.New(entries, []string{"cluster.local"}, nametable.Context{Namespace: "ns0"})
+	tbl, err := nametable.New(entries, []string{"cluster.local"}, pod)
 	if err != nil {
 		b.Fatal(err)
 	}

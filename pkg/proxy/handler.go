@@ -187,7 +187,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 
 // fill asks the table about a question not seen since the last swap.
 func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, answerKind, int, error) {
-	return st.build(dst, key, r, wireName(r.lname()))
+	return st.build(dst, key, r)
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must
