@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -189,4 +190,39 @@ func FuzzPackWire(f *testing.F) {
 			t.Fatalf("packWire\n%x\ndns.Msg\n%x", got, want)
 		}
 	})
+}
+
+// TestQuestionName: a question name is spelt as dns.UnpackDomainName
+// spells it, or left to it (ok false) when it needs an escape.
+func TestQuestionName(t *testing.T) {
+	tests := []struct {
+		name string
+		wire []byte
+		ok   bool
+	}{
+		{name: "service", wire: []byte("\x03web\x04demo\x03svc\x07cluster\x05local\x00"), ok: true},
+		{name: "port name", wire: []byte("\x05_http\x04_tcp\x03web\x00"), ok: true},
+		{name: "root", wire: []byte{0}, ok: true},
+		{name: "space", wire: []byte("\x03a b\x05local\x00")},
+		{name: "dot in a label", wire: []byte("\x03a.b\x05local\x00")},
+		{name: "non-ASCII", wire: []byte("\x02\xc3\xa9\x05local\x00")},
+		{name: "NUL", wire: []byte("\x01\x00\x05local\x00")},
+		{name: "longest", wire: append(bytes.Repeat([]byte("\x3f"+strings.Repeat("a", 63)), 3), append([]byte("\x3d"), append([]byte(strings.Repeat("b", 61)), 0)...)...), ok: true},
+	}
+	p := &packer{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := p.questionName(tc.wire)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v (%q)", ok, tc.ok, got)
+			}
+			want, _, err := dns.UnpackDomainName(tc.wire, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok && got != want {
+				t.Errorf("got %q, want %q", got, want)
+			}
+		})
+	}
 }
