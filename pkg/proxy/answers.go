@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -52,13 +53,16 @@ const answerShards = 16
 
 // Bounds of a table's answer cache in bytes (Config.MaxAnswerBytes): the
 // budget is answerBytesPerName per name of the table, at least
-// minAnswerBytes, at most MaxAnswerBytes. A table keeps 130 to 250 bytes
-// per name, so the cache stays under a fifth of it: a replacement holds
-// the old table and the new one, and the cache must not add a third
-// table's worth to a pod's steady memory. 24 bytes per name still keep
-// about one answer in ten, far more than the names a pod asks often.
+// minAnswerBytes, at most MaxAnswerBytes. A pod asks a name as itself and
+// through the three search domains of its resolv.conf, A and AAAA: eight
+// answers of up to about 250 bytes each. The cache holds that working set
+// for tables up to 2,000 names and 4 MiB of it beyond; an answer it keeps
+// costs a map lookup and a copy, one it does not a Lookup and a packing,
+// three to four times as much. Only questions asked twice are kept
+// (tableState.admit), so the cache grows with what a pod asks again, not
+// with the table: a pod asking every name once keeps nothing.
 const (
-	answerBytesPerName = 24
+	answerBytesPerName = 2 << 10
 	minAnswerBytes     = 128 << 10
 	// answerOverhead is what an entry costs besides its key and reply
 	// bytes: its answer in the slab and its map slot.
@@ -67,6 +71,12 @@ const (
 	// copied into, and answerSlab the answers per slab.
 	answerChunk = 8 << 10
 	answerSlab  = 64
+	// seenBits is the size of the admission filter (16 KiB per table),
+	// cleared once seenBits/seenClear are set: by then a question asked
+	// once finds its bit taken by another (and is kept) one time in 16 at
+	// most, 6% on average, and 16,384 questions fit in one clearing.
+	seenBits  = 1 << 17
+	seenClear = 8
 )
 
 // tableState is one table with its answer cache. A new table gets a new
@@ -77,6 +87,11 @@ type tableState struct {
 	perShard, shardBytes int
 	seed                 maphash.Seed
 	shards               [answerShards]answerShard
+	// seen has a bit set for each question (by hash) answered but not
+	// kept since the filter was last cleared, and seenN counts the bits
+	// set; see admit.
+	seen  [seenBits / 64]atomic.Uint64
+	seenN atomic.Int64
 }
 
 // answerShard is one part of the cache. Keys, replies and answers are cut
@@ -126,6 +141,28 @@ func newTableState(t Lookuper, maxAnswers, maxBytes int) *tableState {
 
 func (s *tableState) shard(key []byte) *answerShard {
 	return &s.shards[maphash.Bytes(s.seed, key)%answerShards]
+}
+
+// admit reports whether the answer to key is worth keeping: it is when
+// the question was asked before since the filter was cleared (a bit of
+// seen, so now and then a first question is let in on another's bit). A
+// question asked once is answered and forgotten; keeping it would grow
+// the cache (and the pod's memory) with every name a client walks once,
+// up to the budget. The filter is cleared once an eighth of its bits are
+// set.
+func (s *tableState) admit(key []byte) bool {
+	bit := maphash.Bytes(s.seed, key) / answerShards % seenBits
+	mask := uint64(1) << (bit % 64)
+	if s.seen[bit/64].Or(mask)&mask != 0 {
+		return true
+	}
+	if s.seenN.Add(1) >= seenBits/seenClear {
+		s.seenN.Store(0)
+		for i := range s.seen {
+			s.seen[i].Store(0)
+		}
+	}
+	return false
 }
 
 // appendCached looks key up and returns kindMiss when it is not cached,
@@ -276,7 +313,9 @@ func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int
 		return dst, kindMiss, 0, err
 	}
 	dst = a.handOut(dst, r)
-	s.put(key, &a)
+	if s.admit(key) {
+		s.put(key, &a)
+	}
 	return dst, a.kind, a.rcode, nil
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -60,18 +61,21 @@ func TestAnswerCacheGenerationsReuseMemory(t *testing.T) {
 	}
 	dst := make([]byte, 0, maxUDPPacket)
 	for _, p := range pkts[:n/2] { // several generations per shard
-		h.Serve(t.Context(), dst, p, UDP)
+		for range 2 { // asked again: kept
+			h.Serve(t.Context(), dst, p, UDP)
+		}
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for _, p := range pkts[n/2:] {
-		if r := h.Serve(t.Context(), dst, p, UDP); len(r) < headerLen || r[7] != 1 {
-			t.Fatalf("reply %x", r)
+		for range 2 {
+			if r := h.Serve(t.Context(), dst, p, UDP); len(r) < headerLen || r[7] != 1 {
+				t.Fatalf("reply %x", r)
+			}
 		}
 	}
 	runtime.ReadMemStats(&after)
-	// The name string Lookup takes is 32 bytes; storing each answer in new
-	// memory cost about 250.
+	// Storing each answer in new memory cost about 250 bytes.
 	if per := (after.TotalAlloc - before.TotalAlloc) / (n / 2); per > 64 {
 		t.Errorf("a first answer allocates %d bytes, want at most 64", per)
 	}
@@ -115,4 +119,53 @@ func TestAnswerCacheGenerationsUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// An answer is kept when its question is asked again, not the first
+// time: a pod asking every name once keeps nothing, and a name it asks
+// again costs no Lookup from the third time on.
+func TestAnswerKeptWhenAskedAgain(t *testing.T) {
+	h, err := NewHandler(testConfig(newCachedResolver(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := demoTable(t)
+	h.SetTable(tbl)
+	pkt := packMsg(t, newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+	for i, want := range []struct{ entries, lookups int64 }{{0, 1}, {1, 2}, {1, 2}, {1, 2}} {
+		if r := h.Serve(t.Context(), nil, pkt, UDP); len(r) < headerLen || binary.BigEndian.Uint16(r[6:]) != 3 {
+			t.Fatalf("query %d: reply %x", i+1, r)
+		}
+		if got := int64(h.state.Load().len()); got != want.entries {
+			t.Errorf("after query %d: %d answers kept, want %d", i+1, got, want.entries)
+		}
+		if got := tbl.lookups.Load(); got != want.lookups {
+			t.Errorf("after query %d: %d lookups, want %d", i+1, got, want.lookups)
+		}
+	}
+}
+
+// The admission filter starts over once an eighth of its bits are set, so
+// questions asked once are kept only by the odd shared bit, and a
+// question asked twice is kept the second time.
+func TestAdmitStartsOver(t *testing.T) {
+	st := newTableState(nil, defaultMaxAnswers, defaultMaxAnswerBytes)
+	admitted := 0
+	for i := range 4 * seenBits {
+		if st.admit([]byte(fmt.Sprintf("q%d", i))) {
+			admitted++
+		}
+	}
+	// Bits are shared by chance: one time in 16 at the fullest, 6% on
+	// average.
+	if admitted > 4*seenBits/10 {
+		t.Errorf("%d of %d questions asked once admitted, want under 10%%", admitted, 4*seenBits)
+	}
+	if n := st.seenN.Load(); n >= seenBits/seenClear {
+		t.Errorf("%d bits set, the filter never started over", n)
+	}
+	st = newTableState(nil, defaultMaxAnswers, defaultMaxAnswerBytes)
+	if st.admit([]byte("again")) || !st.admit([]byte("again")) {
+		t.Error("a question asked twice was not admitted the second time only")
+	}
 }
