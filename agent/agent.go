@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/internal/proxymetrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
@@ -113,7 +114,7 @@ func (a *Agent) Listen() error {
 		Resolver:      a.resolver,
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        a.log,
-		Registry:      cfg.Registry,
+		Registry:      proxymetrics.Registry(cfg.Registry),
 		Takeover:      cfg.Takeover,
 		Inherited:     cfg.Sockets,
 		// On stop, hand the sockets' traffic to a successor (or let the

@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/proxymetrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
@@ -153,7 +154,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registry: reg})
+	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registry: proxymetrics.Registry(reg)})
 	if err != nil {
 		return err
 	}

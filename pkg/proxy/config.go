@@ -11,7 +11,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
-	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Config configures a Handler and a Server. Every zero value has a default.
@@ -75,9 +74,9 @@ type Config struct {
 	// Logger receives errors and, at Debug, one line per query. Nil means
 	// discard.
 	Logger *slog.Logger
-	// Registry receives the metrics (README.md). Nil means a registry of
-	// its own, which nothing reads.
-	Registry *metrics.Registry
+	// Registry receives the metrics (README.md). Nil means they are kept
+	// but not registered anywhere.
+	Registry Registry
 }
 
 const (
@@ -137,7 +136,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = metrics.NewRegistry()
+		cfg.Registry = nopRegistry{}
 	}
 	return cfg, nil
 }

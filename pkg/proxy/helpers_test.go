@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
@@ -177,7 +178,7 @@ func testConfig(r Resolver) Config {
 		Addrs:      []string{"127.0.0.1:0"},
 		Resolver:   r,
 		Logger:     slog.New(slog.DiscardHandler),
-		Registry:   metrics.NewRegistry(),
+		Registry:   newTestRegistry(),
 		UDPSockets: 2,
 	}
 }
@@ -256,4 +257,55 @@ func rrStrings(rrs []dns.RR) []string {
 		out = append(out, rr.String())
 	}
 	return out
+}
+
+// testRegistry keeps the metric families a Handler registers, for tests
+// to read.
+type testRegistry struct {
+	mu   sync.Mutex // guards fams
+	fams map[string]Family
+}
+
+func newTestRegistry() *testRegistry { return &testRegistry{fams: map[string]Family{}} }
+
+func (r *testRegistry) Register(f Family) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.fams[f.Name]; ok {
+		return fmt.Errorf("%s registered twice", f.Name)
+	}
+	r.fams[f.Name] = f
+	return nil
+}
+
+// names returns the registered family names, sorted.
+func (r *testRegistry) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.fams))
+}
+
+// series returns the series of family name by their label values joined
+// with commas.
+func (r *testRegistry) series(t testing.TB, name string) map[string]Series {
+	t.Helper()
+	r.mu.Lock()
+	f, ok := r.fams[name]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("no metric %s", name)
+	}
+	out := map[string]Series{}
+	f.Collect(func(s Series) {
+		s.LabelValues, s.Counts = slices.Clone(s.LabelValues), slices.Clone(s.Counts)
+		out[strings.Join(s.LabelValues, ",")] = s
+	})
+	return out
+}
+
+// value returns the value of the series of name with labelValues, 0 when
+// it has none.
+func (r *testRegistry) value(t testing.TB, name string, labelValues ...string) float64 {
+	t.Helper()
+	return r.series(t, name)[strings.Join(labelValues, ",")].Value
 }

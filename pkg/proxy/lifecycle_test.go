@@ -10,7 +10,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -182,7 +181,7 @@ func TestDrainHandsOver(t *testing.T) {
 		t.Fatal("a second server without Takeover bound a taken address")
 	}
 	cfg.Takeover = true
-	cfg.Registry = metrics.NewRegistry()
+	cfg.Registry = newTestRegistry()
 	second := startServer(t, cfg)
 	second.SetTable(demoTable(t))
 

@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"fmt"
+	"math"
+	"sort"
 	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/meshdns/meshdns/internal/metrics"
 )
 
 // Metric labels are small enums so the hot path indexes arrays instead of
@@ -121,99 +121,153 @@ const (
 
 var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed"}
 
-// lazyCounter resolves its label values on first use, so unused label
-// combinations do not show up as zero series.
-type lazyCounter struct {
-	c atomic.Pointer[metrics.Counter]
-}
-
-func (l *lazyCounter) get(vec *metrics.CounterVec, lvs ...string) *metrics.Counter {
-	if c := l.c.Load(); c != nil {
-		return c
-	}
-	c := vec.WithLabelValues(lvs...)
-	l.c.Store(c)
-	return c
-}
-
-type lazyObserver struct {
-	o atomic.Pointer[metrics.Histogram]
-}
-
-func (l *lazyObserver) get(vec *metrics.HistogramVec, lvs ...string) *metrics.Histogram {
-	if o := l.o.Load(); o != nil {
-		return o
-	}
-	o := vec.WithLabelValues(lvs...)
-	l.o.Store(o)
-	return o
-}
-
-// proxyMetrics are the serving metrics; see README.md.
+// proxyMetrics are the serving metrics; see README.md. Every series is an
+// atomic in an array indexed by small enums, so counting a query is one
+// atomic add and allocates nothing.
 type proxyMetrics struct {
-	requestsVec  *metrics.CounterVec
-	requests     [nProtocols][nQtypes][nRcodes][nSources]lazyCounter
-	durationVec  *metrics.HistogramVec
-	duration     [nProtocols][nSources]lazyObserver
-	droppedVec   *metrics.CounterVec
-	dropped      [nProtocols][nDropReasons]lazyCounter
-	truncatedVec *metrics.CounterVec
-	truncated    [nProtocols]lazyCounter
-	tcpConns     *metrics.Gauge
+	requests  [nProtocols][nQtypes][nRcodes][nSources]atomic.Uint64
+	duration  [nProtocols][nSources]histogram
+	dropped   [nProtocols][nDropReasons]atomic.Uint64
+	truncated [nProtocols]atomic.Uint64
+	tcpConns  atomic.Int64
 }
 
-func newMetrics(reg *metrics.Registry, answers func() float64) (*proxyMetrics, error) {
-	m := &proxyMetrics{
-		requestsVec: metrics.NewCounterVec(metrics.Opts{
-			Name: "meshdns_dns_requests_total",
-			Help: "DNS queries answered, by protocol, query type, response code and source of the answer.",
-		}, []string{"protocol", "qtype", "rcode", "source"}),
-		durationVec: metrics.NewHistogramVec(metrics.HistogramOpts{
-			Name: "meshdns_dns_request_duration_seconds",
-			Help: "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
-			// 10µs up to 2.6s (an upstream timing out).
-			Buckets: metrics.ExponentialBuckets(10e-6, 4, 10),
-		}, []string{"protocol", "source"}),
-		droppedVec: metrics.NewCounterVec(metrics.Opts{
-			Name: "meshdns_dns_dropped_total",
-			Help: "Packets or connections dropped without a reply, by protocol and reason.",
-		}, []string{"protocol", "reason"}),
-		truncatedVec: metrics.NewCounterVec(metrics.Opts{
-			Name: "meshdns_dns_truncated_responses_total",
-			Help: "Replies truncated to the client's size with TC set, by protocol.",
-		}, []string{"protocol"}),
-		tcpConns: metrics.NewGauge(metrics.Opts{
-			Name: "meshdns_dns_tcp_connections",
-			Help: "Open client TCP connections.",
-		}),
+// durationBuckets: 10µs up to 2.6s (an upstream timing out).
+var durationBuckets = exponentialBuckets(10e-6, 4, nDurationBuckets)
+
+const nDurationBuckets = 10
+
+func exponentialBuckets(start, factor float64, n int) []float64 {
+	b := make([]float64, n)
+	for i := range b {
+		b[i] = start
+		start *= factor
 	}
-	cs := []metrics.Collector{m.requestsVec, m.durationVec, m.droppedVec, m.truncatedVec, m.tcpConns,
-		metrics.NewGaugeFunc(metrics.Opts{
-			Name: "meshdns_dns_answer_cache_entries",
-			Help: "Questions of the current table whose answers are kept precomputed.",
-		}, answers),
-	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
+	return b
+}
+
+func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
+	m := &proxyMetrics{}
+	fs := []Family{{
+		Name:   "meshdns_dns_requests_total",
+		Help:   "DNS queries answered, by protocol, query type, response code and source of the answer.",
+		Type:   CounterMetric,
+		Labels: []string{"protocol", "qtype", "rcode", "source"},
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				for qt := range nQtypes {
+					for rc := range nRcodes {
+						for src := range nSources {
+							emitCount(emit, &m.requests[p][qt][rc][src], protocolNames[p], qtypeNames[qt], rcodeNames[rc], sourceNames[src])
+						}
+					}
+				}
+			}
+		},
+	}, {
+		Name:    "meshdns_dns_request_duration_seconds",
+		Help:    "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
+		Type:    HistogramMetric,
+		Labels:  []string{"protocol", "source"},
+		Buckets: durationBuckets,
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				for src := range nSources {
+					m.duration[p][src].collect(emit, protocolNames[p], sourceNames[src])
+				}
+			}
+		},
+	}, {
+		Name:   "meshdns_dns_dropped_total",
+		Help:   "Packets or connections dropped without a reply, by protocol and reason.",
+		Type:   CounterMetric,
+		Labels: []string{"protocol", "reason"},
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				for r := range nDropReasons {
+					emitCount(emit, &m.dropped[p][r], protocolNames[p], dropReasonNames[r])
+				}
+			}
+		},
+	}, {
+		Name:   "meshdns_dns_truncated_responses_total",
+		Help:   "Replies truncated to the client's size with TC set, by protocol.",
+		Type:   CounterMetric,
+		Labels: []string{"protocol"},
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				emitCount(emit, &m.truncated[p], protocolNames[p])
+			}
+		},
+	}, {
+		Name: "meshdns_dns_tcp_connections",
+		Help: "Open client TCP connections.",
+		Type: GaugeMetric,
+		Collect: func(emit func(Series)) {
+			emit(Series{Value: float64(m.tcpConns.Load())})
+		},
+	}, {
+		Name: "meshdns_dns_answer_cache_entries",
+		Help: "Questions of the current table whose answers are kept precomputed.",
+		Type: GaugeMetric,
+		Collect: func(emit func(Series)) {
+			emit(Series{Value: answers()})
+		},
+	}}
+	for _, f := range fs {
+		if err := reg.Register(f); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}
 	}
 	return m, nil
 }
 
-// observe counts one answered query.
-func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
-	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
-	m.requests[p][qt][rc][src].get(m.requestsVec, protocolNames[p], qtypeNames[qt], rcodeNames[rc], sourceNames[src]).Inc()
-	if timed {
-		m.duration[p][src].get(m.durationVec, protocolNames[p], sourceNames[src]).Observe(elapsed.Seconds())
+// emitCount emits a counter's series once it has counted something.
+func emitCount(emit func(Series), c *atomic.Uint64, labelValues ...string) {
+	if n := c.Load(); n > 0 {
+		emit(Series{LabelValues: labelValues, Value: float64(n)})
 	}
 }
 
-func (m *proxyMetrics) drop(p Protocol, r dropReason) {
-	m.dropped[p][r].get(m.droppedVec, protocolNames[p], dropReasonNames[r]).Inc()
+// histogram counts observations by bucket of durationBuckets (the last
+// for +Inf) without a lock; sum holds the float64 bits of their sum.
+type histogram struct {
+	counts [nDurationBuckets + 1]atomic.Uint64
+	sum    atomic.Uint64
 }
 
-func (m *proxyMetrics) truncate(p Protocol) {
-	m.truncated[p].get(m.truncatedVec, protocolNames[p]).Inc()
+func (h *histogram) observe(v float64) {
+	h.counts[sort.SearchFloat64s(durationBuckets, v)].Add(1)
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
 }
+
+// collect emits h once it has an observation, with cumulative counts.
+func (h *histogram) collect(emit func(Series), labelValues ...string) {
+	var cum [nDurationBuckets + 1]uint64
+	var n uint64
+	for i := range h.counts {
+		n += h.counts[i].Load()
+		cum[i] = n
+	}
+	if n > 0 {
+		emit(Series{LabelValues: labelValues, Counts: cum[:], Sum: math.Float64frombits(h.sum.Load())})
+	}
+}
+
+// observe counts one answered query.
+func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
+	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
+	m.requests[p][qt][rc][src].Add(1)
+	if timed {
+		m.duration[p][src].observe(elapsed.Seconds())
+	}
+}
+
+func (m *proxyMetrics) drop(p Protocol, r dropReason) { m.dropped[p][r].Add(1) }
+
+func (m *proxyMetrics) truncate(p Protocol) { m.truncated[p].Add(1) }

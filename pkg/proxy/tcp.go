@@ -45,11 +45,11 @@ func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPLis
 		case admittedReclaimed:
 			s.h.m.drop(TCP, dropTCPReclaimed)
 		}
-		s.h.m.tcpConns.Inc()
+		s.h.m.tcpConns.Add(1)
 		wg.Go(func() {
 			defer func() {
 				s.tcpConns.remove(tc)
-				s.h.m.tcpConns.Dec()
+				s.h.m.tcpConns.Add(-1)
 			}()
 			s.serveConn(ctx, tc)
 		})

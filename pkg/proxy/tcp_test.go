@@ -205,7 +205,7 @@ func TestTCPConnectionLimit(t *testing.T) {
 		if !roundTrip(t, recent, 2*time.Second) {
 			t.Error("the more recently active connection was closed instead")
 		}
-		if got := s.h.m.droppedVec.WithLabelValues("tcp", "tcp_reclaimed").Value(); got != 1 {
+		if got := s.h.m.dropped[TCP][dropTCPReclaimed].Load(); got != 1 {
 			t.Errorf("tcp_reclaimed = %v, want 1", got)
 		}
 	})
