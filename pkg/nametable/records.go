@@ -97,11 +97,19 @@ func txtRR(owner, text string, ttl uint32) dns.RR {
 
 // soaRR is the SOA of zone (lowercase, no trailing dot) in the form the
 // Kubernetes DNS specification shows: ns.dns.<zone>. hostmaster.<zone>.
+// A zone name too long to take the prefixes (the parent of a long entry
+// name outside every zone can be 250 characters) gets them on its closest
+// ancestor that leaves room: a name over 253 characters cannot be packed,
+// and every negative answer carrying the SOA would fail.
 func soaRR(zone string, serial, ttl uint32) dns.RR {
+	host := zone
+	for len("hostmaster.")+len(host) > maxName {
+		host = parent(host)
+	}
 	return &dns.SOA{
 		Hdr:     header(zone+".", dns.TypeSOA, ttl),
-		Ns:      "ns.dns." + zone + ".",
-		Mbox:    "hostmaster." + zone + ".",
+		Ns:      "ns.dns." + host + ".",
+		Mbox:    "hostmaster." + host + ".",
 		Serial:  serial,
 		Refresh: soaRefresh,
 		Retry:   soaRetry,
