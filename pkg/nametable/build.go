@@ -158,6 +158,8 @@ type builder struct {
 	placed *[]string
 	slabs  slabs
 	hasAlt bool
+	// tlds caches isTLD per label (public.go), or nil.
+	tlds map[string]bool
 	// pend4 and pend6 collect the reverse index (finishReverse).
 	pend4 []pending4
 	pend6 []pending6

@@ -94,7 +94,7 @@ func (t *Table) AlternateNames(name string) []string {
 	var out []string
 	for _, suffix := range [...]string{t.altNs, t.altSvc, t.altBare} {
 		if short, ok := strings.CutSuffix(name, suffix); ok && suffix != "" && short != "" {
-			if t.findAlt([]byte(short)) == n {
+			if t.findAlt([]byte(short), false) == n {
 				out = append(out, short)
 			}
 		}

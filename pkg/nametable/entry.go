@@ -58,7 +58,7 @@ func (b *builder) addEntry(e *Entry) error {
 	apex := b.apexFor(host, fallbackApex(e, host))
 	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0]}
 	if b.isKubernetes(e, host) {
-		s.flags = flagAlt
+		s.flags = flagAlt | b.publicForms(e)
 		b.hasAlt = true
 	}
 	if e.CanonicalName != "" {

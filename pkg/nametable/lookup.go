@@ -38,7 +38,7 @@ func (t *Table) Lookup(q dns.Question) Result {
 	if !ok {
 		return t.impossible(q.Name)
 	}
-	if m := t.find(key); m.found() {
+	if m := t.find(key, true); m.found() {
 		return t.answer(m, key, q.Qtype, "")
 	}
 	for _, s := range t.search {
@@ -46,7 +46,7 @@ func (t *Table) Lookup(q dns.Question) Result {
 			continue
 		}
 		x := key[:len(key)-len(s)]
-		m := t.find(x)
+		m := t.find(x, false)
 		alias := t.alias(m, x, q.Name)
 		if alias == "" {
 			continue // unknown, or a name that exists only to say NODATA
@@ -114,7 +114,11 @@ func (t *Table) alias(m match, x []byte, qname string) string {
 }
 
 // find resolves key (lowercase, no trailing dot) by rule 1 of Lookup.
-func (t *Table) find(key []byte) match {
+// asked is set for a name as the client wrote it (or an ExternalName's
+// target), clear for the X of a search-expanded name: a Kubernetes
+// alternate name that could be a public one answers only under a search
+// domain (public.go).
+func (t *Table) find(key []byte, asked bool) match {
 	if n := t.lookupName(key); n != nil {
 		return match{n: n}
 	}
@@ -122,12 +126,12 @@ func (t *Table) find(key []byte) match {
 		return match{rev: true, addr: k}
 	}
 	if len(key) > 0 && key[0] == '_' {
-		if m := t.findPort(key); m.n != nil {
+		if m := t.findPort(key, asked); m.n != nil {
 			return m
 		}
 	}
 	if t.altNs != "" {
-		if n := t.findAlt(key); n != nil {
+		if n := t.findAlt(key, asked); n != nil {
 			return match{n: n}
 		}
 	}
@@ -148,12 +152,12 @@ func (t *Table) find(key []byte) match {
 
 // findService finds a stored or alternate name, not a wildcard: the
 // service a port name is under.
-func (t *Table) findService(key []byte) *node {
+func (t *Table) findService(key []byte, asked bool) *node {
 	if n := t.lookupName(key); n != nil {
 		return n
 	}
 	if t.altNs != "" {
-		return t.findAlt(key)
+		return t.findAlt(key, asked)
 	}
 	return nil
 }
@@ -164,7 +168,7 @@ func (t *Table) findService(key []byte) *node {
 // names from the service keeps two map entries and two nodes per service
 // out of the table, and makes every alternate name and alt host of the
 // service answer SRV too.
-func (t *Table) findPort(key []byte) match {
+func (t *Table) findPort(key []byte, asked bool) match {
 	i := bytes.IndexByte(key, '.')
 	if i < 0 {
 		return match{}
@@ -175,7 +179,7 @@ func (t *Table) findPort(key []byte) match {
 		if j < 0 {
 			return match{}
 		}
-		n := t.findService(rest[j+1:])
+		n := t.findService(rest[j+1:], asked)
 		if n == nil {
 			return match{}
 		}
@@ -187,7 +191,7 @@ func (t *Table) findPort(key []byte) match {
 		}
 		return match{}
 	}
-	n := t.findService(rest)
+	n := t.findService(rest, asked)
 	if n == nil {
 		return match{}
 	}
@@ -204,8 +208,11 @@ func (t *Table) findPort(key []byte) match {
 // pod's resolver would append, in resolv.conf order (<ns>.svc.<domain>,
 // svc.<domain>, <domain>). Only names of Kubernetes services in the pod's
 // cluster domain (node.alt) answer this way. Deriving these names here
-// instead of storing them keeps the table at one entry per name.
-func (t *Table) findAlt(key []byte) *node {
+// instead of storing them keeps the table at one entry per name. With
+// asked set, the forms whose last label is a top-level domain (flagged on
+// the service's nodes when it was added) are skipped: as written, such a
+// name is someone's public name.
+func (t *Table) findAlt(key []byte, asked bool) *node {
 	var buf [maxName + 2]byte
 	for i, suffix := range [...]string{t.altBare, t.altNs, t.altSvc} {
 		if suffix == "" || len(key)+len(suffix) > maxName {
@@ -218,6 +225,9 @@ func (t *Table) findAlt(key []byte) *node {
 		n := copy(buf[:], key)
 		n += copy(buf[n:], suffix)
 		if nd := t.lookupName(buf[:n]); nd != nil && nd.is(flagAlt) {
+			if asked && nd.is(publicForm[i]) {
+				continue
+			}
 			return nd
 		}
 	}
@@ -347,7 +357,7 @@ func (t *Table) follow(r *Result, target string, qtype uint16) {
 			r.Chase = target
 			return
 		}
-		m := t.find(key)
+		m := t.find(key, true)
 		if !m.found() {
 			if z := t.zoneOf(key); z != nil {
 				r.Rcode, r.Ns = dns.RcodeNameError, z.soa

@@ -72,6 +72,13 @@ const (
 	// zone's SOA (empty non-terminals, zone apexes): it has no canonical
 	// name, and an entry may take it over.
 	flagNoCanon
+	// flagPublicNS and flagPublicShort mark the names of a Kubernetes
+	// service whose namespace, or (in the pod's namespace) whose own
+	// name, is a top-level domain: asked as written, its svc.ns or svc
+	// form is a public name, and answers only under a search domain
+	// (public.go).
+	flagPublicNS
+	flagPublicShort
 )
 
 // bigShape in node.shape says the shape is in Table.bigShape: the
