@@ -21,9 +21,12 @@ import (
 const (
 	tableWebIP  = "10.96.1.10"
 	tableWildIP = "10.96.2.20"
-	externalIP  = "198.51.100.7" // upstreamRecords["external.example.org."]
-	upstreamWeb = "10.255.0.1"   // upstreamRecords["web.demo.svc.cluster.local."]
-	agentID     = 1337
+	// The Service google in namespace com: its svc.ns form is the public
+	// name google.com.
+	tableGoogleIP = "10.96.1.66"
+	externalIP    = "198.51.100.7" // upstreamRecords["external.example.org."]
+	upstreamWeb   = "10.255.0.1"   // upstreamRecords["web.demo.svc.cluster.local."]
+	agentID       = 1337
 )
 
 // foreignRules stand for another tool (a CNI plugin, kube-proxy) in the
@@ -44,6 +47,9 @@ func writeTable(t testing.TB, dir string) string {
 				"ips": []string{tableWebIP}, "registry": "Kubernetes", "shortname": "web", "namespace": "demo",
 			},
 			"*.wild.example.com": map[string]any{"ips": []string{tableWildIP}, "registry": "File"},
+			"google.com.svc.cluster.local": map[string]any{
+				"ips": []string{tableGoogleIP}, "registry": "Kubernetes", "shortname": "google", "namespace": "com",
+			},
 		},
 		"authoritativeZones": []string{"cluster.local"},
 	}
@@ -121,6 +127,11 @@ func testCapture(t *testing.T, meshdns, backend string) {
 			// pod's service of the same short name.
 			{db: "hosts", name: "web.corp.example.com", want: corpWebIP},
 			{db: "ahosts", name: "web.corp.example.com", want: corpWebIP},
+			// The Service google of namespace com: fully qualified, the
+			// public name; as a short name, the search walk reaches
+			// google.com.svc.cluster.local first, as under kube-dns.
+			{db: "hosts", name: "google.com.", want: publicGoogleIP},
+			{db: "hosts", name: "google.com", want: tableGoogleIP},
 		} {
 			t.Run(c.db+" "+c.name, func(t *testing.T) { expectGetent(t, tp, c.db, c.name, c.want) })
 		}
@@ -152,6 +163,9 @@ func testCapture(t *testing.T, meshdns, backend string) {
 			{proto: "tcp", name: "web.corp.example.com", want: corpWebIP},
 			{proto: "udp", name: "web.corp.example.com.", want: corpWebIP},
 			{proto: "tcp", name: "web.corp.example.com.", want: corpWebIP},
+			{proto: "udp", name: "web.demo.", want: tableWebIP},
+			{proto: "udp", name: "google.com.", want: publicGoogleIP},
+			{proto: "tcp", name: "google.com.", want: publicGoogleIP},
 		} {
 			t.Run(c.proto+" "+c.name, func(t *testing.T) {
 				status, ips := dig(t, tp, c.proto, c.name)
@@ -163,11 +177,11 @@ func testCapture(t *testing.T, meshdns, backend string) {
 	})
 
 	t.Run("go resolver", func(t *testing.T) {
-		names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "y.wild.example.com", "external.example.org", "nosuch", "web.corp.example.com"}
+		names := []string{"web", "web.demo", "web.demo.svc.cluster.local", "y.wild.example.com", "external.example.org", "nosuch", "web.corp.example.com", "google.com."}
 		want := map[string]string{
 			"web": tableWebIP, "web.demo": tableWebIP, "web.demo.svc.cluster.local": tableWebIP,
 			"y.wild.example.com": tableWildIP, "external.example.org": externalIP, "nosuch": "error",
-			"web.corp.example.com": corpWebIP,
+			"web.corp.example.com": corpWebIP, "google.com.": publicGoogleIP,
 		}
 		for _, proto := range []string{"udp", "tcp"} {
 			t.Run(proto, func(t *testing.T) {

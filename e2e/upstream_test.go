@@ -32,9 +32,15 @@ var upstreamRecords = map[string]string{
 	// A corporate host under the node's search domain, named like the
 	// pod's service "web": the agent must forward it, never answer it.
 	"web.corp.example.com.": corpWebIP,
+	// The public name of the table's Service google in namespace com:
+	// asked fully qualified, the agent must forward it, not answer it.
+	"google.com.": publicGoogleIP,
 }
 
-const corpWebIP = "203.0.113.80"
+const (
+	corpWebIP      = "203.0.113.80"
+	publicGoogleIP = "203.0.113.66"
+)
 
 // runUpstream is the "cluster DNS" helper: it answers A queries from
 // upstreamRecords over UDP and TCP on upstreamIP:53 (NXDOMAIN for other
