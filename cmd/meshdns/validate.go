@@ -75,6 +75,9 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 			}
 			es, zones, err := filesource.Parse(data)
 			report(f, fmt.Sprintf("%d entries, %d zones", len(es), len(zones)), err)
+			if err == nil && !*quiet {
+				warnPublic(stdout, f, es)
+			}
 		}
 	}
 	if *template != "" {
