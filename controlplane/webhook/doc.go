@@ -5,8 +5,9 @@
 // is about to create; the webhook answers with a JSONPatch that adds two init
 // containers and a volume:
 //
-//   - meshdns-init runs `meshdns iptables apply` as root with NET_ADMIN and
-//     NET_RAW only, installs the DNS redirect and exits;
+//   - meshdns-init runs `meshdns iptables apply` as root with NET_ADMIN
+//     only (NET_RAW too for the iptables binaries' backends), installs the
+//     DNS redirect and exits;
 //   - meshdns-agent is a native sidecar (an init container with
 //     restartPolicy: Always) running as the proxy uid/gid that the iptables
 //     rules exclude, so its own upstream queries are not redirected back to

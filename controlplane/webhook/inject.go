@@ -100,13 +100,21 @@ func injected(pod *corev1.Pod) bool {
 }
 
 // initContainer runs `meshdns iptables apply` once, as root with only the
-// capabilities iptables needs.
+// capabilities its backend needs.
 func (t *Template) initContainer() corev1.Container {
 	args := []string{
 		"iptables", "apply",
 		"--proxy-uid", strconv.FormatInt(t.ProxyUID, 10),
 		"--proxy-gid", strconv.FormatInt(t.ProxyGID, 10),
 		"--proxy-port", strconv.Itoa(int(t.DNSPort)),
+	}
+	// The native backend (what auto picks in the meshdns image, which
+	// ships no iptables binaries) speaks netlink: NET_ADMIN only and
+	// nothing written to disk. The iptables binaries open a raw socket
+	// (NET_RAW) and take the lock file /run/xtables.lock.
+	caps, readOnlyRoot := []corev1.Capability{"NET_ADMIN"}, true
+	if binaryBackend(t.IptablesArgs) {
+		caps, readOnlyRoot = []corev1.Capability{"NET_ADMIN", "NET_RAW"}, false
 	}
 	return corev1.Container{
 		Name:            InitContainerName,
@@ -116,19 +124,34 @@ func (t *Template) initContainer() corev1.Container {
 		Args:            append(args, t.IptablesArgs...),
 		Resources:       *t.InitResources.DeepCopy(),
 		SecurityContext: &corev1.SecurityContext{
-			// Root is needed to change the pod's netfilter tables; the
-			// capabilities are the least that iptables-restore needs.
+			// Root is needed to change the pod's netfilter tables.
 			RunAsUser:                ptr(int64(0)),
 			RunAsGroup:               ptr(int64(0)),
 			RunAsNonRoot:             ptr(false),
 			Privileged:               ptr(false),
 			AllowPrivilegeEscalation: ptr(false),
-			Capabilities: &corev1.Capabilities{
-				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
-				Drop: []corev1.Capability{"ALL"},
-			},
+			ReadOnlyRootFilesystem:   ptr(readOnlyRoot),
+			Capabilities:             &corev1.Capabilities{Add: caps, Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+}
+
+// binaryBackend reports whether args pick one of the iptables binaries'
+// backends (--backend legacy or nft; the last --backend wins, as in Go's
+// flag package).
+func binaryBackend(args []string) bool {
+	backend := ""
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		switch {
+		case a == "backend" && i+1 < len(args):
+			backend = args[i+1]
+		case strings.HasPrefix(a, "backend="):
+			backend = strings.TrimPrefix(a, "backend=")
+		}
+	}
+	return backend == "legacy" || backend == "nft"
 }
 
 // agentContainer is the native sidecar: an init container with

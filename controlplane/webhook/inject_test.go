@@ -250,6 +250,36 @@ func TestPatchGolden(t *testing.T) {
 	}
 }
 
+// TestInitBinaryBackend checks that only the iptables binaries' backends
+// get NET_RAW and a writable root (for /run/xtables.lock).
+func TestInitBinaryBackend(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{name: "default", want: false},
+		{name: "native", args: []string{"--backend", "native"}, want: false},
+		{name: "auto", args: []string{"--backend=auto"}, want: false},
+		{name: "legacy", args: []string{"--backend", "legacy"}, want: true},
+		{name: "nft", args: []string{"-backend=nft"}, want: true},
+		{name: "last wins", args: []string{"--backend", "legacy", "--backend", "native"}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := DefaultTemplate()
+			tmpl.IptablesArgs = tt.args
+			sc := tmpl.initContainer().SecurityContext
+			if got := slices.Contains(sc.Capabilities.Add, "NET_RAW"); got != tt.want {
+				t.Errorf("NET_RAW = %v, want %v (%v)", got, tt.want, sc.Capabilities.Add)
+			}
+			if got := !*sc.ReadOnlyRootFilesystem; got != tt.want {
+				t.Errorf("writable root = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPatchRefusesVolumeClash(t *testing.T) {
 	pod := corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: StateVolumeName}}}}
 	tmpl := DefaultTemplate()
@@ -276,7 +306,9 @@ func TestAgentContainerContract(t *testing.T) {
 		{"agent has requests", !agent.Resources.Requests.Cpu().IsZero() && !agent.Resources.Requests.Memory().IsZero()},
 		{"agent downward API", agent.Env[0].ValueFrom.FieldRef.FieldPath == "metadata.name" && agent.Env[1].ValueFrom.FieldRef.FieldPath == "metadata.namespace"},
 		{"init runs as root", *init.SecurityContext.RunAsUser == 0 && !*init.SecurityContext.RunAsNonRoot},
-		{"init has only NET_ADMIN and NET_RAW", cmp.Equal(init.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) && cmp.Equal(init.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"})},
+		{"init has only NET_ADMIN", cmp.Equal(init.SecurityContext.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) && cmp.Equal(init.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"})},
+		{"init has a read-only root", *init.SecurityContext.ReadOnlyRootFilesystem},
+		{"init has the runtime's seccomp profile", init.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
 		{"init is not a sidecar", init.RestartPolicy == nil},
 		{"init excludes the proxy uid", cmp.Equal(init.Args[:6], []string{"iptables", "apply", "--proxy-uid", "1337", "--proxy-gid", "1337"})},
 	}
