@@ -76,8 +76,8 @@ func Parse(data []byte) (Config, error) {
 		case "search", "domain":
 			rc.Search = rc.Search[:0]
 			for _, d := range f[1:] {
-				if d = strings.TrimSuffix(d, "."); d != "" {
-					rc.Search = append(rc.Search, strings.ToLower(d))
+				if d, ok := searchDomain(d); ok {
+					rc.Search = append(rc.Search, d)
 				}
 			}
 		case "options":
@@ -105,6 +105,24 @@ func Parse(data []byte) (Config, error) {
 		rc.Search = nil
 	}
 	return rc, nil
+}
+
+// searchDomain returns d lower-cased without its trailing dot, and false
+// when d cannot be a domain name (an empty label as in "a..b" or "a..",
+// a label over 63 bytes, a name over 253): the libc resolver cannot put
+// such a name in a query, so it never searches it, and neither does the
+// agent.
+func searchDomain(d string) (string, bool) {
+	d = strings.TrimSuffix(d, ".")
+	if d == "" || len(d) > 253 {
+		return "", false
+	}
+	for label := range strings.SplitSeq(d, ".") {
+		if label == "" || len(label) > 63 {
+			return "", false
+		}
+	}
+	return strings.ToLower(d), true
 }
 
 // Read parses what r holds, reading at most one byte more than MaxSize.

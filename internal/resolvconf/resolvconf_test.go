@@ -72,6 +72,12 @@ func TestParse(t *testing.T) {
 			hostPorts: []string{},
 		},
 		{
+			name:      "search domains that cannot be names are skipped",
+			in:        "search 00.. a..b .lead ok.example. " + strings.Repeat("x", 64) + ".example " + strings.Repeat("a.", 128) + "\n",
+			want:      resolvconf.Config{Search: []string{"ok.example"}, Ndots: 1, Timeout: 5},
+			hostPorts: []string{},
+		},
+		{
 			name:      "ndots capped at 15",
 			in:        "options ndots:40\n",
 			want:      resolvconf.Config{Ndots: 15, Timeout: 5},
