@@ -19,6 +19,8 @@ need dnsmasq dnsmasq-base
 need getent libc-bin
 need taskset util-linux
 need openssl openssl
+# promtool checks and unit-tests the shipped alert rules (examples/monitoring)
+need promtool prometheus
 # the real-node tests: a container runtime, CNI plugins, and a static busybox for test images
 need containerd containerd
 need runc runc
