@@ -58,67 +58,48 @@ func randUint32(r *rand.Rand) uint32 {
 }
 
 func randInfo(r *rand.Rand) *meshdnsv1.NameInfo {
-	m := &meshdnsv1.NameInfo{
-		Ips: randStrings(r), Registry: randString(r), Shortname: randString(r), Namespace: randString(r),
-		AltHosts: randStrings(r), CanonicalName: randString(r), Ttl: randUint32(r),
-	}
-	for range r.IntN(3) {
-		m.Ports = append(m.Ports, &meshdnsv1.Port{Name: randString(r), Port: randUint32(r), Protocol: randString(r)})
-	}
-	for range r.IntN(3) {
-		m.Endpoints = append(m.Endpoints, &meshdnsv1.Endpoint{Hostname: randString(r), Ips: randStrings(r)})
-	}
+	m := new(meshdnsv1.NameInfo)
+	randMessage(r, m.ProtoReflect())
 	return m
 }
 
 func randTable(r *rand.Rand) *meshdnsv1.NameTable {
-	t := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}, AuthoritativeZones: randStrings(r)}
-	for range r.IntN(5) {
-		t.Table[randString(r)] = randInfo(r)
+	m := new(meshdnsv1.NameTable)
+	randMessage(r, m.ProtoReflect())
+	return m
+}
+
+func randDelta(r *rand.Rand) *meshdnsv1.NameTableDelta {
+	m := new(meshdnsv1.NameTableDelta)
+	randMessage(r, m.ProtoReflect())
+	return m
+}
+
+func randSettings(r *rand.Rand) *meshdnsv1.AgentSettings {
+	m := new(meshdnsv1.AgentSettings)
+	randMessage(r, m.ProtoReflect())
+	return m
+}
+
+// fromInfo, fromTable and fromSettings convert generated messages with
+// convert, independently of the codecs under test.
+func fromInfo(m *meshdnsv1.NameInfo) *namewire.NameInfo { return mustConvert[namewire.NameInfo](m) }
+
+func fromTable(m *meshdnsv1.NameTable) *namewire.NameTable {
+	t := mustConvert[namewire.NameTable](m)
+	if t.Table == nil {
+		t.Table = map[string]*namewire.NameInfo{} // as UnmarshalNameTable makes it
 	}
 	return t
 }
 
-// fromInfo converts a generated NameInfo field by field, independently of
-// the codecs under test.
-func fromInfo(m *meshdnsv1.NameInfo) *namewire.NameInfo {
-	out := &namewire.NameInfo{
-		IPs: m.GetIps(), Registry: m.GetRegistry(), Shortname: m.GetShortname(), Namespace: m.GetNamespace(),
-		AltHosts: m.GetAltHosts(), CanonicalName: m.GetCanonicalName(), TTL: m.GetTtl(),
-	}
-	for _, p := range m.GetPorts() {
-		out.Ports = append(out.Ports, namewire.Port{Name: p.GetName(), Port: p.GetPort(), Protocol: p.GetProtocol()})
-	}
-	for _, e := range m.GetEndpoints() {
-		out.Endpoints = append(out.Endpoints, namewire.Endpoint{Hostname: e.GetHostname(), IPs: e.GetIps()})
-	}
-	return out
+func fromSettings(m *meshdnsv1.AgentSettings) *namewire.AgentSettings {
+	return mustConvert[namewire.AgentSettings](m)
 }
 
-func fromTable(m *meshdnsv1.NameTable) *namewire.NameTable {
-	out := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, AuthoritativeZones: m.GetAuthoritativeZones()}
-	for k, v := range m.GetTable() {
-		out.Table[k] = fromInfo(v)
-	}
-	return out
-}
-
-func fromDelta(t testing.TB, m *meshdnsv1.NameTableDelta) map[string]any {
-	out := map[string]any{"base": m.GetBaseVersion(), "removed": m.GetRemoved()}
-	ups := map[string]*namewire.NameInfo{}
-	for k, v := range m.GetUpserted() {
-		ups[k] = fromInfo(v)
-	}
-	out["upserted"] = ups
-	if z := m.GetAuthoritativeZones(); z != nil {
-		out["zones"] = &namewire.ZoneSet{Zones: z.GetZones()}
-	}
-	return out
-}
-
-// ofDelta is fromDelta's shape of a namewire Delta, its upserts decoded.
-func ofDelta(t testing.TB, d *namewire.Delta) map[string]any {
-	out := map[string]any{"base": d.BaseVersion, "removed": d.Removed}
+// deltaValue is a delta with its upserts decoded, keyed by name: a value
+// that two encodings of one delta share.
+func deltaValue(t testing.TB, d *namewire.Delta) map[string]any {
 	ups := map[string]*namewire.NameInfo{}
 	for _, u := range d.Upserted {
 		info := new(namewire.NameInfo)
@@ -127,11 +108,18 @@ func ofDelta(t testing.TB, d *namewire.Delta) map[string]any {
 		}
 		ups[u.Host] = info
 	}
-	out["upserted"] = ups
+	out := map[string]any{"base": d.BaseVersion, "removed": d.Removed, "upserted": ups}
 	if d.AuthoritativeZones != nil {
 		out["zones"] = d.AuthoritativeZones
 	}
+	if d.Settings != nil {
+		out["settings"] = d.Settings
+	}
 	return out
+}
+
+func fromDelta(t testing.TB, m *meshdnsv1.NameTableDelta) map[string]any {
+	return deltaValue(t, mustConvert[namewire.Delta](m))
 }
 
 var equate = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})}
@@ -184,37 +172,16 @@ func TestNameTableWire(t *testing.T) {
 func TestRequestWire(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 300 {
-		pb := &meshdnsv1.StreamNameTableRequest{VersionInfo: randString(r), ResponseNonce: randString(r)}
-		want := &namewire.Request{VersionInfo: pb.VersionInfo, ResponseNonce: pb.ResponseNonce}
-		if r.IntN(2) == 0 {
-			pb.Identity = &meshdnsv1.AgentIdentity{PodName: randString(r), Namespace: randString(r), ClusterDomain: randString(r), InstanceId: randString(r), AgentVersion: randString(r)}
-			want.Identity = &namewire.AgentIdentity{PodName: pb.Identity.PodName, Namespace: pb.Identity.Namespace, ClusterDomain: pb.Identity.ClusterDomain,
-				InstanceID: pb.Identity.InstanceId, AgentVersion: pb.Identity.AgentVersion}
-		}
-		if r.IntN(2) == 0 {
-			codes := []int32{0, 3, 9, -1, 1 << 30, -1 << 31}
-			pb.ErrorDetail = &meshdnsv1.ErrorDetail{Code: codes[r.IntN(len(codes))], Message: randString(r)}
-			want.ErrorDetail = &namewire.ErrorDetail{Code: pb.ErrorDetail.Code, Message: pb.ErrorDetail.Message}
-		}
+		pb := new(meshdnsv1.StreamNameTableRequest)
+		randMessage(r, pb.ProtoReflect())
 		b, err := deterministic.Marshal(pb)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := want.Append(nil); !bytes.Equal(got, b) {
+		if got := mustConvert[namewire.Request](pb).Append(nil); !bytes.Equal(got, b) {
 			t.Fatalf("%d: marshalled\n%x, proto\n%x", i, got, b)
 		}
 	}
-}
-
-func randDelta(r *rand.Rand) *meshdnsv1.NameTableDelta {
-	d := &meshdnsv1.NameTableDelta{BaseVersion: randString(r), Removed: randStrings(r), Upserted: map[string]*meshdnsv1.NameInfo{}}
-	for range r.IntN(4) {
-		d.Upserted[randString(r)] = randInfo(r)
-	}
-	if r.IntN(2) == 0 {
-		d.AuthoritativeZones = &meshdnsv1.ZoneSet{Zones: randStrings(r)}
-	}
-	return d
 }
 
 func TestDeltaWire(t *testing.T) {
@@ -229,7 +196,7 @@ func TestDeltaWire(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d: %v", i, err)
 		}
-		if diff := cmp.Diff(fromDelta(t, pd), ofDelta(t, d), equate); diff != "" {
+		if diff := cmp.Diff(fromDelta(t, pd), deltaValue(t, d), equate); diff != "" {
 			t.Fatalf("%d: delta (-proto +namewire):\n%s", i, diff)
 		}
 

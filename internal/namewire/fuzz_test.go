@@ -46,14 +46,13 @@ func FuzzNameTable(f *testing.F) {
 	f.Add([]byte{0x0a, 0x06, 0x12, 0x00, 0x12, 0x02, 0x48, 0x07}) // two values of one entry: merged
 	f.Add([]byte{0x0a, 0x03, 0x0a, 0x01, 0xff})                   // a key not UTF-8
 	f.Add([]byte{0x12, 0x01, 0xff})                               // a zone not UTF-8
+	f.Add([]byte{0x1a, 0x02, 0x48, 0x01})                         // settings with an unknown field: rejected
+	f.Add([]byte{0x1a, 0x02, 0x22, 0x00, 0x1a, 0x02, 0x2a, 0x00}) // two settings: merged
 	f.Fuzz(func(t *testing.T, in []byte) {
 		pb := new(meshdnsv1.NameTable)
 		perr := proto.Unmarshal(in, pb)
 		got, err := namewire.UnmarshalNameTable(in)
-		if (perr == nil) != (err == nil) {
-			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
-		}
-		if err != nil {
+		if !compareStrict(t, in, perr, err, pb.GetSettings().ProtoReflect()) {
 			return
 		}
 		if diff := cmp.Diff(fromTable(pb), got, equate); diff != "" {
@@ -77,17 +76,16 @@ func FuzzDelta(f *testing.F) {
 	f.Add(up("a", 0x0a, 0x01, 0xff))                                          // an upsert not UTF-8
 	f.Add([]byte{0x22, 0x03, 0x0a, 0x01, 0x61, 0x22, 0x03, 0x0a, 0x01, 0x62}) // two zone sets: merged
 	f.Add([]byte{0x22, 0x00})                                                 // an empty zone set
+	f.Add([]byte{0x2a, 0x00})                                                 // empty settings: the defaults
+	f.Add([]byte{0x2a, 0x04, 0x0a, 0x02, 0x10, 0x05})                         // a policy with an unknown action
 	f.Fuzz(func(t *testing.T, in []byte) {
 		pb := new(meshdnsv1.NameTableDelta)
 		perr := proto.Unmarshal(in, pb)
 		got, err := namewire.UnmarshalDelta(in)
-		if (perr == nil) != (err == nil) {
-			t.Fatalf("%x: proto error %v, namewire error %v", in, perr, err)
-		}
-		if err != nil {
+		if !compareStrict(t, in, perr, err, pb.GetSettings().ProtoReflect()) {
 			return
 		}
-		if diff := cmp.Diff(fromDelta(t, pb), ofDelta(t, got), equate); diff != "" {
+		if diff := cmp.Diff(fromDelta(t, pb), deltaValue(t, got), equate); diff != "" {
 			t.Fatalf("%x: (-proto +namewire):\n%s", in, diff)
 		}
 	})

@@ -30,7 +30,8 @@ var jsonField = map[string]int{
 // JSON and proto names are the same).
 var (
 	jsonPortField     = map[string]int{"name": fieldPortName, "port": fieldPortPort, "protocol": fieldPortProtocol}
-	jsonEndpointField = map[string]int{"hostname": fieldEndpointHostname, "ips": fieldEndpointIPs}
+	jsonEndpointField = map[string]int{"hostname": fieldEndpointHostname, "ips": fieldEndpointIPs,
+		"zone": fieldEndpointZone, "forZones": fieldEndpointForZones, "for_zones": fieldEndpointForZones}
 )
 
 // fields reads an object whose keys are the names in names, each at most
@@ -117,10 +118,15 @@ func (s *jscan) port(p *Port, info *NameInfo) error {
 
 func (s *jscan) endpoint(e *Endpoint) error {
 	return s.fields(jsonEndpointField, func(num int) (err error) {
-		if num == fieldEndpointHostname {
+		switch num {
+		case fieldEndpointHostname:
 			e.Hostname, err = s.str()
-		} else {
+		case fieldEndpointIPs:
 			e.IPs, err = s.strings(e.IPs)
+		case fieldEndpointZone:
+			e.Zone, err = s.str()
+		case fieldEndpointForZones:
+			e.ForZones, err = s.strings(e.ForZones)
 		}
 		return err
 	})

@@ -6,57 +6,39 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Field numbers of the stream's messages (proto/meshdns/v1/discovery.proto).
-const (
-	fieldIdentityPod       = 1
-	fieldIdentityNamespace = 2
-	fieldIdentityDomain    = 3
-	fieldIdentityInstance  = 4
-	fieldIdentityVersion   = 5
-
-	fieldRequestIdentity = 1
-	fieldRequestVersion  = 2
-	fieldRequestNonce    = 3
-	fieldRequestError    = 4
-
-	fieldErrorCode    = 1
-	fieldErrorMessage = 2
-
-	// FieldResponseVersion, FieldResponseNonce, FieldResponseFull and
-	// FieldResponseDelta number StreamNameTableResponse's fields, for the
-	// agent's reader, which takes a response from the stream field by
-	// field (a full table goes to a file, not into memory).
-	FieldResponseVersion = 1
-	FieldResponseNonce   = 2
-	FieldResponseFull    = 3
-	FieldResponseDelta   = 4
-
-	fieldDeltaBase     = 1
-	fieldDeltaUpserted = 2
-	fieldDeltaRemoved  = 3
-	fieldDeltaZones    = 4
-
-	fieldZoneSetZones = 1
-)
-
 // Append appends r marshalled, as the generated code writes it.
 func (r *Request) Append(b []byte) []byte {
 	if id := r.Identity; id != nil {
-		b = appendMessage(b, fieldRequestIdentity, func(b []byte) []byte {
+		b = appendMessage(b, FieldRequestIdentity, func(b []byte) []byte {
 			b = appendString(b, fieldIdentityPod, id.PodName)
 			b = appendString(b, fieldIdentityNamespace, id.Namespace)
 			b = appendString(b, fieldIdentityDomain, id.ClusterDomain)
 			b = appendString(b, fieldIdentityInstance, id.InstanceID)
-			return appendString(b, fieldIdentityVersion, id.AgentVersion)
+			b = appendString(b, fieldIdentityVersion, id.AgentVersion)
+			return appendStrings(b, fieldIdentityFeatures, id.Features)
 		})
 	}
-	b = appendString(b, fieldRequestVersion, r.VersionInfo)
-	b = appendString(b, fieldRequestNonce, r.ResponseNonce)
+	b = appendString(b, FieldRequestVersion, r.VersionInfo)
+	b = appendString(b, FieldRequestNonce, r.ResponseNonce)
 	if e := r.ErrorDetail; e != nil {
-		b = appendMessage(b, fieldRequestError, func(b []byte) []byte {
+		b = appendMessage(b, FieldRequestError, func(b []byte) []byte {
 			// int32 is sign-extended to 64 bits on the wire.
 			b = appendVarint(b, fieldErrorCode, uint64(int64(e.Code)))
 			return appendString(b, fieldErrorMessage, e.Message)
+		})
+	}
+	if f := r.Failing; f != nil {
+		b = appendMessage(b, FieldRequestFailing, func(b []byte) []byte {
+			b = appendVarint(b, fieldFailingWindow, uint64(f.WindowSeconds))
+			for i := range f.Names {
+				n := &f.Names[i]
+				b = appendMessage(b, fieldFailingNames, func(b []byte) []byte {
+					b = appendString(b, fieldFailingName, n.Name)
+					b = appendVarint(b, fieldFailingRcode, uint64(n.Rcode))
+					return appendVarint(b, fieldFailingCount, n.Count)
+				})
+			}
+			return b
 		})
 	}
 	return b
@@ -64,7 +46,9 @@ func (r *Request) Append(b []byte) []byte {
 
 // UnmarshalDelta decodes a marshalled NameTableDelta. The upserted
 // NameInfos stay in wire form (sub-slices of b, or copies where proto
-// would merge several values of one entry), each checked to decode.
+// would merge several values of one entry), each checked to decode. The
+// settings are decoded strictly (AgentSettings.Unmarshal): a field the
+// agent does not know there fails the whole delta.
 func UnmarshalDelta(b []byte) (*Delta, error) {
 	d := new(Delta)
 	index := map[string]int{} // upserted name -> position in d.Upserted
@@ -110,6 +94,12 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 				d.AuthoritativeZones.Zones = append(d.AuthoritativeZones.Zones, z)
 				return err
 			})
+		case fieldDeltaSettings:
+			if d.Settings == nil {
+				d.Settings = new(AgentSettings)
+			}
+			// Merged, as proto merges a repeated embedded message.
+			return d.Settings.merge(v)
 		}
 		return nil
 	})

@@ -9,7 +9,10 @@
 // Decoding follows proto.Unmarshal (unknown fields and fields of an
 // unexpected wire type are skipped, the last of a repeated scalar wins,
 // strings must be UTF-8) and the JSON decoding protojson.Unmarshal; the
-// tests check both against the generated code.
+// tests check both against the generated code. The one exception is
+// AgentSettings, decoded strictly: a field or enum value this package does
+// not know there is an ErrUnknownSetting error, because a setting the
+// agent cannot enforce must fail the version, not be silently ignored.
 package namewire
 
 // NameTable is meshdns.v1.NameTable: everything one agent may answer.
@@ -19,6 +22,9 @@ type NameTable struct {
 	Table map[string]*NameInfo `json:"table,omitempty"`
 	// AuthoritativeZones are the zones the table is complete for.
 	AuthoritativeZones []string `json:"authoritative_zones,omitempty"`
+	// Settings is how the agent behaves beyond answering the table, or
+	// nil for the defaults of every setting.
+	Settings *AgentSettings `json:"settings,omitempty"`
 }
 
 // NameInfo is meshdns.v1.NameInfo: one hostname. The JSON tags are the
@@ -76,6 +82,11 @@ type Port struct {
 type Endpoint struct {
 	Hostname string   `json:"hostname,omitempty"`
 	IPs      []string `json:"ips,omitempty"`
+	// Zone is the endpoint's topology zone; "" when unknown.
+	Zone string `json:"zone,omitempty"`
+	// ForZones are the zones the endpoint should serve (EndpointSlice
+	// hints); none means no hint.
+	ForZones []string `json:"for_zones,omitempty"`
 }
 
 // Reset empties m, keeping the capacity of its slices (and the strings it
@@ -98,6 +109,8 @@ type AgentIdentity struct {
 	ClusterDomain string
 	InstanceID    string
 	AgentVersion  string
+	// Features the agent implements (AgentSettings.Requires names them).
+	Features []string
 }
 
 // Request is meshdns.v1.StreamNameTableRequest: the agent's first request
@@ -108,6 +121,23 @@ type Request struct {
 	VersionInfo   string
 	ResponseNonce string
 	ErrorDetail   *ErrorDetail // or nil
+	// Failing is the summary of the names that failed lately, when the
+	// settings ask for it; or nil.
+	Failing *FailingNames
+}
+
+// FailingNames is meshdns.v1.FailingNames: the names that failed most in
+// one window.
+type FailingNames struct {
+	WindowSeconds uint32
+	Names         []FailingName
+}
+
+// FailingName is meshdns.v1.FailingName: one name, one rcode, how often.
+type FailingName struct {
+	Name  string
+	Rcode uint32
+	Count uint64
 }
 
 // ErrorDetail is meshdns.v1.ErrorDetail: why a response was NACKed.
@@ -127,6 +157,8 @@ type Delta struct {
 	Removed  []string
 	// AuthoritativeZones replaces the zones when not nil.
 	AuthoritativeZones *ZoneSet
+	// Settings replaces the agent's settings whole when not nil.
+	Settings *AgentSettings
 }
 
 // RawName is one name of a table with its NameInfo still marshalled.

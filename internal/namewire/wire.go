@@ -10,32 +10,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Field numbers of meshdns.v1 (proto/meshdns/v1/*.proto).
-const (
-	fieldTableTable = 1 // NameTable.table, map<string, NameInfo>
-	fieldTableZones = 2 // NameTable.authoritative_zones
-
-	fieldMapKey   = 1 // a map entry's key
-	fieldMapValue = 2 // a map entry's value
-
-	fieldInfoIPs       = 1
-	fieldInfoRegistry  = 2
-	fieldInfoShortname = 3
-	fieldInfoNamespace = 4
-	fieldInfoAltHosts  = 5
-	fieldInfoPorts     = 6
-	fieldInfoEndpoints = 7
-	fieldInfoCanonical = 8
-	fieldInfoTTL       = 9
-
-	fieldPortName     = 1
-	fieldPortPort     = 2
-	fieldPortProtocol = 3
-
-	fieldEndpointHostname = 1
-	fieldEndpointIPs      = 2
-)
-
 // ErrInvalidUTF8 is the error of a string field that is not UTF-8, which
 // proto3 forbids.
 var ErrInvalidUTF8 = errors.New("string field contains invalid UTF-8")
@@ -45,6 +19,18 @@ var ErrInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 // others, as proto.Unmarshal skips unknown fields; field decides which it
 // knows. A malformed message is an error naming what.
 func walk(b []byte, what string, field func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
+	return walkFields(b, what, false, field)
+}
+
+// walkStrict is walk for a message in which every field must be known
+// (AgentSettings): a field of another wire type than varint or bytes is
+// an ErrUnknownSetting error, and field returns one for the others it
+// does not know.
+func walkStrict(b []byte, what string, field func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
+	return walkFields(b, what, true, field)
+}
+
+func walkFields(b []byte, what string, strict bool, field func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -71,6 +57,9 @@ func walk(b []byte, what string, field func(num protowire.Number, typ protowire.
 		}
 		b = b[n:]
 		if typ != protowire.BytesType && typ != protowire.VarintType {
+			if strict {
+				return unknownSetting(what, num, typ)
+			}
 			continue
 		}
 		if err := field(num, typ, v, x); err != nil {
@@ -156,7 +145,8 @@ func CheckNameInfo(b []byte) error {
 			})
 		case fieldInfoEndpoints:
 			return walk(v, "endpoint", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if typ == protowire.BytesType && (num == fieldEndpointHostname || num == fieldEndpointIPs) {
+				if typ == protowire.BytesType && (num == fieldEndpointHostname || num == fieldEndpointIPs ||
+					num == fieldEndpointZone || num == fieldEndpointForZones) {
 					return checkStr(v, "endpoint")
 				}
 				return nil
@@ -195,6 +185,12 @@ func (e *Endpoint) unmarshal(b []byte) error {
 			var s string
 			s, err = str(v, "endpoint ips")
 			e.IPs = append(e.IPs, s)
+		case fieldEndpointZone:
+			e.Zone, err = str(v, "endpoint zone")
+		case fieldEndpointForZones:
+			var s string
+			s, err = str(v, "endpoint for_zones")
+			e.ForZones = append(e.ForZones, s)
 		}
 		return err
 	})
@@ -244,7 +240,8 @@ func MapEntry(b []byte) (key, value []byte, err error) {
 // EachName calls name for every entry of the marshalled NameTable b, with
 // the entry's key and its NameInfo still marshalled (both valid during the
 // call), and zone for every authoritative zone, in the order they appear.
-// A nil name or zone skips those. The NameInfos are not decoded.
+// A nil name or zone skips those. The NameInfos are not decoded, the
+// settings skipped (TableSettings reads them).
 func EachName(b []byte, name func(host, info []byte) error, zone func(z string) error) error {
 	return walk(b, "name table", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -279,7 +276,12 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 // proto does.
 func UnmarshalNameTable(b []byte) (*NameTable, error) {
 	t := &NameTable{Table: map[string]*NameInfo{}}
-	err := EachName(b, func(host, raw []byte) error {
+	settings, err := TableSettings(b)
+	if err != nil {
+		return nil, err
+	}
+	t.Settings = settings
+	err = EachName(b, func(host, raw []byte) error {
 		info := new(NameInfo)
 		if err := info.Unmarshal(raw); err != nil {
 			return fmt.Errorf("name %q: %w", host, err)
@@ -361,7 +363,9 @@ func (m *NameInfo) Append(b []byte) []byte {
 		e := &m.Endpoints[i]
 		b = appendMessage(b, fieldInfoEndpoints, func(b []byte) []byte {
 			b = appendString(b, fieldEndpointHostname, e.Hostname)
-			return appendStrings(b, fieldEndpointIPs, e.IPs)
+			b = appendStrings(b, fieldEndpointIPs, e.IPs)
+			b = appendString(b, fieldEndpointZone, e.Zone)
+			return appendStrings(b, fieldEndpointForZones, e.ForZones)
 		})
 	}
 	b = appendString(b, fieldInfoCanonical, m.CanonicalName)
@@ -388,7 +392,8 @@ func AppendZone(b []byte, zone string) []byte {
 }
 
 // Marshal returns t marshalled: its names sorted by key (as the generated
-// code's deterministic marshalling orders them), then its zones.
+// code's deterministic marshalling orders them), then its zones and its
+// settings.
 func (t *NameTable) Marshal() []byte {
 	var b, scratch []byte
 	for _, k := range slices.Sorted(maps.Keys(t.Table)) {
@@ -401,5 +406,5 @@ func (t *NameTable) Marshal() []byte {
 	for _, z := range t.AuthoritativeZones {
 		b = AppendZone(b, z)
 	}
-	return b
+	return AppendTableSettings(b, t.Settings)
 }

@@ -30,7 +30,11 @@ type AgentIdentity struct {
 	// Random UUID chosen at agent start; tags its logs on both sides.
 	InstanceId string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// Agent build version, for /debug/agents.
-	AgentVersion  string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	AgentVersion string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// Features the agent implements (the names AgentSettings.requires uses,
+	// such as "policy"), so the control plane knows which settings it can
+	// send; empty for agents older than settings.
+	Features      []string `protobuf:"bytes,6,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -100,6 +104,13 @@ func (x *AgentIdentity) GetAgentVersion() string {
 	return ""
 }
 
+func (x *AgentIdentity) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 type StreamNameTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set in the first request of a stream only.
@@ -111,7 +122,10 @@ type StreamNameTableRequest struct {
 	// Nonce of the response this request answers; empty in the first request.
 	ResponseNonce string `protobuf:"bytes,3,opt,name=response_nonce,json=responseNonce,proto3" json:"response_nonce,omitempty"`
 	// Set on NACK: why the response identified by response_nonce was rejected.
-	ErrorDetail   *ErrorDetail `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
+	ErrorDetail *ErrorDetail `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
+	// The names that failed most lately, sent with an ACK when the agent's
+	// settings ask for it (Telemetry.failing_report); unset otherwise.
+	Failing       *FailingNames `protobuf:"bytes,5,opt,name=failing,proto3" json:"failing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,6 +188,133 @@ func (x *StreamNameTableRequest) GetErrorDetail() *ErrorDetail {
 	return nil
 }
 
+func (x *StreamNameTableRequest) GetFailing() *FailingNames {
+	if x != nil {
+		return x.Failing
+	}
+	return nil
+}
+
+// FailingNames is a bounded summary of the queries that failed in one
+// window: at most FailingReport.top_n names, the most frequent first.
+type FailingNames struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Length of the window the counts cover, in seconds.
+	WindowSeconds uint32         `protobuf:"varint,1,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`
+	Names         []*FailingName `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailingNames) Reset() {
+	*x = FailingNames{}
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailingNames) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailingNames) ProtoMessage() {}
+
+func (x *FailingNames) ProtoReflect() protoreflect.Message {
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailingNames.ProtoReflect.Descriptor instead.
+func (*FailingNames) Descriptor() ([]byte, []int) {
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FailingNames) GetWindowSeconds() uint32 {
+	if x != nil {
+		return x.WindowSeconds
+	}
+	return 0
+}
+
+func (x *FailingNames) GetNames() []*FailingName {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+// FailingName is one query name and how often it failed with one rcode.
+type FailingName struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The query name, lowercase, with the trailing dot.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The DNS response code (RFC 1035 section 4.1.1: 2 = SERVFAIL,
+	// 3 = NXDOMAIN, 5 = REFUSED).
+	Rcode uint32 `protobuf:"varint,2,opt,name=rcode,proto3" json:"rcode,omitempty"`
+	// Queries answered with that rcode in the window.
+	Count         uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailingName) Reset() {
+	*x = FailingName{}
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailingName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailingName) ProtoMessage() {}
+
+func (x *FailingName) ProtoReflect() protoreflect.Message {
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailingName.ProtoReflect.Descriptor instead.
+func (*FailingName) Descriptor() ([]byte, []int) {
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FailingName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FailingName) GetRcode() uint32 {
+	if x != nil {
+		return x.Rcode
+	}
+	return 0
+}
+
+func (x *FailingName) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type StreamNameTableResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Version of the table the agent has after applying this response.
@@ -191,7 +332,7 @@ type StreamNameTableResponse struct {
 
 func (x *StreamNameTableResponse) Reset() {
 	*x = StreamNameTableResponse{}
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[2]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +344,7 @@ func (x *StreamNameTableResponse) String() string {
 func (*StreamNameTableResponse) ProtoMessage() {}
 
 func (x *StreamNameTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[2]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +357,7 @@ func (x *StreamNameTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamNameTableResponse.ProtoReflect.Descriptor instead.
 func (*StreamNameTableResponse) Descriptor() ([]byte, []int) {
-	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{2}
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StreamNameTableResponse) GetVersionInfo() string {
@@ -289,13 +430,17 @@ type NameTableDelta struct {
 	// Replaces the authoritative zones when set (use a zone set message so an
 	// empty list can be told apart from "unchanged").
 	AuthoritativeZones *ZoneSet `protobuf:"bytes,4,opt,name=authoritative_zones,json=authoritativeZones,proto3" json:"authoritative_zones,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Replaces the agent's settings whole when set; unset leaves them
+	// unchanged (to go back to the defaults, send an empty AgentSettings).
+	// Decoded strictly (see AgentSettings).
+	Settings      *AgentSettings `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NameTableDelta) Reset() {
 	*x = NameTableDelta{}
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[3]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +452,7 @@ func (x *NameTableDelta) String() string {
 func (*NameTableDelta) ProtoMessage() {}
 
 func (x *NameTableDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[3]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +465,7 @@ func (x *NameTableDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameTableDelta.ProtoReflect.Descriptor instead.
 func (*NameTableDelta) Descriptor() ([]byte, []int) {
-	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{3}
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NameTableDelta) GetBaseVersion() string {
@@ -351,6 +496,13 @@ func (x *NameTableDelta) GetAuthoritativeZones() *ZoneSet {
 	return nil
 }
 
+func (x *NameTableDelta) GetSettings() *AgentSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 // ZoneSet wraps a zone list so "not set" differs from "empty".
 type ZoneSet struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -361,7 +513,7 @@ type ZoneSet struct {
 
 func (x *ZoneSet) Reset() {
 	*x = ZoneSet{}
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[4]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +525,7 @@ func (x *ZoneSet) String() string {
 func (*ZoneSet) ProtoMessage() {}
 
 func (x *ZoneSet) ProtoReflect() protoreflect.Message {
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[4]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +538,7 @@ func (x *ZoneSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneSet.ProtoReflect.Descriptor instead.
 func (*ZoneSet) Descriptor() ([]byte, []int) {
-	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{4}
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ZoneSet) GetZones() []string {
@@ -409,7 +561,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[5]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +573,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_meshdns_v1_discovery_proto_msgTypes[5]
+	mi := &file_meshdns_v1_discovery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +586,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{5}
+	return file_meshdns_v1_discovery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ErrorDetail) GetCode() int32 {
@@ -456,30 +608,40 @@ var File_meshdns_v1_discovery_proto protoreflect.FileDescriptor
 const file_meshdns_v1_discovery_proto_rawDesc = "" +
 	"\n" +
 	"\x1ameshdns/v1/discovery.proto\x12\n" +
-	"meshdns.v1\x1a\x1ameshdns/v1/nametable.proto\"\xb5\x01\n" +
+	"meshdns.v1\x1a\x1ameshdns/v1/nametable.proto\x1a\x19meshdns/v1/settings.proto\"\xd1\x01\n" +
 	"\rAgentIdentity\x12\x19\n" +
 	"\bpod_name\x18\x01 \x01(\tR\apodName\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12%\n" +
 	"\x0ecluster_domain\x18\x03 \x01(\tR\rclusterDomain\x12\x1f\n" +
 	"\vinstance_id\x18\x04 \x01(\tR\n" +
 	"instanceId\x12#\n" +
-	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\"\xd5\x01\n" +
+	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12\x1a\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"\x89\x02\n" +
 	"\x16StreamNameTableRequest\x125\n" +
 	"\bidentity\x18\x01 \x01(\v2\x19.meshdns.v1.AgentIdentityR\bidentity\x12!\n" +
 	"\fversion_info\x18\x02 \x01(\tR\vversionInfo\x12%\n" +
 	"\x0eresponse_nonce\x18\x03 \x01(\tR\rresponseNonce\x12:\n" +
-	"\ferror_detail\x18\x04 \x01(\v2\x17.meshdns.v1.ErrorDetailR\verrorDetail\"\xbd\x01\n" +
+	"\ferror_detail\x18\x04 \x01(\v2\x17.meshdns.v1.ErrorDetailR\verrorDetail\x122\n" +
+	"\afailing\x18\x05 \x01(\v2\x18.meshdns.v1.FailingNamesR\afailing\"d\n" +
+	"\fFailingNames\x12%\n" +
+	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12-\n" +
+	"\x05names\x18\x02 \x03(\v2\x17.meshdns.v1.FailingNameR\x05names\"M\n" +
+	"\vFailingName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05rcode\x18\x02 \x01(\rR\x05rcode\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\xbd\x01\n" +
 	"\x17StreamNameTableResponse\x12!\n" +
 	"\fversion_info\x18\x01 \x01(\tR\vversionInfo\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\tR\x05nonce\x12+\n" +
 	"\x04full\x18\x03 \x01(\v2\x15.meshdns.v1.NameTableH\x00R\x04full\x122\n" +
 	"\x05delta\x18\x04 \x01(\v2\x1a.meshdns.v1.NameTableDeltaH\x00R\x05deltaB\b\n" +
-	"\x06update\"\xac\x02\n" +
+	"\x06update\"\xe3\x02\n" +
 	"\x0eNameTableDelta\x12!\n" +
 	"\fbase_version\x18\x01 \x01(\tR\vbaseVersion\x12D\n" +
 	"\bupserted\x18\x02 \x03(\v2(.meshdns.v1.NameTableDelta.UpsertedEntryR\bupserted\x12\x18\n" +
 	"\aremoved\x18\x03 \x03(\tR\aremoved\x12D\n" +
-	"\x13authoritative_zones\x18\x04 \x01(\v2\x13.meshdns.v1.ZoneSetR\x12authoritativeZones\x1aQ\n" +
+	"\x13authoritative_zones\x18\x04 \x01(\v2\x13.meshdns.v1.ZoneSetR\x12authoritativeZones\x125\n" +
+	"\bsettings\x18\x05 \x01(\v2\x19.meshdns.v1.AgentSettingsR\bsettings\x1aQ\n" +
 	"\rUpsertedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.meshdns.v1.NameInfoR\x05value:\x028\x01\"\x1f\n" +
@@ -503,33 +665,39 @@ func file_meshdns_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_meshdns_v1_discovery_proto_rawDescData
 }
 
-var file_meshdns_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_meshdns_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_meshdns_v1_discovery_proto_goTypes = []any{
 	(*AgentIdentity)(nil),           // 0: meshdns.v1.AgentIdentity
 	(*StreamNameTableRequest)(nil),  // 1: meshdns.v1.StreamNameTableRequest
-	(*StreamNameTableResponse)(nil), // 2: meshdns.v1.StreamNameTableResponse
-	(*NameTableDelta)(nil),          // 3: meshdns.v1.NameTableDelta
-	(*ZoneSet)(nil),                 // 4: meshdns.v1.ZoneSet
-	(*ErrorDetail)(nil),             // 5: meshdns.v1.ErrorDetail
-	nil,                             // 6: meshdns.v1.NameTableDelta.UpsertedEntry
-	(*NameTable)(nil),               // 7: meshdns.v1.NameTable
-	(*NameInfo)(nil),                // 8: meshdns.v1.NameInfo
+	(*FailingNames)(nil),            // 2: meshdns.v1.FailingNames
+	(*FailingName)(nil),             // 3: meshdns.v1.FailingName
+	(*StreamNameTableResponse)(nil), // 4: meshdns.v1.StreamNameTableResponse
+	(*NameTableDelta)(nil),          // 5: meshdns.v1.NameTableDelta
+	(*ZoneSet)(nil),                 // 6: meshdns.v1.ZoneSet
+	(*ErrorDetail)(nil),             // 7: meshdns.v1.ErrorDetail
+	nil,                             // 8: meshdns.v1.NameTableDelta.UpsertedEntry
+	(*NameTable)(nil),               // 9: meshdns.v1.NameTable
+	(*AgentSettings)(nil),           // 10: meshdns.v1.AgentSettings
+	(*NameInfo)(nil),                // 11: meshdns.v1.NameInfo
 }
 var file_meshdns_v1_discovery_proto_depIdxs = []int32{
-	0, // 0: meshdns.v1.StreamNameTableRequest.identity:type_name -> meshdns.v1.AgentIdentity
-	5, // 1: meshdns.v1.StreamNameTableRequest.error_detail:type_name -> meshdns.v1.ErrorDetail
-	7, // 2: meshdns.v1.StreamNameTableResponse.full:type_name -> meshdns.v1.NameTable
-	3, // 3: meshdns.v1.StreamNameTableResponse.delta:type_name -> meshdns.v1.NameTableDelta
-	6, // 4: meshdns.v1.NameTableDelta.upserted:type_name -> meshdns.v1.NameTableDelta.UpsertedEntry
-	4, // 5: meshdns.v1.NameTableDelta.authoritative_zones:type_name -> meshdns.v1.ZoneSet
-	8, // 6: meshdns.v1.NameTableDelta.UpsertedEntry.value:type_name -> meshdns.v1.NameInfo
-	1, // 7: meshdns.v1.NameDiscoveryService.StreamNameTable:input_type -> meshdns.v1.StreamNameTableRequest
-	2, // 8: meshdns.v1.NameDiscoveryService.StreamNameTable:output_type -> meshdns.v1.StreamNameTableResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: meshdns.v1.StreamNameTableRequest.identity:type_name -> meshdns.v1.AgentIdentity
+	7,  // 1: meshdns.v1.StreamNameTableRequest.error_detail:type_name -> meshdns.v1.ErrorDetail
+	2,  // 2: meshdns.v1.StreamNameTableRequest.failing:type_name -> meshdns.v1.FailingNames
+	3,  // 3: meshdns.v1.FailingNames.names:type_name -> meshdns.v1.FailingName
+	9,  // 4: meshdns.v1.StreamNameTableResponse.full:type_name -> meshdns.v1.NameTable
+	5,  // 5: meshdns.v1.StreamNameTableResponse.delta:type_name -> meshdns.v1.NameTableDelta
+	8,  // 6: meshdns.v1.NameTableDelta.upserted:type_name -> meshdns.v1.NameTableDelta.UpsertedEntry
+	6,  // 7: meshdns.v1.NameTableDelta.authoritative_zones:type_name -> meshdns.v1.ZoneSet
+	10, // 8: meshdns.v1.NameTableDelta.settings:type_name -> meshdns.v1.AgentSettings
+	11, // 9: meshdns.v1.NameTableDelta.UpsertedEntry.value:type_name -> meshdns.v1.NameInfo
+	1,  // 10: meshdns.v1.NameDiscoveryService.StreamNameTable:input_type -> meshdns.v1.StreamNameTableRequest
+	4,  // 11: meshdns.v1.NameDiscoveryService.StreamNameTable:output_type -> meshdns.v1.StreamNameTableResponse
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_meshdns_v1_discovery_proto_init() }
@@ -538,7 +706,8 @@ func file_meshdns_v1_discovery_proto_init() {
 		return
 	}
 	file_meshdns_v1_nametable_proto_init()
-	file_meshdns_v1_discovery_proto_msgTypes[2].OneofWrappers = []any{
+	file_meshdns_v1_settings_proto_init()
+	file_meshdns_v1_discovery_proto_msgTypes[4].OneofWrappers = []any{
 		(*StreamNameTableResponse_Full)(nil),
 		(*StreamNameTableResponse_Delta)(nil),
 	}
@@ -548,7 +717,7 @@ func file_meshdns_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshdns_v1_discovery_proto_rawDesc), len(file_meshdns_v1_discovery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,8 +31,12 @@ type NameTable struct {
 	// Zones the table is complete for: unknown names inside them get NXDOMAIN
 	// from the agent instead of being forwarded. No trailing dot.
 	AuthoritativeZones []string `protobuf:"bytes,2,rep,name=authoritative_zones,json=authoritativeZones,proto3" json:"authoritative_zones,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How the agent behaves beyond answering the table; unset means the
+	// defaults of every setting. Part of the version: a new version may
+	// change only its settings. Decoded strictly (see AgentSettings).
+	Settings      *AgentSettings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NameTable) Reset() {
@@ -75,6 +79,13 @@ func (x *NameTable) GetTable() map[string]*NameInfo {
 func (x *NameTable) GetAuthoritativeZones() []string {
 	if x != nil {
 		return x.AuthoritativeZones
+	}
+	return nil
+}
+
+func (x *NameTable) GetSettings() *AgentSettings {
+	if x != nil {
+		return x.Settings
 	}
 	return nil
 }
@@ -268,8 +279,15 @@ type Endpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Endpoint hostname (pod spec.hostname); empty means the agent derives a
 	// dashed-IP label such as 10-0-0-3.
-	Hostname      string   `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Ips           []string `protobuf:"bytes,2,rep,name=ips,proto3" json:"ips,omitempty"`
+	Hostname string   `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Ips      []string `protobuf:"bytes,2,rep,name=ips,proto3" json:"ips,omitempty"`
+	// Topology zone of the endpoint (EndpointSlice endpoints[].zone); empty
+	// when unknown. A hint: agents that do not know it answer as before.
+	Zone string `protobuf:"bytes,3,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Zones this endpoint should serve (EndpointSlice
+	// endpoints[].hints.forZones), for topology-aware answers; empty means no
+	// hint. A hint, like zone.
+	ForZones      []string `protobuf:"bytes,4,rep,name=for_zones,json=forZones,proto3" json:"for_zones,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,15 +336,30 @@ func (x *Endpoint) GetIps() []string {
 	return nil
 }
 
+func (x *Endpoint) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *Endpoint) GetForZones() []string {
+	if x != nil {
+		return x.ForZones
+	}
+	return nil
+}
+
 var File_meshdns_v1_nametable_proto protoreflect.FileDescriptor
 
 const file_meshdns_v1_nametable_proto_rawDesc = "" +
 	"\n" +
 	"\x1ameshdns/v1/nametable.proto\x12\n" +
-	"meshdns.v1\"\xc4\x01\n" +
+	"meshdns.v1\x1a\x19meshdns/v1/settings.proto\"\xfb\x01\n" +
 	"\tNameTable\x126\n" +
 	"\x05table\x18\x01 \x03(\v2 .meshdns.v1.NameTable.TableEntryR\x05table\x12/\n" +
-	"\x13authoritative_zones\x18\x02 \x03(\tR\x12authoritativeZones\x1aN\n" +
+	"\x13authoritative_zones\x18\x02 \x03(\tR\x12authoritativeZones\x125\n" +
+	"\bsettings\x18\x03 \x01(\v2\x19.meshdns.v1.AgentSettingsR\bsettings\x1aN\n" +
 	"\n" +
 	"TableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
@@ -344,10 +377,12 @@ const file_meshdns_v1_nametable_proto_rawDesc = "" +
 	"\x04Port\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1a\n" +
-	"\bprotocol\x18\x03 \x01(\tR\bprotocol\"8\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\"i\n" +
 	"\bEndpoint\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x10\n" +
-	"\x03ips\x18\x02 \x03(\tR\x03ipsB7Z5github.com/meshdns/meshdns/proto/meshdns/v1;meshdnsv1b\x06proto3"
+	"\x03ips\x18\x02 \x03(\tR\x03ips\x12\x12\n" +
+	"\x04zone\x18\x03 \x01(\tR\x04zone\x12\x1b\n" +
+	"\tfor_zones\x18\x04 \x03(\tR\bforZonesB7Z5github.com/meshdns/meshdns/proto/meshdns/v1;meshdnsv1b\x06proto3"
 
 var (
 	file_meshdns_v1_nametable_proto_rawDescOnce sync.Once
@@ -363,22 +398,24 @@ func file_meshdns_v1_nametable_proto_rawDescGZIP() []byte {
 
 var file_meshdns_v1_nametable_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_meshdns_v1_nametable_proto_goTypes = []any{
-	(*NameTable)(nil), // 0: meshdns.v1.NameTable
-	(*NameInfo)(nil),  // 1: meshdns.v1.NameInfo
-	(*Port)(nil),      // 2: meshdns.v1.Port
-	(*Endpoint)(nil),  // 3: meshdns.v1.Endpoint
-	nil,               // 4: meshdns.v1.NameTable.TableEntry
+	(*NameTable)(nil),     // 0: meshdns.v1.NameTable
+	(*NameInfo)(nil),      // 1: meshdns.v1.NameInfo
+	(*Port)(nil),          // 2: meshdns.v1.Port
+	(*Endpoint)(nil),      // 3: meshdns.v1.Endpoint
+	nil,                   // 4: meshdns.v1.NameTable.TableEntry
+	(*AgentSettings)(nil), // 5: meshdns.v1.AgentSettings
 }
 var file_meshdns_v1_nametable_proto_depIdxs = []int32{
 	4, // 0: meshdns.v1.NameTable.table:type_name -> meshdns.v1.NameTable.TableEntry
-	2, // 1: meshdns.v1.NameInfo.ports:type_name -> meshdns.v1.Port
-	3, // 2: meshdns.v1.NameInfo.endpoints:type_name -> meshdns.v1.Endpoint
-	1, // 3: meshdns.v1.NameTable.TableEntry.value:type_name -> meshdns.v1.NameInfo
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 1: meshdns.v1.NameTable.settings:type_name -> meshdns.v1.AgentSettings
+	2, // 2: meshdns.v1.NameInfo.ports:type_name -> meshdns.v1.Port
+	3, // 3: meshdns.v1.NameInfo.endpoints:type_name -> meshdns.v1.Endpoint
+	1, // 4: meshdns.v1.NameTable.TableEntry.value:type_name -> meshdns.v1.NameInfo
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_meshdns_v1_nametable_proto_init() }
@@ -386,6 +423,7 @@ func file_meshdns_v1_nametable_proto_init() {
 	if File_meshdns_v1_nametable_proto != nil {
 		return
 	}
+	file_meshdns_v1_settings_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
