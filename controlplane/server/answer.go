@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -24,21 +25,14 @@ type answer struct {
 	nack *meshdnsv1.StreamNameTableRequest
 }
 
-// Field numbers of StreamNameTableRequest.
-const (
-	reqIdentity    = 1
-	reqVersionInfo = 2
-	reqNonce       = 3
-	reqErrorDetail = 4
-)
-
 var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
 
 // decode reads b as a StreamNameTableRequest with the rules of the proto
 // codec: fields in any order, the last of a repeated singular field wins,
 // unknown fields skipped, strings valid UTF-8, malformed input an error.
-// An identity (meant for the first request only, and ignored after it) is
-// skipped without a look inside.
+// An identity (meant for the first request only, and ignored after it) and
+// a failing-names summary (not used yet) are skipped without a look
+// inside.
 func (a *answer) decode(b []byte) error {
 	a.version, a.rawNonce = a.version[:0], a.rawNonce[:0]
 	a.nonce, a.nonceOK, a.nack = 0, false, nil
@@ -69,17 +63,17 @@ func (a *answer) decode(b []byte) error {
 		}
 		b = b[n:]
 		switch num {
-		case reqVersionInfo:
+		case namewire.FieldRequestVersion:
 			if !utf8.Valid(v) {
 				return fmt.Errorf("decode request: version_info: %w", errInvalidUTF8)
 			}
 			a.version = append(a.version[:0], v...)
-		case reqNonce:
+		case namewire.FieldRequestNonce:
 			if !utf8.Valid(v) {
 				return fmt.Errorf("decode request: response_nonce: %w", errInvalidUTF8)
 			}
 			a.rawNonce = append(a.rawNonce[:0], v...)
-		case reqErrorDetail:
+		case namewire.FieldRequestError:
 			nack = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -40,7 +41,7 @@ func FuzzAnswer(f *testing.F) {
 		var r meshdnsv1.StreamNameTableRequest
 		perr := proto.Unmarshal(b, &r)
 		if perr != nil {
-			if err == nil && r.Identity == nil && !hasField(b, reqIdentity) {
+			if err == nil && r.Identity == nil && !hasField(b, namewire.FieldRequestIdentity) {
 				t.Fatalf("decode accepted what proto rejects: %v", perr)
 			}
 			return
