@@ -205,6 +205,8 @@ var labelValues = regexp.MustCompile(`^label_values\((\w+),\s*(\w+)\)$`)
 // silently empty, and an alert on it never fires.
 func TestMetricsExist(t *testing.T) {
 	fams := controlPlaneFamilies(t)
+	// up is Prometheus's own: 1 when a target's scrape worked.
+	fams["up"] = family{labels: map[string]bool{}}
 	for name, f := range agentFamilies(t) {
 		if cp, ok := fams[name]; ok && cp.labels != nil { // go_* and process_*: the agent writes client_golang's
 			f.labels = cp.labels
