@@ -1,0 +1,256 @@
+package namewire
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The JSON form of a whole NameTable (a table file) is read as protojson
+// reads it, by the same scanner as a NameInfo, but from a stream: a
+// 100,000-name file (6 to 20 MB) is never held whole, only a window of it
+// that grows to the largest name's object.
+
+// maxJSONUnit bounds the window: one name's object, or the zone list.
+const maxJSONUnit = 64 << 20
+
+// WalkJSONTable reads the JSON form of a NameTable from r: the fields
+// "table" and "authoritative_zones" (or "authoritativeZones"), each at
+// most once, nothing after the object. It calls name with each name of
+// the table and its NameInfo decoded into info (reused: valid during the
+// call only), and zones with the zone list where it appears. A nil name
+// skips the NameInfos without decoding them (a first pass for the zones).
+func WalkJSONTable(r io.Reader, info *NameInfo, name func(host string, info *NameInfo) error, zones func([]string) error) error {
+	st := &jstream{r: r, b: make([]byte, 0, 32<<10)}
+	if err := st.unit(func(s *jscan) error {
+		if s.peek() != '{' {
+			return s.unexpected("an object")
+		}
+		s.i++
+		return nil
+	}); err != nil {
+		return err
+	}
+	var sawTable, sawZones bool
+	for first := true; ; first = false {
+		var key string
+		end := false
+		if err := st.unit(func(s *jscan) (err error) {
+			key, end, err = s.member(first, '}')
+			return err
+		}); err != nil {
+			return err
+		}
+		if end {
+			break
+		}
+		switch key {
+		case "table":
+			if sawTable {
+				return errors.New(`duplicate field "table"`)
+			}
+			sawTable = true
+			if err := st.names(info, name); err != nil {
+				return err
+			}
+		case "authoritative_zones", "authoritativeZones":
+			if sawZones {
+				return fmt.Errorf("duplicate field %q", key)
+			}
+			sawZones = true
+			var list []string
+			if err := st.unit(func(s *jscan) (err error) {
+				list = nil
+				if !s.null() {
+					list, err = s.strings(nil)
+				}
+				return err
+			}); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			if err := zones(list); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown field %q", key)
+		}
+	}
+	return st.end()
+}
+
+// names reads the table field's value: null (no names, as protojson reads
+// it) or an object of names.
+func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) error {
+	isNull := false
+	if err := st.unit(func(s *jscan) error {
+		if isNull = s.null(); isNull {
+			return nil
+		}
+		if s.peek() != '{' {
+			return s.unexpected("an object")
+		}
+		s.i++
+		return nil
+	}); err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	if isNull {
+		return nil
+	}
+	for first := true; ; first = false {
+		var host string
+		var raw []byte
+		end := false
+		if err := st.unit(func(s *jscan) (err error) {
+			if host, end, err = s.member(first, '}'); err != nil || end {
+				return err
+			}
+			start := s.i
+			if err := s.skip(); err != nil {
+				return err
+			}
+			raw = s.b[start:s.i]
+			return nil
+		}); err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+		if end {
+			return nil
+		}
+		if name == nil {
+			continue
+		}
+		if err := info.DecodeJSON(raw); err != nil {
+			return fmt.Errorf("table[%q]: %w", host, err)
+		}
+		if err := name(host, info); err != nil {
+			return err
+		}
+	}
+}
+
+// member reads what comes before an object's member: "," unless first,
+// the key and ":"; or the object's closing brace (end).
+func (s *jscan) member(first bool, closing byte) (key string, end bool, err error) {
+	c := s.peek()
+	if c == closing {
+		s.i++
+		return "", true, nil
+	}
+	if !first {
+		if c != ',' {
+			return "", false, s.unexpected(`"," or "}"`)
+		}
+		s.i++
+	}
+	if s.peek() != '"' {
+		return "", false, s.unexpected("a field name")
+	}
+	if key, err = s.str(); err != nil {
+		return "", false, err
+	}
+	if s.peek() != ':' {
+		return "", false, s.unexpected(`":"`)
+	}
+	s.i++
+	return key, false, nil
+}
+
+// skip reads one value of any kind, checking its syntax only.
+func (s *jscan) skip() error {
+	switch c := s.peek(); c {
+	case '{':
+		return s.object(func(string) error { return s.skip() })
+	case '[':
+		return s.array(s.skip)
+	case '"':
+		_, err := s.strBytes()
+		return err
+	case 't', 'f', 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+				s.i += len(lit)
+				return nil
+			}
+		}
+		return s.unexpected("a value")
+	case 0:
+		return s.unexpected("a value")
+	}
+	_, err := s.number()
+	return err
+}
+
+// jstream is a window on a JSON stream: b[i:] is read but not yet
+// consumed.
+type jstream struct {
+	r   io.Reader
+	b   []byte
+	i   int
+	eof bool
+}
+
+// unit runs read on what is buffered. A read that fails near the end of
+// the window, or that ends right at it (a number or literal could go on),
+// ran out of input: more is read and it runs again from the same place.
+func (st *jstream) unit(read func(s *jscan) error) error {
+	for {
+		s := &jscan{b: st.b[st.i:]}
+		err := read(s)
+		if st.eof {
+			if err == nil {
+				st.i += s.i
+			}
+			return err
+		}
+		if err == nil && s.peek() != 0 {
+			st.i += s.i
+			return nil
+		}
+		// What a scanner reads ahead of its position is at most a
+		// \uXXXX\uXXXX pair or a literal.
+		if err != nil && s.i < len(s.b)-16 {
+			return err
+		}
+		if ferr := st.fill(); ferr != nil {
+			return ferr
+		}
+	}
+}
+
+// fill reads more of the stream into the window, growing it when what is
+// not consumed fills half of it.
+func (st *jstream) fill() error {
+	n := copy(st.b, st.b[st.i:])
+	st.b, st.i = st.b[:n], 0
+	if n > cap(st.b)/2 {
+		if cap(st.b) >= maxJSONUnit {
+			return fmt.Errorf("a value of more than %d bytes", maxJSONUnit)
+		}
+		st.b = append(make([]byte, 0, 2*cap(st.b)), st.b...)
+	}
+	m, err := io.ReadAtLeast(st.r, st.b[n:cap(st.b)], 1)
+	st.b = st.b[:n+m]
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		st.eof = true
+		return nil
+	}
+	return err
+}
+
+// end checks that nothing but white space follows the object.
+func (st *jstream) end() error {
+	for {
+		s := &jscan{b: st.b[st.i:]}
+		if s.peek() != 0 {
+			return s.errorf("data after the table object")
+		}
+		if st.eof {
+			return nil
+		}
+		st.i = len(st.b)
+		if err := st.fill(); err != nil {
+			return err
+		}
+	}
+}
