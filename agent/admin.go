@@ -40,7 +40,7 @@ func (a *Agent) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: no name table yet", http.StatusServiceUnavailable)
 		return
 	}
-	cur := a.tables.current()
+	cur := a.tables.Current()
 	fmt.Fprintf(w, "ready: table %s from %s\n", cur.Version, cur.Source)
 }
 
@@ -65,12 +65,12 @@ type nameTableDump struct {
 }
 
 func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
-	cur := a.tables.current()
+	cur := a.tables.Current()
 	if cur == nil {
 		http.Error(w, "no name table yet", http.StatusServiceUnavailable)
 		return
 	}
-	nt, err := cur.Proto()
+	nt, err := cur.Dump()
 	if err != nil {
 		http.Error(w, "table "+cur.Version+": "+err.Error(), http.StatusConflict)
 		return
@@ -158,7 +158,7 @@ func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
 // table says about the question (search alias, ExternalName chase).
 func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 	rep := lookupReport{Question: q.Name + " " + dns.TypeToString[q.Qtype]}
-	if cur := a.tables.current(); cur != nil {
+	if cur := a.tables.Current(); cur != nil {
 		rep.Version = cur.Version
 		if res := cur.Table.Lookup(q); res.Action == nametable.Answer {
 			rep.Alias, rep.Chase = res.Alias, res.Chase

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/meshdns/meshdns/agent/discovery"
-	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/agent/ingest"
 	"github.com/meshdns/meshdns/internal/proxymetrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
@@ -33,7 +33,7 @@ type Agent struct {
 	log        *slog.Logger
 	m          *metrics
 
-	mem         *memoryReleaser
+	mem         *ingest.Releaser
 	rules       *rulesCheck // or nil when the iptables rules are not checked
 	ready       atomic.Bool
 	restoring   atomic.Bool // while Restore replays the persisted table
@@ -44,7 +44,7 @@ type Agent struct {
 	resolv   resolvInputs
 	resolver *upstream.Resolver
 	server   *proxy.Server
-	tables   *tables
+	tables   *ingest.Ingest
 	disc     *discovery.Client // or nil without control plane
 	file     *fileSource       // or nil without table file
 	adminLis net.Listener      // or nil when the admin server is off
@@ -64,7 +64,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: newMemoryReleaser(time.Second, 10*time.Second),
+	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: ingest.NewReleaser(time.Second, 10*time.Second),
 		lookupLimit: make(lookupLimit, maxDebugLookups)}
 	if cfg.IPTablesCheckInterval > 0 {
 		if a.rules, err = newRulesCheck(cfg); err != nil {
@@ -126,33 +126,36 @@ func (a *Agent) Listen() error {
 		a.resolver.Close()
 		return err
 	}
-	a.tables = &tables{
-		pod: nametable.Context{
+	a.tables, err = ingest.New(ingest.Config{
+		Pod: nametable.Context{
 			Namespace:     cfg.Namespace,
 			ClusterDomain: cfg.ClusterDomain,
 			Search:        in.Search,
 			TTL:           cfg.TTL,
 			ForwardPods:   cfg.ForwardPods,
 		},
-		limits:  cfg.Limits,
-		m:       a.m,
-		now:     cfg.Now,
-		publish: func(t *nametable.Table) { a.server.SetTable(t) },
-		built:   a.mem.kick,
-		log:     a.log,
+		Limits:   cfg.Limits,
+		Publish:  func(t *nametable.Table) { a.server.SetTable(t) },
+		Built:    a.mem.Kick,
+		Logger:   a.log,
+		Registry: cfg.Registry,
+		Now:      cfg.Now,
+	})
+	if err != nil {
+		a.resolver.Close()
+		return err
 	}
 	switch {
 	case cfg.NameTableFile != "":
 		a.file = &fileSource{
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
-			apply: func(version string, produce func(Limits, nametable.Context) (*nametable.Table, int, error), patch filePatch, dump func() (*namewire.NameTable, error)) (int, error) {
-				n, err := a.tables.applyFile(version, produce, patch, dump)
-				if err != nil {
-					return 0, err
+			apply: func(v ingest.Version) error {
+				if err := a.tables.Apply(ingest.SourceFile, v); err != nil {
+					return err
 				}
 				a.setReady("name table loaded")
-				return n, nil
+				return nil
 			},
 			log: a.log,
 		}
@@ -164,18 +167,12 @@ func (a *Agent) Listen() error {
 			ClusterDomain: cfg.ClusterDomain,
 			AgentVersion:  cfg.Version,
 			InstanceID:    cfg.InstanceID,
-			OnWireTable: func(version string, wire discovery.WireTable) error {
-				src := sourceControlPlane
+			Apply: func(v *discovery.Version) error {
+				src := ingest.SourceControlPlane
 				if a.restoring.Load() {
-					src = sourceState
+					src = ingest.SourceState
 				}
-				// The discovery client keeps the table (compactly) for
-				// its deltas; /debug/nametable asks it rather than
-				// keeping the decoded message here.
-				return a.tables.applyWire(src, version, wire, a.disc.Table)
-			},
-			OnWireDelta: func(version string, next discovery.WireTable, change func() (discovery.Change, bool, error)) error {
-				return a.tables.applyWireDelta(sourceControlPlane, version, next, change, a.disc.Table)
+				return a.tables.Apply(src, v)
 			},
 			StateDir:  cfg.StateDir,
 			CACert:    cfg.CACert,
@@ -308,7 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// No table source: a plain forwarder. An empty table answers only
 		// dns-version and forwards the rest, and there is nothing to wait
 		// for.
-		if err := a.tables.apply(sourceNone, "none", nil); err != nil {
+		if err := a.tables.Apply(ingest.SourceNone, nil); err != nil {
 			return errors.Join(err, a.Close())
 		}
 		a.setReady("no table source")

@@ -86,8 +86,8 @@ func TestServeExampleTable(t *testing.T) {
 			})
 		}
 	}
-	if got := a.m.entries.Value(); got != 5 {
-		t.Errorf("table entries gauge = %v, want 5", got)
+	if got := a.tables.Current().Names; got != 5 {
+		t.Errorf("names served = %v, want 5", got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshdns/meshdns/agent/ingest"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
@@ -107,7 +108,7 @@ type Config struct {
 	CacheSize int
 
 	// Limits bound the tables accepted.
-	Limits Limits
+	Limits ingest.Limits
 
 	// IPTablesCheckInterval, when positive, re-checks the pod's capture
 	// rules (IPTables) that often and reports drift in the

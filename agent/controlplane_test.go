@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/agent/ingest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -71,7 +72,7 @@ func TestControlPlaneStream(t *testing.T) {
 	if nack.GetVersionInfo() != "v1" || nack.GetErrorDetail().GetCode() != 3 {
 		t.Fatalf("nack = %v", nack)
 	}
-	if got := a.m.rejections.WithLabelValues(sourceControlPlane).Value(); got != 1 {
+	if got := counter(t, a.cfg.Registry, "meshdns_agent_table_rejections_total", "source", ingest.SourceControlPlane); got != 1 {
 		t.Errorf("rejections = %v, want 1", got)
 	}
 	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {
@@ -102,7 +103,7 @@ func TestControlPlaneStream(t *testing.T) {
 	if diff := cmp.Diff([]string{"b.demo.svc.cluster.local. A 10.1.0.2"}, answerData(exchange(t, "udp", b.dns, "b.demo.svc.cluster.local", dns.TypeA))); diff != "" {
 		t.Errorf("restored table (-want +got)\n%s", diff)
 	}
-	if cur := b.tables.current(); cur == nil || cur.Version != "v3" || cur.Source != sourceState {
+	if cur := b.tables.Current(); cur == nil || cur.Version != "v3" || cur.Source != ingest.SourceState {
 		t.Errorf("restored = %+v, want v3 from state", cur)
 	}
 	if b.Ready() && time.Since(start) < grace {

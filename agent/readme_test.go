@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/meshdns/meshdns/agent/discovery"
+	"github.com/meshdns/meshdns/agent/ingest"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/internal/readmetest"
+	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
 // TestMetricsDocumented checks that the README's Metrics section lists
-// exactly the metrics this package (the iptables check's included) and
-// agent/discovery register, and that their names follow the naming rules in docs/design.md.
+// exactly the metrics this package (the iptables check's included),
+// agent/ingest and agent/discovery register, and that their names follow the naming rules in docs/design.md.
 func TestMetricsDocumented(t *testing.T) {
 	reg := meshmetrics.NewRegistry()
 	if _, err := newMetrics(reg); err != nil {
@@ -22,9 +23,12 @@ func TestMetricsDocumented(t *testing.T) {
 	if _, err := newIPTablesMetrics(reg, true); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ingest.New(ingest.Config{Publish: func(*nametable.Table) {}, Registry: reg}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := discovery.New(discovery.Config{
 		Addrs:    []string{"127.0.0.1:1"},
-		OnTable:  func(string, *namewire.NameTable) error { return nil },
+		Apply:    func(*discovery.Version) error { return nil },
 		Registry: reg,
 	}); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshdns/meshdns/agent/ingest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -15,7 +16,9 @@ func TestReadyOnFirstGoodFile(t *testing.T) {
 	up := startUpstream(t)
 	path := writeFile(t, t.TempDir(), "nametable.json", `{"table": `)
 	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
-	rejections := func() float64 { return a.m.rejections.WithLabelValues(sourceFile).Value() }
+	rejections := func() float64 {
+		return counter(t, a.cfg.Registry, "meshdns_agent_table_rejections_total", "source", ingest.SourceFile)
+	}
 	// The first load happens before Run serves; once it is counted the
 	// agent has decided about this file.
 	eventually(t, "the bad file rejected", func() bool { return rejections() >= 1 })

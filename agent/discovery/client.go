@@ -1,7 +1,8 @@
 // Package discovery is the agent's client of meshdns.v1.NameDiscoveryService:
 // it keeps one stream to a control plane open, turns full tables and deltas
-// into full tables for the agent, ACKs or NACKs each response, and persists
-// the last applied table so a restarted agent serves at once.
+// into table versions for the agent (Version), ACKs or NACKs each
+// response, and persists the last applied table so a restarted agent
+// serves at once.
 package discovery
 
 import (
@@ -20,7 +21,6 @@ import (
 
 	"github.com/meshdns/meshdns/internal/certfile"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // Config configures a Client. Zero fields take the default named beside them.
@@ -38,24 +38,13 @@ type Config struct {
 	// InstanceID tags this agent's stream on both sides; a new UUID.
 	InstanceID string
 
-	// OnTable applies a full table at version. It is called from Run's
-	// goroutine (and from Restore), one call at a time. An error rejects
-	// the table: the client NACKs it and keeps the previous one. Required.
-	OnTable func(version string, t *namewire.NameTable) error
-	// OnWireTable, when set, is called instead of OnTable with the table
-	// in its wire form, walked name by name, so the caller can convert it
-	// without the whole table decoded (or, with StateDir, without it in
-	// memory at all: it is then read from the state dir as it is walked).
-	OnWireTable func(version string, t WireTable) error
-	// OnWireDelta, when set with OnWireTable, is called instead of it for
-	// a delta, and for a full table when a table was applied before: next
-	// is the whole new table (as OnWireTable gets it) and change says what
-	// it changes in the table applied, so the caller can patch the table
-	// it serves rather than build next whole. change is called at most
-	// once, when the caller is ready to spend its memory (for a full table
-	// it compares the two: a hash per name); ok is false when next is
-	// better built whole (it changes much, or the zones).
-	OnWireDelta func(version string, next WireTable, change func() (c Change, ok bool, err error)) error
+	// Apply applies a table version: the full table received, or the
+	// table a delta makes of the one applied before (built by the client,
+	// in the state dir or in memory). It is called from Run's goroutine
+	// (and from Restore), one call at a time. The version stays walkable
+	// while it is the one applied, and no longer. An error rejects it: the
+	// client NACKs it and keeps the previous one. Required.
+	Apply func(v *Version) error
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string
@@ -150,8 +139,8 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("discovery: no control plane address")
 	}
-	if cfg.OnTable == nil && cfg.OnWireTable == nil {
-		return nil, errors.New("discovery: OnTable is required")
+	if cfg.Apply == nil {
+		return nil, errors.New("discovery: Apply is required")
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("discovery: the client certificate and key go together")
@@ -210,40 +199,6 @@ func (c *Client) InstanceID() string { return c.cfg.InstanceID }
 // Synced is closed once the stream delivered a table the agent applied.
 func (c *Client) Synced() <-chan struct{} { return c.synced }
 
-// Current returns the version and table last applied (restored or
-// streamed); "" and nil before any. The table is decoded for the call: a
-// caller keeping it keeps its own copy.
-func (c *Client) Current() (string, *namewire.NameTable) {
-	c.mu.Lock()
-	version, wire, onDisk := c.version, c.wire, c.onDisk
-	c.mu.Unlock()
-	if onDisk {
-		// The file may be a newer version than the one read above: the
-		// file's own version goes with its table.
-		v, b, err := readState(c.cfg.StateDir)
-		if err != nil {
-			c.log.Error("read persisted name table", "err", err)
-			return version, nil
-		}
-		version, wire = v, b
-	}
-	if wire == nil {
-		return version, nil
-	}
-	t, err := namewire.UnmarshalNameTable(wire)
-	if err != nil {
-		// We marshalled it ourselves; failing here is a bug.
-		panic(fmt.Sprintf("discovery: decode own table %s: %v", version, err))
-	}
-	return version, t
-}
-
-// Table returns the table last applied, decoded, or nil before any.
-func (c *Client) Table() (*namewire.NameTable, error) {
-	_, t := c.Current()
-	return t, nil
-}
-
 // current returns the version and the table last applied, or a nil table
 // when there is none (or its base was dropped).
 func (c *Client) current() (string, rawTable) {
@@ -284,7 +239,7 @@ func (c *Client) Restore() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	if err := c.apply(version, fileTable(path)); err != nil {
+	if err := c.apply(version, fileRaw(path)); err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
 	}
 	c.setCurrent(version, nil, true)
@@ -292,27 +247,9 @@ func (c *Client) Restore() (bool, error) {
 	return true, nil
 }
 
-// apply hands a table to OnWireTable, or decoded to OnTable.
-func (c *Client) apply(version string, t WireTable) error {
-	if c.cfg.OnWireTable != nil {
-		return c.cfg.OnWireTable(version, t)
-	}
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
-	err := t(func(host string, b []byte) error {
-		info := new(namewire.NameInfo)
-		if err := info.Unmarshal(b); err != nil {
-			return fmt.Errorf("decode table: name %q: %w", host, err)
-		}
-		nt.Table[host] = info
-		return nil
-	}, func(z string) error {
-		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("decode table: %w", err)
-	}
-	return c.cfg.OnTable(version, nt)
+// apply hands the table version to Apply.
+func (c *Client) apply(version string, t rawTable) error {
+	return c.cfg.Apply(&Version{id: version, walk: t})
 }
 
 // setCurrent records the table applied at version: in wire, or in the

@@ -30,24 +30,63 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is an OnTable that keeps what it applied and rejects any table
+// recorder is an Apply that keeps what it applied and rejects any table
 // holding the name "bad.example", like the agent's validation would.
 type recorder struct {
 	mu       sync.Mutex
 	versions []string
 	last     *meshdnsv1.NameTable
+	lastV    *Version
 }
 
-func (r *recorder) onTable(version string, nt *namewire.NameTable) error {
+func (r *recorder) apply(v *Version) error {
+	nt, err := decode(v)
+	if err != nil {
+		return err
+	}
 	t := toProto(nt)
 	if _, bad := t.GetTable()["bad.example"]; bad {
 		return errors.New(`name "bad.example": bad address`)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.versions = append(r.versions, version)
+	r.versions = append(r.versions, v.ID())
 	r.last = t
+	r.lastV = v
 	return nil
+}
+
+// current walks the version last applied again, as the agent does for
+// its next comparison and /debug/nametable: a version stays walkable
+// while it is the one applied (from memory, or the state file it was
+// committed to).
+func (r *recorder) current(t testing.TB) (string, *meshdnsv1.NameTable) {
+	t.Helper()
+	r.mu.Lock()
+	v := r.lastV
+	r.mu.Unlock()
+	nt, err := decode(v)
+	if err != nil {
+		t.Fatalf("walk the version applied again: %v", err)
+	}
+	return v.ID(), toProto(nt)
+}
+
+// decode walks v into a NameTable.
+func decode(v *Version) (*namewire.NameTable, error) {
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
+	err := v.Walk(func(host, raw []byte) error {
+		info := new(namewire.NameInfo)
+		if err := info.Unmarshal(raw); err != nil {
+			return fmt.Errorf("name %q: %w", host, err)
+		}
+		nt.Table[string(host)] = info
+		return nil
+	}, func(z string) error {
+		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
+		return nil
+	})
+	return nt, err
 }
 
 func (r *recorder) names() []string {
@@ -153,7 +192,7 @@ func testStreamFullDeltaAckNack(t *testing.T, stateDir bool) {
 	reg := meshmetrics.NewRegistry()
 	cfg := Config{
 		Addrs: []string{srv.Addr}, PodName: "web-0", Namespace: "demo", ClusterDomain: "cluster.local",
-		AgentVersion: "test", OnTable: rec.onTable, Registry: reg,
+		AgentVersion: "test", Apply: rec.apply, Registry: reg,
 	}
 	if stateDir {
 		cfg.StateDir = t.TempDir()
@@ -253,7 +292,7 @@ func TestFailoverAndResume(t *testing.T) {
 	b := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	dead := deadAddr(t)
-	c := startClient(t, Config{Addrs: []string{dead, a.Addr, b.Addr}, Namespace: "demo", OnTable: rec.onTable})
+	c := startClient(t, Config{Addrs: []string{dead, a.Addr, b.Addr}, Namespace: "demo", Apply: rec.apply})
 
 	// The dead first address is skipped; a is the first reachable one.
 	if v := a.Recv(t).GetVersionInfo(); v != "" {
@@ -307,7 +346,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	rec := &recorder{}
-	c := startClient(t, Config{Addrs: []string{addr}, OnTable: rec.onTable})
+	c := startClient(t, Config{Addrs: []string{addr}, Apply: rec.apply})
 	// Two failed attempts: the client has backed off at least once.
 	testenv.Eventually(t, "two failed connects", 5*time.Second, func() bool {
 		return c.metrics.connects.WithLabelValues("error").Value() >= 2
@@ -325,7 +364,7 @@ func TestRestartFromPersistedState(t *testing.T) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
-	c1 := newClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: dir})
+	c1 := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: dir})
 	done := make(chan error, 1)
 	go func() { done <- c1.Run(ctx) }()
 	srv.Recv(t)
@@ -339,7 +378,7 @@ func TestRestartFromPersistedState(t *testing.T) {
 	// A new agent process: no control plane reachable, yet Restore serves
 	// the persisted v2 at once.
 	rec2 := &recorder{}
-	c2 := newClient(t, Config{Addrs: []string{deadAddr(t)}, OnTable: rec2.onTable, StateDir: dir})
+	c2 := newClient(t, Config{Addrs: []string{deadAddr(t)}, Apply: rec2.apply, StateDir: dir})
 	ok, err := c2.Restore()
 	if err != nil || !ok {
 		t.Fatalf("Restore = %v, %v; want true", ok, err)
@@ -357,7 +396,7 @@ func TestRestartFromPersistedState(t *testing.T) {
 	}
 
 	// Once a control plane answers, the stream resumes from v2.
-	c3 := newClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec2.onTable, StateDir: dir})
+	c3 := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec2.apply, StateDir: dir})
 	if ok, err := c3.Restore(); !ok || err != nil {
 		t.Fatalf("Restore = %v, %v", ok, err)
 	}
@@ -382,8 +421,7 @@ func TestRestartFromPersistedState(t *testing.T) {
 	if diff := cmp.Diff([]string{"b.example", "c.example"}, rec2.names()); diff != "" {
 		t.Errorf("names after the delta (-want +got)\n%s", diff)
 	}
-	v, wcur := c3.Current()
-	cur := toProto(wcur)
+	v, cur := rec2.current(t)
 	if v != "v3" || len(cur.GetTable()) != 2 || cur.GetTable()["c.example"].GetIps()[0] != "10.0.0.2" {
 		t.Errorf("Current() = %s %v", v, cur)
 	}
@@ -402,7 +440,7 @@ func TestRestoreRejectsBadState(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			certtest.Write(t, dir, stateFile, tt.content)
-			c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})
+			c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, Apply: (&recorder{}).apply, StateDir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -421,14 +459,14 @@ func TestRestoreRejectsBadState(t *testing.T) {
 		if err := saveState(dir, "v9", wire); err != nil {
 			t.Fatal(err)
 		}
-		c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, OnTable: (&recorder{}).onTable, StateDir: dir})
+		c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, Apply: (&recorder{}).apply, StateDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := c.Restore(); ok || err == nil {
-			t.Fatalf("Restore = %v, %v; want the OnTable error", ok, err)
+			t.Fatalf("Restore = %v, %v; want the Apply error", ok, err)
 		}
-		if v, _ := c.Current(); v != "" {
+		if v, _ := c.current(); v != "" {
 			t.Errorf("current version %q after a rejected restore", v)
 		}
 	})
@@ -478,7 +516,7 @@ func TestMTLS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
 			tt.cfg.Addrs = []string{srv.Addr}
-			tt.cfg.OnTable = rec.onTable
+			tt.cfg.Apply = rec.apply
 			tt.cfg.Registry = meshmetrics.NewRegistry()
 			c := startClient(t, tt.cfg)
 			if !tt.accepted {
@@ -507,7 +545,7 @@ func TestToken(t *testing.T) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", certtest.ServerTLS(t, srvCert, srvKey, nil))
 	tokenFile := certtest.Write(t, dir, "token", []byte("first-token\n"))
 	rec := &recorder{}
-	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, CACert: certtest.Write(t, dir, "ca.pem", ca.PEM),
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, CACert: certtest.Write(t, dir, "ca.pem", ca.PEM),
 		TokenFile: tokenFile, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	next := func() string {
 		t.Helper()
@@ -531,15 +569,15 @@ func TestToken(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	on := (&recorder{}).onTable
+	on := (&recorder{}).apply
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{name: "no address", cfg: Config{OnTable: on}},
+		{name: "no address", cfg: Config{Apply: on}},
 		{name: "no callback", cfg: Config{Addrs: []string{"127.0.0.1:1"}}},
-		{name: "token without TLS", cfg: Config{Addrs: []string{"127.0.0.1:1"}, OnTable: on, TokenFile: "/var/run/token"}},
-		{name: "cert without key", cfg: Config{Addrs: []string{"127.0.0.1:1"}, OnTable: on, TLSCert: "c.pem"}},
+		{name: "token without TLS", cfg: Config{Addrs: []string{"127.0.0.1:1"}, Apply: on, TokenFile: "/var/run/token"}},
+		{name: "cert without key", cfg: Config{Addrs: []string{"127.0.0.1:1"}, Apply: on, TLSCert: "c.pem"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -587,7 +625,7 @@ func TestCertificateRotation(t *testing.T) {
 	srvCert, srvKey := ca.Issue(t, "controlplane", true)
 	srv := discoverytest.Start(t, "127.0.0.1:0", certtest.ServerTLS(t, srvCert, srvKey, ca))
 	rec := &recorder{}
-	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable,
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply,
 		CACert: certtest.Write(t, dir, "ca.pem", ca.PEM), TLSCert: certFile, TLSKey: keyFile})
 	srv.NoRecv(t, 500*time.Millisecond)
 
@@ -609,7 +647,7 @@ func TestStateWriteFailureStillAcks(t *testing.T) {
 	notADir := certtest.Write(t, t.TempDir(), "file", []byte("x"))
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: notADir})
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: notADir})
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example")))
 	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
@@ -625,7 +663,7 @@ func TestStateWriteFailureStillAcks(t *testing.T) {
 func TestLargeTable(t *testing.T) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable})
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply})
 	big := &meshdnsv1.NameTable{Table: map[string]*meshdnsv1.NameInfo{}}
 	const n = 30_000
 	for i := range n {
@@ -653,7 +691,7 @@ func TestLargeTable(t *testing.T) {
 func TestResponseAboveMaxMessageSize(t *testing.T) {
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, MaxMessageSize: 1000})
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, MaxMessageSize: 1000})
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example")))
 	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {

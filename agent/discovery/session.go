@@ -150,7 +150,7 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		if p := resp.pending; p != nil {
 			// Streamed to the state dir as it was received.
 			resp.pending = nil
-			err = c.applyPendingWith(resp.version, p, func() error { return c.applyFullTo(resp.version, p.table(), base) })
+			err = c.applyPending(resp.version, p)
 			break
 		}
 		full := resp.full
@@ -158,7 +158,7 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		if full == nil {
 			full = []byte{}
 		}
-		err = c.applyFull(resp.version, full, base)
+		err = c.applyFull(resp.version, full)
 	case resp.delta != nil:
 		if resp.delta.BaseVersion != cur || base == nil {
 			// The server thinks we hold another version (or a rejected
@@ -214,14 +214,14 @@ func (c *Client) ackUnchanged(resp *response, kind string) *namewire.Request {
 // restart restores) when the table was applied. Without one, or when the
 // file cannot be written, the old in-memory base is dropped before the
 // build: the two wire forms are never held together.
-func (c *Client) applyFull(version string, full []byte, base rawTable) error {
+func (c *Client) applyFull(version string, full []byte) error {
 	if c.cfg.StateDir != "" {
 		// Written zones first (an empty delta's plan reorders it), so
 		// the build from the file, and a restart's, is one pass.
 		p, err := writePending(c.cfg.StateDir, version, memRaw(full), &deltaPlan{keepZones: true})
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
-			return c.applyPendingWith(version, p, func() error { return c.applyFullTo(version, p.table(), base) })
+			return c.applyPending(version, p)
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // a malformed table
@@ -229,22 +229,11 @@ func (c *Client) applyFull(version string, full []byte, base rawTable) error {
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.applyFullTo(version, memRaw(full), base); err != nil {
+	if err := c.apply(version, memRaw(full)); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false)
 	return nil
-}
-
-// applyFullTo applies the full table next: as the change from base when
-// OnWireDelta is set and next changes little of base (a reconnect to a
-// control plane that did not know our version resends the table whole),
-// else whole.
-func (c *Client) applyFullTo(version string, next, base rawTable) error {
-	if c.cfg.OnWireDelta != nil && c.cfg.OnWireTable != nil && base != nil {
-		return c.cfg.OnWireDelta(version, next.wire(), func() (Change, bool, error) { return diff(base, next) })
-	}
-	return c.apply(version, next.wire())
 }
 
 // applyDelta applies a delta to base. With a state dir the new table is
@@ -256,7 +245,7 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 	if c.cfg.StateDir != "" {
 		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
-			return c.applyPendingDelta(version, p, base, d)
+			return c.applyPending(version, p)
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // the base, not the disk
@@ -275,28 +264,11 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.applyDeltaTo(version, memRaw(next), base, d); err != nil {
+	if err := c.apply(version, memRaw(next)); err != nil {
 		return err
 	}
 	c.setCurrent(version, next, false)
 	return nil
-}
-
-// applyDeltaTo hands next, the result of d on base, to OnWireDelta when
-// set (with what d changes), else to apply.
-func (c *Client) applyDeltaTo(version string, next, base rawTable, d *deltaPlan) error {
-	if c.cfg.OnWireDelta == nil || c.cfg.OnWireTable == nil {
-		return c.apply(version, next.wire())
-	}
-	return c.cfg.OnWireDelta(version, next.wire(), func() (Change, bool, error) {
-		ch, err := d.change(base)
-		return ch, err == nil, err
-	})
-}
-
-// applyPendingDelta is applyPending for a delta on base.
-func (c *Client) applyPendingDelta(version string, p *pendingState, base rawTable, d *deltaPlan) error {
-	return c.applyPendingWith(version, p, func() error { return c.applyDeltaTo(version, p.table(), base, d) })
 }
 
 // errStateWrite marks a failure to write the state file (rather than to
@@ -321,16 +293,11 @@ func writePending(dir, version string, base rawTable, d *deltaPlan) (*pendingSta
 	return p, nil
 }
 
-// applyPending builds the table of a pending state file and makes the file
-// the state when the table was applied.
+// applyPending applies the table of a pending state file and makes the
+// file the state when the table was applied.
 func (c *Client) applyPending(version string, p *pendingState) error {
-	return c.applyPendingWith(version, p, func() error { return c.apply(version, p.table().wire()) })
-}
-
-// applyPendingWith is applyPending applying the table with apply.
-func (c *Client) applyPendingWith(version string, p *pendingState, apply func() error) error {
 	c.dropBase() // when the base was in memory (a state write failed before)
-	if err := apply(); err != nil {
+	if err := c.apply(version, p.table()); err != nil {
 		p.abort()
 		return err
 	}

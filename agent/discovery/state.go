@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -24,6 +25,9 @@ const stateFile = "nametable.pb"
 // state a restart restores.
 type pendingState struct {
 	dir, tmp string
+	// committed: the file is the state file now (its table is walked
+	// there).
+	committed atomic.Bool
 }
 
 // prepareState writes the StreamNameTableResponse of version with a table
@@ -80,8 +84,17 @@ func (c *countWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// table is the pending file's table.
-func (p *pendingState) table() rawTable { return fileRaw(p.tmp) }
+// table is the pending file's table, where the file is: the version
+// applied from it is walked from the state file once committed.
+func (p *pendingState) table() rawTable {
+	return func(name func(host, info []byte) error, zone func(string) error) error {
+		path := p.tmp
+		if p.committed.Load() {
+			path = filepath.Join(p.dir, stateFile)
+		}
+		return fileRaw(path)(name, zone)
+	}
+}
 
 // commit puts the pending file in place of the state file (a rename within
 // the directory: a crash leaves the old table or the new one whole) and
@@ -91,6 +104,7 @@ func (p *pendingState) commit() error {
 		p.abort()
 		return fmt.Errorf("save state: %w", err)
 	}
+	p.committed.Store(true)
 	d, err := os.Open(p.dir)
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)

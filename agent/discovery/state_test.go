@@ -4,30 +4,30 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// walked is what a walk of a WireTable saw.
+// walked is what a walk of a table saw.
 type walked struct {
 	Names map[string]string // host -> its NameInfo, marshalled
 	Zones []string
 }
 
-func walk(t WireTable) (walked, error) {
+func walk(t rawTable) (walked, error) {
 	w := walked{Names: map[string]string{}}
-	err := t(func(host string, info []byte) error {
-		w.Names[host] = string(info)
+	err := t(func(host, info []byte) error {
+		w.Names[string(host)] = string(info)
 		return nil
 	}, func(z string) error {
 		w.Zones = append(w.Zones, z)
@@ -50,11 +50,11 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, stateFile)
-	want, err := walk(memTable(wire))
+	want, err := walk(memRaw(wire))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := walk(fileTable(path))
+	got, err := walk(fileRaw(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 	if err := os.WriteFile(cut, full[:len(full)-5], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := walk(fileTable(cut)); err == nil {
+	if _, err := walk(fileRaw(cut)); err == nil {
 		t.Error("walk of a cut state file: no error")
 	}
 	// The version alone, without a table, is no state.
@@ -97,7 +97,7 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	dir := t.TempDir()
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	c := startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: dir})
+	c := startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: dir})
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example", "b.example")))
 	if ack := srv.Recv(t); ack.GetVersionInfo() != "v1" || ack.GetErrorDetail() != nil {
@@ -140,8 +140,8 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	if len(rec.versions) != applied {
 		t.Errorf("an empty delta at the served version was built again: versions %v", rec.versions)
 	}
-	if v, cur := c.Current(); v != "v3" || len(cur.Table) != 2 {
-		t.Errorf("Current() = %s %v", v, cur)
+	if v, cur := rec.current(t); v != "v3" || len(cur.GetTable()) != 2 {
+		t.Errorf("current = %s %v", v, cur)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 func TestStateFileZonesFirst(t *testing.T) {
 	dir := t.TempDir()
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
-	startClient(t, Config{Addrs: []string{srv.Addr}, OnTable: (&recorder{}).onTable, StateDir: dir})
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: (&recorder{}).apply, StateDir: dir})
 	srv.Recv(t)
 	srv.Send(full("v1", "n1", table("a.example")))
 	if ack := srv.Recv(t); ack.GetVersionInfo() != "v1" {
@@ -162,7 +162,7 @@ func TestStateFileZonesFirst(t *testing.T) {
 		t.Fatalf("ack = %v", ack)
 	}
 	var order []string
-	err := fileTable(filepath.Join(dir, stateFile))(func(host string, _ []byte) error {
+	err := fileRaw(filepath.Join(dir, stateFile))(func(_, _ []byte) error {
 		order = append(order, "name")
 		return nil
 	}, func(z string) error {
@@ -177,48 +177,31 @@ func TestStateFileZonesFirst(t *testing.T) {
 	}
 }
 
-// With OnWireDelta a delta arrives as what it changes (the base's old
-// entries of the names it removes or replaces, the new ones, whether the
-// zones change) beside the whole next table, from the state dir and from
-// memory alike.
-func TestOnWireDelta(t *testing.T) {
+// Every response reaches Apply as the whole table it makes (a delta
+// applied to the table before), from the state dir and from memory alike,
+// and the version applied walks the same once the next is applied.
+func TestVersionsAreWholeTables(t *testing.T) {
 	for _, stateDir := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "state dir"}[stateDir], func(t *testing.T) {
-			type got struct {
-				Old, New, Next []string
-				ZonesChanged   bool
-			}
-			var gots []got
-			cfg := Config{
-				Addrs:       nil,
-				OnWireTable: func(string, WireTable) error { return nil },
-				OnWireDelta: func(version string, next WireTable, change func() (Change, bool, error)) error {
-					c, ok, err := change()
-					if err != nil || !ok {
-						return fmt.Errorf("change: %v, %v", ok, err)
-					}
-					var g got
-					if err := c.Old(func(host string, _ []byte) error { g.Old = append(g.Old, strings.Clone(host)); return nil }); err != nil {
-						return err
-					}
-					for _, n := range c.New {
-						g.New = append(g.New, n.Host)
-					}
-					w, err := walk(next)
+			var applied []*Version
+			var walks []string
+			cfg := Config{Apply: func(v *Version) error {
+				nt, err := decode(v)
+				if err != nil {
+					return err
+				}
+				walks = append(walks, v.ID()+" "+describe(nt))
+				if len(applied) > 0 {
+					prev := applied[len(applied)-1]
+					nt, err := decode(prev)
 					if err != nil {
-						return err
+						return fmt.Errorf("walk %s while %s is applied: %w", prev.ID(), v.ID(), err)
 					}
-					for h := range w.Names {
-						g.Next = append(g.Next, h)
-					}
-					slices.Sort(g.Old)
-					slices.Sort(g.New)
-					slices.Sort(g.Next)
-					g.ZonesChanged = c.ZonesChanged
-					gots = append(gots, g)
-					return nil
-				},
-			}
+					walks = append(walks, "  before: "+prev.ID()+" "+describe(nt))
+				}
+				applied = append(applied, v)
+				return nil
+			}}
 			if stateDir {
 				cfg.StateDir = t.TempDir()
 			}
@@ -232,110 +215,33 @@ func TestOnWireDelta(t *testing.T) {
 			if ack := srv.Recv(t); ack.GetVersionInfo() != "v2" || ack.GetErrorDetail() != nil {
 				t.Fatalf("ack of v2 = %v", ack)
 			}
-			same := delta("v3", "n3", "v2", nil, []string{"c.example"})
-			same.GetDelta().AuthoritativeZones = &meshdnsv1.ZoneSet{Zones: []string{"cluster.local"}}
-			srv.Send(same)
-			srv.Recv(t)
-			other := delta("v4", "n4", "v3", nil, nil)
+			other := delta("v3", "n3", "v2", nil, []string{"c.example"})
 			other.GetDelta().AuthoritativeZones = &meshdnsv1.ZoneSet{Zones: []string{"example"}}
 			srv.Send(other)
 			srv.Recv(t)
-			want := []got{
-				{Old: []string{"a.example", "b.example"}, New: []string{"b.example", "c.example"}, Next: []string{"b.example", "c.example"}},
-				{Old: []string{"c.example"}, Next: []string{"b.example"}},
-				{Next: []string{"b.example"}, ZonesChanged: true},
+			want := []string{
+				"v1 [a.example b.example] [cluster.local]",
+				"v2 [b.example c.example] [cluster.local]",
+				"  before: v1 [a.example b.example] [cluster.local]",
+				"v3 [b.example] [example]",
+				"  before: v2 [b.example c.example] [cluster.local]",
 			}
-			if diff := cmp.Diff(want, gots, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("deltas (-want +got):\n%s", diff)
+			if diff := cmp.Diff(want, walks); diff != "" {
+				t.Errorf("versions applied (-want +got):\n%s", diff)
+			}
+			// After the commit of v3 (the state file), v3 still walks.
+			nt, err := decode(applied[len(applied)-1])
+			if err != nil || describe(nt) != "[b.example] [example]" {
+				t.Errorf("v3 walked after its commit: %s, %v", describe(nt), err)
 			}
 		})
 	}
 }
 
-// A full table that changes little of the one applied (a control plane
-// that did not know our version resends it whole) arrives as a change;
-// one that changes much of it as a change to apply in stages (Next walks
-// what it adds or replaces), one that changes its zones as a whole table.
-func TestFullTableAsChange(t *testing.T) {
-	for _, stateDir := range []bool{false, true} {
-		t.Run(map[bool]string{false: "memory", true: "state dir"}[stateDir], func(t *testing.T) {
-			var events []string
-			cfg := Config{
-				OnWireTable: func(version string, _ WireTable) error {
-					events = append(events, version+" whole")
-					return nil
-				},
-				OnWireDelta: func(version string, _ WireTable, change func() (Change, bool, error)) error {
-					c, ok, err := change()
-					if err != nil {
-						return err
-					}
-					if !ok {
-						events = append(events, version+" whole")
-						return nil
-					}
-					var old, added []string
-					if err := c.Old(func(host string, _ []byte) error { old = append(old, strings.Clone(host)); return nil }); err != nil {
-						return err
-					}
-					for _, n := range c.New {
-						added = append(added, n.Host)
-					}
-					kind := "change"
-					if c.Next != nil {
-						kind = "staged change"
-						if len(c.New) > 0 {
-							return errors.New("a staged change with New")
-						}
-						// Walked twice, as the stages do.
-						for range 2 {
-							added = added[:0]
-							if err := c.Next(func(host string, _ []byte) error { added = append(added, strings.Clone(host)); return nil }); err != nil {
-								return err
-							}
-						}
-					}
-					slices.Sort(old)
-					slices.Sort(added)
-					events = append(events, fmt.Sprintf("%s %s -%v +%v", version, kind, old, added))
-					return nil
-				},
-			}
-			if stateDir {
-				cfg.StateDir = t.TempDir()
-			}
-			srv := discoverytest.Start(t, "127.0.0.1:0", nil)
-			cfg.Addrs = []string{srv.Addr}
-			startClient(t, cfg)
-			srv.Recv(t)
-			var names []string
-			for i := range 12 {
-				names = append(names, fmt.Sprintf("n%d.example", i))
-			}
-			srv.Send(full("v1", "n1", table(names...)))
-			srv.Recv(t)
-			// One name moves, one goes, one comes: 3 of 12.
-			v2 := table(append(names[2:], "new.example")...)
-			v2.Table["n2.example"].Ips = []string{"10.0.0.9"}
-			srv.Send(full("v2", "n2", v2))
-			srv.Recv(t)
-			srv.Send(full("v3", "n3", table("x.example", "y.example")))
-			srv.Recv(t)
-			other := table("x.example", "y.example")
-			other.AuthoritativeZones = []string{"example"}
-			srv.Send(full("v4", "n4", other))
-			srv.Recv(t)
-			want := []string{
-				"v1 whole",
-				"v2 change -[n0.example n1.example n2.example] +[n2.example new.example]",
-				"v3 staged change -[n10.example n11.example n2.example n3.example n4.example n5.example n6.example n7.example n8.example n9.example new.example] +[x.example y.example]",
-				"v4 whole",
-			}
-			if diff := cmp.Diff(want, events); diff != "" {
-				t.Errorf("applied (-want +got):\n%s", diff)
-			}
-		})
-	}
+// describe is a table's names and zones, sorted.
+func describe(nt *namewire.NameTable) string {
+	names := slices.Sorted(maps.Keys(nt.Table))
+	return fmt.Sprint(names, " ", nt.AuthoritativeZones)
 }
 
 // With a state dir a full table is copied from the response into a pending
@@ -355,7 +261,7 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if r.pending == nil || r.full != nil || !r.isFull || r.version != "v1" || r.nonce != "n1" {
 		t.Fatalf("response read as %+v", r)
 	}
-	got, err := walk(r.pending.table().wire())
+	got, err := walk(r.pending.table())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +269,7 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := walk(memTable(wire))
+	want, err := walk(memRaw(wire))
 	if err != nil {
 		t.Fatal(err)
 	}

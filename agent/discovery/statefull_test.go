@@ -36,7 +36,7 @@ func TestStateDirFull(t *testing.T) {
 	}
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	rec := &recorder{}
-	c := newClient(t, Config{Addrs: []string{srv.Addr}, OnTable: rec.onTable, StateDir: dir})
+	c := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: dir})
 	var logs testenv.Buffer
 	c.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runClient(t, c)

@@ -20,9 +20,9 @@ func BenchmarkStreamFull100k(b *testing.B) {
 	srv := discoverytest.Start(b, "127.0.0.1:0", nil)
 	names := 0
 	startClient(b, Config{Addrs: []string{srv.Addr}, StateDir: b.TempDir(),
-		OnWireTable: func(_ string, t WireTable) error {
+		Apply: func(v *Version) error {
 			names = 0
-			return t(func(string, []byte) error { names++; return nil }, nil)
+			return v.Walk(func(_, _ []byte) error { names++; return nil }, nil)
 		}})
 	srv.Recv(b)
 	b.ReportAllocs()

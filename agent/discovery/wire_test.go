@@ -1,9 +1,6 @@
 package discovery
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -92,40 +89,6 @@ func TestApplyDeltaWire(t *testing.T) {
 	}
 }
 
-// EachName sees every name and zone of a table, and fails on a cut one.
-func TestEachName(t *testing.T) {
-	wire, err := proto.Marshal(&meshdnsv1.NameTable{
-		AuthoritativeZones: []string{"cluster.local", "example"},
-		Table:              map[string]*meshdnsv1.NameInfo{"a.example": {Ips: []string{"10.0.0.1"}}, "b.example": nil},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	var zones []string
-	err = EachName(wire, func(host string, info []byte) error {
-		var ni meshdnsv1.NameInfo
-		if err := proto.Unmarshal(info, &ni); err != nil {
-			return err
-		}
-		got[host] = ni.String()
-		return nil
-	}, func(z string) error { zones = append(zones, z); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"a.example": (&meshdnsv1.NameInfo{Ips: []string{"10.0.0.1"}}).String(), "b.example": ""}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("names (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"cluster.local", "example"}, zones); diff != "" {
-		t.Errorf("zones (-want +got):\n%s", diff)
-	}
-	if err := EachName(wire[:len(wire)-3], func(string, []byte) error { return nil }, func(string) error { return nil }); err == nil {
-		t.Error("a cut table parsed")
-	}
-}
-
 // A raw response parses to what proto would decode, with the full table
 // left in wire form.
 func TestParseResponse(t *testing.T) {
@@ -167,65 +130,5 @@ func TestParseResponse(t *testing.T) {
 	}
 	if _, err := parseResponse(fullResp[:len(fullResp)-2]); err == nil {
 		t.Error("a cut response parsed")
-	}
-}
-
-// A full table that changes little of the base is a change of the names
-// that differ; one that changes more than hashdiff.MaxPatchShare of them is staged,
-// and its walks then hand over every name of both tables (the stages
-// replace every entry, holding nothing per name of what changed).
-func TestDiffSmallAndStaged(t *testing.T) {
-	var names []string
-	for i := range 12 {
-		names = append(names, fmt.Sprintf("n%02d.example", i))
-	}
-	wire := func(changed int) rawTable {
-		nt := table(names...)
-		for _, n := range names[:changed] {
-			nt.Table[n].Ips = []string{"10.9.9.9"}
-		}
-		b, err := proto.Marshal(nt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return memRaw(b)
-	}
-	walk := func(w func(func(string, []byte) error) error) []string {
-		var got []string
-		if err := w(func(host string, _ []byte) error { got = append(got, strings.Clone(host)); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(got)
-		return got
-	}
-	base := wire(0)
-
-	c, ok, err := diff(base, wire(2))
-	if err != nil || !ok {
-		t.Fatalf("2 of 12 changed: ok %v, err %v", ok, err)
-	}
-	var added []string
-	for _, n := range c.New {
-		added = append(added, n.Host)
-	}
-	slices.Sort(added)
-	if c.Next != nil || c.Names != 12 || !slices.Equal(walk(c.Old), names[:2]) || !slices.Equal(added, names[:2]) {
-		t.Errorf("2 of 12 changed: Next set %v, Names %d, Old %v, New %v; want a patch of %v", c.Next != nil, c.Names, walk(c.Old), added, names[:2])
-	}
-
-	c, ok, err = diff(base, wire(5))
-	if err != nil || !ok {
-		t.Fatalf("5 of 12 changed: ok %v, err %v", ok, err)
-	}
-	if c.Next == nil || c.New != nil || c.Names != 12 {
-		t.Fatalf("5 of 12 changed: Next set %v, New %d, Names %d; want staged", c.Next != nil, len(c.New), c.Names)
-	}
-	for range 2 { // walked once per stage
-		if got := walk(c.Old); !slices.Equal(got, names) {
-			t.Errorf("staged Old walks %v, want every name", got)
-		}
-		if got := walk(c.Next); !slices.Equal(got, names) {
-			t.Errorf("staged Next walks %v, want every name", got)
-		}
 	}
 }

@@ -12,42 +12,34 @@ import (
 	"github.com/meshdns/meshdns/internal/namewire"
 )
 
-// WireTable is a NameTable in wire form, walked name by name: it calls name
-// for every entry (the key, and its NameInfo still marshalled) and zone for
-// every authoritative zone, in the order they appear. It may be walked more
-// than once; the info bytes are valid only during the call to name (a
+// rawTable walks a NameTable in wire form: it calls name for every entry
+// (the key and its NameInfo still marshalled, both valid during the call
+// only) and zone for every authoritative zone, in the order they appear;
+// a nil name or zone skips those. It may be walked more than once (a
 // table read from the state file is never whole in memory).
-type WireTable func(name func(host string, info []byte) error, zone func(z string) error) error
-
-// rawTable is a WireTable whose walk gives the keys as bytes, valid only
-// during the call like the info: the client's own walks (writing the next
-// state file, comparing tables, finding what a delta replaces) compare,
-// hash or copy the names and make no string per name; only what goes to
-// the agent's build is converted (wire).
 type rawTable func(name func(host, info []byte) error, zone func(z string) error) error
 
-// wire is r walked with the keys as strings.
-func (r rawTable) wire() WireTable {
-	return func(name func(string, []byte) error, zone func(string) error) error {
-		if name == nil {
-			return r(nil, zone)
-		}
-		return r(func(host, info []byte) error { return name(string(host), info) }, zone)
-	}
+// Version is a table version the client hands to Config.Apply.
+type Version struct {
+	id   string
+	walk rawTable
 }
 
-// memTable is the WireTable of a wire-form NameTable held in memory.
-func memTable(b []byte) WireTable { return memRaw(b).wire() }
+// ID is the control plane's version_info of the table.
+func (v *Version) ID() string { return v.id }
 
-// memRaw is memTable with raw keys.
+// Walk walks the table's names in wire form (see Config.Apply for how
+// long it may).
+func (v *Version) Walk(name func(host, info []byte) error, zone func(zone string) error) error {
+	return v.walk(name, zone)
+}
+
+// memRaw is the walk of a wire-form NameTable held in memory.
 func memRaw(b []byte) rawTable {
 	return func(name func(host, info []byte) error, zone func(string) error) error {
-		return eachRawName(b, name, zone)
+		return namewire.EachName(b, name, zone)
 	}
 }
-
-// fileTable is the WireTable of the table inside a state file.
-func fileTable(path string) WireTable { return fileRaw(path).wire() }
 
 // fileRaw is the raw walk of the table inside a state file (a
 // StreamNameTableResponse, see saveState), read in one streaming pass per

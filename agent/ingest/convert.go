@@ -1,4 +1,4 @@
-package agent
+package ingest
 
 import (
 	"errors"
@@ -43,17 +43,17 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// ErrInvalidTable wraps every reason Convert rejects a table; the discovery
-// client NACKs it with codes.InvalidArgument.
+// ErrInvalidTable wraps every reason a table is rejected as invalid; the
+// discovery client NACKs it with codes.InvalidArgument.
 var ErrInvalidTable = errors.New("invalid name table")
 
-// Convert is the agent's one converter from the wire NameTable to the
-// domain entries and zones that nametable.New takes. It validates
+// convertTable converts a decoded NameTable whole, as a build does name by
+// name (the unit tests' entry point). It validates
 // everything the wire format cannot (addresses, names, sizes) and rejects
 // the whole table on the first problem: serving half a table would answer
 // NXDOMAIN for the dropped names inside authoritative zones. Entries come
 // back sorted by hostname so equal tables convert to equal slices.
-func Convert(t *namewire.NameTable, lim Limits) ([]nametable.Entry, []string, error) {
+func convertTable(t *namewire.NameTable, lim Limits) ([]nametable.Entry, []string, error) {
 	lim = lim.withDefaults()
 	if t == nil {
 		return nil, nil, nil

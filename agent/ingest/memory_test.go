@@ -1,4 +1,4 @@
-package agent
+package ingest
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestMemoryReleaser(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var releases, looks atomic.Int32
 		var reclaim atomic.Uint64
-		r := newMemoryReleaser(time.Millisecond, 5*time.Millisecond)
+		r := NewReleaser(time.Millisecond, 5*time.Millisecond)
 		r.release = func() { releases.Add(1) }
 		r.reclaimable = func() (uint64, uint64) {
 			looks.Add(1)
@@ -53,7 +53,7 @@ func TestMemoryReleaser(t *testing.T) {
 		if n, l := releases.Load(), looks.Load(); n != 0 || l != 6 {
 			t.Fatalf("%d releases after %d looks with nothing reclaimable, want 0 after 6", n, l)
 		}
-		r.kick()
+		r.Kick()
 		synctest.Wait()
 		if n := releases.Load(); n != 1 {
 			t.Fatalf("%d releases after a kick, want 1", n)

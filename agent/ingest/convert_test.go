@@ -1,6 +1,8 @@
-package agent
+package ingest
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"net/netip"
 	"os"
@@ -12,7 +14,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/internal/dnsname"
 	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
@@ -162,7 +163,7 @@ func TestConvert(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, zones, err := Convert(tt.in, tt.lim)
+			got, zones, err := convertTable(tt.in, tt.lim)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidTable) {
 					t.Fatalf("err = %v, want ErrInvalidTable with %q", err, tt.wantErr)
@@ -219,37 +220,25 @@ func FuzzConvert(f *testing.F) {
 		if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
 			t.Fatalf("(-proto +namewire):\n%s", diff)
 		}
-		entries, zones, err := Convert(nt, Limits{})
-		// The wire converter agrees on the table as the client keeps it
-		// (marshalled again: one entry per name).
-		wire := nt.Marshal()
-		wEntries, wZones, werr := ConvertWire(wire, Limits{})
-		if (err == nil) != (werr == nil) {
-			t.Fatalf("Convert error %v, ConvertWire error %v", err, werr)
-		}
-		// And building it name by name gives the table New gives.
-		built, n, berr := buildWire(func(n func(string, []byte) error, z func(string) error) error { return discovery.EachName(wire, n, z) }, Limits{}, nametable.Context{Namespace: "demo"})
+		entries, zones, err := convertTable(nt, Limits{})
+		// Building the table as the client keeps it (marshalled again:
+		// one entry per name), name by name, gives the table New gives.
+		built, n, berr := build(memVersion("v", nt.Marshal()), Limits{}.withDefaults(), nametable.Context{Namespace: "demo"})
 		var want *nametable.Table
 		if err == nil {
 			want, err = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})
 		}
 		if (err == nil) != (berr == nil) {
-			t.Fatalf("Convert+New error %v, buildWire error %v", err, berr)
+			t.Fatalf("convert+New error %v, build error %v", err, berr)
 		}
 		if err != nil {
 			return
 		}
 		if n != len(entries) {
-			t.Fatalf("buildWire counted %d names, Convert %d", n, len(entries))
+			t.Fatalf("build counted %d names, convert %d", n, len(entries))
 		}
 		if diff := cmp.Diff(want.Names(), built.Names()); diff != "" {
-			t.Fatalf("names (-New +buildWire):\n%s", diff)
-		}
-		if diff := cmp.Diff(entries, wEntries, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-			t.Fatalf("entries (-Convert +ConvertWire):\n%s", diff)
-		}
-		if diff := cmp.Diff(zones, wZones, cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("zones (-Convert +ConvertWire):\n%s", diff)
+			t.Fatalf("names (-New +build):\n%s", diff)
 		}
 		if len(entries) != len(nt.Table) {
 			t.Fatalf("%d entries from %d names", len(entries), len(nt.Table))
@@ -278,7 +267,7 @@ func FuzzTableFile(f *testing.F) {
 	// The demo table, a table with a wrong type, deep nesting, an unknown
 	// field, both spellings of the zones, null values, a duplicate name in
 	// another case and trailing data.
-	if b, err := os.ReadFile("../examples/nametable.json"); err == nil {
+	if b, err := os.ReadFile("../../examples/nametable.json"); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"table": {"a.example": {"ips": "10.0.0.1"}}}`))
@@ -292,57 +281,40 @@ func FuzzTableFile(f *testing.F) {
 	f.Add([]byte(`{"table": {}} {}`))
 	f.Add([]byte(`{"table": {}, "table": {}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// The streaming converter of files agrees with protojson plus
-		// Convert: the same entries and zones, or both fail.
-		entries, zones, err := convertTableFile(data, Limits{})
+		// A file's version builds the table protojson plus the
+		// converter give, or both fail; and it dumps what protojson
+		// reads.
+		v := NewFileVersion(bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
+		pod := nametable.Context{Namespace: "demo"}
+		built, n, berr := build(v, Limits{}.withDefaults(), pod)
 		var pt meshdnsv1.NameTable
-		jerr := protojson.Unmarshal(data, &pt)
-		// The whole-file parser of the debug dump reads what protojson
-		// reads. (It leaves duplicate names in another case, and zones,
-		// to Convert.)
-		if nt, err := parseTableFile(data); jerr == nil {
-			if err != nil {
-				t.Fatalf("parseTableFile error %v, protojson none", err)
-			}
-			if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
-				t.Fatalf("(-protojson +parseTableFile):\n%s", diff)
-			}
-		}
-		perr := jerr
-		var want []nametable.Entry
-		var wantZones []string
+		perr := protojson.Unmarshal(data, &pt)
+		var want *nametable.Table
+		var entries []nametable.Entry
 		if perr == nil {
-			want, wantZones, perr = Convert(fromProto(t, &pt), Limits{})
-		}
-		if (err == nil) != (perr == nil) {
-			t.Fatalf("streaming converter error %v, protojson+Convert error %v", err, perr)
-		}
-		// Building name by name gives the table New gives.
-		built, n, berr := buildTableFile(data, Limits{}, nametable.Context{Namespace: "demo"})
-		var wantTable *nametable.Table
-		nerr := err
-		if nerr == nil {
-			wantTable, nerr = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})
-		}
-		if (nerr == nil) != (berr == nil) {
-			t.Fatalf("convert+New error %v, buildTableFile error %v", nerr, berr)
-		}
-		if nerr == nil {
-			if n != len(entries) {
-				t.Fatalf("buildTableFile counted %d names, the converter %d", n, len(entries))
-			}
-			if diff := cmp.Diff(wantTable.Names(), built.Names()); diff != "" {
-				t.Fatalf("names (-New +buildTableFile):\n%s", diff)
+			var zones []string
+			if entries, zones, perr = convertTable(fromProto(t, &pt), Limits{}); perr == nil {
+				want, perr = nametable.New(entries, zones, pod)
 			}
 		}
-		if err != nil {
+		if (perr == nil) != (berr == nil) {
+			t.Fatalf("protojson+convert+New error %v, file version build error %v", perr, berr)
+		}
+		if perr != nil {
 			return
 		}
-		if diff := cmp.Diff(want, entries, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-			t.Fatalf("entries (-protojson +streaming):\n%s", diff)
+		if n != len(entries) {
+			t.Fatalf("build counted %d names, the converter %d", n, len(entries))
 		}
-		if diff := cmp.Diff(wantZones, zones, cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("zones (-protojson +streaming):\n%s", diff)
+		if diff := cmp.Diff(want.Names(), built.Names()); diff != "" {
+			t.Fatalf("names (-protojson +file version):\n%s", diff)
+		}
+		nt, err := (&Served{v: v}).Dump()
+		if err != nil {
+			t.Fatalf("dump of a valid file: %v", err)
+		}
+		if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
+			t.Fatalf("dump (-protojson +file version):\n%s", diff)
 		}
 	})
 }

@@ -1,4 +1,15 @@
-package agent
+package ingest
+
+// Every turn of the Go runtime's memory knobs in the agent is in this
+// file: the collector (runtime.GC, debug.FreeOSMemory), GOGC
+// (debug.SetGCPercent) and the memory limit (debug.SetMemoryLimit). Why:
+// the pod's memory limit must cover the agent's peak RSS, and with the
+// runtime's defaults a table change peaked at about twice what it holds
+// live, because the garbage of a build (decoded names, converted entries)
+// and the pages it freed were left for the collector's own pace and the
+// scavenger's. So a table change runs with a lower GOGC and a memory limit
+// of what is live plus what the change needs, and memory no longer used
+// is handed back to the OS after it (Releaser).
 
 import (
 	"context"
@@ -8,7 +19,7 @@ import (
 	"time"
 )
 
-// memoryReleaser hands memory the agent no longer uses back to the OS. The
+// Releaser hands memory the agent no longer uses back to the OS. The
 // Go runtime keeps freed heap pages for reuse and lets garbage pile up to
 // GOGC percent above the live heap before collecting it; for a process
 // whose answer path allocates nothing that garbage can sit there for hours:
@@ -20,7 +31,7 @@ import (
 //   - when a periodic look (every check, a read of runtime/metrics, no GC)
 //     finds more reclaimable memory (garbage plus free heap pages) than
 //     slack: 1 MiB or a sixteenth of the live heap.
-type memoryReleaser struct {
+type Releaser struct {
 	minGap, check time.Duration
 	kicks         chan struct{} // capacity 1: pending requests collapse
 	// release frees memory (debug.FreeOSMemory); reclaimable reads how much
@@ -29,15 +40,17 @@ type memoryReleaser struct {
 	reclaimable func() (reclaim, live uint64)
 }
 
-func newMemoryReleaser(minGap, check time.Duration) *memoryReleaser {
-	return &memoryReleaser{
+// NewReleaser returns a Releaser that releases at most once per minGap
+// after a Kick, and looks every check.
+func NewReleaser(minGap, check time.Duration) *Releaser {
+	return &Releaser{
 		minGap: minGap, check: check, kicks: make(chan struct{}, 1),
 		release: debug.FreeOSMemory, reclaimable: readReclaimable,
 	}
 }
 
-// kick asks for a release; it never blocks.
-func (r *memoryReleaser) kick() {
+// Kick asks for a release; it never blocks.
+func (r *Releaser) Kick() {
 	select {
 	case r.kicks <- struct{}{}:
 	default:
@@ -52,7 +65,7 @@ func worthIt(reclaim, live uint64) bool {
 
 // Run releases memory after kicks and when the periodic look finds enough
 // to give back, until ctx ends.
-func (r *memoryReleaser) Run(ctx context.Context) error {
+func (r *Releaser) Run(ctx context.Context) error {
 	tick := time.NewTicker(r.check)
 	defer tick.Stop()
 	var last time.Time
@@ -183,3 +196,30 @@ func readHeld() (held, live uint64) {
 	}
 	return s[0].Value.Uint64() - s[1].Value.Uint64() - s[2].Value.Uint64(), s[3].Value.Uint64()
 }
+
+// changeLimit sets a memory limit for a change applied in place (the
+// comparison of a new table with the one serving, and the patch it
+// finds): what the runtime holds now besides free heap pages, plus a
+// sixteenth of the live heap and 1 MiB, for the comparison's hashes and
+// the garbage of reading the tables. Past it the collector runs as often
+// as needed and the scavenger hands freed pages back at once, where GOGC's
+// headroom and pages not yet returned would take the process about a
+// table above its steady size. It never raises the limit: a lower
+// GOMEMLIMIT stays. It returns the function that restores the limit before
+// (to build whole, under buildMemory's limit).
+func changeLimit() (restore func()) {
+	const changeSlack = 1 << 20
+	prev := debug.SetMemoryLimit(-1)
+	held, live := readHeld()
+	if held == 0 {
+		return func() {}
+	}
+	if limit := int64(held) + int64(live)/16 + changeSlack; limit < prev {
+		debug.SetMemoryLimit(limit)
+	}
+	return func() { debug.SetMemoryLimit(prev) }
+}
+
+// collect runs a collection: what a failed patch or comparison left (its
+// hashes, converted entries) is freed before a whole build allocates.
+func collect() { runtime.GC() }

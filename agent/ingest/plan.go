@@ -1,0 +1,248 @@
+package ingest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/meshdns/meshdns/internal/hashdiff"
+	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/pkg/nametable"
+)
+
+// Strategies of the planner, the bounded values of the strategy label.
+const (
+	strategyBuild = "build" // built whole, beside the table serving
+	strategyPatch = "patch" // the names that differ patched in (nametable Table.Patch)
+)
+
+var strategies = []string{strategyBuild, strategyPatch}
+
+// maxGarbage is the share of a patched table's storage that removed names
+// may leave behind before a change is built whole again (nametable
+// Table.Garbage).
+const maxGarbage = 0.25
+
+// plan makes the table of v, given the table served (or nil), in the way
+// the comparison of the two says costs least memory:
+//   - at most hashdiff.MaxPatchShare of the names changed: a patch of the
+//     table serving with the names that differ (it shares the old table's
+//     storage, so it costs a small part of a table, not a second one);
+//   - anything else is built whole beside the table serving: a larger
+//     change, no table to compare with, one that carries too much garbage,
+//     other zones, or a comparison that fails (the old content is gone).
+//     The whole build is also what checks a table strictly, so a patch
+//     that fails is built whole, which says whether v is valid.
+//
+// The decision and its reason are logged, and counted by strategy.
+func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, int, error) {
+	if v == nil {
+		t, err := nametable.New(nil, nil, in.cfg.Pod)
+		in.m.applies.WithLabelValues(strategyBuild).Inc()
+		return t, 0, err
+	}
+	var reason string
+	switch {
+	case prev == nil || prev.v == nil:
+		reason = "no table to compare with"
+	case prev.Table.Garbage() > maxGarbage:
+		reason = "the table serving carries too much garbage"
+	default:
+		restore := changeLimit()
+		c, err := compare(prev.v, v, prev.Names)
+		switch {
+		case err != nil:
+			reason = "comparison failed: " + err.Error()
+		case c.zonesChanged:
+			reason = "the zones changed"
+		case c.base.Small(c.changed):
+			t, n, err := in.patch(prev, v, c)
+			if err == nil {
+				in.decided(strategyPatch, id, fmt.Sprintf("%d of %d names changed", c.changed, c.names))
+				restore()
+				return t, n, nil
+			}
+			reason = "patch failed: " + err.Error()
+		default:
+			reason = fmt.Sprintf("%d of %d names changed: more than a patch", c.changed, c.names)
+		}
+		c = nil
+		restore()
+		collect() // the comparison's hashes, before the whole build
+	}
+	in.decided(strategyBuild, id, reason)
+	return build(v, in.lim, in.cfg.Pod)
+}
+
+// decided logs and counts the planner's choice.
+func (in *Ingest) decided(strategy, id, reason string) {
+	in.m.applies.WithLabelValues(strategy).Inc()
+	in.log.Info("applying name table", "version", id, "strategy", strategy, "reason", reason)
+}
+
+// change is what a version changes in the one served, as the comparison
+// found it.
+type change struct {
+	base         *hashdiff.Base // the old version's names, matched
+	names        int            // of the new version
+	changed      int            // names of the new version not matched unchanged
+	zonesChanged bool
+}
+
+// compare walks old (about names names) into hashes, then matches next's
+// names against them. It holds two 64-bit hashes per old name, not the
+// tables; a collision makes a patch come to another number of names than
+// next has, and the table is then built whole.
+func compare(old, next Version, names int) (*change, error) {
+	// Sized once: grown by appends, the hashes would take up to twice
+	// their size while they grow, at the start of a replacement.
+	c := &change{base: hashdiff.New(names)}
+	var oldZones, newZones []string
+	err := old.Walk(func(host, info []byte) error {
+		c.base.Add(host, info)
+		return nil
+	}, func(z string) error {
+		oldZones = append(oldZones, z)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.base.Seal()
+	err = next.Walk(func(host, info []byte) error {
+		c.names++
+		if !c.base.Match(host, info) {
+			c.changed++
+		}
+		return nil
+	}, func(z string) error {
+		newZones = append(newZones, z)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.zonesChanged = !slices.Equal(oldZones, newZones)
+	return c, nil
+}
+
+// patch patches prev's table with what c found: the entries of next's
+// names that differ are added, the old entries of names removed or
+// replaced removed.
+func (in *Ingest) patch(prev *Served, next Version, c *change) (*nametable.Table, int, error) {
+	names := prev.Names - c.base.Left() + c.changed
+	if names != c.names {
+		return nil, 0, fmt.Errorf("a patch to %d names, but the table has %d", names, c.names)
+	}
+	if names > in.lim.MaxNames {
+		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, in.lim.MaxNames)
+	}
+	var remove, add []nametable.Entry
+	conv := converter(in.lim)
+	err := next.Walk(func(host, info []byte) error {
+		if c.base.Same(host, info) {
+			return nil
+		}
+		e, err := conv(string(host), info)
+		add = append(add, e)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = prev.v.Walk(func(host, info []byte) error {
+		if !c.base.Changed(host) {
+			return nil
+		}
+		e, err := conv(string(host), info)
+		remove = append(remove, e)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	t, err := prev.Table.Patch(remove, add)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, names, nil
+}
+
+// converter returns the conversion of one name in wire form into an
+// entry, with one NameInfo reused.
+func converter(lim Limits) func(host string, raw []byte) (nametable.Entry, error) {
+	info := new(namewire.NameInfo)
+	return func(host string, raw []byte) (nametable.Entry, error) {
+		if err := info.Unmarshal(raw); err != nil {
+			return nametable.Entry{}, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		e, err := convertInfo(host, info, lim)
+		if err != nil {
+			return e, fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		return e, nil
+	}
+}
+
+// build builds the table of v for pod, feeding each converted name
+// straight into the table's builder: neither the decoded table nor the
+// converted entries are ever held whole (at 100,000 names they were ~40
+// and ~25 MB beside the table being built, the pod's peak).
+//
+// The builder needs the zones before the first name. A version whose
+// zones come first (the state files the discovery client writes) is built
+// in one walk; otherwise (the control plane's order, and protojson's: the
+// zones follow the names) a walk for the zones comes first.
+func build(v Version, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+	var zones []string
+	var c *collector
+	info := new(namewire.NameInfo)
+	add := func(host, raw []byte) error {
+		if err := info.Unmarshal(raw); err != nil {
+			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		return c.add(string(host), info)
+	}
+	err := v.Walk(func(host, raw []byte) error {
+		if c == nil {
+			if len(zones) == 0 {
+				return errZonesLater
+			}
+			var err error
+			if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+				return err
+			}
+		}
+		return add(host, raw)
+	}, func(z string) error {
+		if c != nil {
+			return errZonesLater
+		}
+		zones = append(zones, z)
+		return nil
+	})
+	switch {
+	case err == nil && c == nil:
+		// Zones and no names (or nothing at all).
+		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+			return nil, 0, err
+		}
+	case err == errZonesLater:
+		zones = zones[:0]
+		if err := v.Walk(nil, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+			return nil, 0, err
+		}
+		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
+			return nil, 0, err
+		}
+		if err := v.Walk(add, nil); err != nil {
+			return nil, 0, err
+		}
+	case err != nil:
+		return nil, 0, err
+	}
+	return c.into.Table(), c.n, nil
+}
+
+// errZonesLater stops a one-walk build at a name before any zone, or a
+// zone after names.
+var errZonesLater = fmt.Errorf("zones after names")
