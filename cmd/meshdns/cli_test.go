@@ -276,6 +276,7 @@ func TestValidate(t *testing.T) {
 	none := write("none.yaml", "entries: []\n")
 	empty := write("empty.yaml", "")
 	badEntry := write("bad.yaml", "entries:\n- hostname: ok.example\n  addresses: [10.0.0.1]\n- hostname: web.example\n  addresses: [10.0.0.300]\n")
+	twoFaults := write("two-faults.yaml", "entries:\n- hostname: -web.example\n  addresses: [10.0.0.300]\n")
 	typo := write("typo.yaml", "entries:\n- hostname: a.example\n  adresses: [10.0.0.1]\n")
 	tmpl := write("template.yaml", "image: registry.example/meshdns:v1\n")
 	badTmpl := write("bad-template.yaml", "dnsPort: 15020\n")
@@ -301,6 +302,13 @@ func TestValidate(t *testing.T) {
 		{name: "missing file", args: []string{"--entries", filepath.Join(dir, "nope.yaml")}, code: 1, stdout: []string{"INVALID " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"}},
 		{name: "folder without entries files", args: []string{"--entries", emptyDir}, code: 1, stdout: []string{"INVALID " + emptyDir + ": folder holds no"}},
 		{name: "nothing to validate", args: nil, code: 2},
+		{name: "several paths after one flag", args: []string{"--entries", none, badEntry, "--quiet", filepath.Join(dir, "good")}, code: 1,
+			stdout: []string{"INVALID " + badEntry + `: entries[1] "web.example": address "10.0.0.300"`}},
+		{name: "paths without the flag, and after --", args: []string{none, "--inject-template", tmpl, "--", filepath.Join(dir, "good")}, code: 0,
+			stdout: []string{"ok      " + none + " (0 entries, 0 zones)", "ok      " + good + " (1 entries, 0 zones)",
+				"ok      " + tmpl + " (injection template, image registry.example/meshdns:v1)"}},
+		{name: "every fault of one entry", args: []string{"--entries", twoFaults}, code: 1,
+			stdout: []string{"INVALID " + twoFaults + `: entries[0] "-web.example": hostname: `, `        entries[0] "-web.example": address "10.0.0.300"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,10 +18,11 @@ import (
 func init() {
 	commands["validate"] = command{
 		summary: "check entries files and an injection template before they are applied (exit 0 valid, 1 invalid)",
-		usage: `usage: meshdns validate [--entries FILE_OR_FOLDER]... [--inject-template FILE]
+		usage: `usage: meshdns validate [--entries] FILE_OR_FOLDER... [--inject-template FILE]
 
 Checks what the control plane would load, with the same rules, without running it: every entries file
-(a folder's *.yaml, *.yml and *.json files, as --entries reads them) and the injection template. Prints
+(a folder's *.yaml, *.yml and *.json files, as --entries reads them) and the injection template. Every
+argument that is not a flag is an entries path, so --entries a.yaml b.yaml and a shell glob work. Prints
 one line per file; exits 0 when all are valid, 1 when one is not (the errors name the file and the entry),
 2 for a mistake in the command line. For CI and for a validating step before kubectl apply.`,
 		run: runValidate,
@@ -35,9 +36,11 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs.Var(&entries, "entries", "entries YAML file or folder of them (repeatable)")
 	template := fs.String("inject-template", "", "injection template file (YAML or JSON)")
 	quiet := fs.Bool("quiet", false, "print only the invalid files")
-	if err := parseFlags(fs, args, nil); err != nil {
+	flagArgs, paths := splitPaths(fs, args)
+	if err := parseFlags(fs, flagArgs, nil); err != nil {
 		return err
 	}
+	entries = append(entries, paths...)
 	if len(entries) == 0 && *template == "" {
 		return usagef("nothing to validate: give --entries or --inject-template")
 	}
@@ -94,4 +97,36 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return fmt.Errorf("%d of %d files invalid", bad, total)
 	}
 	return nil
+}
+
+// splitPaths separates the arguments that are not flags (nor a flag's
+// value) from the flags, wherever they stand: `--entries a.yaml b.yaml`
+// must read both files, as the usage line says, while Go's flag package
+// stops at the first argument that is not a flag. After "--" everything
+// is a path.
+func splitPaths(fs *flag.FlagSet, args []string) (flagArgs, paths []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flagArgs, append(paths, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			paths = append(paths, a)
+			continue
+		}
+		flagArgs = append(flagArgs, a)
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if hasValue || f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flagArgs = append(flagArgs, args[i])
+		}
+	}
+	return flagArgs, paths
 }

@@ -81,9 +81,11 @@ func Parse(data []byte) (entries []registry.Entry, zones []string, err error) {
 	}
 	seen := map[string]int{}
 	for i, fe := range f.Entries {
-		e, err := convert(fe)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("entries[%d] %q: %w", i, fe.Hostname, err))
+		e, bad := convert(fe)
+		if len(bad) > 0 {
+			for _, err := range bad {
+				errs = append(errs, fmt.Errorf("entries[%d] %q: %w", i, fe.Hostname, err))
+			}
 			continue
 		}
 		// The same name twice is allowed only for disjoint namespaces,
@@ -137,28 +139,34 @@ func checkExplicit(data []byte) error {
 	return nil
 }
 
-func convert(fe FileEntry) (registry.Entry, error) {
+// convert checks every field of fe and returns all that is wrong with it,
+// not only the first: an operator fixing an entry sees every fault at once.
+func convert(fe FileEntry) (registry.Entry, []error) {
 	e := registry.Entry{Entry: nametable.Entry{Registry: "File", TTL: fe.TTL}}
+	var errs []error
 	if err := dnsname.Check(fe.Hostname, true); err != nil {
-		return e, fmt.Errorf("hostname: %w", err)
+		errs = append(errs, fmt.Errorf("hostname: %w", err))
 	}
 	e.Hostname = registry.CanonicalHost(fe.Hostname)
 	for _, a := range fe.Addresses {
 		ip, err := netip.ParseAddr(strings.TrimSpace(a))
-		if err != nil {
-			return e, fmt.Errorf("address %q: not an IP address", a)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("address %q: not an IP address", a))
+		case ip.Zone() != "":
+			errs = append(errs, fmt.Errorf("address %q: zones are not allowed", a))
+		default:
+			e.IPs = append(e.IPs, ip.Unmap())
 		}
-		if ip.Zone() != "" {
-			return e, fmt.Errorf("address %q: zones are not allowed", a)
-		}
-		e.IPs = append(e.IPs, ip.Unmap())
 	}
 	for _, p := range fe.Ports {
 		if p.Port < 1 || p.Port > 65535 {
-			return e, fmt.Errorf("port %q: %d out of range 1-65535", p.Name, p.Port)
+			errs = append(errs, fmt.Errorf("port %q: %d out of range 1-65535", p.Name, p.Port))
+			continue
 		}
 		if err := dnsname.CheckLabel(p.Name); err != nil {
-			return e, fmt.Errorf("port name %q: %w", p.Name, err)
+			errs = append(errs, fmt.Errorf("port name %q: %w", p.Name, err))
+			continue
 		}
 		proto := strings.ToUpper(p.Protocol)
 		switch proto {
@@ -166,21 +174,24 @@ func convert(fe FileEntry) (registry.Entry, error) {
 			proto = "TCP"
 		case "TCP", "UDP", "SCTP":
 		default:
-			return e, fmt.Errorf("port %q: protocol %q is not TCP, UDP or SCTP", p.Name, p.Protocol)
+			errs = append(errs, fmt.Errorf("port %q: protocol %q is not TCP, UDP or SCTP", p.Name, p.Protocol))
+			continue
 		}
 		e.Ports = append(e.Ports, nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: proto})
 	}
 	for _, ns := range fe.Namespaces {
 		if err := dnsname.CheckLabel(ns); err != nil {
-			return e, fmt.Errorf("namespace %q: %w", ns, err)
+			errs = append(errs, fmt.Errorf("namespace %q: %w", ns, err))
+			continue
 		}
 		e.Namespaces = append(e.Namespaces, ns)
 	}
 	for _, a := range fe.Aliases {
 		if err := dnsname.Check(a, true); err != nil {
-			return e, fmt.Errorf("alias %q: %w", a, err)
+			errs = append(errs, fmt.Errorf("alias %q: %w", a, err))
+			continue
 		}
 		e.AltHosts = append(e.AltHosts, registry.CanonicalHost(a))
 	}
-	return e, nil
+	return e, errs
 }

@@ -83,6 +83,11 @@ entries:
 		{name: "bad namespace", yaml: "entries: [{hostname: a.x, namespaces: [team/a]}]", wantErr: `namespace "team/a"`},
 		{name: "one bad entry rejects the file", yaml: "entries: [{hostname: good.x, addresses: [10.0.0.1]}, {hostname: bad.x, addresses: [nope]}]", wantErr: `entries[1] "bad.x"`},
 		{name: "not yaml", yaml: "entries: [", wantErr: "decode"},
+		{name: "every fault of one entry", yaml: "entries: [{hostname: -bad.x, addresses: [10.0.0.300, 10.0.0.1, nope], namespaces: [team/a]}]",
+			wantErr: "entries[0] \"-bad.x\": hostname: label \"-bad\" starts or ends with '-'\n" +
+				"entries[0] \"-bad.x\": address \"10.0.0.300\": not an IP address\n" +
+				"entries[0] \"-bad.x\": address \"nope\": not an IP address\n" +
+				"entries[0] \"-bad.x\": namespace \"team/a\""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

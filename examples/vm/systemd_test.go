@@ -78,7 +78,7 @@ func TestSetupSystemd(t *testing.T) {
 	if err := os.WriteFile(v.resolv, []byte(original), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := v.run(t, "setup.sh", "--binary", v.binary, "--control-plane", "cp.example:15010", "--namespace", "vms"); err != nil {
+	if out, err := v.run(t, "setup.sh", "--binary", v.binary, "--control-plane", "cp.example:15012", "--namespace", "vms"); err != nil {
 		t.Fatalf("setup.sh: %v\n%s", err, out)
 	}
 	unit := read(t, filepath.Join(v.dir, "systemd", "meshdns-agent.service"))
@@ -86,7 +86,7 @@ func TestSetupSystemd(t *testing.T) {
 		t.Errorf("unit ExecStart does not run --binary:\n%s", unit)
 	}
 	defaults := read(t, filepath.Join(v.dir, "default", "meshdns-agent"))
-	for _, want := range []string{"MESHDNS_CONTROL_PLANE=cp.example:15010\n", "MESHDNS_NAMESPACE=vms\n", "MESHDNS_POD_NAME="} {
+	for _, want := range []string{"MESHDNS_CONTROL_PLANE=cp.example:15012\n", "MESHDNS_NAMESPACE=vms\n", "MESHDNS_POD_NAME="} {
 		if !strings.Contains(defaults, want) {
 			t.Errorf("defaults file lacks %q:\n%s", want, defaults)
 		}
