@@ -24,6 +24,7 @@ import (
 type webhookFlags struct {
 	addr, cert, key, template string
 	image                     string // --inject-image, or ""
+	injectCA                  string // --inject-ca, or ""
 	failClosed                bool
 	// self-managed certificates (selfcert)
 	secret, dnsNames, configs string
@@ -36,6 +37,7 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&f.key, "webhook-key", "", "PEM key of --webhook-cert")
 	fs.StringVar(&f.template, "inject-template", "", "YAML/JSON injection template (image, resources, ports...), re-read when it changes")
 	fs.StringVar(&f.image, "inject-image", "", "image of the injected init container and sidecar, usually the control plane's own (the install sets it from the one image it names); an image in --inject-template wins")
+	fs.StringVar(&f.injectCA, "inject-ca", "", "PEM CA bundle injected agents trust for the control plane's gRPC certificate, re-read when it changes; needed with a mounted --tls-cert (cert-manager's ca.crt), wins over the self-managed CA of --webhook-secret")
 	fs.BoolVar(&f.failClosed, "webhook-fail-closed", false, "deny pods the webhook cannot inject instead of admitting them uninjected")
 	fs.StringVar(&f.secret, "webhook-secret", "", "NAMESPACE/NAME of a Secret where the control plane keeps a CA and the webhook's serving certificate it makes and renews itself; turns the webhook on without --webhook-cert")
 	fs.StringVar(&f.dnsNames, "webhook-dns-names", "", "comma-separated DNS names and IPs of the self-managed certificate (default meshdns-controlplane.NAMESPACE.svc of --webhook-secret)")
@@ -47,8 +49,8 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 // what must run beside the control plane (the template watch), or nil.
 func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (func(context.Context) error, error) {
 	if f.cert == "" && f.key == "" && f.secret == "" {
-		if f.template != "" || f.failClosed {
-			return nil, usagef("--inject-template and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
+		if f.template != "" || f.failClosed || f.injectCA != "" {
+			return nil, usagef("--inject-template, --inject-ca and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
 		}
 		return nil, nil
 	}
@@ -58,8 +60,11 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 	if f.cert != "" && f.secret != "" {
 		return nil, usagef("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
 	}
-	// The injected agents trust the self-managed CA (the manager is made
-	// below, after the webhook it serves).
+	// The injected agents trust the CA of --inject-ca, else the
+	// self-managed CA (the manager is made below, after the webhook it
+	// serves). With a mounted certificate and neither, agents get no CA
+	// and dial in plaintext: only a control plane that serves plaintext
+	// (no --tls-cert) can take them.
 	var certs *selfcert.Manager
 	caBundle := func() []byte {
 		if certs == nil {
@@ -67,8 +72,15 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		}
 		return certs.CABundle()
 	}
+	if f.injectCA != "" {
+		ca, err := loadInjectCA(f.injectCA, log.With("component", "webhook"))
+		if err != nil {
+			return nil, err
+		}
+		caBundle = ca.bundle
+	}
 	w, err := webhook.New(webhook.Config{
-		Template:     webhook.Template{Image: f.image},
+		Template:     webhook.Template{Image: f.image, ClusterDomain: cfg.ClusterDomain},
 		CABundle:     caBundle,
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,

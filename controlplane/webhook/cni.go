@@ -16,6 +16,9 @@ func (t *Template) annotations() map[string]string {
 	if t.secure() {
 		a[AnnotationCA] = string(t.caBundle)
 	}
+	if t.shifted != "" {
+		a[AnnotationShiftedBy] = t.shifted
+	}
 	if t.CNI {
 		a[cni.AnnotationRedirect] = cni.Redirect{ProxyUID: t.ProxyUID, ProxyGID: t.ProxyGID, DNSPort: t.DNSPort}.String()
 	}

@@ -23,14 +23,16 @@ func TestExampleTemplate(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
 		t.Fatal(err)
 	}
-	// The base is what --inject-image gives the control plane.
-	got, err := parseTemplate([]byte(cm.Data["template.yaml"]), Template{Image: "example/meshdns:v1"})
+	// The base is what --inject-image and --cluster-domain give the
+	// control plane.
+	got, err := parseTemplate([]byte(cm.Data["template.yaml"]), Template{Image: "example/meshdns:v1", ClusterDomain: "cluster.local"})
 	if err != nil {
 		t.Fatalf("example template: %v", err)
 	}
-	// The commands are not spelled out in the example, and the image comes from
+	// The commands are not spelled out in the example, the image comes from
 	// the control plane's --inject-image (set by the install from the one
-	// image it names); compare the rest.
+	// image it names) and the cluster domain from its --cluster-domain;
+	// compare the rest.
 	want := DefaultTemplate()
 	want.Command, want.AgentCommand, want.Image = nil, nil, "example/meshdns:v1"
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Template{})); diff != "" {

@@ -101,6 +101,12 @@ func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 		return resp
 	}
 	t := *w.template.Load()
+	if withIstio(&pod) {
+		t, t.shifted = t.besideIstio()
+		if err := t.validate(); err != nil {
+			return w.fail(resp, fmt.Errorf("template beside Istio: %w", err))
+		}
+	}
 	if w.cfg.CABundle != nil {
 		t.caBundle = w.cfg.CABundle()
 	}

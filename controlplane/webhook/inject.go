@@ -13,7 +13,9 @@ import (
 const (
 	// AnnotationInject is the pod's opt-in ("true") or opt-out ("false").
 	AnnotationInject = "meshdns.io/inject"
-	// LabelInject on a namespace ("enabled") sends all its pods to /inject.
+	// LabelInject on a namespace ("enabled") sends all its pods to /inject;
+	// on a pod ("true" or "false") it opts in or out like the annotation,
+	// which wins when both are set.
 	LabelInject = "meshdns.io/inject"
 	// AnnotationStatus marks an injected pod.
 	AnnotationStatus = "meshdns.io/status"
@@ -70,6 +72,12 @@ func decide(pod *corev1.Pod, pol policy) skipReason {
 	}
 	v, ok := pod.Annotations[AnnotationInject]
 	on, err := strconv.ParseBool(strings.TrimSpace(v))
+	if !ok || err != nil {
+		// Labels are what workload templates and policy tools set most
+		// easily; the annotation, when it says something, wins.
+		v, ok = pod.Labels[LabelInject]
+		on, err = strconv.ParseBool(strings.TrimSpace(v))
+	}
 	switch {
 	case ok && err == nil && !on:
 		return skipOptOut
@@ -165,6 +173,7 @@ func (t *Template) agentContainer() corev1.Container {
 	}
 	args = append(args,
 		"--control-plane", t.ControlPlane,
+		"--cluster-domain", t.ClusterDomain,
 		"--state-dir", t.StateDir,
 		"--dns-addr", "127.0.0.1:"+strconv.Itoa(int(t.DNSPort)),
 		// Debug endpoints on loopback; the kubelet and Prometheus get the
@@ -210,7 +219,20 @@ func (t *Template) agentContainer() corev1.Container {
 			Protocol:      corev1.ProtocolTCP,
 		}},
 		ReadinessProbe: ready,
-		Resources:      *t.AgentResources.DeepCopy(),
+		// Liveness asks only that the agent's HTTP server answers (not that
+		// it has a table: a control plane outage must not restart every
+		// agent); under the supervisor a crashed agent is back long before
+		// three missed checks.
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz/live",
+				Port: intstr.FromInt32(t.ProbePort),
+			}},
+			PeriodSeconds:    10,
+			TimeoutSeconds:   3,
+			FailureThreshold: 3,
+		},
+		Resources: *t.AgentResources.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{{
 			Name:      StateVolumeName,
 			MountPath: t.StateDir,

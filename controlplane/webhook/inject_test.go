@@ -34,6 +34,22 @@ func TestDecide(t *testing.T) {
 		{name: "annotation only, opt in with spaces", pod: annotated(" True "), pol: annotationOnly, want: inject},
 		{name: "annotation only, opt out", pod: annotated("false"), pol: annotationOnly, want: skipOptOut},
 		{name: "annotation only, unparsable", pod: annotated("yes please"), pol: annotationOnly, want: skipNotOptedIn},
+		{name: "annotation only, pod label opt in", pod: labelled("true"), pol: annotationOnly, want: inject},
+		{name: "namespace enabled, pod label opt out", pod: labelled("false"), pol: namespaceEnabled, want: skipOptOut},
+		{
+			name: "annotation wins over the label",
+			pod: func() corev1.Pod {
+				p := annotated("false")
+				p.Labels = map[string]string{LabelInject: "true"}
+				return p
+			}(),
+			pol: annotationOnly, want: skipOptOut,
+		},
+		{name: "unparsable annotation leaves it to the label", pod: func() corev1.Pod {
+			p := annotated("maybe")
+			p.Labels = map[string]string{LabelInject: "true"}
+			return p
+		}(), pol: annotationOnly, want: inject},
 		{
 			name: "host network even when opted in",
 			pod: func() corev1.Pod {
@@ -66,6 +82,10 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+func labelled(v string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelInject: v}}}
 }
 
 func annotated(v string) corev1.Pod {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -141,6 +142,11 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 		{name: "labelled namespace, already injected", namespace: "labelled", pod: preinjected},
 		{name: "plain namespace", namespace: "plain", pod: testPod("plain", nil, false)},
 		{name: "plain namespace, opt in", namespace: "plain", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false), want: true},
+		{name: "plain namespace, pod label opt in", namespace: "plain", pod: func() *corev1.Pod {
+			p := testPod("label-opt-in", nil, false)
+			p.Labels = map[string]string{LabelInject: "true"}
+			return p
+		}(), want: true},
 		{name: "plain namespace, opt out", namespace: "plain", pod: testPod("opt-out", map[string]string{AnnotationInject: "false"}, false)},
 		{name: "plain namespace, host network opt in", namespace: "plain", pod: testPod("host", map[string]string{AnnotationInject: "true"}, true)},
 		{name: "disabled namespace, opt in", namespace: "disabled", pod: testPod("opt-in", map[string]string{AnnotationInject: "true"}, false)},
@@ -172,6 +178,53 @@ func TestInjectionAgainstAPIServer(t *testing.T) {
 	if got := testutil.ToFloat64(w.metrics.skipped.WithLabelValues(string(skipInjected))); got < float64(wantInjected) {
 		t.Errorf("already_injected skips = %v, want at least %d reinvocations", got, wantInjected)
 	}
+
+	// A pod Istio injected first (its configuration sorts before
+	// meshdns's): the agent takes the documented alternative numbers, so
+	// neither sidecar's ports nor uid clash, and Istio's containers stay.
+	t.Run("beside Istio's sidecar", func(t *testing.T) {
+		sent := istioShapedPod("with-istio")
+		if _, err := c.Client.CoreV1().Pods("labelled").Create(ctx, sent, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Client.CoreV1().Pods("labelled").Get(ctx, sent.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range got.Spec.InitContainers {
+			names = append(names, c.Name)
+		}
+		if diff := cmp.Diff([]string{InitContainerName, AgentContainerName, "istio-init", istioProxyName}, names); diff != "" {
+			t.Fatalf("init containers (-want +got):\n%s", diff)
+		}
+		initC, agent := got.Spec.InitContainers[0], got.Spec.InitContainers[1]
+		if uid := *agent.SecurityContext.RunAsUser; uid != 1553 || *agent.SecurityContext.RunAsGroup != 1553 {
+			t.Errorf("agent runs as %d:%d, want 1553:1553 (not istio-proxy's 1337)", uid, *agent.SecurityContext.RunAsGroup)
+		}
+		for _, want := range [][]string{{"--dns-addr", "127.0.0.1:15153"}, {"--admin-addr", "127.0.0.1:15120"}} {
+			if !slices.Equal(argValue(agent.Args, want[0]), want[1:]) {
+				t.Errorf("agent %s = %q, want %q", want[0], argValue(agent.Args, want[0]), want[1])
+			}
+		}
+		for flag, want := range map[string]string{"--proxy-uid": "1553", "--proxy-gid": "1553", "--proxy-port": "15153"} {
+			if got := argValue(initC.Args, flag); !slices.Equal(got, []string{want}) {
+				t.Errorf("init container %s = %q, want %s", flag, got, want)
+			}
+		}
+		if got.Annotations[AnnotationShiftedBy] == "" {
+			t.Errorf("no %s annotation saying what moved", AnnotationShiftedBy)
+		}
+		used := map[int32]string{}
+		for _, c := range append(append([]corev1.Container(nil), got.Spec.InitContainers...), got.Spec.Containers...) {
+			for _, p := range c.Ports {
+				if other, ok := used[p.ContainerPort]; ok {
+					t.Errorf("port %d declared by %s and %s", p.ContainerPort, other, c.Name)
+				}
+				used[p.ContainerPort] = c.Name
+			}
+		}
+	})
 
 	// Every template switch yields a pod the API server accepts: a patch
 	// it rejects would fail the pod whatever the failurePolicy.
@@ -283,6 +336,17 @@ func checkStored(t *testing.T, sent, got *corev1.Pod, wantInjected bool) {
 	if _, ok := got.Annotations[AnnotationStatus]; ok {
 		t.Errorf("status annotation on an uninjected pod")
 	}
+}
+
+// argValue returns the values given to flag in args, in order.
+func argValue(args []string, flag string) []string {
+	var out []string
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
 }
 
 func countAgents(p *corev1.Pod) int {

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshdns/meshdns/internal/dnsname"
 )
 
 // Template says what an injected pod gets. Every zero field takes the value
@@ -33,6 +35,10 @@ type Template struct {
 	AgentCommand []string `json:"agentCommand,omitempty"`
 	// ControlPlane is the gRPC address the agent dials (host:port).
 	ControlPlane string `json:"controlPlane,omitempty"`
+	// ClusterDomain is the agent's --cluster-domain, the zone its table is
+	// authoritative for; zero means the control plane's own
+	// (--cluster-domain), else cluster.local.
+	ClusterDomain string `json:"clusterDomain,omitempty"`
 	// ProxyUID and ProxyGID run the agent; the iptables rules let traffic
 	// of this uid/gid through unredirected. Zero means 1337 (0 would exempt
 	// every root process in the pod from the redirect).
@@ -100,10 +106,17 @@ type Template struct {
 	// pods get an agent that nothing sends DNS to. IptablesArgs and
 	// InitResources are then unused.
 	CNI bool `json:"cni,omitempty"`
+	// BesideIstio are the numbers an agent takes in a pod that has Istio's
+	// sidecar, in place of those of the fields above that are Istio's own
+	// (see istio.go). Zero fields mean 15153, 15120 and uid/gid 1553.
+	BesideIstio IstioNumbers `json:"besideIstio,omitzero"`
 
 	// caBundle is the control plane's CA at injection time
 	// (Config.CABundle); set per request, never read from the file.
 	caBundle []byte
+	// shifted lists the numbers moved off Istio's for this pod (see
+	// besideIstio), or ""; set per request.
+	shifted string
 }
 
 // DefaultTemplate is the bottom layer of every template.
@@ -115,6 +128,7 @@ func DefaultTemplate() Template {
 		Command:                []string{"meshdns"},
 		AgentCommand:           []string{"meshdns-agent"},
 		ControlPlane:           "meshdns-controlplane.meshdns-system.svc:15012",
+		ClusterDomain:          "cluster.local",
 		ProxyUID:               1337,
 		ProxyGID:               1337,
 		DNSPort:                15053,
@@ -125,6 +139,7 @@ func DefaultTemplate() Template {
 		StateDir:               "/var/run/meshdns",
 		StateSizeLimit:         &size,
 		Supervise:              ptr(true),
+		BesideIstio:            IstioNumbers{DNSPort: 15153, AdminPort: 15120, ProxyUID: 1553, ProxyGID: 1553},
 		AgentResources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -164,6 +179,10 @@ func (t Template) over(base Template) Template {
 	if t.ControlPlane == "" {
 		t.ControlPlane = base.ControlPlane
 	}
+	if t.ClusterDomain == "" {
+		t.ClusterDomain = base.ClusterDomain
+	}
+	t.BesideIstio = t.BesideIstio.over(base.BesideIstio)
 	if t.ProxyUID == 0 {
 		t.ProxyUID = base.ProxyUID
 	}
@@ -230,6 +249,12 @@ func (t Template) validate() error {
 	}
 	if t.ControlPlane == "" {
 		errs = append(errs, errors.New("controlPlane is empty"))
+	}
+	if err := dnsname.Check(t.ClusterDomain, false); err != nil || strings.Trim(t.ClusterDomain, ".") == "" {
+		errs = append(errs, fmt.Errorf("clusterDomain %q is not a domain name", t.ClusterDomain))
+	}
+	if err := t.BesideIstio.validate(t.ProbePort); err != nil {
+		errs = append(errs, fmt.Errorf("besideIstio: %w", err))
 	}
 	// The API server accepts ids up to 2^31-1 (runAsUser validation).
 	if t.ProxyUID <= 0 || t.ProxyGID <= 0 || t.ProxyUID > math.MaxInt32 || t.ProxyGID > math.MaxInt32 {
