@@ -19,7 +19,8 @@ need dnsmasq dnsmasq-base
 need getent libc-bin
 need taskset util-linux
 need openssl openssl
-# promtool checks and unit-tests the shipped alert rules (examples/monitoring)
+# promtool checks and unit-tests the shipped alert rules, and prometheus runs
+# them and the dashboard on real scrapes (examples/monitoring)
 need promtool prometheus
 # the real-node tests: a container runtime, CNI plugins, and a static busybox for test images
 need containerd containerd
