@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/controlplane/view"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // encoded is a response whose body was encoded once for its view; only the
@@ -24,7 +25,7 @@ type encoded struct {
 	tailBytes  [1 + 1 + 20]byte // tag, length, up to 20 decimal digits
 }
 
-const respNonce = 2 // StreamNameTableResponse.nonce
+const respNonce = namewire.FieldResponseNonce // StreamNameTableResponse.nonce
 
 func newEncoded(p *view.Prepared, nonce uint64) *encoded {
 	e := &encoded{p: p}

@@ -2,27 +2,30 @@ package view
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // The responses are encoded by hand from the candidates' pre-encoded
 // NameInfo bytes instead of building a NameTable and calling proto.Marshal:
 // a full table of 10,000 names then costs one append per name, and the
 // NameInfo of an unchanged name is never encoded twice. Field numbers are
-// those of proto/meshdns/v1; encode_test.go checks the output against
-// proto.Unmarshal of the generated types.
+// internal/namewire's (the one place they are written down);
+// encode_test.go checks the output against proto.Unmarshal of the
+// generated types.
 const (
-	respVersionInfo = 1 // StreamNameTableResponse.version_info
-	respFull        = 3 // StreamNameTableResponse.full
-	respDelta       = 4 // StreamNameTableResponse.delta
-	tableTable      = 1 // NameTable.table
-	tableZones      = 2 // NameTable.authoritative_zones
-	deltaBase       = 1 // NameTableDelta.base_version
-	deltaUpserted   = 2 // NameTableDelta.upserted
-	deltaRemoved    = 3 // NameTableDelta.removed
-	deltaZones      = 4 // NameTableDelta.authoritative_zones
-	zoneSetZones    = 1 // ZoneSet.zones
-	mapKey          = 1 // map entry key
-	mapValue        = 2 // map entry value
+	respVersionInfo = namewire.FieldResponseVersion
+	respFull        = namewire.FieldResponseFull
+	respDelta       = namewire.FieldResponseDelta
+	tableTable      = namewire.FieldNameTableTable
+	tableZones      = namewire.FieldNameTableZones
+	deltaBase       = namewire.FieldDeltaBase
+	deltaUpserted   = namewire.FieldDeltaUpserted
+	deltaRemoved    = namewire.FieldDeltaRemoved
+	deltaZones      = namewire.FieldDeltaZones
+	zoneSetZones    = namewire.FieldZoneSetZones
+	mapKey          = namewire.FieldMapKey
+	mapValue        = namewire.FieldMapValue
 )
 
 // appendString appends a length-delimited field.

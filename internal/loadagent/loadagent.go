@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -198,11 +199,11 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 			return err
 		}
 		switch num {
-		case 1:
+		case namewire.FieldResponseVersion:
 			r.version = string(b)
-		case 2:
+		case namewire.FieldResponseNonce:
 			r.nonce = string(b)
-		case 4:
+		case namewire.FieldResponseDelta:
 			r.delta = b
 			r.empty = deltaEmpty(b)
 		}
@@ -218,7 +219,7 @@ func deltaEmpty(b []byte) bool {
 		if n < 0 {
 			return false
 		}
-		if num != 1 {
+		if num != namewire.FieldDeltaBase {
 			return false
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])

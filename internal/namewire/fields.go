@@ -2,17 +2,23 @@ package namewire
 
 // Field numbers of meshdns.v1 (proto/meshdns/v1/*.proto): the one place
 // they are written down for the code that reads and writes the protocol
-// without the generated code (this package, the agent's stream reader,
-// the control plane's ACK decoder). TestDescriptorDrift checks every
+// on protowire instead of the generated code. Those used outside this
+// package are exported: the control plane encodes tables and deltas and
+// decodes ACKs by hand (controlplane/view, controlplane/server), the
+// agent reads responses off the stream (agent/discovery), the load agent
+// reads them too (internal/loadagent). TestDescriptorDrift checks every
 // field of the generated descriptors against what this package decodes
 // and encodes.
 const (
-	fieldTableTable    = 1 // NameTable.table, map<string, NameInfo>
-	fieldTableZones    = 2 // NameTable.authoritative_zones
-	fieldTableSettings = 3 // NameTable.settings
+	// FieldNameTable* number NameTable's fields, FieldMapKey and
+	// FieldMapValue those of a map entry, for the control plane's
+	// encoder of tables.
+	FieldNameTableTable    = 1 // NameTable.table, map<string, NameInfo>
+	FieldNameTableZones    = 2 // NameTable.authoritative_zones
+	FieldNameTableSettings = 3 // NameTable.settings
 
-	fieldMapKey   = 1 // a map entry's key
-	fieldMapValue = 2 // a map entry's value
+	FieldMapKey   = 1 // a map entry's key
+	FieldMapValue = 2 // a map entry's value
 
 	fieldInfoIPs       = 1
 	fieldInfoRegistry  = 2
@@ -72,13 +78,15 @@ const (
 	FieldResponseFull    = 3
 	FieldResponseDelta   = 4
 
-	fieldDeltaBase     = 1
-	fieldDeltaUpserted = 2
-	fieldDeltaRemoved  = 3
-	fieldDeltaZones    = 4
-	fieldDeltaSettings = 5
+	// FieldDelta* number NameTableDelta's fields, FieldZoneSetZones
+	// ZoneSet's one, for the control plane's encoder of deltas.
+	FieldDeltaBase     = 1
+	FieldDeltaUpserted = 2
+	FieldDeltaRemoved  = 3
+	FieldDeltaZones    = 4
+	FieldDeltaSettings = 5
 
-	fieldZoneSetZones = 1
+	FieldZoneSetZones = 1
 )
 
 // AgentSettings and the messages inside it (settings.proto).

@@ -143,14 +143,33 @@ func unknownSetting(what string, num protowire.Number, typ protowire.Type) error
 	return fmt.Errorf("%s: field %d (wire type %d): %w", what, num, typ, ErrUnknownSetting)
 }
 
-// enumValue is a known value of an enum with names, from a varint as
-// proto reads an enum (truncated to int32).
-func enumValue[E ~int32](x uint64, names []string, what string) (E, error) {
-	v := int32(x)
+// checkEnum reports an enum value outside names (proto keeps any int32
+// value of an open enum; a setting the agent does not know fails here).
+func checkEnum[E ~int32](v E, names []string, what string) error {
 	if v < 0 || int(v) >= len(names) {
-		return 0, fmt.Errorf("%s: value %d: %w", what, v, ErrUnknownSetting)
+		return fmt.Errorf("%s: value %d: %w", what, v, ErrUnknownSetting)
 	}
-	return E(v), nil
+	return nil
+}
+
+// check rejects the enum values s holds that this package does not know.
+// It runs once a message is decoded whole: as in proto, of several values
+// of one field only the last counts.
+func (s *AgentSettings) check() error {
+	p := s.Policy
+	if p == nil {
+		return nil
+	}
+	for i := range p.Rules {
+		if err := checkEnum(p.Rules[i].Action, policyActionNames, "rule action"); err != nil {
+			return err
+		}
+	}
+	return errors.Join(
+		checkEnum(p.OutsideDefault, policyActionNames, "policy outside_default"),
+		checkEnum(p.TableDefault, policyActionNames, "policy table_default"),
+		checkEnum(p.DenyResponse, denyResponseNames, "policy deny_response"),
+		checkEnum(p.Mode, policyModeNames, "policy mode"))
 }
 
 // Unsupported returns the features s requires that are not in known,
@@ -174,7 +193,7 @@ func (s *AgentSettings) Unsupported(known []string) []string {
 func TableSettings(b []byte) (*AgentSettings, error) {
 	var s *AgentSettings
 	err := walk(b, "name table", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != fieldTableSettings || typ != protowire.BytesType {
+		if num != FieldNameTableSettings || typ != protowire.BytesType {
 			return nil
 		}
 		if s == nil {
@@ -183,6 +202,9 @@ func TableSettings(b []byte) (*AgentSettings, error) {
 		// Merged, as proto merges a repeated embedded message.
 		return s.merge(v)
 	})
+	if err == nil && s != nil {
+		err = s.check()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -193,11 +215,14 @@ func TableSettings(b []byte) (*AgentSettings, error) {
 // first.
 func (s *AgentSettings) Unmarshal(b []byte) error {
 	*s = AgentSettings{}
-	return s.merge(b)
+	if err := s.merge(b); err != nil {
+		return err
+	}
+	return s.check()
 }
 
 // merge decodes b into s as proto merges a message: scalars replaced,
-// lists appended, messages merged.
+// lists appended, messages merged. The enums are not checked (check).
 func (s *AgentSettings) merge(b []byte) error {
 	const what = "settings"
 	return walkStrict(b, what, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) (err error) {
@@ -242,13 +267,13 @@ func (p *DNSPolicy) merge(b []byte) error {
 			p.Rules = append(p.Rules, PolicyRule{})
 			return p.Rules[len(p.Rules)-1].merge(v)
 		case num == fieldPolicyOutsideDefault && typ == protowire.VarintType:
-			p.OutsideDefault, err = enumValue[PolicyAction](x, policyActionNames, "policy outside_default")
+			p.OutsideDefault = PolicyAction(int32(x))
 		case num == fieldPolicyTableDefault && typ == protowire.VarintType:
-			p.TableDefault, err = enumValue[PolicyAction](x, policyActionNames, "policy table_default")
+			p.TableDefault = PolicyAction(int32(x))
 		case num == fieldPolicyDenyResponse && typ == protowire.VarintType:
-			p.DenyResponse, err = enumValue[DenyResponse](x, denyResponseNames, "policy deny_response")
+			p.DenyResponse = DenyResponse(int32(x))
 		case num == fieldPolicyMode && typ == protowire.VarintType:
-			p.Mode, err = enumValue[PolicyMode](x, policyModeNames, "policy mode")
+			p.Mode = PolicyMode(int32(x))
 		case num == fieldPolicySource && typ == protowire.BytesType:
 			p.Source, err = str(v, "policy source")
 		default:
@@ -265,7 +290,7 @@ func (r *PolicyRule) merge(b []byte) error {
 		case num == fieldRulePattern && typ == protowire.BytesType:
 			r.Pattern, err = str(v, "rule pattern")
 		case num == fieldRuleAction && typ == protowire.VarintType:
-			r.Action, err = enumValue[PolicyAction](x, policyActionNames, "rule action")
+			r.Action = PolicyAction(int32(x))
 		case num == fieldRuleSource && typ == protowire.BytesType:
 			r.Source, err = str(v, "rule source")
 		default:
@@ -357,7 +382,7 @@ func AppendTableSettings(b []byte, s *AgentSettings) []byte {
 	if s == nil {
 		return b
 	}
-	return appendMessage(b, fieldTableSettings, s.Append)
+	return appendMessage(b, FieldNameTableSettings, s.Append)
 }
 
 // Append appends s marshalled, as the generated code writes it.

@@ -57,11 +57,11 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 			return nil
 		}
 		switch num {
-		case fieldDeltaBase:
+		case FieldDeltaBase:
 			s, err := str(v, "base_version")
 			d.BaseVersion = s
 			return err
-		case fieldDeltaUpserted:
+		case FieldDeltaUpserted:
 			host, info, err := MapEntry(v)
 			if err != nil {
 				return fmt.Errorf("upserted: %w", err)
@@ -75,26 +75,26 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 			}
 			index[string(host)] = len(d.Upserted)
 			d.Upserted = append(d.Upserted, RawName{Host: string(host), Info: info})
-		case fieldDeltaRemoved:
+		case FieldDeltaRemoved:
 			s, err := str(v, "removed")
 			if err != nil {
 				return err
 			}
 			d.Removed = append(d.Removed, s)
-		case fieldDeltaZones:
+		case FieldDeltaZones:
 			if d.AuthoritativeZones == nil {
 				d.AuthoritativeZones = &ZoneSet{}
 			}
 			// Merged, as proto merges a repeated embedded message.
 			return walk(v, "zone set", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num != fieldZoneSetZones || typ != protowire.BytesType {
+				if num != FieldZoneSetZones || typ != protowire.BytesType {
 					return nil
 				}
 				z, err := str(v, "zones")
 				d.AuthoritativeZones.Zones = append(d.AuthoritativeZones.Zones, z)
 				return err
 			})
-		case fieldDeltaSettings:
+		case FieldDeltaSettings:
 			if d.Settings == nil {
 				d.Settings = new(AgentSettings)
 			}
@@ -103,6 +103,9 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 		}
 		return nil
 	})
+	if err == nil && d.Settings != nil {
+		err = d.Settings.check()
+	}
 	if err != nil {
 		return nil, err
 	}

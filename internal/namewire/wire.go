@@ -208,13 +208,13 @@ func MapEntry(b []byte) (key, value []byte, err error) {
 			return nil
 		}
 		switch num {
-		case fieldMapKey:
+		case FieldMapKey:
 			// Every key proto reads is checked, the last one kept.
 			if err := checkStr(v, "map key"); err != nil {
 				return err
 			}
 			key = v
-		case fieldMapValue:
+		case FieldMapValue:
 			switch {
 			case value == nil:
 				value = v
@@ -248,7 +248,7 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 			return nil
 		}
 		switch num {
-		case fieldTableTable:
+		case FieldNameTableTable:
 			if name == nil {
 				return nil
 			}
@@ -257,7 +257,7 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 				return err
 			}
 			return name(host, info)
-		case fieldTableZones:
+		case FieldNameTableZones:
 			if zone == nil {
 				return nil
 			}
@@ -375,19 +375,19 @@ func (m *NameInfo) Append(b []byte) []byte {
 // AppendEntry appends one entry of a NameTable's table (the field with
 // its key and marshalled NameInfo), as the generated code writes it.
 func AppendEntry[S string | []byte](b []byte, host S, info []byte) []byte {
-	b = protowire.AppendTag(b, fieldTableTable, protowire.BytesType)
-	size := protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(host)) +
-		protowire.SizeTag(fieldMapValue) + protowire.SizeBytes(len(info))
+	b = protowire.AppendTag(b, FieldNameTableTable, protowire.BytesType)
+	size := protowire.SizeTag(FieldMapKey) + protowire.SizeBytes(len(host)) +
+		protowire.SizeTag(FieldMapValue) + protowire.SizeBytes(len(info))
 	b = protowire.AppendVarint(b, uint64(size))
-	b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
+	b = protowire.AppendTag(b, FieldMapKey, protowire.BytesType)
 	b = append(protowire.AppendVarint(b, uint64(len(host))), host...)
-	b = protowire.AppendTag(b, fieldMapValue, protowire.BytesType)
+	b = protowire.AppendTag(b, FieldMapValue, protowire.BytesType)
 	return protowire.AppendBytes(b, info)
 }
 
 // AppendZone appends one authoritative zone of a NameTable.
 func AppendZone(b []byte, zone string) []byte {
-	b = protowire.AppendTag(b, fieldTableZones, protowire.BytesType)
+	b = protowire.AppendTag(b, FieldNameTableZones, protowire.BytesType)
 	return protowire.AppendString(b, zone)
 }
 
