@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,95 +14,41 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
-
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/meshdns/meshdns/cni"
 )
 
 func init() {
 	commands["cni"] = command{
-		summary: "install the chained CNI plugin on a node (the DaemonSet's container)",
+		summary: "install or uninstall the chained CNI plugin on a node (the DaemonSet's container)",
 		run:     runCNI,
 	}
 	personalities[cni.PluginType] = runCNIPlugin
 }
 
-// runCNIPlugin is the binary called as meshdns-cni by the container runtime:
-// the CNI protocol instead of subcommands. It returns the exit status.
-func runCNIPlugin(ctx context.Context, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "meshdns-cni")
-	p, err := cni.New(cni.Config{Pods: podAnnotations, Logger: log})
-	if err == nil {
-		var in []byte
-		if in, err = io.ReadAll(stdin); err == nil {
-			// The runtime gives a plugin no deadline; a stuck API server
-			// must not hold the pod's sandbox forever.
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			err = p.Exec(ctx, cni.ArgsFromEnv(getenv), in, stdout)
-		}
-	}
-	if err != nil {
-		cni.WriteError(stdout, err)
-		return 1
-	}
-	return 0
-}
+const cniUsage = `usage: meshdns cni install|uninstall [flags]
 
-// podAnnotations reads one pod's metadata with the plugin's kubeconfig: a
-// plain GET, since the plugin runs once per pod and needs no informer.
-func podAnnotations(ctx context.Context, kubeconfig, namespace, name string) (map[string]string, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "meshdns-cni"
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	u := fmt.Sprintf("%s/api/v1/namespaces/%s/pods/%s", cfg.Host, url.PathEscape(namespace), url.PathEscape(name))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return nil, nil
-	default:
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	var pod struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&pod); err != nil {
-		return nil, fmt.Errorf("decode pod: %w", err)
-	}
-	return pod.Metadata.Annotations, nil
-}
-
-const cniUsage = `usage: meshdns cni install [flags]
-
-  install  copy this binary into the node's CNI bin directory as meshdns-cni, chain it
-           into the node's network configuration list, write its kubeconfig, and keep
-           them so (the service account token is renewed, a rewritten list repaired)
-           until stopped
+  install    copy this binary into the node's CNI bin directory as meshdns-cni, chain it
+             into the node's network configuration list, write its kubeconfig, and keep
+             them so (its token renewed, a rewritten list repaired) until stopped
+  uninstall  take meshdns-cni out of the node's network configuration (the list as it
+             was before install, byte for byte, where nothing else changed it since) and
+             remove its binary and kubeconfig; with --if-daemonset-gone (the DaemonSet
+             pod's preStop), only when the DaemonSet is gone or being deleted, so a
+             restarted or upgraded pod keeps the node's pods redirected meanwhile
 
 flags (each also read from MESHDNS_<FLAG_NAME>):`
+
+// cniFlags are the flags of both actions.
+type cniFlags struct {
+	binDir, confDir, hostConfDir, confName, tokenDir, server string
+	namespace, account, daemonSet, exclude, backend          string
+	noIPv6, captureAll, once, ifGone                         bool
+	interval, lifetime                                       time.Duration
+}
 
 func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cni", flag.ContinueOnError)
@@ -112,74 +57,98 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, cniUsage)
 		fs.PrintDefaults()
 	}
-	var (
-		binDir      = fs.String("bin-dir", "/host/opt/cni/bin", "the node's CNI bin directory, as mounted")
-		confDir     = fs.String("conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration directory, as mounted")
-		hostConfDir = fs.String("host-conf-dir", "/etc/cni/net.d", "the CNI configuration directory as the node sees it")
-		confName    = fs.String("conf-name", "", "the configuration list to chain into; empty: the first one in the directory, as the runtime picks")
-		tokenDir    = fs.String("token-dir", "/var/run/secrets/kubernetes.io/serviceaccount", "directory with the service account's token and ca.crt")
-		server      = fs.String("kube-server", "", "API server URL the plugin uses from the node; empty: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT")
-		backend     = fs.String("backend", "auto", "iptables backend in pods: auto, legacy or nft")
-		noIPv6      = fs.Bool("disable-ipv6", false, "write IPv4 rules only in pods")
-		captureAll  = fs.Bool("capture-all-dns", false, "redirect all port 53 traffic in pods, whatever the destination")
-		interval    = fs.Duration("interval", 30*time.Second, "how often the installation is checked and repaired")
-		once        = fs.Bool("once", false, "install once and exit")
-	)
+	var f cniFlags
+	fs.StringVar(&f.binDir, "bin-dir", "/host/opt/cni/bin", "the node's CNI bin directory, as mounted")
+	fs.StringVar(&f.confDir, "conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration directory, as mounted")
+	fs.StringVar(&f.hostConfDir, "host-conf-dir", "/etc/cni/net.d", "the CNI configuration directory as the node sees it")
+	fs.StringVar(&f.confName, "conf-name", "", "the configuration list to chain into; empty: the first one in the directory, as the runtime picks")
+	fs.StringVar(&f.tokenDir, "token-dir", "/var/run/secrets/kubernetes.io/serviceaccount", "directory with the service account's token and ca.crt")
+	fs.StringVar(&f.server, "kube-server", "", "API server URL the plugin uses from the node; empty: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT")
+	fs.StringVar(&f.namespace, "namespace", "", "the installer's namespace (env POD_NAMESPACE), never injected; its ServiceAccount's token goes to the plugin")
+	fs.StringVar(&f.account, "service-account", "meshdns-cni", "the installer's ServiceAccount, whose token the plugin gets")
+	fs.StringVar(&f.daemonSet, "daemonset", "meshdns-cni", "the installer's DaemonSet, for uninstall --if-daemonset-gone")
+	fs.StringVar(&f.exclude, "exclude-namespaces", "meshdns-system", "comma-separated namespaces whose pods the plugin passes with no API call, besides kube-system, kube-public, kube-node-lease and --namespace")
+	fs.StringVar(&f.backend, "backend", "auto", "iptables backend in pods: auto, legacy or nft")
+	fs.BoolVar(&f.noIPv6, "disable-ipv6", false, "write IPv4 rules only in pods")
+	fs.BoolVar(&f.captureAll, "capture-all-dns", false, "redirect all port 53 traffic in pods, whatever the destination")
+	fs.DurationVar(&f.interval, "interval", 30*time.Second, "how often the installation is checked and repaired")
+	fs.DurationVar(&f.lifetime, "token-lifetime", 24*time.Hour, "lifetime of the plugin's token, renewed at half; how long the plugin outlives a deleted installer")
+	fs.BoolVar(&f.once, "once", false, "install once and exit")
+	fs.BoolVar(&f.ifGone, "if-daemonset-gone", false, "uninstall only when the DaemonSet is gone or being deleted (the preStop hook)")
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fs.Usage()
 		return flag.ErrHelp
 	}
-	if args[0] != "install" {
+	action := args[0]
+	if action != "install" && action != "uninstall" {
 		fs.Usage()
-		return fmt.Errorf("cni: unknown action %q (want install)", args[0])
+		return fmt.Errorf("cni: unknown action %q (want install or uninstall)", action)
 	}
-	if err := parseFlags(fs, args[1:], nil); err != nil {
+	if err := parseFlags(fs, args[1:], map[string][]string{"namespace": {"POD_NAMESPACE"}}); err != nil {
 		return err
 	}
-	if *server == "" {
+	if f.server == "" {
 		host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-		if host == "" || port == "" {
-			return errors.New("--kube-server is empty and KUBERNETES_SERVICE_HOST/PORT are not set")
+		if host != "" && port != "" {
+			f.server = "https://" + net.JoinHostPort(host, port)
 		}
-		*server = "https://" + net.JoinHostPort(host, port)
 	}
-	if *interval <= 0 {
-		return fmt.Errorf("--interval %s must be positive", *interval)
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "cni-"+action)
+	if action == "uninstall" {
+		return cniUninstall(ctx, f, log)
+	}
+	return cniInstall(ctx, f, log)
+}
+
+func cniInstall(ctx context.Context, f cniFlags, log *slog.Logger) error {
+	if f.server == "" {
+		return errors.New("--kube-server is empty and KUBERNETES_SERVICE_HOST/PORT are not set")
+	}
+	if f.interval <= 0 {
+		return fmt.Errorf("--interval %s must be positive", f.interval)
+	}
+	if f.lifetime < 10*time.Minute {
+		return fmt.Errorf("--token-lifetime %s: the API server's minimum is 10m", f.lifetime)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "cni-install")
 	opts := map[string]any{}
-	if *backend != "" && *backend != "auto" {
-		opts["backend"] = *backend
+	if f.backend != "" && f.backend != "auto" {
+		opts["backend"] = f.backend
 	}
-	if *noIPv6 {
+	if f.noIPv6 {
 		opts["disableIPv6"] = true
 	}
-	if *captureAll {
+	if f.captureAll {
 		opts["captureAllDNS"] = true
 	}
+	if ex := excludedNamespaces(f); len(ex) > 0 {
+		opts["excludeNamespaces"] = ex
+	}
+	cred := &cniCredential{server: f.server, tokenDir: f.tokenDir, namespace: f.namespace, account: f.account,
+		lifetime: f.lifetime, log: log, now: time.Now}
 	install := func() error {
-		kc, err := pluginKubeconfig(*server, *tokenDir)
+		kc, err := cred.kubeconfig(ctx)
 		if err != nil {
 			return err
 		}
-		changed, err := cni.Install(cni.InstallConfig{Binary: self, BinDir: *binDir, ConfDir: *confDir,
-			HostConfDir: *hostConfDir, ConfName: *confName, Kubeconfig: kc, Options: opts})
+		changed, err := cni.Install(cni.InstallConfig{Binary: self, BinDir: f.binDir, ConfDir: f.confDir,
+			HostConfDir: f.hostConfDir, ConfName: f.confName, Kubeconfig: kc, Options: opts})
 		if err != nil {
 			return fmt.Errorf("install: %w", err)
 		}
 		if changed {
-			log.Info("meshdns-cni installed", "bin_dir", *binDir, "conf_dir", *confDir)
+			log.Info("meshdns-cni installed", "bin_dir", f.binDir, "conf_dir", f.confDir)
 		}
+		cred.check(ctx, filepath.Join(f.confDir, cni.KubeconfigName))
 		return nil
 	}
-	if *once {
+	if f.once {
 		return install()
 	}
-	t := time.NewTicker(*interval)
+	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	for {
 		// A failed round (no network configuration yet: the pod network's
@@ -189,28 +158,70 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			// The preStop hook has decided already; a round that ran
+			// between it and this SIGTERM may have installed again, so
+			// the same decision is made once more.
+			f.ifGone = true
+			return cniUninstall(context.WithoutCancel(ctx), f, log)
 		case <-t.C:
 		}
 	}
 }
 
-// pluginKubeconfig is the plugin's kubeconfig: the installer's service
-// account token and CA, read afresh each round so a renewed token reaches
-// the node.
-func pluginKubeconfig(server, tokenDir string) ([]byte, error) {
-	token, err := os.ReadFile(filepath.Join(tokenDir, "token"))
-	if err != nil {
-		return nil, fmt.Errorf("read service account token: %w", err)
+// excludedNamespaces are the namespaces written into the plugin's entry.
+func excludedNamespaces(f cniFlags) []string {
+	var out []string
+	for _, n := range append(strings.Split(f.exclude, ","), f.namespace) {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
-	ca, err := os.ReadFile(filepath.Join(tokenDir, "ca.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("read service account CA: %w", err)
+	return out
+}
+
+// cniUninstall removes the plugin; with --if-daemonset-gone only when the
+// DaemonSet is gone or being deleted. When that cannot be known (the API
+// server does not answer), it removes it too: a node must go on creating
+// pods, and without an API server no new pod reaches the node anyway.
+func cniUninstall(ctx context.Context, f cniFlags, log *slog.Logger) error {
+	if f.ifGone {
+		gone, err := daemonSetGone(ctx, f)
+		switch {
+		case err != nil:
+			log.Warn("cannot tell whether the DaemonSet is being removed: uninstalling", "err", err)
+		case !gone:
+			log.Info("the DaemonSet is still there (a restart or an upgrade): meshdns-cni stays installed",
+				"daemonset", f.namespace+"/"+f.daemonSet)
+			return nil
+		}
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	cfg.AuthInfos["meshdns-cni"] = &clientcmdapi.AuthInfo{Token: string(token)}
-	cfg.Contexts["meshdns-cni"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "meshdns-cni"}
-	cfg.CurrentContext = "meshdns-cni"
-	return clientcmd.Write(*cfg)
+	if err := cni.Uninstall(cni.InstallConfig{BinDir: f.binDir, ConfDir: f.confDir, ConfName: f.confName}); err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	log.Info("meshdns-cni uninstalled", "bin_dir", f.binDir, "conf_dir", f.confDir)
+	return nil
+}
+
+// daemonSetGone reports whether the installer's DaemonSet is deleted or
+// being deleted, with the installer's own token.
+func daemonSetGone(ctx context.Context, f cniFlags) (bool, error) {
+	if f.server == "" || f.namespace == "" {
+		return false, errors.New("--kube-server and --namespace are needed to find the DaemonSet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var ds struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	path := "/apis/apps/v1/namespaces/" + url.PathEscape(f.namespace) + "/daemonsets/" + url.PathEscape(f.daemonSet)
+	status, err := installerCall(ctx, f.server, f.tokenDir, http.MethodGet, path, nil, &ds)
+	if status == http.StatusNotFound {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return ds.Metadata.DeletionTimestamp != nil, nil
 }

@@ -121,7 +121,7 @@ func TestKustomizeCNIOverlay(t *testing.T) {
 	}
 	slices.Sort(added)
 	if diff := cmp.Diff([]string{"ClusterRole//meshdns-cni", "ClusterRoleBinding//meshdns-cni", "DaemonSet/meshdns-cni/meshdns-cni",
-		"Namespace//meshdns-cni", "ServiceAccount/meshdns-cni/meshdns-cni"}, added); diff != "" {
+		"Namespace//meshdns-cni", "Role/meshdns-cni/meshdns-cni", "RoleBinding/meshdns-cni/meshdns-cni", "ServiceAccount/meshdns-cni/meshdns-cni"}, added); diff != "" {
 		t.Errorf("objects the overlay adds (-want +got):\n%s", diff)
 	}
 }
