@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -65,6 +66,48 @@ func TestMemFiles(t *testing.T) {
 		}
 		if !strings.Contains(string(b), f.line+"\n") {
 			t.Errorf("%s lacks %q", f.path, f.line)
+		}
+	}
+}
+
+// The cluster-shaped table holds each kind of Service in its share, reads
+// back as protojson wrote it, and changes exactly the services asked to.
+func TestClusterTable(t *testing.T) {
+	path, err := writeClusterTable(t.TempDir(), 1000, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nt meshdnsv1.NameTable
+	if err := protojson.Unmarshal(b, &nt); err != nil {
+		t.Fatalf("protojson: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, info := range nt.GetTable() {
+		switch {
+		case info.GetCanonicalName() != "":
+			kinds["externalname"]++
+		case len(info.GetEndpoints()) > 0:
+			if n := len(info.GetEndpoints()); n < 3 || n > 10 {
+				t.Errorf("headless service with %d endpoints", n)
+			}
+			kinds["headless"]++
+		default:
+			if n := len(info.GetPorts()); n < 1 || n > 2 {
+				t.Errorf("ClusterIP service with %d ports", n)
+			}
+			kinds["clusterip"]++
+		}
+	}
+	if want := map[string]int{"clusterip": 850, "headless": 100, "externalname": 50}; !maps.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	for i, changed := range map[int]bool{0: true, 99: true, 100: false, 999: false} {
+		if got := nt.GetTable()[memName(i)].GetIps()[0] != memAddr(i, 0); got != changed {
+			t.Errorf("service %d changed %v, want %v", i, got, changed)
 		}
 	}
 }

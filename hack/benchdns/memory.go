@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,7 @@ import (
 
 type memConfig struct {
 	sizes     []int
+	shapes    []string // shapePlain, shapeCluster
 	agent     []string // command line that starts the agent, before its flags
 	meshdns   string   // binary whose controlplane command serves the stream
 	dnsmasq   string
@@ -54,7 +56,14 @@ func runMemory(args []string) error {
 	fs.DurationVar(&cfg.steady, "steady", 12*time.Second, "wait after dnsperf before reading the steady memory (the agent looks for memory to release every 10s)")
 	fs.DurationVar(&cfg.perfLimit, "perf-limit", 60*time.Second, "bound on the dnsperf run over every name")
 	fs.StringVar(&cfg.memLimit, "gomemlimit", "", "GOMEMLIMIT given to the agent (default: none, as the sidecar without a limit)")
+	shapes := fs.String("shapes", "plain,cluster", "table shapes: plain (one A per name) and cluster (Kubernetes Services: ports, headless, ExternalName)")
 	_ = fs.Parse(args)
+	for s := range strings.SplitSeq(*shapes, ",") {
+		if s != shapePlain && s != shapeCluster {
+			return fmt.Errorf("-shapes: unknown shape %q", s)
+		}
+		cfg.shapes = append(cfg.shapes, s)
+	}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -137,7 +146,7 @@ func readMemStatus(pid int) (memStatus, error) {
 }
 
 func benchMemory(cfg *memConfig) error {
-	fmt.Printf("# benchdns memory: names svc-N.ns-(N%%100).svc.cluster.local, one A each; %s\n", strings.Join(cfg.agent, " "))
+	fmt.Printf("# benchdns memory: names svc-N.ns-(N%%100).svc.cluster.local, one A each (plain) or Kubernetes Services (cluster: 85%% ClusterIP with 1-2 named ports, 10%% headless with 3-10 endpoints, 5%% ExternalName); %s\n", strings.Join(cfg.agent, " "))
 	fmt.Printf("# start rows: answers = start to the last name answering from the table; ready = start to /healthz/ready (dnsmasq: answers); idle = %s after ready; peak = VmHWM then (the load); steady = %s after dnsperf asked every name once; peak serving = VmHWM over that (reset before)\n", cfg.settle, cfg.steady)
 	fmt.Printf("# replacement rows: ready = change to the first answer from the new table; idle = %s after; peak = VmHWM since just before the change; peak/steady over the steady RSS before it\n", cfg.settle)
 	var rows []memRow
@@ -151,6 +160,30 @@ func benchMemory(cfg *memConfig) error {
 		files, err := newMemFiles(cfg.dir, n)
 		if err != nil {
 			return err
+		}
+		for _, shape := range cfg.shapes {
+			if shape != shapeCluster {
+				continue
+			}
+			cf := files
+			if cf.queries, err = writeClusterQueries(cfg.dir, n); err != nil {
+				return err
+			}
+			rs, err := memAgentFileShaped(cfg, n, cf, writeClusterTable, " (cluster)")
+			add(rs...)
+			if err != nil {
+				return fmt.Errorf("agent, file, cluster, %d names: %w", n, err)
+			}
+			if cfg.meshdns != "" {
+				rs, err := memAgentClusterStream(cfg, n, cf)
+				add(rs...)
+				if err != nil {
+					return fmt.Errorf("agent, stream, cluster, %d names: %w", n, err)
+				}
+			}
+		}
+		if !slices.Contains(cfg.shapes, shapePlain) {
+			continue
 		}
 		rs, err := memAgentFile(cfg, n, files)
 		add(rs...)
@@ -386,8 +419,14 @@ func askAll(cfg *memConfig, addr, queries string, n int) error {
 // memAgentFile measures the agent on a table file: the start, then a new
 // file with 1% of the addresses changed, then one with all of them.
 func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
-	r := memRow{server: "meshdns agent", event: "start: file", names: n}
-	table, err := writeMemTable(cfg.dir, n, 0)
+	return memAgentFileShaped(cfg, n, files, writeMemTable, "")
+}
+
+// memAgentFileShaped is memAgentFile on the table write writes; suffix
+// names the shape in the events.
+func memAgentFileShaped(cfg *memConfig, n int, files memFiles, write func(dir string, n, changed int) (string, error), suffix string) ([]memRow, error) {
+	r := memRow{server: "meshdns agent", event: "start: file" + suffix, names: n}
+	table, err := write(cfg.dir, n, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -405,11 +444,11 @@ func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 		event   string
 		changed int
 	}{
-		{event: "new file, 1% changed", changed: pct},
-		{event: "new file, all changed", changed: n},
+		{event: "new file, 1% changed" + suffix, changed: pct},
+		{event: "new file, all changed" + suffix, changed: n},
 	} {
 		rr, err := replace(cfg, p, r, change.event, func() error {
-			_, err := writeMemTable(cfg.dir, n, change.changed)
+			_, err := write(cfg.dir, n, change.changed)
 			return err
 		}, memName(change.changed-1), memAddr(change.changed-1, change.changed))
 		if err != nil {
@@ -424,7 +463,7 @@ func memAgentFile(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 // state directory: the first full table; a delta changing 1% of the
 // names; a full table (a new control plane process on the same address,
 // which does not know the agent's version, with 2% changed), and one with
-// every name changed (applied in stages); and a restart
+// every name changed (built whole); and a restart
 // from the state directory while the names change again (3%), which the
 // stream resumes with a delta.
 func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
@@ -493,7 +532,7 @@ func memAgentStream(cfg *memConfig, n int, files memFiles) ([]memRow, error) {
 		}
 		rows = append(rows, rr)
 		// Every address changed, from a new control plane: a change of
-		// most names, which the agent applies in stages.
+		// every name, which the agent builds whole.
 		rr, err = replace(cfg, p, r, "stream full table, all changed", func() error {
 			cp.stop()
 			if _, err := writeMemEntries(cfg.dir, n, n); err != nil {
