@@ -60,7 +60,12 @@ func TestFileHotReload(t *testing.T) {
 		{name: "good file after bad ones", content: tableJSON("e.demo.svc.cluster.local", "10.0.0.5"), rename: true,
 			wantName: "e.demo.svc.cluster.local", wantIP: "10.0.0.5"},
 	}
+	prevInPlace := false
 	for _, st := range steps {
+		// A write in place may add its extra rejection after its own
+		// step's check: the next step allows it too.
+		slack := !st.rename || prevInPlace
+		prevInPlace = !st.rename
 		t.Run(st.name, func(t *testing.T) {
 			base := rejections()
 			if st.rename {
@@ -71,7 +76,7 @@ func TestFileHotReload(t *testing.T) {
 			want := []string{st.wantName + ". A " + st.wantIP}
 			eventually(t, st.wantName+" served", func() bool { return cmp.Equal(want, answers(st.wantName)) })
 			eventually(t, "rejection count", func() bool { return rejections()-base >= st.wantRejections })
-			if got, most := rejections()-base, st.wantRejections; got > most && (st.rename || got > most+1) {
+			if got, most := rejections()-base, st.wantRejections; got > most && (!slack || got > most+1) {
 				t.Errorf("%v rejections, want %v", got, most)
 			}
 			if !a.Ready() {

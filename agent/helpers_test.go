@@ -169,7 +169,20 @@ func answerData(m *dns.Msg) []string {
 // eventually polls cond every 20ms for up to 15s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	testenv.Eventually(t, what, 15*time.Second, cond)
+	testenv.Eventually(t, what, patience(t), cond)
+}
+
+// patience is how long a test waits for an event: until the test binary's
+// own deadline (go test -timeout) but for a margin to report what it
+// waited for, not a time sized for an idle machine (a table build under
+// -race on a loaded 2-core machine takes many times what it takes alone).
+func patience(t testing.TB) time.Duration {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			return max(time.Until(dl)-10*time.Second, time.Second)
+		}
+	}
+	return 10 * time.Minute
 }
 
 func httpGet(t testing.TB, url string) (int, string) {

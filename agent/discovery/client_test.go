@@ -348,7 +348,7 @@ func TestReconnectAfterOutage(t *testing.T) {
 	rec := &recorder{}
 	c := startClient(t, Config{Addrs: []string{addr}, Apply: rec.apply})
 	// Two failed attempts: the client has backed off at least once.
-	testenv.Eventually(t, "two failed connects", 5*time.Second, func() bool {
+	testenv.Eventually(t, "two failed connects", discoverytest.Patience(t), func() bool {
 		return c.metrics.connects.WithLabelValues("error").Value() >= 2
 	})
 	srv := discoverytest.Start(t, addr, nil)
@@ -552,8 +552,8 @@ func TestToken(t *testing.T) {
 		select {
 		case a := <-srv.Authorization:
 			return a
-		case <-time.After(5 * time.Second):
-			t.Fatal("no stream within 5s")
+		case <-time.After(discoverytest.Patience(t)):
+			t.Fatal("no stream before the test's deadline")
 		}
 		return ""
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -75,7 +74,7 @@ func TestStateDirFull(t *testing.T) {
 	if got := c.metrics.stateWrites.WithLabelValues("error").Value(); got < 3 {
 		t.Errorf("state write errors = %v, want at least 3 (v2 twice, v3, v4)", got)
 	}
-	testenv.Eventually(t, "the log", time.Second, func() bool { return strings.Contains(logs.String(), "level=DEBUG msg=\"persist name table\"") })
+	testenv.Eventually(t, "the log", discoverytest.Patience(t), func() bool { return strings.Contains(logs.String(), "level=DEBUG msg=\"persist name table\"") })
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Errorf("%d errors logged, want 1:\n%s", n, logs.String())
 	}

@@ -179,8 +179,8 @@ func (s *Server) Recv(t testing.TB) *meshdnsv1.StreamNameTableRequest {
 	select {
 	case r := <-s.Requests:
 		return r
-	case <-time.After(30 * time.Second):
-		t.Fatal("no request from the agent within 30s")
+	case <-time.After(Patience(t)):
+		t.Fatal("no request from the agent before the test's deadline")
 		return nil
 	}
 }
@@ -207,4 +207,16 @@ func Delta(version, nonce, base string, upserted map[string]*meshdnsv1.NameInfo,
 		Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{
 			BaseVersion: base, Upserted: upserted, Removed: removed,
 		}}}
+}
+
+// Patience is how long a test waits for an event: until the test binary's
+// own deadline (go test -timeout) but for a margin to report what it
+// waited for, not a time sized for an idle machine.
+func Patience(t testing.TB) time.Duration {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			return max(time.Until(dl)-10*time.Second, time.Second)
+		}
+	}
+	return 10 * time.Minute
 }
