@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
 )
 
 // stateFile is the persisted table inside StateDir: a
@@ -20,15 +23,25 @@ import (
 const stateFile = "nametable.pb"
 
 // pendingState is a state file written beside the real one but not yet in
-// its place: the new table is built from it, and it replaces the state
-// only when the agent applied it, so a rejected table never becomes the
-// state a restart restores.
+// its place (internal/atomicfile): the new table is built from it, and it
+// replaces the state only when the agent applied it, so a rejected table
+// never becomes the state a restart restores.
 type pendingState struct {
-	dir, tmp string
-	// committed: the file is the state file now (its table is walked
-	// there).
-	committed atomic.Bool
+	p   *atomicfile.Pending
+	dir string
+	// state is where the file's table is walked: pending, committed (the
+	// state file now), or lost (a failed commit: walks fail, and the agent
+	// builds its next table whole).
+	state atomic.Int32
 }
+
+const (
+	pending int32 = iota
+	committed
+	lost
+)
+
+var errStateLost = errors.New("the state file of this version could not be committed")
 
 // prepareState writes the StreamNameTableResponse of version with a table
 // of size bytes, which write writes, into a temporary file in dir, fsynced.
@@ -36,12 +49,7 @@ func prepareState(dir, version string, size int, write func(io.Writer) error) (*
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+stateFile+".tmp*")
-	if err != nil {
-		return nil, fmt.Errorf("save state: %w", err)
-	}
-	p := &pendingState{dir: dir, tmp: f.Name()}
-	err = func() error {
+	p, err := atomicfile.Prepare(filepath.Join(dir, stateFile), 0o600, func(f io.Writer) error {
 		w := bufio.NewWriterSize(f, 32<<10)
 		b := protowire.AppendTag(nil, fieldResponseVer, protowire.BytesType)
 		b = protowire.AppendString(b, version)
@@ -55,22 +63,12 @@ func prepareState(dir, version string, size int, write func(io.Writer) error) (*
 		if cw.n != size {
 			return fmt.Errorf("wrote %d table bytes, want %d", cw.n, size)
 		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		if err := f.Chmod(0o600); err != nil {
-			return err
-		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+		return w.Flush()
+	})
 	if err != nil {
-		p.abort()
 		return nil, fmt.Errorf("save state: %w", err)
 	}
-	return p, nil
+	return &pendingState{p: p, dir: dir}, nil
 }
 
 type countWriter struct {
@@ -88,9 +86,12 @@ func (c *countWriter) Write(b []byte) (int, error) {
 // applied from it is walked from the state file once committed.
 func (p *pendingState) table() rawTable {
 	return func(name func(host, info []byte) error, zone func(string) error) error {
-		path := p.tmp
-		if p.committed.Load() {
+		path := p.p.Name()
+		switch p.state.Load() {
+		case committed:
 			path = filepath.Join(p.dir, stateFile)
+		case lost:
+			return errStateLost
 		}
 		return fileRaw(path)(name, zone)
 	}
@@ -100,24 +101,16 @@ func (p *pendingState) table() rawTable {
 // the directory: a crash leaves the old table or the new one whole) and
 // makes the rename durable.
 func (p *pendingState) commit() error {
-	if err := os.Rename(p.tmp, filepath.Join(p.dir, stateFile)); err != nil {
-		p.abort()
+	if err := p.p.Commit(); err != nil {
+		p.state.Store(lost)
 		return fmt.Errorf("save state: %w", err)
 	}
-	p.committed.Store(true)
-	d, err := os.Open(p.dir)
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("save state: sync dir: %w", err)
-	}
+	p.state.Store(committed)
 	return nil
 }
 
 // abort removes the pending file.
-func (p *pendingState) abort() { os.Remove(p.tmp) }
+func (p *pendingState) abort() { p.p.Abort() }
 
 // saveState writes the table (wire form) as the state at once.
 func saveState(dir, version string, table []byte) error {
