@@ -62,14 +62,14 @@ type Config struct {
 	// DrainTimeout, when set, makes Run drain (see Drain) for at most this
 	// long when its context ends, before closing. Zero closes at once.
 	DrainTimeout time.Duration
-	// MaxAnswers bounds the precomputed answers kept per table. Zero means
-	// 10000.
+	// MaxAnswers bounds the precomputed answers kept per table (answers
+	// are kept for questions asked twice). Zero means 10000.
 	MaxAnswers int
 	// MaxAnswerBytes bounds the bytes of the precomputed answers kept per
 	// table (keys, packed replies and bookkeeping). The bound of a table
-	// is 24 bytes per name it holds (under a fifth of what the table
-	// itself keeps per name), at least 128 KiB, at most MaxAnswerBytes. Zero
-	// means 4 MiB.
+	// is 2 KiB per name it holds (a pod's working set: each name as itself
+	// and through three search domains, A and AAAA), at least 128 KiB, at
+	// most MaxAnswerBytes. Zero means 4 MiB.
 	MaxAnswerBytes int
 	// Logger receives errors and, at Debug, one line per query. Nil means
 	// discard.
