@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +103,16 @@ type Config struct {
 	WebhookCerts *selfcert.Manager
 	// WebhookListener, when set, is used instead of WebhookAddr.
 	WebhookListener net.Listener
+	// DrainTimeout bounds the drain after Run's context ends: the control
+	// plane reports not ready at once but keeps serving (webhook, agents)
+	// until Drained returns or DrainTimeout passes, so the API server and
+	// the agents move to other replicas before this one stops answering.
+	// Zero means stop at once.
+	DrainTimeout time.Duration
+	// Drained, when set, blocks until this replica is out of the load
+	// balancing (its endpoints no longer ready) or ctx ends; nil waits for
+	// DrainTimeout.
+	Drained func(ctx context.Context) error
 	// Logger; nil discards. Level, when set, is changeable at runtime
 	// through the admin endpoint /debug/loglevel.
 	Logger *slog.Logger
@@ -123,6 +134,7 @@ type ControlPlane struct {
 	probes   http.Handler
 	sources  []registry.Source
 	grpcTLS  *tls.Config
+	draining atomic.Bool // set when Run's context ended; readiness fails
 }
 
 // New validates cfg and builds the components. Certificate files are read
@@ -232,6 +244,9 @@ func New(cfg Config) (*ControlPlane, error) {
 // Ready reports whether the first version is built, which is once every
 // source has reported (each entries path has a good version).
 func (c *ControlPlane) Ready() bool {
+	if c.draining.Load() {
+		return false
+	}
 	select {
 	case <-c.views.Ready():
 		return true
@@ -245,9 +260,10 @@ func (c *ControlPlane) Registry() *registry.Registry { return c.registry }
 
 // Run serves until ctx ends or a component fails; it then stops the rest
 // and returns the first error.
-func (c *ControlPlane) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+func (c *ControlPlane) Run(parent context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
+	go c.drain(parent, ctx, cancel)
 	var g group
 	g.run(ctx, cancel, "registry", c.registry.Run)
 	g.run(ctx, cancel, "views", func(ctx context.Context) error { return c.views.Run(ctx, c.registry) })
@@ -286,6 +302,34 @@ func (c *ControlPlane) Run(ctx context.Context) error {
 	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "probes", c.cfg.ProbeAddr, "tls", c.grpcTLS != nil,
 		"entries", c.cfg.Entries, "cluster_domain", c.cfg.ClusterDomain)
 	return g.wait()
+}
+
+// drain waits for parent to end, then reports not ready and keeps
+// serving until the replica is out of the endpoints (Drained) or
+// DrainTimeout passes, then stops everything (cancel). A component that
+// fails ends ctx first, and the drain with it.
+func (c *ControlPlane) drain(parent, ctx context.Context, cancel context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-parent.Done():
+	}
+	defer cancel()
+	c.draining.Store(true)
+	if c.cfg.DrainTimeout <= 0 {
+		return
+	}
+	c.log.Info("draining: not ready, serving until out of the endpoints", "timeout", c.cfg.DrainTimeout)
+	dctx, dcancel := context.WithTimeout(ctx, c.cfg.DrainTimeout)
+	defer dcancel()
+	if c.cfg.Drained == nil {
+		<-dctx.Done()
+		return
+	}
+	if err := c.cfg.Drained(dctx); err != nil && dctx.Err() == nil {
+		c.log.Warn("drain: cannot tell when out of the endpoints; waited", "err", err)
+		<-dctx.Done()
+	}
 }
 
 // webhookTLS is the webhook's TLS configuration: from the certificate

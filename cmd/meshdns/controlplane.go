@@ -103,6 +103,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	wf := newWebhookFlags(fs)
 	kf := newKubeFlags(fs)
 	af := newAuthFlags(fs)
+	df := newDrainFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -139,6 +140,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
 	}
 	if err := af.apply(&cfg, log, rc); err != nil {
+		return err
+	}
+	if err := df.apply(&cfg, rc); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)
