@@ -92,6 +92,7 @@ var onlyImports = []struct {
 	why    string
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname", "golang.org/x/net/publicsuffix"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check, and the Public Suffix List)"},
+	{layer: "pkg/policy", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/policy is stdlib plus miekg/dns types and the one hostname check"},
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/namewire", allow: protowire, deps: true,
 		why: "internal/namewire is the agent's protobuf codec: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code"},
