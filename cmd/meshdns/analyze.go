@@ -1,0 +1,141 @@
+//go:build !agentonly
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func init() {
+	commands["analyze"] = command{
+		summary: "check a live cluster for what breaks meshdns: webhook CA, Pod Security, Istio clashes, old agents, CNI nodes",
+		usage: `usage: meshdns analyze [--kubeconfig FILE] [--system-namespace meshdns-system] [--output table|json]
+
+Reads the cluster through the API server, as kubectl does, and reports each problem with a code, a message
+and a fix, like istioctl analyze. Exits 0 when nothing is an Error (warnings are printed), 1 when an Error
+is found or the API server cannot be read, 2 for a mistake in the command line.`,
+		run: runAnalyze,
+	}
+}
+
+func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account)")
+	system := fs.String("system-namespace", "meshdns-system", "the namespace meshdns is installed in")
+	output := fs.String("output", "table", "table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the API server")
+	if err := parseFlags(fs, args, nil); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return usagef("--output %q: want table or json", *output)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	c, err := readCluster(ctx, cs, *system)
+	if err != nil {
+		return err
+	}
+	findings := analyze(c)
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if findings == nil {
+			findings = []finding{}
+		}
+		if err := enc.Encode(findings); err != nil {
+			return err
+		}
+	} else {
+		if len(findings) == 0 {
+			fmt.Fprintln(stdout, "No problems found.")
+		}
+		for _, f := range findings {
+			fmt.Fprintf(stdout, "%s [%s] (%s) %s\n    fix: %s\n", f.Severity, f.Code, f.Object, f.Message, f.Fix)
+		}
+	}
+	errs := 0
+	for _, f := range findings {
+		if f.Severity == severityError {
+			errs++
+		}
+	}
+	if errs > 0 {
+		return fmt.Errorf("analyze: %d errors", errs)
+	}
+	return nil
+}
+
+// readCluster reads what the checks look at. A webhook configuration, a
+// Secret or a Deployment that does not exist is nil, not an error.
+func readCluster(ctx context.Context, cs kubernetes.Interface, system string) (*cluster, error) {
+	c := &cluster{now: time.Now(), system: system}
+	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, webhookName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		c.webhook = mwc
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read webhook configuration: %w", err)
+	}
+	secret, err := cs.CoreV1().Secrets(system).Get(ctx, "meshdns-webhook-certs", metav1.GetOptions{})
+	switch {
+	case err == nil:
+		c.certs = secret
+	case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("read webhook certificate: %w", err)
+	}
+	deploy, err := cs.AppsV1().Deployments(system).Get(ctx, "meshdns-controlplane", metav1.GetOptions{})
+	switch {
+	case err == nil:
+		c.controlPlane = deploy
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read control plane: %w", err)
+	}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	c.namespaces = nss.Items
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		pods, err := cs.CoreV1().Pods("").List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		for _, p := range pods.Items {
+			if agentOf(&p) != nil {
+				c.pods = append(c.pods, p)
+			}
+		}
+		if opts.Continue = pods.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	cni, err := cs.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=meshdns-cni"})
+	if err != nil {
+		return nil, fmt.Errorf("list CNI pods: %w", err)
+	}
+	c.cniPods = cni.Items
+	return c, nil
+}
