@@ -69,7 +69,7 @@ func (r *countingReviewer) Review(_ context.Context, token string, aud []string)
 	if r.err != nil {
 		return nil, r.err
 	}
-	if token == "good" {
+	if token == goodToken {
 		return bound("ns-a", "web-0", aud...), nil
 	}
 	return &authv1.TokenReviewStatus{Error: "invalid"}, nil
@@ -84,10 +84,10 @@ func TestTokenReviewCache(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 3 {
-		if _, err := a.Authenticate(ctx, Request{Token: "good"}); err != nil {
+		if _, err := a.Authenticate(ctx, Request{Token: goodToken}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Authenticate(ctx, Request{Token: "bad"}); !errors.Is(err, ErrInvalid) {
+		if _, err := a.Authenticate(ctx, Request{Token: badToken}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("bad token: %v", err)
 		}
 	}
@@ -95,8 +95,8 @@ func TestTokenReviewCache(t *testing.T) {
 		t.Errorf("reviews = %d, want 2 (one per token, then cached)", got)
 	}
 	now = now.Add(3 * time.Second) // past the negative TTL (2s), within the positive one
-	a.Authenticate(ctx, Request{Token: "good"})
-	a.Authenticate(ctx, Request{Token: "bad"})
+	a.Authenticate(ctx, Request{Token: goodToken})
+	a.Authenticate(ctx, Request{Token: badToken})
 	if got := r.calls.Load(); got != 3 {
 		t.Errorf("reviews = %d, want 3 (the refusal asked again)", got)
 	}
@@ -109,7 +109,7 @@ func TestTokenReviewUnavailable(t *testing.T) {
 	r := &countingReviewer{err: errors.New("connection refused")}
 	a, _ := TokenReview(TokenReviewConfig{Reviewer: r})
 	for range 2 {
-		if _, err := a.Authenticate(context.Background(), Request{Token: "good"}); !errors.Is(err, ErrUnavailable) {
+		if _, err := a.Authenticate(context.Background(), Request{Token: goodToken}); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("err = %v, want ErrUnavailable", err)
 		}
 	}
@@ -118,13 +118,13 @@ func TestTokenReviewUnavailable(t *testing.T) {
 	}
 
 	block := &countingReviewer{block: make(chan struct{})}
-	b, _ := TokenReview(TokenReviewConfig{Reviewer: block, MaxInFlight: 1})
+	b, _ := TokenReview(TokenReviewConfig{Reviewer: block, MaxInFlight: 1, QueueTimeout: 10 * time.Millisecond})
 	done := make(chan error)
-	go func() { _, err := b.Authenticate(context.Background(), Request{Token: "good"}); done <- err }()
+	go func() { _, err := b.Authenticate(context.Background(), Request{Token: goodToken}); done <- err }()
 	for block.calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := b.Authenticate(context.Background(), Request{Token: "other"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := b.Authenticate(context.Background(), Request{Token: otherToken}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("review beyond MaxInFlight: %v, want ErrUnavailable", err)
 	}
 	close(block.block)
@@ -182,7 +182,7 @@ func TestChain(t *testing.T) {
 	if _, err := c.Authenticate(context.Background(), Request{}); !errors.Is(err, ErrNoCredential) {
 		t.Errorf("nothing presented: %v", err)
 	}
-	if _, err := c.Authenticate(context.Background(), Request{Token: "bad"}); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Authenticate(context.Background(), Request{Token: badToken}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad token: %v, want ErrInvalid (not rescued by the next)", err)
 	}
 	id, err := Chain(tr, Insecure()).Authenticate(context.Background(), Request{})

@@ -12,6 +12,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// reviewQPS is the rate of token reviews a control plane asks for at most.
+const reviewQPS = 100
+
 // NewReviewer returns a Reviewer creating authentication.k8s.io/v1
 // TokenReviews through a REST client whose scheme knows only that group:
 // not client-go's clientset, which registers every API group in every
@@ -25,6 +28,11 @@ func NewReviewer(cfg *rest.Config) (Reviewer, error) {
 	}
 	c := rest.CopyConfig(cfg)
 	c.APIPath, c.GroupVersion = "/apis", &authv1.SchemeGroupVersion
+	// Reviews get a rate limiter of their own, not client-go's default of
+	// 5 a second (100 agents reconnecting after a restart waited 20s for
+	// it) nor one shared with the watches: what protects the API server is
+	// TokenReviewConfig.MaxInFlight, and this only caps the rate.
+	c.RateLimiter, c.QPS, c.Burst = nil, reviewQPS, 2*reviewQPS
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()

@@ -42,8 +42,10 @@ type TokenReviewConfig struct {
 	CacheTTL  time.Duration
 	CacheSize int
 	// MaxInFlight bounds concurrent reviews, so a connection storm does not
-	// become an API server storm; beyond it, ErrUnavailable. Zero means 16.
-	MaxInFlight int
+	// become an API server storm; beyond it a request waits for a slot up
+	// to QueueTimeout, then gets ErrUnavailable. Zero means 16 and 2s.
+	MaxInFlight  int
+	QueueTimeout time.Duration
 	// Timeout of one review; zero means 5s.
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
@@ -52,6 +54,8 @@ type TokenReviewConfig struct {
 
 // TokenReview verifies projected ServiceAccount tokens with the API server
 // and takes the namespace, service account and bound pod from its answer.
+// Tokens that cannot be valid (not a JWT, another audience, expired) are
+// refused without asking it (precheck).
 // Tokens not bound to a pod are refused: the pod name must come from the
 // credential, not from the agent.
 func TokenReview(cfg TokenReviewConfig) (Authenticator, error) {
@@ -69,6 +73,9 @@ func TokenReview(cfg TokenReviewConfig) (Authenticator, error) {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 16
+	}
+	if cfg.QueueTimeout <= 0 {
+		cfg.QueueTimeout = 2 * time.Second
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
@@ -100,18 +107,29 @@ func (t *tokenReview) Authenticate(ctx context.Context, r Request) (Identity, er
 	if r.Token == "" {
 		return Identity{}, ErrNoCredential
 	}
-	key := sha256.Sum256([]byte(r.Token))
 	now := t.cfg.Now()
+	if err := precheck(r.Token, t.cfg.Audience, now); err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	key := sha256.Sum256([]byte(r.Token))
 	t.mu.Lock()
 	v, ok := t.cache[key]
 	t.mu.Unlock()
 	if ok && now.Before(v.expires) {
 		return v.id, v.err
 	}
+	// Wait for a review slot rather than refuse at once: a reconnect
+	// storm of real agents is then served in turns instead of sent back
+	// to their backoff. Callers bound how many of one peer may wait.
+	wait := time.NewTimer(t.cfg.QueueTimeout)
 	select {
 	case t.sem <- struct{}{}:
-	default:
+		wait.Stop()
+	case <-wait.C:
 		return Identity{}, fmt.Errorf("%w: too many token reviews in flight", ErrUnavailable)
+	case <-ctx.Done():
+		wait.Stop()
+		return Identity{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
 	id, err := t.review(ctx, r.Token)
 	<-t.sem
