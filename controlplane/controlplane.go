@@ -86,6 +86,9 @@ type Config struct {
 	// MaxAdmissions bounds the agent streams being served their first
 	// response at once (server.Config.MaxAdmissions); zero means 128.
 	MaxAdmissions int
+	// MaxConnectionsPerPeer bounds the gRPC connections of one IP address
+	// (server.Config.MaxConnectionsPerPeer); zero means 256.
+	MaxConnectionsPerPeer int
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// ExpectSources are source names that must report before the first
@@ -225,7 +228,7 @@ func New(cfg Config) (*ControlPlane, error) {
 		c.grpcTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cfg.WebhookCerts.GetCertificate}
 	}
 	if c.server, err = server.New(server.Config{
-		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions,
+		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
 		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}); err != nil {

@@ -40,7 +40,7 @@ type controlPlaneFlags struct {
 	entries, vipCIDRs                  stringList
 	tlsCert, tlsKey, clientCA          string
 	debounce                           time.Duration
-	maxAdmissions                      int
+	maxAdmissions, maxConnsPerPeer     int
 	logs                               *logFlags
 }
 
@@ -59,6 +59,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.StringVar(&f.clientCA, "client-ca", "", "PEM CA that must have signed agents' client certificates (mTLS)")
 	fs.DurationVar(&f.debounce, "debounce", 100*time.Millisecond, "wait for more source changes before building a version")
 	fs.IntVar(&f.maxAdmissions, "max-admissions", 128, "agent streams served their first table at once; more wait their turn (paces reconnect storms)")
+	fs.IntVar(&f.maxConnsPerPeer, "max-connections-per-peer", 256, "gRPC connections one IP address may hold open; raise it where many agents share an address (VMs behind NAT)")
 	f.logs = newLogFlags(fs, "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
 	return f
 }
@@ -66,20 +67,21 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 // config turns the flags into a controlplane.Config.
 func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (controlplane.Config, error) {
 	cfg := controlplane.Config{
-		GRPCAddr:      f.grpcAddr,
-		AdminAddr:     f.adminAddr,
-		ProbeAddr:     f.probeAddr,
-		GRPCSelfTLS:   f.grpcSelfTLS,
-		ClusterDomain: f.clusterDomain,
-		Entries:       f.entries,
-		StateDir:      f.stateDir,
-		TLSCert:       f.tlsCert,
-		TLSKey:        f.tlsKey,
-		ClientCA:      f.clientCA,
-		Debounce:      f.debounce,
-		MaxAdmissions: f.maxAdmissions,
-		Logger:        log,
-		Level:         level,
+		GRPCAddr:              f.grpcAddr,
+		AdminAddr:             f.adminAddr,
+		ProbeAddr:             f.probeAddr,
+		GRPCSelfTLS:           f.grpcSelfTLS,
+		ClusterDomain:         f.clusterDomain,
+		Entries:               f.entries,
+		StateDir:              f.stateDir,
+		TLSCert:               f.tlsCert,
+		TLSKey:                f.tlsKey,
+		ClientCA:              f.clientCA,
+		Debounce:              f.debounce,
+		MaxAdmissions:         f.maxAdmissions,
+		MaxConnectionsPerPeer: f.maxConnsPerPeer,
+		Logger:                log,
+		Level:                 level,
 	}
 	for flag, a := range map[string]string{"--grpc-addr": f.grpcAddr, "--admin-addr": f.adminAddr} {
 		if err := hostPort(flag, a); err != nil {

@@ -33,19 +33,19 @@ func TestControlPlaneFlags(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			want: controlplane.Config{GRPCAddr: ":15010", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
+			want: controlplane.Config{GRPCAddr: ":15010", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128, MaxConnectionsPerPeer: 256},
 		},
 		{
 			name: "every flag",
 			args: []string{"--grpc-addr", "127.0.0.1:15012", "--admin-addr", "127.0.0.1:9", "--cluster-domain", "corp.local",
 				"--entries", "/etc/a.yaml", "--entries", "/etc/dir,/etc/b.yaml", "--vip-cidr", "10.99.0.0/16", "--vip-cidr", "fd00:99::/48",
 				"--tls-cert", "tls.crt", "--tls-key", "tls.key", "--client-ca", "ca.crt", "--debounce", "250ms",
-				"--state-dir", "/var/lib/meshdns", "--max-admissions", "64"},
+				"--state-dir", "/var/lib/meshdns", "--max-admissions", "64", "--max-connections-per-peer", "4096"},
 			want: controlplane.Config{GRPCAddr: "127.0.0.1:15012", AdminAddr: "127.0.0.1:9", ClusterDomain: "corp.local",
 				Entries:  []string{"/etc/a.yaml", "/etc/dir", "/etc/b.yaml"},
 				VIPCIDRs: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16"), netip.MustParsePrefix("fd00:99::/48")},
 				TLSCert:  "tls.crt", TLSKey: "tls.key", ClientCA: "ca.crt", Debounce: 250 * time.Millisecond,
-				StateDir: "/var/lib/meshdns", MaxAdmissions: 64},
+				StateDir: "/var/lib/meshdns", MaxAdmissions: 64, MaxConnectionsPerPeer: 4096},
 		},
 		{
 			name: "environment",
@@ -53,13 +53,13 @@ func TestControlPlaneFlags(t *testing.T) {
 				"MESHDNS_VIP_CIDR": "240.1.0.0/16", "MESHDNS_DEBOUNCE": "1s"},
 			want: controlplane.Config{GRPCAddr: ":16010", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local",
 				Entries: []string{"/cm/entries", "/cm/more"}, VIPCIDRs: []netip.Prefix{netip.MustParsePrefix("240.1.0.0/16")},
-				Debounce: time.Second, MaxAdmissions: 128},
+				Debounce: time.Second, MaxAdmissions: 128, MaxConnectionsPerPeer: 256},
 		},
 		{
 			name: "flag beats environment",
 			args: []string{"--grpc-addr", ":1"},
 			env:  map[string]string{"MESHDNS_GRPC_ADDR": ":2"},
-			want: controlplane.Config{GRPCAddr: ":1", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128},
+			want: controlplane.Config{GRPCAddr: ":1", AdminAddr: "127.0.0.1:15014", ClusterDomain: "cluster.local", Debounce: 100 * time.Millisecond, MaxAdmissions: 128, MaxConnectionsPerPeer: 256},
 		},
 		{name: "bad cidr", args: []string{"--vip-cidr", "240.240.0.0"}, wantErr: `--vip-cidr "240.240.0.0"`},
 		{name: "bad duration", args: []string{"--debounce", "soon"}, wantErr: `--debounce "soon": want a duration such as 500ms`},

@@ -74,7 +74,13 @@ func (s *Server) authorize(ctx context.Context, claim *meshdnsv1.AgentIdentity) 
 		}
 		return status.Errorf(code, msg, args...)
 	}
+	addr := peerIP(ctx)
+	done, why := s.peers.begin(addr, s.cfg.Now())
+	if why != "" {
+		return nil, refuse(admitLimited, "none", codes.ResourceExhausted, "%s", why)
+	}
 	id, err := s.auth.Authenticate(ctx, req)
+	done(err != nil && !errors.Is(err, auth.ErrUnavailable), s.cfg.Now())
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		return nil, refuse(admitUnavailable, "none", codes.Unavailable, "authenticate: %v", err)

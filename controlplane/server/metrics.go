@@ -18,6 +18,7 @@ type metrics struct {
 
 	admissionWaiting prometheus.Gauge
 	admissions       *prometheus.CounterVec
+	connsRefused     *prometheus.CounterVec
 	// Children resolved once: a label lookup per send costs more than
 	// the rest of the bookkeeping of a delta.
 	pushFull, pushDelta           prometheus.Counter
@@ -80,8 +81,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_stream_admissions_total",
 			Help: "Agent streams admitted or refused at their first request, by result (ok|invalid|unauthenticated|denied|limited|unavailable) and method (token|spiffe|insecure|none).",
 		}, []string{"result", "method"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_connections_refused_total",
+			Help: "gRPC connections closed as soon as accepted, by reason (total: the connection limit; peer: the limit of one IP address).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.admissionWaiting, m.admissions} {
+	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.admissionWaiting, m.admissions, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -93,6 +98,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.streams.WithLabelValues(r)
 	}
 	m.admissions.WithLabelValues(admitUnauthenticated, "none")
+	m.admissions.WithLabelValues(admitLimited, "none")
+	m.connsRefused.WithLabelValues("total")
+	m.connsRefused.WithLabelValues("peer")
 	for _, method := range []string{auth.MethodToken, auth.MethodSPIFFE} {
 		m.admissions.WithLabelValues(admitOK, method)
 		m.admissions.WithLabelValues(admitDenied, method)

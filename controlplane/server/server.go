@@ -64,6 +64,28 @@ type Config struct {
 	// ClusterDomain served at once, each a further view of every
 	// namespace; zero means 4.
 	MaxClusterDomains int
+	// MaxPendingPerPeer bounds the streams of one peer IP address being
+	// authenticated at once; more are refused (ResourceExhausted) before
+	// their credential is looked at. Zero means 8.
+	MaxPendingPerPeer int
+	// FailedAuthBurst and FailedAuthRate bound the failed authentications
+	// (a credential refused or missing) of one peer IP address: a bucket
+	// of FailedAuthBurst (zero means 20) refilled at FailedAuthRate per
+	// second (zero means 1). An empty bucket refuses the address's new
+	// streams before a handler runs.
+	FailedAuthBurst int
+	FailedAuthRate  float64
+	// MaxConnections bounds the connections open at once (zero means
+	// 50,000) and MaxConnectionsPerPeer those of one IP address (zero
+	// means 256: pods have one each; raise it where many agents share an
+	// address, VMs behind NAT). More are closed as soon as accepted.
+	MaxConnections, MaxConnectionsPerPeer int
+	// MaxStreamsPerConnection is HTTP/2's MAX_CONCURRENT_STREAMS; zero
+	// means 8 (an agent opens one stream on its connection).
+	MaxStreamsPerConnection uint32
+	// HandshakeTimeout bounds a connection's TLS handshake; zero means
+	// 10s.
+	HandshakeTimeout time.Duration
 	// MaxRequestBytes bounds one message from an agent (agents send only
 	// their identity, ACKs and NACKs); zero means 64 KiB.
 	MaxRequestBytes int
@@ -88,6 +110,7 @@ type Server struct {
 
 	auth     auth.Authenticator
 	limits   *limits
+	peers    *peers    // before authentication
 	refusals *logLimit // of "agent stream refused" lines
 
 	mu     sync.Mutex // guards agents
@@ -129,6 +152,27 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxClusterDomains <= 0 {
 		cfg.MaxClusterDomains = 4
 	}
+	if cfg.MaxPendingPerPeer <= 0 {
+		cfg.MaxPendingPerPeer = 8
+	}
+	if cfg.FailedAuthBurst <= 0 {
+		cfg.FailedAuthBurst = 20
+	}
+	if cfg.FailedAuthRate <= 0 {
+		cfg.FailedAuthRate = 1
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 50_000
+	}
+	if cfg.MaxConnectionsPerPeer <= 0 {
+		cfg.MaxConnectionsPerPeer = 256
+	}
+	if cfg.MaxStreamsPerConnection == 0 {
+		cfg.MaxStreamsPerConnection = 8
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 64 << 10
 	}
@@ -142,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
 		auth:     cfg.Authenticator,
 		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),
+		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
 		limits: &limits{
 			maxStreams: cfg.MaxStreamsPerIdentity, burst: float64(cfg.ReconnectBurst), rate: cfg.ReconnectRate,
 			maxDomains: cfg.MaxClusterDomains, localDomain: registry.CanonicalHost(cfg.ClusterDomain),
@@ -170,10 +215,17 @@ func New(cfg Config) (*Server, error) {
 		grpc.StaticStreamWindowSize(64 << 10),
 		grpc.StaticConnWindowSize(64 << 10),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes),
+		// Bounds for clients that have not authenticated: streams per
+		// connection, the handshake's duration, and (tap) new streams of
+		// an address that keeps failing authentication, refused before
+		// a goroutine starts for them. Connections: Serve's listener.
+		grpc.MaxConcurrentStreams(cfg.MaxStreamsPerConnection),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
+	opts = append(opts, grpc.InTapHandle(s.tap))
 	s.grpc = grpc.NewServer(opts...)
 	meshdnsv1.RegisterNameDiscoveryServiceServer(s.grpc, s)
 	return s, nil
@@ -195,6 +247,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	go func() { defer close(fanDone); s.fan.run(fanCtx, s.send) }()
 	defer func() { stopFan(); <-fanDone }()
 	errc := make(chan error, 1)
+	lis = newLimitListener(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerPeer, s.m.connsRefused)
 	go func() { errc <- s.grpc.Serve(lis) }()
 	select {
 	case err := <-errc:

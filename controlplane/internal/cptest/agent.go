@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ type DialOpts struct {
 	// (and so turns off gRPC's growing them), so an agent that does not
 	// read blocks the server after that many bytes.
 	Window int32
+	// Source, when set, is the local IP address to dial from (any of
+	// 127.0.0.0/8 on loopback), so tests can be several peers.
+	Source string
 }
 
 // NoPod as DialOpts.Pod sends an empty pod name.
@@ -64,6 +68,12 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 		creds = credentials.NewTLS(o.TLS)
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Source != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(o.Source)}}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	}
 	if o.Window > 0 {
 		opts = append(opts, grpc.WithInitialWindowSize(o.Window), grpc.WithInitialConnWindowSize(o.Window))
 	}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// peers bounds what one peer address does before it is authenticated, so
+// a client sending garbage cannot keep the token reviews (and the API
+// server) busy while real agents wait: at most maxPending of its streams
+// are being authenticated at once, and once it has failed authentication
+// burst times in a row faster than rate a second, its new streams are
+// refused before a handler runs (tap) until the bucket refills. Agents
+// rarely fail, so they never see the second limit. Keyed by IP: a port is
+// free to change.
+type peers struct {
+	maxPending int
+	burst      float64
+	rate       float64 // failed authentications forgiven per second
+
+	mu sync.Mutex // guards following
+	m  map[netip.Addr]*peerState
+}
+
+type peerState struct {
+	pending int
+	tokens  float64 // failed authentications still allowed
+	last    time.Time
+}
+
+// maxPeers bounds the peer addresses remembered; beyond it the ones with
+// nothing pending and a full bucket are forgotten (they lose nothing).
+const maxPeers = 100_000
+
+func newPeers(maxPending int, burst, rate float64) *peers {
+	return &peers{maxPending: maxPending, burst: burst, rate: rate, m: map[netip.Addr]*peerState{}}
+}
+
+// peerIP is the IP of the stream's peer, or the zero Addr when unknown
+// (no limits apply then: a listener that is not TCP).
+func peerIP(ctx context.Context) netip.Addr {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return netip.Addr{}
+	}
+	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+		a, _ := netip.AddrFromSlice(ta.IP)
+		return a.Unmap()
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// refill brings st's bucket up to now; mu must be held.
+func (p *peers) refillLocked(st *peerState, now time.Time) {
+	st.tokens = min(p.burst, st.tokens+now.Sub(st.last).Seconds()*p.rate)
+	st.last = now
+}
+
+// blocked reports whether addr has used up its failed authentications.
+func (p *peers) blocked(addr netip.Addr, now time.Time) bool {
+	if !addr.IsValid() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.m[addr]
+	if st == nil {
+		return false
+	}
+	p.refillLocked(st, now)
+	return st.tokens < 1
+}
+
+// begin starts an authentication for addr; done reports whether it
+// failed (a credential refused or missing: not an API server outage).
+// why is "" unless the stream is refused.
+func (p *peers) begin(addr netip.Addr, now time.Time) (done func(failed bool, now time.Time), why string) {
+	if !addr.IsValid() {
+		return func(bool, time.Time) {}, ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.m[addr]
+	if st == nil {
+		if len(p.m) >= maxPeers {
+			p.pruneLocked(now)
+		}
+		st = &peerState{tokens: p.burst, last: now}
+		p.m[addr] = st
+	}
+	p.refillLocked(st, now)
+	switch {
+	case st.tokens < 1:
+		return nil, "too many failed authentications from this address; back off"
+	case st.pending >= p.maxPending:
+		return nil, "too many streams of this address being authenticated at once; back off"
+	}
+	st.pending++
+	return func(failed bool, now time.Time) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		st.pending--
+		if failed {
+			p.refillLocked(st, now)
+			st.tokens = max(0, st.tokens-1)
+		}
+	}, ""
+}
+
+func (p *peers) pruneLocked(now time.Time) {
+	for a, st := range p.m {
+		if st.pending == 0 && st.tokens+now.Sub(st.last).Seconds()*p.rate >= p.burst {
+			delete(p.m, a)
+		}
+	}
+	if len(p.m) < maxPeers {
+		return
+	}
+	for a, st := range p.m {
+		if st.pending == 0 {
+			delete(p.m, a)
+		}
+	}
+}
+
+// tap refuses a new stream of a peer that used up its failed
+// authentications, before grpc starts a goroutine for it.
+func (s *Server) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if s.peers.blocked(peerIP(ctx), s.cfg.Now()) {
+		s.m.admissions.WithLabelValues(admitLimited, "none").Inc()
+		return ctx, status.Error(codes.ResourceExhausted, "too many failed authentications from this address; back off")
+	}
+	return ctx, nil
+}
