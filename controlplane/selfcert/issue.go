@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -20,17 +21,64 @@ type pair struct {
 	certPEM, keyPEM []byte
 }
 
-// newCA makes a self-signed CA valid from now for validity.
-func newCA(cn string, now time.Time, validity time.Duration) (pair, error) {
+// newCA makes a self-signed CA valid from now for validity that can sign
+// only what the control plane serves: leaf certificates (path length 0,
+// no intermediate CA) for dnsNames (and their subdomains) and ips (name
+// constraints, critical). A stolen CA key cannot mint a certificate for
+// any other name that a client trusting the bundle would accept.
+func newCA(cn string, now time.Time, validity time.Duration, dnsNames []string, ips []net.IP) (pair, error) {
 	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             now.Add(-time.Hour), // clock skew between nodes
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+		Subject:                     pkix.Name{CommonName: cn},
+		NotBefore:                   now.Add(-time.Hour), // clock skew between nodes
+		NotAfter:                    now.Add(validity),
+		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid:       true,
+		IsCA:                        true,
+		MaxPathLen:                  0,
+		MaxPathLenZero:              true,
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         dnsNames,
+	}
+	for _, ip := range ips {
+		bits := 128
+		if ip4 := ip.To4(); ip4 != nil {
+			ip, bits = ip4, 32
+		}
+		tmpl.PermittedIPRanges = append(tmpl.PermittedIPRanges, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
 	}
 	return sign(tmpl, nil, nil)
+}
+
+// permits reports whether ca may sign for every one of dnsNames and ips:
+// its name constraints, when it has any, include them. A CA made before
+// it had constraints permits everything and is kept until it is due.
+func permits(ca *x509.Certificate, dnsNames []string, ips []net.IP) bool {
+	if len(ca.PermittedDNSDomains) == 0 && len(ca.PermittedIPRanges) == 0 {
+		return true
+	}
+	for _, n := range dnsNames {
+		ok := false
+		for _, d := range ca.PermittedDNSDomains {
+			if n == d || strings.HasSuffix(n, "."+d) {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	for _, ip := range ips {
+		ok := false
+		for _, r := range ca.PermittedIPRanges {
+			if r.Contains(ip) {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // newServing makes a serving certificate for dnsNames and ips, signed by ca.

@@ -238,7 +238,7 @@ func (m *Manager) secret(ctx context.Context) (*corev1.Secret, error) {
 func (m *Manager) due(sec *corev1.Secret) bool {
 	now := m.cfg.Now()
 	ca, _, err := pair{certPEM: sec.Data[keyCACert], keyPEM: sec.Data[keyCAKey]}.parse()
-	if err != nil || now.Add(m.cfg.CAValidity/3).After(ca.NotAfter) {
+	if err != nil || now.Add(m.cfg.CAValidity/3).After(ca.NotAfter) || !permits(ca, m.cfg.DNSNames, m.cfg.IPs) {
 		return true
 	}
 	serving, _, err := pair{certPEM: sec.Data[keyCert], keyPEM: sec.Data[keyKey]}.parse()
@@ -259,8 +259,10 @@ func (m *Manager) renew(sec *corev1.Secret) error {
 	}
 	ca := pair{certPEM: sec.Data[keyCACert], keyPEM: sec.Data[keyCAKey]}
 	old, _, oldErr := ca.parse()
-	if oldErr != nil || now.Add(m.cfg.CAValidity/3).After(old.NotAfter) {
-		next, err := newCA("meshdns-controlplane-ca", now, m.cfg.CAValidity)
+	// A CA whose name constraints leave out a configured name (the names
+	// changed) cannot sign for it: it is rotated like one near its end.
+	if oldErr != nil || now.Add(m.cfg.CAValidity/3).After(old.NotAfter) || !permits(old, m.cfg.DNSNames, m.cfg.IPs) {
+		next, err := newCA("meshdns-controlplane-ca", now, m.cfg.CAValidity, m.cfg.DNSNames, m.cfg.IPs)
 		if err != nil {
 			return err
 		}
