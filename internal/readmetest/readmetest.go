@@ -62,7 +62,8 @@ func Registered(reg *metrics.Registry) []string { return reg.Names() }
 
 // CheckNames fails t for every family of reg whose name breaks the naming
 // rules of docs/design.md: a meshdns_ prefix, counters and only counters
-// ending in _total, histograms (durations) in _seconds.
+// ending in _total, histograms in a base unit: _seconds (durations) or
+// _bytes (sizes).
 func CheckNames(t testing.TB, reg *metrics.Registry) {
 	t.Helper()
 	for _, d := range reg.Descs() {
@@ -72,8 +73,8 @@ func CheckNames(t testing.TB, reg *metrics.Registry) {
 		if (d.Type == metrics.CounterType) != strings.HasSuffix(d.Name, "_total") {
 			t.Errorf("metric %s (%s): counters, and only counters, end in _total", d.Name, d.Type)
 		}
-		if d.Type == metrics.HistogramType && !strings.HasSuffix(d.Name, "_seconds") {
-			t.Errorf("metric %s: durations end in _seconds", d.Name)
+		if d.Type == metrics.HistogramType && !strings.HasSuffix(d.Name, "_seconds") && !strings.HasSuffix(d.Name, "_bytes") {
+			t.Errorf("metric %s: histograms end in _seconds or _bytes", d.Name)
 		}
 	}
 }

@@ -99,6 +99,7 @@ func BenchmarkTableAnswers(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				setBenchTiming(h)
 				h.SetTable(tbl)
 				ctx := b.Context()
 				dst := make([]byte, 0, maxUDPPacket)

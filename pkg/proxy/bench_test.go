@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
@@ -62,11 +63,18 @@ var benchQuestions = []struct {
 	{name: "cache_hit", qname: "www.example.org.", qtype: dns.TypeA},
 }
 
+// answerTimeEveryFlag overrides answerTimeEvery in the benchmarks, to
+// compare timing every answer (1) with sampling.
+var answerTimeEveryFlag = flag.Uint("answer-time-every", answerTimeEvery, "time one answer in N in benchmarks (a power of two)")
+
+func setBenchTiming(h *Handler) { h.timeMask = uint32(*answerTimeEveryFlag) - 1 }
+
 func BenchmarkHandler(b *testing.B) {
 	h, err := NewHandler(testConfig(newCachedResolver(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
+	setBenchTiming(h)
 	h.SetTable(demoTable(b))
 	ctx := context.Background()
 	for _, bq := range benchQuestions {

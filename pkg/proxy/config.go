@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -77,6 +78,12 @@ type Config struct {
 	// Registry receives the metrics (README.md). Nil means they are kept
 	// but not registered anywhere.
 	Registry Registry
+	// QueryLog is the query log's first configuration (SetQueryLog changes
+	// it). The zero value is off.
+	QueryLog QueryLogConfig
+	// QueryLogger receives the query log's lines, at Info. Nil means JSON
+	// lines on stderr.
+	QueryLogger *slog.Logger
 }
 
 const (
@@ -137,6 +144,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = nopRegistry{}
+	}
+	if cfg.QueryLogger == nil {
+		cfg.QueryLogger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	return cfg, nil
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -30,12 +31,25 @@ type Handler struct {
 	ready atomic.Bool
 	// epoch anchors clock.
 	epoch time.Time
+	// timeMask: one answer in timeMask+1 that does not wait for the
+	// Resolver is timed, counted with that weight (see answer).
+	timeMask uint32
+	// qlog is the query log, nil when off (SetQueryLog); qlogOut its
+	// output. qlogNow and qlogIntN, when set (tests), replace the clock of
+	// its rate cap and the random numbers of its sampling.
+	qlog     atomic.Pointer[queryLogger]
+	qlogOut  *slog.Logger
+	qlogNow  func() time.Time
+	qlogIntN func(int) int
 }
 
+// answerTimeEvery is the period of timing for answers that do not wait
+// (a power of two). Clock reads cost ~45ns each here, measurable next to a
+// table answer's ~200ns; every answer that waits is timed.
+const answerTimeEvery = 16
+
 // clock reads the monotonic clock only (time.Now reads the wall clock
-// too); never zero, which stands for "not taken". Clock reads cost ~45ns
-// each here, measurable next to a table answer's ~200ns, so table answers
-// are not timed at all (see observe).
+// too); never zero, which stands for "not taken".
 func (h *Handler) clock() time.Duration { return time.Since(h.epoch) + 1 }
 
 // NewHandler returns a Handler with no table: until SetTable, names inside
@@ -50,12 +64,15 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
+	h.timeMask = answerTimeEvery - 1
+	h.qlogOut = cfg.QueryLogger
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
 	h.m, err = newMetrics(cfg.Registry, func() float64 { return float64(h.state.Load().len()) })
 	if err != nil {
 		return nil, err
 	}
+	h.SetQueryLog(cfg.QueryLog)
 	return h, nil
 }
 
@@ -94,8 +111,34 @@ var requestPool = sync.Pool{New: func() any { return new(request) }}
 // that read pkt: parse it into r once, then answer from the table or the
 // Resolver's cache. wait reports that r needs resolve (an upstream query
 // or an ExternalName chase), which the caller runs where blocking is fine.
+//
+// Timing: one answer in timeMask+1 on this request (a reader's own, or a
+// pooled one: no shared counter) starts the clock and counts for that
+// many, an unbiased estimate of the rest; an answer that waits is timed
+// every time, from here.
 func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte, wait bool) {
-	r.proto, r.start, r.chase = p, 0, nil
+	r.proto, r.start, r.weight, r.waited, r.chase, r.upErr = p, 0, 0, false, nil, nil
+	if r.tick++; r.tick&h.timeMask == 0 {
+		r.start, r.weight = h.clock(), h.timeMask+1
+	}
+	// The query log, when on, has every answer timed (its lines carry the
+	// duration); the histograms keep their sample.
+	if r.qlog = h.qlog.Load(); r.qlog != nil && r.start == 0 {
+		r.start = h.clock()
+	}
+	reply, wait = h.answerQuery(dst, pkt, r)
+	if wait {
+		if r.start == 0 {
+			r.start = h.clock()
+		}
+		r.weight, r.waited = 1, true
+	}
+	return reply, wait
+}
+
+// answerQuery is answer without the timing.
+func (h *Handler) answerQuery(dst, pkt []byte, r *request) ([]byte, bool) {
+	p := r.proto
 	switch parseQuery(pkt, r) {
 	case parseDrop:
 		h.m.drop(p, dropMalformed)
@@ -158,15 +201,15 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(context.Background(), r, rcode, srcTable)
+	h.observe(context.Background(), r, rcode, srcTable, len(out))
 	return out, false
 }
 
 // resolve finishes a request answer left waiting: it chases the
 // ExternalName, or asks the Resolver about the cache miss answer saw.
 func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
-	if r.start == 0 {
-		r.start = h.clock()
+	if r.start == 0 { // not through answer
+		r.start, r.weight, r.waited = h.clock(), 1, true
 	}
 	if r.chase != nil {
 		return h.chase(ctx, dst, r)
@@ -177,6 +220,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 		if isOverloaded(err) {
 			rcode = dns.RcodeRefused
 		}
+		r.upErr = errOr(err, errShortReply)
 		if h.log.Enabled(ctx, slog.LevelDebug) {
 			h.log.DebugContext(ctx, "forward failed", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
 		}
@@ -191,9 +235,8 @@ func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, ans
 }
 
 // fromCache answers r from the Resolver's cache, or reports that it must
-// wait for resolve. A hit answered here is not timed, like a table answer:
-// it takes well under a microsecond, and two clock reads would cost a
-// percent or two of the query.
+// wait for resolve. A hit answered here is timed like a table answer (1 in
+// timeMask+1).
 func (h *Handler) fromCache(dst []byte, r *request) ([]byte, bool) {
 	out, s, ok := h.resolver.AppendCached(dst[:0], r.qwire(), r.qkey(), &r.probe)
 	if !ok || len(out) < r.qEnd {
@@ -230,7 +273,7 @@ func patchReply(out []byte, r *request) {
 func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstream.Source) []byte {
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s))
+	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s), len(out))
 	return out
 }
 
@@ -250,7 +293,7 @@ func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 	if r.edns {
 		out = appendOPT(out, rcode, r.do)
 	}
-	h.observe(context.Background(), r, rcode, src)
+	h.observe(context.Background(), r, rcode, src, len(out))
 	return out
 }
 
@@ -273,22 +316,33 @@ func (h *Handler) finish(out []byte, r *request) []byte {
 	return out
 }
 
-// observe counts a reply. r.start is when a worker took the query over, or
-// zero when not taken (table answers, cache hits and local answers on the
-// reader): their time is the handler's few hundred nanoseconds, and the
-// duration histogram is about what the Resolver costs.
-func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source) {
+// observe counts a reply of size bytes, and times it when answer started
+// the clock (r.weight > 0).
+func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source, size int) {
 	var elapsed time.Duration
 	if r.start != 0 {
 		elapsed = h.clock() - r.start
 	}
 	r.src = src
-	h.m.observe(r.proto, r.qtype, rcode, src, r.start != 0, elapsed)
+	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, size)
+	if r.qlog != nil {
+		r.qlog.write(r, rcode, src, elapsed, r.upErr)
+	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype),
 			"rcode", dns.RcodeToString[rcode], "source", sourceNames[src], "protocol", r.proto.String(),
 			"duration", elapsed)
 	}
+}
+
+// errShortReply stands for a Resolver reply too short to hold the question.
+var errShortReply = errors.New("reply shorter than its question")
+
+func errOr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
 }
 
 // wireName converts a wire-form name to presentation form (allocates).

@@ -130,6 +130,9 @@ type proxyMetrics struct {
 	dropped   [nProtocols][nDropReasons]atomic.Uint64
 	truncated [nProtocols]atomic.Uint64
 	tcpConns  atomic.Int64
+	answerDur [nProtocols][nSources][nAnswerRcodes]durHistogram
+	respSize  [nProtocols]sizeHistogram
+	queryLog  [nQueryLogOutcomes]atomic.Uint64
 }
 
 // durationBuckets: 10µs up to 2.6s (an upstream timing out).
@@ -175,6 +178,42 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 				for src := range nSources {
 					m.duration[p][src].collect(emit, protocolNames[p], sourceNames[src])
 				}
+			}
+		},
+	}, {
+		Name:    "meshdns_dns_answer_duration_seconds",
+		Help:    "Time from reading a query to having its reply, every answer (table answers and cache hits sampled and weighted), by protocol, source and rcode class.",
+		Type:    HistogramMetric,
+		Labels:  []string{"protocol", "source", "rcode_class"},
+		Buckets: answerDurationBuckets,
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				for src := range nSources {
+					for rc := range nAnswerRcodes {
+						m.answerDur[p][src][rc].collect(emit, protocolNames[p], sourceNames[src], answerRcodeNames[rc])
+					}
+				}
+			}
+		},
+	}, {
+		Name:    "meshdns_dns_response_size_bytes",
+		Help:    "Size of the replies sent, by protocol (sampled like the answer durations).",
+		Type:    HistogramMetric,
+		Labels:  []string{"protocol"},
+		Buckets: responseSizeBuckets,
+		Collect: func(emit func(Series)) {
+			for p := range nProtocols {
+				m.respSize[p].collect(emit, protocolNames[p])
+			}
+		},
+	}, {
+		Name:   "meshdns_dns_query_log_lines_total",
+		Help:   "Answers the query log's classes matched, by outcome: written, sampled_out, rate_limited.",
+		Type:   CounterMetric,
+		Labels: []string{"outcome"},
+		Collect: func(emit func(Series)) {
+			for o := range nQueryLogOutcomes {
+				emitCount(emit, &m.queryLog[o], queryLogOutcomeNames[o])
 			}
 		},
 	}, {
@@ -259,12 +298,18 @@ func (h *histogram) collect(emit func(Series), labelValues ...string) {
 	}
 }
 
-// observe counts one answered query.
-func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, timed bool, elapsed time.Duration) {
+// observe counts one answered query. waited says it waited for the
+// Resolver (the older request duration histogram); weight > 0 that it was
+// timed and stands for weight answers in the answer histograms.
+func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, waited bool, weight uint32, elapsed time.Duration, size int) {
 	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
 	m.requests[p][qt][rc][src].Add(1)
-	if timed {
+	if waited {
 		m.duration[p][src].observe(elapsed.Seconds())
+	}
+	if weight > 0 {
+		m.answerDur[p][src][classifyAnswerRcode(rcode)].observe(uint64(max(elapsed, 0)), uint64(weight))
+		m.respSize[p].observe(uint64(size), uint64(weight))
 	}
 }
 

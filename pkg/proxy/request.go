@@ -32,9 +32,15 @@ type request struct {
 	// udpSize is the largest UDP reply the client takes (512 without EDNS).
 	udpSize int
 	proto   Protocol
-	// start is when a worker took the request over; 0 for requests
-	// answered where they were read, which are not timed (see observe).
-	start time.Duration
+	// start is when answer started the clock, 0 when it did not; weight
+	// how many answers this one's time stands for (0: not timed); waited
+	// that it waited for the Resolver (see Handler.answer).
+	start  time.Duration
+	weight uint32
+	waited bool
+	// tick counts the answers of this request value, whoever reuses it,
+	// to time one in Handler.timeMask+1 without a shared counter.
+	tick uint32
 
 	// What the reader learned before handing over: the ExternalName to
 	// chase, or (chase nil) the Resolver's note on its cache miss.
@@ -42,6 +48,10 @@ type request struct {
 	probe upstream.Probe
 	// src is where the reply came from, noted when it is counted.
 	src source
+	// qlog is the query log answer saw, nil when off; upErr the
+	// Resolver's error when the reply is made up for lack of an answer.
+	qlog  *queryLogger
+	upErr error
 }
 
 func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }

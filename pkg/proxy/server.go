@@ -60,6 +60,12 @@ func (s *Server) Handler() *Handler { return s.h }
 // SetTable swaps the table answers come from; see Handler.SetTable.
 func (s *Server) SetTable(t Lookuper) { s.h.SetTable(t) }
 
+// SetQueryLog switches the query log; see Handler.SetQueryLog.
+func (s *Server) SetQueryLog(cfg QueryLogConfig) { s.h.SetQueryLog(cfg) }
+
+// QueryLog returns the query log's configuration.
+func (s *Server) QueryLog() QueryLogConfig { return s.h.QueryLog() }
+
 // Ready reports whether a table is set.
 func (s *Server) Ready() bool { return s.h.Ready() }
 

@@ -60,6 +60,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 			if isOverloaded(err) {
 				rcode = dns.RcodeRefused
 			}
+			r.upErr = err
 			if h.log.Enabled(ctx, slog.LevelDebug) {
 				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.qtype), "err", err)
 			}
@@ -77,6 +78,6 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(ctx, r, m.Rcode, src)
+	h.observe(ctx, r, m.Rcode, src, len(out))
 	return out
 }

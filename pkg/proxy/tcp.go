@@ -121,7 +121,6 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 				tc.end()
 				return
 			}
-			r.start = s.h.clock()
 			req := r.moved(nil)
 			inflight.Go(func() {
 				defer func() { <-sem }()

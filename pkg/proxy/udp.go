@@ -86,7 +86,6 @@ func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 // fewer than MaxForwarding run, or answers REFUSED: shed load rather than
 // queue without limit.
 func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, r *request) {
-	r.start = s.h.clock()
 	s.pending.Add(1)
 	j := s.jobPool.Get().(*fwdJob)
 	j.conn, j.addr = c, addr

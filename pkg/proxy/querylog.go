@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// QueryLogClass is a set of answers the query log writes.
+type QueryLogClass uint8
+
+const (
+	// LogDenied: queries a policy refused (reserved: no policy yet).
+	LogDenied QueryLogClass = 1 << iota
+	LogNXDomain
+	LogServFail
+	// LogUpstreamError: the Resolver failed (SERVFAIL or REFUSED made up
+	// by the proxy, with the error).
+	LogUpstreamError
+	// LogAll: every answer.
+	LogAll
+)
+
+var queryLogClassNames = []struct {
+	c    QueryLogClass
+	name string
+}{
+	{LogDenied, "denied"}, {LogNXDomain, "nxdomain"}, {LogServFail, "servfail"},
+	{LogUpstreamError, "upstream_error"}, {LogAll, "all"},
+}
+
+// ParseQueryLogClasses parses a comma-separated list of class names
+// (denied, nxdomain, servfail, upstream_error, all); "" and "off" are none.
+func ParseQueryLogClasses(s string) (QueryLogClass, error) {
+	var c QueryLogClass
+	if s == "" || s == "off" {
+		return 0, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		found := false
+		for _, n := range queryLogClassNames {
+			if f == n.name {
+				c |= n.c
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown query log class %q (want denied, nxdomain, servfail, upstream_error, all or off)", f)
+		}
+	}
+	return c, nil
+}
+
+// String lists the classes of c as ParseQueryLogClasses takes them.
+func (c QueryLogClass) String() string {
+	var names []string
+	for _, n := range queryLogClassNames {
+		if c&n.c != 0 {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "off"
+	}
+	return strings.Join(names, ",")
+}
+
+// QueryLogConfig says which answers the query log writes. The zero value
+// is off.
+type QueryLogConfig struct {
+	// Classes selects the answers logged; 0 turns the log off.
+	Classes QueryLogClass `json:"classes"`
+	// Sample logs one matching answer in Sample, at random; 0 or 1 logs
+	// each.
+	Sample int `json:"sample"`
+	// Rate caps the lines written per second; 0 means no cap.
+	Rate int `json:"rate"`
+}
+
+// queryLogger writes the query log of one QueryLogConfig; a Handler swaps
+// in a new one on SetQueryLog, so its fields never change.
+type queryLogger struct {
+	cfg  QueryLogConfig
+	log  *slog.Logger
+	m    *proxyMetrics
+	now  func() time.Time
+	intN func(int) int
+	// second is the unix second lines are counted in; lines those written
+	// in it.
+	second atomic.Int64
+	lines  atomic.Int64
+}
+
+// queryLogOutcome labels what became of an answer the classes matched.
+type queryLogOutcome uint8
+
+const (
+	qlWritten queryLogOutcome = iota
+	qlSampledOut
+	qlRateLimited
+	nQueryLogOutcomes
+)
+
+var queryLogOutcomeNames = [nQueryLogOutcomes]string{"written", "sampled_out", "rate_limited"}
+
+// SetQueryLog switches the query log to cfg; safe while serving (the
+// next answer sees it). A zero Classes turns it off, after which an answer
+// pays one atomic load for it.
+func (h *Handler) SetQueryLog(cfg QueryLogConfig) {
+	if cfg.Classes == 0 {
+		h.qlog.Store(nil)
+		return
+	}
+	now, intN := h.qlogNow, h.qlogIntN
+	if now == nil {
+		now = time.Now
+	}
+	if intN == nil {
+		intN = rand.IntN
+	}
+	h.qlog.Store(&queryLogger{cfg: cfg, log: h.qlogOut, m: h.m, now: now, intN: intN})
+}
+
+// QueryLog returns the query log's configuration.
+func (h *Handler) QueryLog() QueryLogConfig {
+	if ql := h.qlog.Load(); ql != nil {
+		return ql.cfg
+	}
+	return QueryLogConfig{}
+}
+
+// matches reports whether the answer falls in one of l's classes.
+func (l *queryLogger) matches(rcode int, upErr error) bool {
+	c := l.cfg.Classes
+	switch {
+	case c&LogAll != 0:
+		return true
+	case upErr != nil && c&LogUpstreamError != 0:
+		return true
+	case rcode == dns.RcodeNameError:
+		return c&LogNXDomain != 0
+	case rcode == dns.RcodeServerFailure:
+		return c&LogServFail != 0
+	}
+	return false
+}
+
+// admit applies the sampling and then the rate cap.
+func (l *queryLogger) admit() queryLogOutcome {
+	if l.cfg.Sample > 1 && l.intN(l.cfg.Sample) != 0 {
+		return qlSampledOut
+	}
+	if l.cfg.Rate > 0 {
+		sec := l.now().Unix()
+		if old := l.second.Load(); old != sec && l.second.CompareAndSwap(old, sec) {
+			l.lines.Store(0)
+		}
+		if l.lines.Add(1) > int64(l.cfg.Rate) {
+			return qlRateLimited
+		}
+	}
+	return qlWritten
+}
+
+// write logs one answer if it matches, is sampled and within the rate.
+func (l *queryLogger) write(r *request, rcode int, src source, elapsed time.Duration, upErr error) {
+	if !l.matches(rcode, upErr) {
+		return
+	}
+	o := l.admit()
+	l.m.queryLog[o].Add(1)
+	if o != qlWritten {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("qname", wireName(r.name())),
+		slog.String("qtype", dns.Type(r.qtype).String()),
+		slog.String("rcode", rcodeString(rcode)),
+		slog.String("source", sourceNames[src]),
+		slog.String("protocol", r.proto.String()),
+		slog.Duration("duration", elapsed),
+	}
+	if upErr != nil {
+		attrs = append(attrs, slog.String("err", upErr.Error()))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "dns query", attrs...)
+}
+
+func rcodeString(rc int) string {
+	if s, ok := dns.RcodeToString[rc]; ok {
+		return s
+	}
+	return fmt.Sprint(rc)
+}
