@@ -1,7 +1,7 @@
 package discovery
 
 import (
-	"errors"
+	"fmt"
 
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 )
@@ -56,7 +56,7 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 	}
 	for _, c := range []meshmetrics.Collector{m.connected, m.connects, m.responses, m.stateWrites, m.lastApplied, m.backoff} {
 		if err := reg.Register(c); err != nil {
-			return nil, errors.Join(errors.New("discovery: register metrics"), err)
+			return nil, fmt.Errorf("register discovery metrics: %w", err)
 		}
 	}
 	return m, nil

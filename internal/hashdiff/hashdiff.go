@@ -130,8 +130,8 @@ func (b *Base) Left() int { return b.left }
 
 // MaxPatchShare is the share of a base's names a new version may change
 // for the agent to apply it as one patch of the table it serves; past it
-// the agent replaces the table in stages (a patch of much of a table
-// holds as much beside it as a second table would).
+// the agent builds the table whole (a patch of much of a table holds as
+// much beside it as a second table would).
 const MaxPatchShare = 0.25
 
 // Small reports whether a new version of which changed names did not Match
