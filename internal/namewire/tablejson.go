@@ -16,7 +16,8 @@ const maxJSONUnit = 64 << 20
 
 // WalkJSONTable reads the JSON form of a NameTable from r: the fields
 // "table" and "authoritative_zones" (or "authoritativeZones"), each at
-// most once, nothing after the object. It calls name with each name of
+// most once, nothing after the object; "settings" is refused (settings
+// come from the control plane). It calls name with each name of
 // the table and its NameInfo decoded into info (reused: valid during the
 // call only), and zones with the zone list where it appears. A nil name
 // skips the NameInfos without decoding them (a first pass for the zones).
@@ -71,6 +72,10 @@ func WalkJSONTable(r io.Reader, info *NameInfo, name func(host string, info *Nam
 			if err := zones(list); err != nil {
 				return err
 			}
+		case "settings":
+			// The agent's settings come from the control plane; a table
+			// file that sets them would be silently half applied.
+			return errors.New(`field "settings": a table file carries no agent settings`)
 		default:
 			return fmt.Errorf("unknown field %q", key)
 		}

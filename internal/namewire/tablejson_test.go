@@ -3,6 +3,7 @@ package namewire_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -21,6 +22,9 @@ import (
 func compareJSONTable(t *testing.T, in []byte) {
 	pb := new(meshdnsv1.NameTable)
 	perr := protojson.Unmarshal(in, pb)
+	if perr == nil && pb.GetSettings() != nil {
+		perr = errors.New("settings in a table file") // refused by design
+	}
 	for _, oneByte := range []bool{false, true} {
 		nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
 		var r = iotest.OneByteReader(bytes.NewReader(in))
