@@ -27,6 +27,7 @@ func (a *Agent) adminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/nametable", a.handleNameTable)
 	mux.Handle("GET /debug/lookup", a.lookupLimit.wrap(http.HandlerFunc(a.handleLookup)))
 	mux.HandleFunc("/debug/loglevel", a.handleLogLevel)
+	mux.HandleFunc("/debug/querylog", a.handleQueryLog)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

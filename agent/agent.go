@@ -115,6 +115,8 @@ func (a *Agent) Listen() error {
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        a.log,
 		Registry:      proxymetrics.Registry(cfg.Registry),
+		QueryLog:      cfg.QueryLog,
+		QueryLogger:   queryLogger(cfg),
 		Takeover:      cfg.Takeover,
 		Inherited:     cfg.Sockets,
 		// On stop, hand the sockets' traffic to a successor (or let the

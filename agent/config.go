@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -134,6 +135,12 @@ type Config struct {
 	Logger *slog.Logger
 	// LogLevel, when set, is changed at runtime by /debug/loglevel.
 	LogLevel *slog.LevelVar
+	// QueryLog is the query log's first configuration (off by default);
+	// /debug/querylog and SetQueryLog change it at runtime.
+	QueryLog proxy.QueryLogConfig
+	// QueryLogOutput receives the query log's JSON lines, tagged with the
+	// pod's namespace and name; os.Stderr when nil.
+	QueryLogOutput io.Writer
 	// Registry receives every metric (agent, proxy, upstream, discovery)
 	// and serves them on /metrics; a new registry when nil.
 	Registry *meshmetrics.Registry

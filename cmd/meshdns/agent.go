@@ -16,6 +16,7 @@ import (
 	"github.com/meshdns/meshdns/internal/certfile"
 	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
+	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
 func init() {
@@ -83,6 +84,9 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "join the DNS sockets of a running agent (graceful upgrade: stop the old one once this one is ready)")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
 	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
+	fs.TextVar(&cfg.QueryLog.Classes, "query-log", proxy.QueryLogClass(0), "answers logged as JSON lines on stderr: off, or any of denied,nxdomain,servfail,upstream_error,all (changeable at /debug/querylog)")
+	fs.IntVar(&cfg.QueryLog.Sample, "query-log-sample", 0, "log one in N of the answers --query-log matches, at random (0 or 1: each)")
+	fs.IntVar(&cfg.QueryLog.Rate, "query-log-rate", 100, "at most N query log lines a second (0: no cap)")
 	fs.DurationVar(&cfg.IPTablesCheckInterval, "iptables-check-interval", 0, "re-check the DNS capture rules this often and report drift in metrics (0: never; reading them needs NET_ADMIN)")
 	fs.BoolVar(&cfg.IPTablesRepair, "iptables-repair", false, "re-apply the capture rules when drift is found (needs NET_ADMIN)")
 	fs.StringVar(&rules.backend, "iptables-backend", "auto", "backend of the capture rules: auto, legacy or nft")
@@ -95,6 +99,9 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		"pod-name":  {"POD_NAME"},
 	}); err != nil {
 		return cfg, err
+	}
+	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
+		return cfg, usagef("--query-log-sample and --query-log-rate take numbers >= 0")
 	}
 	if ttl == 0 || ttl > 1<<31-1 {
 		return cfg, usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)

@@ -18,7 +18,12 @@ import (
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/iptables"
+	"github.com/meshdns/meshdns/pkg/proxy"
 )
+
+// defaultQueryLog is the query log of an agent without --query-log*:
+// off, with a cap ready for when it is turned on.
+var defaultQueryLog = proxy.QueryLogConfig{Rate: 100}
 
 func TestAgentFlags(t *testing.T) {
 	tests := []struct {
@@ -32,7 +37,7 @@ func TestAgentFlags(t *testing.T) {
 			name: "defaults",
 			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
 				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30,
-				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, QueryLog: defaultQueryLog},
 		},
 		{
 			name: "every flag",
@@ -41,13 +46,14 @@ func TestAgentFlags(t *testing.T) {
 				"--namespace", "demo", "--pod-name", "web-0", "--cluster-domain", "corp.local", "--ttl", "5",
 				"--control-plane", "cp-0:15012,cp-1:15012", "--ca-cert", "ca.pem", "--tls-cert", "c.pem",
 				"--tls-key", "c.key", "--state-dir", "/var/run/meshdns", "--ready-grace", "3s",
-				"--upstream-timeout", "500ms", "--parallel-upstreams", "--cache-size", "-1", "--pod-records", "forward"},
+				"--upstream-timeout", "500ms", "--parallel-upstreams", "--cache-size", "-1", "--pod-records", "forward",
+				"--query-log", "nxdomain,servfail", "--query-log-sample", "10", "--query-log-rate", "0"},
 			want: agent.Config{DNSAddrs: []string{"127.0.0.1:53", "[::1]:53"}, AdminAddr: "-", ResolvConf: "r.conf",
 				VMResolvConf: "vm.conf", Upstreams: []string{"10.0.0.1:53", "10.0.0.2:53"}, Namespace: "demo",
 				PodName: "web-0", ClusterDomain: "corp.local", TTL: 5, ControlPlanes: []string{"cp-0:15012", "cp-1:15012"},
 				CACert: "ca.pem", TLSCert: "c.pem", TLSKey: "c.key", StateDir: "/var/run/meshdns",
 				ReadyGrace: 3 * time.Second, UpstreamTimeout: 500 * time.Millisecond, ParallelUpstreams: true, CacheSize: -1,
-				ForwardPods: true},
+				ForwardPods: true, QueryLog: proxy.QueryLogConfig{Classes: proxy.LogNXDomain | proxy.LogServFail, Sample: 10}},
 		},
 		{
 			name: "environment",
@@ -56,14 +62,14 @@ func TestAgentFlags(t *testing.T) {
 			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
 				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 7,
 				Namespace: "from-downward-api", PodName: "web-1", Upstreams: []string{"10.0.0.9:53"},
-				ControlPlanes: []string{"a:1", "b:2"}, ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+				ControlPlanes: []string{"a:1", "b:2"}, ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, QueryLog: defaultQueryLog},
 		},
 		{
 			name: "MESHDNS_NAMESPACE wins over POD_NAMESPACE",
 			env:  map[string]string{"POD_NAMESPACE": "b", "MESHDNS_NAMESPACE": "a"},
 			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
 				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30, Namespace: "a",
-				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, QueryLog: defaultQueryLog},
 		},
 		{name: "zero ttl", args: []string{"--ttl", "0"}, wantErr: "--ttl 0"},
 		{name: "bad pod records", args: []string{"--pod-records", "verified"}, wantErr: "want insecure or forward"},
@@ -75,7 +81,7 @@ func TestAgentFlags(t *testing.T) {
 			want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
 				VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 30,
 				Upstreams:  []string{"1.2.3.4:53", "[fd00::10]:53", "[fd00::11]:53", "10.0.0.1:5353"},
-				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000},
+				ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, QueryLog: defaultQueryLog},
 		},
 		{name: "upstream hostname", args: []string{"--upstream", "dns.example:53"}, wantErr: `--upstream "dns.example:53": want an IP address`},
 		{name: "upstream port zero", args: []string{"--upstream", "1.2.3.4:0"}, wantErr: "want an IP address, optionally with a port"},
@@ -83,6 +89,8 @@ func TestAgentFlags(t *testing.T) {
 		{name: "negative duration from the environment", env: map[string]string{"MESHDNS_READY_GRACE": "-5s"}, wantErr: "--ready-grace -5s"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, wantErr: `--log-format "xml": want text or json`},
 		{name: "unknown flag", args: []string{"--upstreams", "1.2.3.4"}, wantErr: "unknown flag --upstreams"},
+		{name: "bad query log class", args: []string{"--query-log", "nxdomain,loud"}, wantErr: `unknown query log class "loud"`},
+		{name: "negative query log rate", args: []string{"--query-log-rate", "-1"}, wantErr: "--query-log-rate"},
 		{name: "certificate without key", args: []string{"--tls-cert", "c.pem"}, wantErr: "--tls-cert and --tls-key go together"},
 	}
 	for _, tt := range tests {

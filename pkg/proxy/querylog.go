@@ -72,6 +72,19 @@ func (c QueryLogClass) String() string {
 	return strings.Join(names, ",")
 }
 
+// MarshalText writes c as String does, so JSON shows the names.
+func (c QueryLogClass) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads c as ParseQueryLogClasses does.
+func (c *QueryLogClass) UnmarshalText(b []byte) error {
+	v, err := ParseQueryLogClasses(string(b))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
+
 // QueryLogConfig says which answers the query log writes. The zero value
 // is off.
 type QueryLogConfig struct {

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/proxy"
+)
+
+// lockedBuffer collects the query log written by the agent's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The query log is off until /debug/querylog turns it on, then writes a
+// JSON line naming the pod for each NXDOMAIN over real sockets, and goes
+// off again: no restart.
+func TestQueryLogAtRuntime(t *testing.T) {
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
+	out := &lockedBuffer{}
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}, PodName: "web-0", QueryLogOutput: out})
+	eventually(t, "ready", a.Ready)
+	const missing = "nope.demo.svc.cluster.local"
+
+	exchange(t, "udp", a.dns, missing, dns.TypeA)
+	if got := out.String(); got != "" {
+		t.Fatalf("query log written while off: %q", got)
+	}
+
+	body, err := httpPost(a.admin + "/debug/querylog?classes=nxdomain&sample=1&rate=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg proxy.QueryLogConfig
+	if err := json.Unmarshal([]byte(body), &cfg); err != nil {
+		t.Fatalf("reply %q: %v", body, err)
+	}
+	if want := (proxy.QueryLogConfig{Classes: proxy.LogNXDomain, Sample: 1, Rate: 10}); cfg != want {
+		t.Errorf("config %+v, want %+v", cfg, want)
+	}
+	exchange(t, "udp", a.dns, "web.demo.svc.cluster.local", dns.TypeA) // NOERROR: not logged
+	exchange(t, "udp", a.dns, missing, dns.TypeA)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("lines %q, want one", lines)
+	}
+	var l map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &l); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"namespace": "demo", "pod": "web-0", "qname": missing + ".", "rcode": "NXDOMAIN", "source": "table"} {
+		if l[k] != want {
+			t.Errorf("%s = %v, want %q (line %s)", k, l[k], want, lines[0])
+		}
+	}
+
+	if code, _ := httpGet(t, a.admin+"/debug/querylog"); code != 200 {
+		t.Errorf("GET: %d", code)
+	}
+	if body, _ := httpPost(a.admin + "/debug/querylog?classes=bogus"); !strings.Contains(body, "unknown query log class") {
+		t.Errorf("bad classes: %q", body)
+	}
+	if _, err := httpPost(a.admin + "/debug/querylog?classes=off"); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, "udp", a.dns, missing, dns.TypeA)
+	if n := strings.Count(out.String(), "\n"); n != 1 {
+		t.Errorf("%d lines after turning it off, want still 1", n)
+	}
+}
