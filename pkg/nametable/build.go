@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
 )
 
 // Defaults of Context (Kubernetes DNS defaults).
@@ -60,16 +61,13 @@ func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{pod: pod, seed: maphash.MakeSeed()}
+	t := &Table{pod: pod, st: arena.New[node, dns.RR](sizeHint)}
 	b := &builder{
-		store:  store{t: t},
+		t:      t,
 		pod:    pod,
 		soas:   make(map[string]*[]dns.RR),
 		shapes: make(map[string]int),
 		owners: make(map[*node]string),
-	}
-	if sizeHint > 0 {
-		t.resizeIndex(sizeHint*4/3 + 1)
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -94,9 +92,7 @@ func (bb *Builder) Table() *Table {
 	bb.done = true
 	b := bb.b
 	b.finish()
-	b.t.nextID = b.nextID
-	b.t.arena = &arena{}
-	b.t.arena.tip.Store(b.t)
+	b.t.st.Start()
 	return b.t
 }
 
@@ -141,10 +137,10 @@ func normalizeContext(pod Context) (Context, error) {
 }
 
 // builder writes the table as entries are added: nodes, records and names
-// go straight into the table's chunks (store), so that building a table
-// costs little beyond the finished table.
+// go straight into the table's chunks (internal/arena), so that building
+// a table costs little beyond the finished table.
 type builder struct {
-	store
+	t     *Table
 	pod   Context
 	zones []string // longest first
 	soas  map[string]*[]dns.RR
@@ -196,17 +192,17 @@ func (b *builder) addZones(zones []string) error {
 
 // addApex stores the apex of zone z with its SOA.
 func (b *builder) addApex(z string) error {
-	id, n, err := b.newNode()
+	id, n, err := b.t.st.NewNode()
 	if err != nil {
 		return err
 	}
-	ref, _ := b.putText("", z)
+	ref, _ := b.t.st.PutText("", z)
 	soa := *b.soa(z)
-	rrs, rr := b.putRecords(len(soa))
+	rrs, rr := b.t.st.PutRecords(len(soa))
 	copy(rrs, soa)
-	*n = node{name: ref, rr: rr, tail: uint8(len(soa)), flags: flagNoCanon}
+	*n = node{Head: arena.Head{Name: ref, RR: rr}, tail: uint8(len(soa)), flags: flagNoCanon}
 	b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
-	b.t.indexName(id)
+	b.t.st.Insert(id)
 	return nil
 }
 
@@ -247,19 +243,19 @@ func (b *builder) apexFor(name, fallback string) string {
 }
 
 // lookup returns the node stored under name, or nil.
-func (b *builder) lookup(name string) *node { return b.t.lookupName(stringBytes(name)) }
+func (b *builder) lookup(name string) *node { return b.t.st.Lookup(stringBytes(name)) }
 
 // ownerOf is the hostname of the entry that defined n.
 func (b *builder) ownerOf(n *node) string {
 	if o, ok := b.owners[n]; ok {
 		return o
 	}
-	return b.t.key(n.name)
+	return b.t.st.Key(n.Name)
 }
 
 // spec describes a node to place: its records, shape and flags.
 type spec struct {
-	id nodeID
+	id arena.ID
 	n  *node // from newNode, filled by place
 	// ref and canonical are the first name's text and FQDN.
 	ref       uint32
@@ -298,11 +294,11 @@ func (b *builder) place(s *spec, names []string) error {
 		}
 	}
 	n := s.n
-	*n = node{name: s.ref, flags: s.flags}
+	*n = node{Head: arena.Head{Name: s.ref}, flags: s.flags}
 	if s.cname != nil {
-		rrs, ref := b.putRecords(1)
+		rrs, ref := b.t.st.PutRecords(1)
 		rrs[0] = s.cname
-		n.rr, n.nA = ref, 1 // read by all, never as an A set (flagChase)
+		n.RR, n.nA = ref, 1 // read by all, never as an A set (flagChase)
 		n.flags |= flagChase
 	} else {
 		if total := len(s.a) + len(s.aaaa); total > maxRecords {
@@ -311,17 +307,17 @@ func (b *builder) place(s *spec, names []string) error {
 		if len(soa) > maxTail {
 			return fmt.Errorf("name %q: the apex of more than %d zones", names[0], maxTail)
 		}
-		rrs, ref := b.putRecords(len(s.a) + len(s.aaaa) + len(s.txt) + len(soa))
+		rrs, ref := b.t.st.PutRecords(len(s.a) + len(s.aaaa) + len(s.txt) + len(soa))
 		i := copy(rrs, s.a)
 		i += copy(rrs[i:], s.aaaa)
 		i += copy(rrs[i:], s.txt)
 		copy(rrs[i:], soa)
-		n.rr = ref
+		n.RR = ref
 		n.nA, n.nAAAA = uint16(len(s.a)), uint16(len(s.aaaa))
 		n.tail = uint8(len(s.txt)<<4 | len(soa))
 	}
 	b.setShape(n, s.shape)
-	if s.owner != b.t.key(s.ref) {
+	if s.owner != b.t.st.Key(s.ref) {
 		b.owners[n] = s.owner
 	}
 	for i, name := range names {
@@ -330,23 +326,23 @@ func (b *builder) place(s *spec, names []string) error {
 				t.wild = make(map[string]*node)
 			}
 			t.wild[w] = n
-			t.ref(s.id, 1)
+			t.st.Ref(s.id, 1)
 			if b.placed != nil {
 				*b.placed = append(*b.placed, "*."+w)
 			}
 			continue
 		}
 		if i == 0 {
-			t.indexName(s.id)
+			t.st.Insert(s.id)
 			b.track(n)
 			continue
 		}
-		id, c, err := b.newNode()
+		id, c, err := b.t.st.NewNode()
 		if err != nil {
 			return err
 		}
 		*c = *n
-		c.name, _ = b.putText("", name)
+		c.Name, _ = b.t.st.PutText("", name)
 		c.flags |= flagCopy
 		if t.canonOf == nil {
 			t.canonOf = make(map[*node]string)
@@ -356,7 +352,7 @@ func (b *builder) place(s *spec, names []string) error {
 			t.bigShape[c] = t.bigShape[n]
 		}
 		b.owners[c] = s.owner
-		t.indexName(id)
+		t.st.Insert(id)
 		b.track(c)
 	}
 	return nil
@@ -369,7 +365,7 @@ func (b *builder) finish() {
 	b.addVersion()
 	b.markReverse()
 	b.addEmptyNonTerminals()
-	t.compactIndex()
+	t.st.Compact()
 	b.setRevNs()
 	for _, z := range b.zones {
 		t.zones = append(t.zones, zone{name: z, soa: *b.soa(z)})
@@ -422,7 +418,7 @@ func (b *builder) markReverse() {
 	if len(t.rev4)+len(t.rev6) == 0 {
 		return
 	}
-	t.eachName(func(name string, n *node) {
+	t.st.Each(func(name string, n *node) {
 		if k, ok := parseReverse(name); ok && t.hasReverse(k) {
 			if t.revOf == nil {
 				t.revOf = make(map[uint64][][16]byte)
@@ -436,7 +432,7 @@ func (b *builder) markReverse() {
 	}
 	// Every name of the entry answers with them, as it answers with the
 	// same records.
-	t.eachName(func(_ string, n *node) {
+	t.st.Each(func(_ string, n *node) {
 		if ks, ok := t.revOf[n.group()]; ok {
 			n.flags |= flagRev
 			// Index order is random; any fixed order will do for the
@@ -474,16 +470,16 @@ func (b *builder) addVersion() {
 	if b.lookup(key) != nil {
 		return
 	}
-	id, n, err := b.newNode()
+	id, n, err := b.t.st.NewNode()
 	if err != nil {
 		return // a table of 16 million names can do without it
 	}
-	ref, fqdn := b.putText("", key)
-	rrs, rr := b.putRecords(1)
+	ref, fqdn := b.t.st.PutText("", key)
+	rrs, rr := b.t.st.PutRecords(1)
 	rrs[0] = txtRR(fqdn, dnsSchemaVersion, versionTTL)
-	*n = node{name: ref, rr: rr, tail: 1 << 4}
+	*n = node{Head: arena.Head{Name: ref, RR: rr}, tail: 1 << 4}
 	b.setShape(n, b.shapeFor(b.apexFor(key, b.pod.ClusterDomain), 0, nil, nil, nil))
-	b.t.indexName(id)
+	b.t.st.Insert(id)
 }
 
 // addEmptyNonTerminals defines, inside authoritative zones, every ancestor
@@ -516,7 +512,7 @@ func (b *builder) addEmptyNonTerminals() {
 			ents[p] = z
 		}
 	}
-	t.eachName(func(key string, _ *node) { walk(key, false) })
+	t.st.Each(func(key string, _ *node) { walk(key, false) })
 	if b.zonesHoldReverse() {
 		t.eachReverse(func(k [16]byte) { walk(revKey(k), false) })
 	}
@@ -524,14 +520,14 @@ func (b *builder) addEmptyNonTerminals() {
 		walk(domain, true)
 	}
 	for name, z := range ents {
-		id, n, err := b.newNode()
+		id, n, err := b.t.st.NewNode()
 		if err != nil {
 			return // a table of 16 million names: NXDOMAIN instead of NODATA
 		}
-		ref, _ := b.putText("", name)
-		*n = node{name: ref, flags: flagNoCanon}
+		ref, _ := b.t.st.PutText("", name)
+		*n = node{Head: arena.Head{Name: ref}, flags: flagNoCanon}
 		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
-		t.indexName(id)
+		t.st.Insert(id)
 	}
 }
 

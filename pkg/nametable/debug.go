@@ -14,7 +14,7 @@ func (t *Table) Len() int {
 	if t == nil {
 		return 0
 	}
-	return t.count + len(t.wild) + t.revAddrs - t.revStored
+	return t.st.Len() + len(t.wild) + t.revAddrs - t.revStored
 }
 
 // Names returns every name the table answers as written, sorted,
@@ -28,7 +28,7 @@ func (t *Table) Names() []string {
 	}
 	out := make([]string, 0, t.Len())
 	seen := make(map[string]bool)
-	t.eachName(func(k string, n *node) {
+	t.st.Each(func(k string, n *node) {
 		out = append(out, k)
 		for _, p := range t.shapeOf(n).ports {
 			o := p.label + strings.TrimSuffix(t.canonical(n), ".")
@@ -44,7 +44,7 @@ func (t *Table) Names() []string {
 		}
 	})
 	t.eachReverse(func(k [16]byte) {
-		if name := revKey(k); t.lookupName(stringBytes(name)) == nil {
+		if name := revKey(k); t.st.Lookup(stringBytes(name)) == nil {
 			out = append(out, name)
 		}
 	})
@@ -87,7 +87,7 @@ func (t *Table) AlternateNames(name string) []string {
 	if t == nil || t.altNs == "" {
 		return nil
 	}
-	n := t.lookupName(stringBytes(name))
+	n := t.st.Lookup(stringBytes(name))
 	if n == nil || !n.is(flagAlt) {
 		return nil
 	}

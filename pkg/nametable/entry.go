@@ -49,12 +49,12 @@ func (b *builder) addEntry(e *Entry) error {
 		return b.addWildcard(e, names, ips, ttl)
 	}
 
-	id, n, err := b.newNode()
+	id, n, err := b.t.st.NewNode()
 	if err != nil {
 		return err
 	}
-	ref, fqdn := b.putText("", host)
-	names[0] = b.t.key(ref) // share the canonical name's bytes
+	ref, fqdn := b.t.st.PutText("", host)
+	names[0] = b.t.st.Key(ref) // share the canonical name's bytes
 	apex := b.apexFor(host, fallbackApex(e, host))
 	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0]}
 	if b.isKubernetes(e, host) {
@@ -179,11 +179,11 @@ func (b *builder) addWildcard(e *Entry, names []string, ips []netip.Addr, ttl ui
 		return errors.New("a wildcard cannot have ports or endpoints")
 	}
 	host := names[0]
-	id, n, err := b.newNode()
+	id, n, err := b.t.st.NewNode()
 	if err != nil {
 		return err
 	}
-	ref, fqdn := b.putText("", host)
+	ref, fqdn := b.t.st.PutText("", host)
 	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: host, shape: b.shapeFor(b.apexFor(host[2:], host[2:]), 0, nil, nil, nil)}
 	if e.CanonicalName != "" {
 		if len(ips) > 0 {
@@ -211,11 +211,11 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 	b.hlA, b.hlAAAA = b.hlA[:0], b.hlAAAA[:0]
 	shape := b.shapeFor(apex, 0, nil, nil, nil)
 	for _, ep := range eps {
-		id, n, err := b.newNode()
+		id, n, err := b.t.st.NewNode()
 		if err != nil {
 			return nil, nil, err
 		}
-		ref, fqdn := b.putText(ep.label+".", names[0])
+		ref, fqdn := b.t.st.PutText(ep.label+".", names[0])
 		if err := checkGenerated(fqdn[:len(fqdn)-1]); err != nil {
 			return nil, nil, err
 		}
@@ -237,7 +237,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 		s.a, s.aaaa = b.epA, b.epAAAA
 		targets = append(targets, fqdn)
 		extra = append(append(extra, b.epA...), b.epAAAA...)
-		epNames := []string{b.t.key(ref)}
+		epNames := []string{b.t.st.Key(ref)}
 		for _, a := range names[1:] {
 			if strings.HasPrefix(a, "*.") {
 				continue

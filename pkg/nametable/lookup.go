@@ -119,7 +119,7 @@ func (t *Table) alias(m match, x []byte, qname string) string {
 // alternate name that could be a public one answers only under a search
 // domain (public.go).
 func (t *Table) find(key []byte, asked bool) match {
-	if n := t.lookupName(key); n != nil {
+	if n := t.st.Lookup(key); n != nil {
 		return match{n: n}
 	}
 	if k, ok := t.findReverse(key); ok {
@@ -153,7 +153,7 @@ func (t *Table) find(key []byte, asked bool) match {
 // findService finds a stored or alternate name, not a wildcard: the
 // service a port name is under.
 func (t *Table) findService(key []byte, asked bool) *node {
-	if n := t.lookupName(key); n != nil {
+	if n := t.st.Lookup(key); n != nil {
 		return n
 	}
 	if t.altNs != "" {
@@ -224,7 +224,7 @@ func (t *Table) findAlt(key []byte, asked bool) *node {
 		}
 		n := copy(buf[:], key)
 		n += copy(buf[n:], suffix)
-		if nd := t.lookupName(buf[:n]); nd != nil && nd.is(flagAlt) {
+		if nd := t.st.Lookup(buf[:n]); nd != nil && nd.is(flagAlt) {
 			if asked && nd.is(publicForm[i]) {
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unsafe"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
 )
@@ -106,3 +107,7 @@ func lowerKey(buf *[maxName + 2]byte, name string) (key []byte, ok bool) {
 	}
 	return buf[:n], true
 }
+
+// stringBytes views s as bytes, for lookups with a string key; the bytes
+// must not be written.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

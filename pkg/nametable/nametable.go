@@ -7,10 +7,11 @@
 package nametable
 
 import (
-	"hash/maphash"
 	"net/netip"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
 )
 
 // Entry is one name from a source (control plane registry or a static file).
@@ -123,19 +124,14 @@ type Result struct {
 type Table struct {
 	pod Context // normalized: lowercase, no trailing dots, defaults set
 
-	// The stored names (lowercase, no trailing dot) and their nodes:
-	// slots is the name index (index.go) over node IDs, count the names
-	// in it; nodes, rrs and text are the chunks the nodes, their records
-	// and their names are cut from (store.go). Several names may share
-	// records (AltHosts). Kubernetes alternate names, SRV port names,
-	// reverse names and search-path names are not stored: Lookup derives
-	// them from the question (see lookup.go), so they cost no memory.
-	slots []uint32
-	seed  maphash.Seed
-	count int
-	nodes [][]node
-	rrs   [][]dns.RR
-	text  [][]byte
+	// The stored names (lowercase, no trailing dot), their nodes and
+	// records, in the storage of internal/arena: chunks written once and
+	// never moved, and the index from a name to its node. Several names
+	// may share records (AltHosts). Kubernetes alternate names, SRV port
+	// names, reverse names and search-path names are not stored: Lookup
+	// derives them from the question (see lookup.go), so they cost no
+	// memory.
+	st arena.Store[node, dns.RR]
 	// shapes are the shapes nodes point at; bigShape holds those of
 	// nodes whose index does not fit (node.shape == bigShape), nil in
 	// any real table.
@@ -178,17 +174,9 @@ type Table struct {
 	// for the cluster domain, else "".
 	podZone string
 
-	// What Patch needs (patch.go). nextID is the number of node slots
-	// used (live or not) in nodes; arena is shared by every table
-	// patched from one New and says which of them may append to the
-	// tails of the shared chunks; desc counts, for names inside a zone,
-	// the names below them (ENT bookkeeping), nil until the first Patch.
-	nextID nodeID
-	arena  *arena
-	desc   map[string]int32
-	// live counts the references into each chunk (reclaim.go), nil
-	// until the first Patch.
-	live *liveCounts
+	// desc counts, for names inside a zone, the names below them (ENT
+	// bookkeeping for Patch, patch.go), nil until the first Patch.
+	desc map[string]int32
 }
 
 // zone is one zone the table is complete for.

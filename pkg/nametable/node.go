@@ -1,6 +1,10 @@
 package nametable
 
-import "github.com/miekg/dns"
+import (
+	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
+)
 
 // Record sets a node holds, in the order they are packed into its records.
 // SRV and PTR records are not stored: Lookup builds them from the ports
@@ -25,8 +29,9 @@ const (
 // Table.shapes. An ExternalName target lives in a CNAME record, the only
 // record of a chase node.
 type node struct {
-	name uint32 // textRef of the stored name
-	rr   uint32 // rrRef of the first record
+	// Head holds the text reference of the stored name and the record
+	// reference of the first record (the arena reads them).
+	arena.Head
 	// Records in each set: A and AAAA; TXT (dns-version) and SOA (zone
 	// apexes), 4 bits each, in tail.
 	nA, nAAAA uint16
@@ -129,15 +134,10 @@ func (n *node) isVersion() bool { return n.tail>>4 != 0 }
 
 // group identifies the records n shares with the other names of its entry
 // (alt hosts are copies of the node with the same records).
-func (n *node) group() uint64 { return uint64(n.rr)<<32 | uint64(n.count()) }
+func (n *node) group() uint64 { return uint64(n.RR)<<32 | uint64(n.count()) }
 
 // all returns every record of n.
-func (t *Table) all(n *node) []dns.RR {
-	c := t.rrs[n.rr>>16]
-	lo := n.rr & 0xffff
-	hi := lo + n.count()
-	return c[lo:hi:hi]
-}
+func (t *Table) all(n *node) []dns.RR { return t.st.Records(n.RR, n.count()) }
 
 // set returns record set i of n, capacity-limited so that an append by a
 // careless caller cannot write into the next set.
@@ -182,5 +182,5 @@ func (t *Table) canonical(n *node) string {
 	case n.is(flagCopy):
 		return t.canonOf[n]
 	}
-	return t.fqdn(n.name)
+	return t.st.FQDN(n.Name)
 }

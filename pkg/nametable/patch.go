@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/miekg/dns"
 )
@@ -15,7 +14,7 @@ import (
 // whole second table while the first one serves holds both at once, so
 // its peak is a table above the steady heap. The table Patch returns
 // shares the old one's storage instead: nodes, records and names live in
-// chunks that are written once and never moved (store.go), so the new
+// chunks that are written once and never moved (internal/arena), so the new
 // table appends what it adds and copies only the parts it changes in
 // place: the name index (about 5 bytes a name), the reverse index (4
 // bytes an address) and the side maps. Readers of the old table are never
@@ -24,15 +23,6 @@ import (
 // The names that removed entries leave behind stay in the shared chunks
 // as garbage; Table.Garbage says how much, so that the caller rebuilds
 // with New once it is worth it.
-
-// arena is shared by the tables patched from one New. tip is the table
-// that may append to the unused tails of the shared chunks (bytes no table
-// reads): the last one patched, or nil while a Patch runs. A Patch of any
-// other table starts chunks of its own, so two tables patched from the
-// same one never write the same bytes.
-type arena struct {
-	tip atomic.Pointer[Table]
-}
 
 var errNotFromNew = errors.New("patch: the table was not built by New or a Builder")
 
@@ -78,16 +68,19 @@ func entrySlice(s []Entry) Entries {
 // none. addNames is about how many names add defines (to size the name
 // index once; 0 if unknown).
 func (t *Table) PatchFrom(remove, add Entries, addNames int) (*Table, error) {
-	if t == nil || t.arena == nil {
+	if t == nil || !t.st.Started() {
 		return nil, errNotFromNew
 	}
-	tip := t.arena.tip.CompareAndSwap(t, nil)
+	// Only the last table patched may append to the tails of the chunks
+	// it shares; a patch of any other starts chunks of its own, so two
+	// tables patched from one never write the same bytes.
+	tip := t.st.Claim()
 	nt, err := t.patch(remove, add, addNames, tip)
 	if tip {
 		if err != nil {
-			t.arena.tip.Store(t)
+			t.st.Release(&t.st)
 		} else {
-			t.arena.tip.Store(nt)
+			t.st.Release(&nt.st)
 		}
 	}
 	return nt, err
@@ -98,17 +91,17 @@ func (t *Table) PatchFrom(remove, add Entries, addNames int) (*Table, error) {
 // and names in the shared storage) and the unused chunk tails a Patch of a
 // table other than the last one patched leaves behind, in the chunks some
 // live name still shares (the chunks no name uses are dropped, see
-// reclaim.go). 0 for a table from New; a caller that patches tables
+// internal/arena/live.go). 0 for a table from New; a caller that patches tables
 // rebuilds with New when it passes a share it chooses (a quarter, say).
 func (t *Table) Garbage() float64 {
-	if t == nil || t.nextID == 0 {
+	if t == nil || t.st.Next() == 0 {
 		return 0
 	}
-	held := t.heldNodes()
+	held := t.st.HeldNodes()
 	if held <= 0 {
 		return 0
 	}
-	live := t.count + len(t.wild)
+	live := t.st.Len() + len(t.wild)
 	return max(0, 1-float64(live)/float64(held))
 }
 
@@ -165,7 +158,7 @@ func (t *Table) patch(remove, add Entries, addNames int, tip bool) (*Table, erro
 	// New would have it before the entries come (and may be taken over
 	// by an added entry of the same name).
 	for _, z := range apexes {
-		if nt.lookupName(stringBytes(z)) != nil {
+		if nt.st.Lookup(stringBytes(z)) != nil {
 			continue
 		}
 		if err := b.addApex(z); err != nil {
@@ -196,7 +189,7 @@ func (t *Table) patch(remove, add Entries, addNames int, tip bool) (*Table, erro
 
 	p.mergeReverse()
 	version := "dns-version." + b.pod.ClusterDomain
-	if nt.lookupName(stringBytes(version)) == nil {
+	if nt.st.Lookup(stringBytes(version)) == nil {
 		b.addVersion()
 		p.touched[version] = struct{}{}
 		p.added = append(p.added, version)
@@ -211,45 +204,28 @@ func (t *Table) patch(remove, add Entries, addNames int, tip bool) (*Table, erro
 	if nt.altNs == "" {
 		b.setAlt()
 	}
-	nt.compactIndex()
-	nt.nextID = b.nextID
-	nt.reclaim()
+	nt.st.Compact()
+	nt.st.Reclaim()
 	return nt, nil
 }
 
-// fork returns a copy of t that shares its chunks and owns copies of what
-// a patch changes in place. With tip, the copy appends to the tails of
-// t's last chunks; else it starts chunks of its own. extra is how many
-// names the patch may add, to size the name index once.
+// fork returns a copy of t that shares its storage and owns copies of
+// what a patch changes in place (arena.Store.Fork, and the side maps).
+// With tip, the copy appends to the tails of t's last chunks; else it
+// starts chunks of its own. extra is how many names the patch may add, to
+// size the name index once.
 func (t *Table) fork(tip bool, extra int) *Table {
 	nt := *t
-	nt.nodes = slices.Clone(t.nodes)
-	nt.rrs = slices.Clone(t.rrs)
-	nt.text = slices.Clone(t.text)
-	if !tip {
-		if k := len(nt.rrs); k > 0 {
-			nt.rrs[k-1] = slices.Clip(nt.rrs[k-1])
-		}
-		if k := len(nt.text); k > 0 {
-			nt.text[k-1] = slices.Clip(nt.text[k-1])
-		}
-		nt.nextID = nodeID(len(nt.nodes)) << nodeChunkBits
+	var wilds []*node
+	for _, n := range t.wild {
+		wilds = append(wilds, n)
 	}
+	nt.st = t.st.Fork(tip, extra, wilds)
 	nt.shapes = slices.Clip(t.shapes)
 	nt.wild = maps.Clone(t.wild)
 	nt.canonOf = maps.Clone(t.canonOf)
 	nt.bigShape = maps.Clone(t.bigShape)
 	nt.desc = nil
-	if t.live != nil {
-		nt.live = t.live.clone()
-	} else {
-		nt.live = t.countLive()
-	}
-	if n := (t.count+extra)*4/3 + 1; n > len(t.slots) {
-		nt.resizeIndex(n) // reads t's slots, writes a new index
-	} else {
-		nt.slots = slices.Clone(t.slots)
-	}
 	return &nt
 }
 
@@ -276,7 +252,7 @@ const maxSeedShapes = 4096
 // records and shapes.
 func (t *Table) patchBuilder(nt *Table, placed *[]string) *builder {
 	b := &builder{
-		store:  store{t: nt, nextID: nt.nextID},
+		t:      nt,
 		pod:    t.pod,
 		zones:  t.Zones(),
 		soas:   make(map[string]*[]dns.RR),
@@ -307,7 +283,7 @@ func (t *Table) patchBuilder(nt *Table, placed *[]string) *builder {
 // track notes that the builder stored n, for Patch.
 func (b *builder) track(n *node) {
 	if b.placed != nil {
-		*b.placed = append(*b.placed, b.t.key(n.name))
+		*b.placed = append(*b.placed, b.t.st.Key(n.Name))
 	}
 }
 
@@ -342,25 +318,25 @@ func (p *patcher) drop(name, canonical string) (string, error) {
 		if n == nil || !nt.hasCanonical(n, canonical) {
 			return "", notHere()
 		}
-		if id, ok := nt.idOf(n); ok {
-			nt.ref(id, -1)
+		if id, ok := nt.st.IDOf(n); ok {
+			nt.st.Ref(id, -1)
 		}
 		delete(nt.wild, w)
 		p.wilds[w] = struct{}{}
 		return "", nil
 	}
-	i, ok := nt.slotOf(name)
+	i, ok := nt.st.Find(name)
 	if !ok {
 		return "", notHere()
 	}
-	n := nt.nodeAt(nt.slots[i]&slotIDMask - 1)
+	n := nt.st.Node(nt.st.At(i))
 	if n.is(flagNoCanon) || n.isVersion() || !nt.hasCanonical(n, canonical) {
 		return "", notHere()
 	}
-	key := nt.key(n.name)
+	key := nt.st.Key(n.Name)
 	p.touched[key] = struct{}{}
 	if !n.is(flagChase) {
-		for r := n.rr; r < n.rr+uint32(n.nA)+uint32(n.nAAAA); r++ {
+		for r := n.RR; r < n.RR+uint32(n.nA)+uint32(n.nAAAA); r++ {
 			p.dropped[r] = struct{}{}
 		}
 	}
@@ -370,7 +346,7 @@ func (p *patcher) drop(name, canonical string) (string, error) {
 	if n.shape == bigShape {
 		delete(nt.bigShape, n)
 	}
-	nt.deleteSlot(i)
+	nt.st.Delete(i)
 	return key, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"unsafe"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
 )
 
 // A name inside a zone (below its apex) is an empty non-terminal when it
@@ -54,7 +56,7 @@ func (t *Table) countBelow() map[string]int32 {
 	}
 	counts := newBelowCounts(d)
 	inc := func(p string) { counts.add(p, 1) }
-	t.eachName(func(k string, n *node) {
+	t.st.Each(func(k string, n *node) {
 		if !n.isENT() {
 			t.eachAncestor(k, false, inc)
 		}
@@ -120,7 +122,7 @@ func (c *belowCounts) add(name string, delta int32) {
 // defines reports whether t stores name other than as an empty
 // non-terminal.
 func (t *Table) defines(name string) bool {
-	n := t.lookupName(stringBytes(name))
+	n := t.st.Lookup(stringBytes(name))
 	return n != nil && !n.isENT()
 }
 
@@ -188,25 +190,25 @@ func (p *patcher) emptyNonTerminals() error {
 		if z == nil || len(name) <= len(z.name) {
 			continue
 		}
-		i, ok := t.slotOf(name)
+		i, ok := t.st.Find(name)
 		var n *node
 		if ok {
-			n = t.nodeAt(t.slots[i]&slotIDMask - 1)
+			n = t.st.Node(t.st.At(i))
 		}
 		ent := n != nil && n.isENT()
 		want := d[name] > 0 && (n == nil || ent) && !t.isReverseName(name)
 		switch {
 		case want && n == nil:
-			id, n, err := p.b.newNode()
+			id, n, err := p.b.t.st.NewNode()
 			if err != nil {
 				return err
 			}
-			ref, _ := p.b.putText("", name)
-			*n = node{name: ref, flags: flagNoCanon}
+			ref, _ := p.b.t.st.PutText("", name)
+			*n = node{Head: arena.Head{Name: ref}, flags: flagNoCanon}
 			p.b.setShape(n, p.b.shapeFor(z.name, 0, nil, nil, nil))
-			t.indexName(id)
+			t.st.Insert(id)
 		case !want && ent:
-			t.deleteSlot(i)
+			t.st.Delete(i)
 		}
 	}
 	return nil

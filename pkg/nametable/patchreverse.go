@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
 )
 
 // mergeReverse builds the new table's reverse index: the old one without
@@ -113,7 +115,7 @@ func (p *patcher) markReverse() error {
 			break
 		}
 		name := appendReverseName(buf[:0], netip.AddrFrom16(k).Unmap())
-		if t.lookupName(name[:len(name)-1]) != nil {
+		if t.st.Lookup(name[:len(name)-1]) != nil {
 			need = true
 		}
 	}
@@ -122,7 +124,7 @@ func (p *patcher) markReverse() error {
 		return nil
 	}
 	revOf := make(map[uint64][][16]byte)
-	t.eachName(func(name string, n *node) {
+	t.st.Each(func(name string, n *node) {
 		if n.isENT() {
 			return
 		}
@@ -137,21 +139,19 @@ func (p *patcher) markReverse() error {
 	if len(revOf) > 0 {
 		t.revOf = revOf
 	}
-	for i, v := range t.slots {
-		if v == 0 {
-			continue
+	// Copies are made after the walk: copyNode writes the slot.
+	var flip []int
+	t.st.EachSlot(func(i int, _ arena.ID, n *node) {
+		if _, want := revOf[n.group()]; !n.isENT() && want != n.is(flagRev) {
+			flip = append(flip, i)
 		}
-		n := t.nodeAt(v&slotIDMask - 1)
-		if n.isENT() {
-			continue
+	})
+	for _, i := range flip {
+		c, err := p.copyNode(i)
+		if err != nil {
+			return err
 		}
-		if _, want := revOf[n.group()]; want != n.is(flagRev) {
-			c, err := p.copyNode(i)
-			if err != nil {
-				return err
-			}
-			c.flags ^= flagRev
-		}
+		c.flags ^= flagRev
 	}
 	return nil
 }
@@ -160,9 +160,9 @@ func (p *patcher) markReverse() error {
 // old table may share the node.
 func (p *patcher) copyNode(i int) (*node, error) {
 	t := p.nt
-	v := t.slots[i]
-	old := t.nodeAt(v&slotIDMask - 1)
-	id, n, err := p.b.newNode()
+	oldID := t.st.At(i)
+	old := t.st.Node(oldID)
+	id, n, err := p.b.t.st.NewNode()
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +178,10 @@ func (p *patcher) copyNode(i int) (*node, error) {
 	for w, wn := range t.wild {
 		if wn == old {
 			t.wild[w] = n
-			t.ref(id, 1)
-			t.ref(v&slotIDMask-1, -1)
+			t.st.Ref(id, 1)
+			t.st.Ref(oldID, -1)
 		}
 	}
-	t.ref(id, 1)
-	t.ref(v&slotIDMask-1, -1)
-	t.slots[i] = v&^slotIDMask | (id + 1)
+	t.st.Replace(i, id)
 	return n, nil
 }

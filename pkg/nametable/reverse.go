@@ -92,7 +92,7 @@ func parseReverse[T string | []byte](key T) (k [16]byte, ok bool) {
 // search it (PTR questions are rare).
 
 // rrAt returns the record at ref.
-func (t *Table) rrAt(ref uint32) dns.RR { return t.rrs[ref>>16][ref&0xffff] }
+func (t *Table) rrAt(ref uint32) dns.RR { return t.st.Record(ref) }
 
 // addr4 is the address of the A record at ref, big-endian.
 func (t *Table) addr4(ref uint32) uint32 {
@@ -202,7 +202,7 @@ func (b *builder) addPTRs(n *node, at4, at6 int) {
 	var add4 []pending4
 	var add6 []pending6
 	for i := range recs {
-		ref := n.rr + uint32(i)
+		ref := n.RR + uint32(i)
 		if i < int(n.nA) {
 			add4 = append(add4, pending4{addr: t.addr4(ref), ref: ref})
 		} else {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/nametable/internal/arena"
 )
 
 func qA(name string) dns.Question {
@@ -159,21 +161,17 @@ func TestStagedReplaceMatchesNew(t *testing.T) {
 func TestPatchDropsEmptiedChunks(t *testing.T) {
 	const n, k = 5000, 5
 	base := buildSimple(t, n)
-	oldNodes, oldRRs, oldText := len(base.nodes), len(base.rrs), len(base.text)
+	oldNodes, oldRRs, oldText := base.st.Chunks()
 	if oldNodes < k || oldRRs < 3 || oldText < 3 {
 		t.Fatalf("a table of %d chunks of nodes, %d of records and %d of names: too few to test", oldNodes, oldRRs, oldText)
 	}
 	// The chunks the table's own names keep.
 	keep := [3]map[uint32]bool{{uint32(oldNodes - 1): true}, {uint32(oldRRs - 1): true}, {uint32(oldText - 1): true}}
-	for _, v := range base.slots {
-		if v == 0 {
-			continue
+	base.st.EachSlot(func(_ int, id arena.ID, nd *node) {
+		if nd.is(flagNoCanon) || nd.isVersion() {
+			keep[0][id>>arena.NodeChunkBits], keep[1][nd.RR>>16], keep[2][nd.Name>>16] = true, true, true
 		}
-		id := v&slotIDMask - 1
-		if nd := base.nodeAt(id); nd.is(flagNoCanon) || nd.isVersion() {
-			keep[0][id>>nodeChunkBits], keep[1][nd.rr>>16], keep[2][nd.name>>16] = true, true, true
-		}
-	}
+	})
 	old := make([]Entry, n)
 	for i := range old {
 		simpleEntry(&old[i], i)
@@ -183,24 +181,7 @@ func TestPatchDropsEmptiedChunks(t *testing.T) {
 		e.IPs = []netip.Addr{netip.AddrFrom4([4]byte{11, a[1], a[2], a[3]})}
 		return e
 	}
-	held := func(tbl *Table) (nodes, rrs, text int) {
-		for _, c := range tbl.nodes[:oldNodes] {
-			if c != nil {
-				nodes++
-			}
-		}
-		for _, c := range tbl.rrs[:oldRRs] {
-			if c != nil {
-				rrs++
-			}
-		}
-		for _, c := range tbl.text[:oldText] {
-			if c != nil {
-				text++
-			}
-		}
-		return nodes, rrs, text
-	}
+	held := func(tbl *Table) (nodes, rrs, text int) { return tbl.st.Held(oldNodes, oldRRs, oldText) }
 	cur := base
 	prevNodes := oldNodes
 	var result []Entry

@@ -1,0 +1,178 @@
+package arena
+
+import (
+	"hash/maphash"
+	"unsafe"
+)
+
+// The index maps every stored name to its node: an open-addressing hash
+// table (linear probing) of uint32 slots, each holding a node ID + 1 (0 is
+// an empty slot) and, in its top 8 bits, 8 bits of the name's hash, so
+// that a probe compares the name's bytes only for one slot in 256 that is
+// not the one. That is 4 bytes per slot at a load of at most 3/4, about 5
+// bytes per name, where a map[string]*node costs a string header and a
+// pointer per slot, about 40 bytes per name.
+
+const (
+	idBits = 24
+	idMask = 1<<idBits - 1
+)
+
+// slotStart maps h onto [0, n) (Lemire's multiply-shift, no division).
+func slotStart(h uint64, n int) int {
+	return int(uint64(uint32(h)) * uint64(n) >> 32)
+}
+
+func slotTag(h uint64) uint32 { return uint32(h>>56) << idBits }
+
+// nameOf is the stored name of the node in slot value v.
+func (s *Store[N, R]) nameOf(v uint32) string {
+	return s.Key(head(s.Node(v&idMask - 1)).Name)
+}
+
+// probe returns the slot holding key, or the empty slot where it would
+// go, and whether key is there. len(s.slots) must be > 0.
+func (s *Store[N, R]) probe(key []byte, h uint64) (int, bool) {
+	slots := s.slots
+	tag := slotTag(h)
+	for i := slotStart(h, len(slots)); ; {
+		v := slots[i]
+		if v == 0 {
+			return i, false
+		}
+		if v&^idMask == tag && s.nameOf(v) == string(key) {
+			return i, true
+		}
+		if i++; i == len(slots) {
+			i = 0
+		}
+	}
+}
+
+// Lookup returns the node stored under key, or nil. It allocates nothing.
+func (s *Store[N, R]) Lookup(key []byte) *N {
+	if len(s.slots) == 0 {
+		return nil
+	}
+	i, ok := s.probe(key, maphash.Bytes(s.seed, key))
+	if !ok {
+		return nil
+	}
+	return s.Node(s.slots[i]&idMask - 1)
+}
+
+// stringBytes views str as bytes; they must not be written.
+func stringBytes(str string) []byte { return unsafe.Slice(unsafe.StringData(str), len(str)) }
+
+// Find returns the slot holding name, if it is stored.
+func (s *Store[N, R]) Find(name string) (slot int, ok bool) {
+	if len(s.slots) == 0 {
+		return 0, false
+	}
+	key := stringBytes(name)
+	return s.probe(key, maphash.Bytes(s.seed, key))
+}
+
+// At returns the ID of the node in slot i, which Find returned.
+func (s *Store[N, R]) At(i int) ID { return s.slots[i]&idMask - 1 }
+
+// Len is the number of names in the index.
+func (s *Store[N, R]) Len() int { return s.count }
+
+// Insert stores node id under its own name, replacing the node there
+// before, if any.
+func (s *Store[N, R]) Insert(id ID) {
+	if (s.count+1)*4 > len(s.slots)*3 {
+		s.Grow(max(16, 2*len(s.slots)))
+	}
+	key := stringBytes(s.Key(head(s.Node(id)).Name))
+	h := maphash.Bytes(s.seed, key)
+	i, ok := s.probe(key, h)
+	if !ok {
+		s.count++
+	} else {
+		s.Ref(s.At(i), -1)
+	}
+	s.Ref(id, 1)
+	s.slots[i] = slotTag(h) | (id + 1)
+}
+
+// Replace puts node id, which must have the same name, in slot i in
+// place of the node there (to give a name a changed copy of its node).
+func (s *Store[N, R]) Replace(i int, id ID) {
+	s.Ref(id, 1)
+	s.Ref(s.At(i), -1)
+	s.slots[i] = s.slots[i]&^idMask | (id + 1)
+}
+
+// Grow rehashes the index into n slots (n > Len()*4/3); the old slots
+// are not written, so a fork may grow an index it shares.
+func (s *Store[N, R]) Grow(n int) {
+	old := s.slots
+	s.slots = make([]uint32, n)
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		i := slotStart(maphash.String(s.seed, s.nameOf(v)), n)
+		for s.slots[i] != 0 {
+			if i++; i == n {
+				i = 0
+			}
+		}
+		s.slots[i] = v
+	}
+}
+
+// Compact shrinks the index to a load of 3/4 once the table is complete:
+// growing by doubling may have left it at half that.
+func (s *Store[N, R]) Compact() {
+	if n := s.count*4/3 + 1; n < len(s.slots)*4/5 {
+		s.Grow(n)
+	}
+}
+
+// Each calls f with every stored name and its node, in slot order.
+func (s *Store[N, R]) Each(f func(key string, n *N)) {
+	for _, v := range s.slots {
+		if v != 0 {
+			n := s.Node(v&idMask - 1)
+			f(s.Key(head(n).Name), n)
+		}
+	}
+}
+
+// EachSlot calls f with every occupied slot, its node's ID and node.
+func (s *Store[N, R]) EachSlot(f func(slot int, id ID, n *N)) {
+	for i, v := range s.slots {
+		if v != 0 {
+			f(i, v&idMask-1, s.Node(v&idMask-1))
+		}
+	}
+}
+
+// Delete empties slot i and moves the slots after it that probing would
+// no longer reach back towards their home (backward-shift deletion:
+// linear probing needs no tombstones).
+func (s *Store[N, R]) Delete(i int) {
+	slots := s.slots
+	n := len(slots)
+	s.Ref(s.At(i), -1)
+	slots[i] = 0
+	s.count--
+	for j := i; ; {
+		if j++; j == n {
+			j = 0
+		}
+		v := slots[j]
+		if v == 0 {
+			return
+		}
+		h := slotStart(maphash.String(s.seed, s.nameOf(v)), n)
+		// v may fill the hole at i unless its home lies in (i, j].
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			slots[i], slots[j] = v, 0
+			i = j
+		}
+	}
+}
