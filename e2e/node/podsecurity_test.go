@@ -252,7 +252,7 @@ func applyWebhook(t *testing.T, ctx context.Context, e *env, mwc *unstructured.U
 // on the node: no controller manager runs here, so its pod template becomes
 // a pod bound to the node, with the node's CNI directories as its host
 // paths.
-func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructured.Unstructured) {
+func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructured.Unstructured) *appsv1.DaemonSet {
 	t.Helper()
 	cs := e.c.Client
 	var rest []runtime.Object
@@ -293,6 +293,17 @@ func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructur
 	if _, err := cs.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	startInstallerPod(t, ctx, e, ds)
+	return ds
+}
+
+// startInstallerPod does what the DaemonSet controller would on the node:
+// a pod of the DaemonSet's template bound to the node, with the node's CNI
+// directories as its host paths; it waits until the pod has installed the
+// plugin.
+func startInstallerPod(t *testing.T, ctx context.Context, e *env, ds *appsv1.DaemonSet) *corev1.Pod {
+	t.Helper()
+	cs := e.c.Client
 	spec := ds.Spec.Template.Spec.DeepCopy()
 	spec.NodeName = nodetest.NodeName
 	for i := range spec.Volumes {
@@ -308,11 +319,15 @@ func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructur
 		}
 	}
 	// No kube-proxy routes the kubernetes Service here: the plugin, on
-	// the node, uses the API server's own address.
+	// the node, and the preStop hook use the API server's own address.
 	c.Args = append(c.Args, "--kube-server="+e.c.URL)
+	if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Exec != nil {
+		l.PreStop.Exec.Command = append(l.PreStop.Exec.Command, "--kube-server="+e.c.URL)
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-" + nodetest.NodeName, Namespace: ds.Namespace,
 		Labels: ds.Spec.Template.Labels}, Spec: *spec}
-	if _, err := cs.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	pod, err := cs.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(e.n.CNIConfDir, nodetest.CNIConfName)
@@ -322,4 +337,5 @@ func installCNI(t *testing.T, ctx context.Context, e *env, overlay []*unstructur
 		return err == nil && strings.Contains(string(b), cni.PluginType) && binErr == nil &&
 			strings.Contains(e.n.ContainerLog(ds.Namespace, pod.Name, "install"), "meshdns-cni installed")
 	})
+	return pod
 }

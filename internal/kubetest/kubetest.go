@@ -352,6 +352,11 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// APIServerPID is the kube-apiserver's process id, for a test that stops
+// it (SIGSTOP: an API server that accepts connections and never answers)
+// and resumes it.
+func (c *Cluster) APIServerPID() int { return c.apiserver.Pid() }
+
 // Logs returns the last bytes of the kube-apiserver and etcd logs, for a
 // failure message.
 func (c *Cluster) Logs() string {

@@ -31,7 +31,7 @@ func (n *Node) network() error {
 // configuration into Dir.
 func (n *Node) writeConfigs(o Options) error {
 	d := n.Dir
-	for _, sub := range []string{"cni/net.d", "cni/ipam", "cni/bin", "kubelet", "images"} {
+	for _, sub := range []string{"cni/net.d", "cni/ipam", "cni/bin", "kubelet", "images", "manifests"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
 			return err
 		}
@@ -105,6 +105,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 maxPods: 50
 podLogsDir: %[1]s/pod-logs
+staticPodPath: %[1]s/manifests
 `, d, NodeIP)
 	files := map[string]string{
 		"containerd.toml":          containerd,

@@ -69,6 +69,10 @@ type Node struct {
 	// configuration directories (under Dir): a test installs a chained
 	// plugin there as a CNI DaemonSet would on a node.
 	CNIBinDir, CNIConfDir string
+	// ManifestDir is the kubelet's static pod directory (staticPodPath):
+	// a pod written there runs with no API server, as a control plane's
+	// own pods do.
+	ManifestDir string
 	// StartupTime is how long Start took, from the first command to the
 	// node being Ready with its images loaded.
 	StartupTime time.Duration
@@ -141,7 +145,7 @@ func start(c *kubetest.Cluster, kubelet string, o Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Name: NodeName, Dir: dir, CNIBinDir: filepath.Join(dir, "cni/bin"), CNIConfDir: filepath.Join(dir, "cni/net.d"),
-		cluster: c, lock: lock, saved: readSysctls()}
+		ManifestDir: filepath.Join(dir, "manifests"), cluster: c, lock: lock, saved: readSysctls()}
 	if err := os.WriteFile(filepath.Join(lockDir(), stateFile), []byte(dir+"\n"+n.saved.String()), 0o600); err != nil {
 		return n, err
 	}
