@@ -33,8 +33,9 @@ type fileSource struct {
 	lastErr string            // last rejection logged, so it is logged once
 	// applied is the file last applied, kept open so its content stays
 	// readable after a rename replaced it (the next comparison walks it),
-	// or nil.
-	applied *os.File
+	// and appliedV its version; or nil.
+	applied  *os.File
+	appliedV *ingest.FileVersion
 }
 
 // load reads the file and applies it when its content changed. It returns
@@ -69,14 +70,17 @@ func (f *fileSource) load() error {
 	}
 	f.seen = sum
 	v := ingest.NewFileVersion(file, n, sum)
+	if err := v.Convert(""); err != nil {
+		// Walked as JSON instead: slower, the same table.
+		f.log.Debug("name table file not converted ahead", "path", f.path, "err", err)
+	}
 	if err := f.apply(v); err != nil {
+		v.Close()
 		return fmt.Errorf("name table file %s: %w", f.path, err)
 	}
-	if f.applied != nil {
-		f.applied.Close()
-	}
+	f.close()
 	keep = true
-	f.applied = file
+	f.applied, f.appliedV = file, v
 	f.log.Info("loaded name table file", "path", f.path, "version", v.ID())
 	return nil
 }
@@ -97,10 +101,15 @@ func (f *fileSource) reload() {
 
 // Run follows the file until ctx ends.
 func (f *fileSource) Run(ctx context.Context) error {
-	defer func() {
-		if f.applied != nil {
-			f.applied.Close()
-		}
-	}()
+	defer f.close()
 	return filewatch.Run(ctx, filewatch.Config{Paths: []string{f.path}, Interval: f.interval, Changed: f.reload, Logger: f.log})
+}
+
+// close releases the file last applied and its version.
+func (f *fileSource) close() {
+	if f.applied != nil {
+		f.applied.Close()
+		f.appliedV.Close()
+		f.applied, f.appliedV = nil, nil
+	}
 }

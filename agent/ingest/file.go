@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
+	"os"
 	"unsafe"
 
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -17,10 +19,19 @@ import (
 // reader, as protojson reads it), never held whole: one walker and one
 // comparison serve the file and the stream. A walk fails when the content
 // is no longer the one hashed (the file rewritten in place).
+//
+// Convert does that conversion once, into a temporary file in the wire
+// form: the walks of a comparison, a patch and a build then read that
+// instead of decoding the JSON again each time (which took 1.4x the time
+// of a start and 1.8x that of a small change).
 type FileVersion struct {
 	r    io.ReaderAt
 	size int64
 	sum  [sha256.Size]byte
+	// wire, or nil, is the content in wire form (Convert), of wireSize
+	// bytes, unlinked: it goes with the version.
+	wire     *os.File
+	wireSize int64
 }
 
 // NewFileVersion returns the version of the size bytes of r, whose
@@ -35,8 +46,68 @@ func (v *FileVersion) ID() string { return "file-" + hex.EncodeToString(v.sum[:6
 // errFileChanged: the file's content changed while it was walked.
 var errFileChanged = errors.New("the table file changed since it was read")
 
-// Walk walks the names of the file, each converted to its wire form.
+// Convert writes the version's wire form into an unlinked temporary file
+// in dir ("" for the system's) that later walks read. On error the
+// version walks the JSON as before; a file that does not convert is
+// rejected by the build that walks it. Convert before the version is
+// applied (walks may run from other goroutines after that); Close
+// releases the file.
+func (v *FileVersion) Convert(dir string) error {
+	f, err := os.CreateTemp(dir, "meshdns-nametable-*.pb")
+	if err != nil {
+		return err
+	}
+	os.Remove(f.Name()) // the descriptor keeps it while the version lives
+	w := bufio.NewWriterSize(f, 32<<10)
+	var zones []string
+	var b []byte
+	err = v.walkJSON(func(host, info []byte) error {
+		b = namewire.AppendEntry(b[:0], host, info)
+		_, err := w.Write(b)
+		return err
+	}, func(z string) error {
+		zones = append(zones, z)
+		return nil
+	})
+	for _, z := range zones {
+		if err == nil {
+			_, err = w.Write(namewire.AppendZone(b[:0], z))
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	var size int64
+	if err == nil {
+		size, err = f.Seek(0, io.SeekCurrent)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	v.wire, v.wireSize = f, size
+	return nil
+}
+
+// Close releases what Convert made, once the version is no longer served:
+// its walks fail afterwards.
+func (v *FileVersion) Close() error {
+	if v.wire == nil {
+		return nil
+	}
+	return v.wire.Close()
+}
+
+// Walk walks the names of the file, each in its wire form.
 func (v *FileVersion) Walk(name func(host, info []byte) error, zone func(string) error) error {
+	if v.wire != nil {
+		return namewire.EachNameFrom(io.NewSectionReader(v.wire, 0, v.wireSize), name, zone)
+	}
+	return v.walkJSON(name, zone)
+}
+
+// walkJSON walks the file's JSON, converting each name as it goes.
+func (v *FileVersion) walkJSON(name func(host, info []byte) error, zone func(string) error) error {
 	h := sha256.New()
 	r := io.TeeReader(io.NewSectionReader(v.r, 0, v.size), h)
 	var each func(string, *namewire.NameInfo) error

@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/miekg/dns"
 
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -209,5 +211,37 @@ func TestPlannerAcrossSources(t *testing.T) {
 	}
 	if _, err := w.in.Current().Dump(); err != nil {
 		t.Errorf("dump: %v", err)
+	}
+}
+
+// A file version converted ahead walks as its JSON does, and a change of
+// nothing from the stream to it is a patch of nothing.
+func TestFileVersionConverted(t *testing.T) {
+	file := []byte(`{"table": {"svc-0.example.org": {"ips": ["10.1.0.0"], "ports": [{"name": "http", "port": 80}]}}, "authoritativeZones": ["example.org"]}`)
+	v := NewFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))
+	json, err := (&Served{v: v}).Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Convert(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	wire, err := (&Served{v: v}).Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(json, wire, cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
+		t.Errorf("(-JSON +converted):\n%s", diff)
+	}
+	w := newWorld(t)
+	if err := w.in.Apply(SourceControlPlane, memVersion("v1", wireFromDump(t, json))); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.in.Apply(SourceFile, v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(w.log.String(), "0 of 1 names changed") {
+		t.Errorf("the same table converted was not a patch of nothing:\n%s", w.log.String())
 	}
 }

@@ -45,3 +45,9 @@ func protoVersion(t testing.TB, id string, m *meshdnsv1.NameTable) *wireVersion 
 	t.Helper()
 	return memVersion(id, fromProto(t, m).Marshal())
 }
+
+// wireFromDump marshals a decoded table.
+func wireFromDump(t testing.TB, nt *namewire.NameTable) []byte {
+	t.Helper()
+	return nt.Marshal()
+}

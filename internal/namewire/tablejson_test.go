@@ -123,3 +123,48 @@ func FuzzJSONTable(f *testing.F) {
 	}
 	f.Fuzz(compareJSONTable)
 }
+
+// EachNameFrom walks a table from a stream as EachName walks it in memory,
+// and fails on a cut one.
+func TestEachNameFrom(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for i := range 5 {
+		nt := fromTable(randTable(r))
+		b := nt.Marshal()
+		type walked struct {
+			Names []string
+			Zones []string
+		}
+		walk := func(each func(name func(host, info []byte) error, zone func(string) error) error) (walked, error) {
+			var w walked
+			err := each(func(host, info []byte) error {
+				w.Names = append(w.Names, fmt.Sprintf("%s=%x", host, info))
+				return nil
+			}, func(z string) error {
+				w.Zones = append(w.Zones, z)
+				return nil
+			})
+			return w, err
+		}
+		want, err := walk(func(n func(host, info []byte) error, z func(string) error) error { return namewire.EachName(b, n, z) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := walk(func(n func(host, info []byte) error, z func(string) error) error {
+			return namewire.EachNameFrom(iotest.OneByteReader(bytes.NewReader(b)), n, z)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%d: (-in memory +streamed):\n%s", i, diff)
+		}
+		if len(b) > 2 {
+			if _, err := walk(func(n func(host, info []byte) error, z func(string) error) error {
+				return namewire.EachNameFrom(bytes.NewReader(b[:len(b)-1]), n, z)
+			}); err == nil {
+				t.Errorf("%d: a cut table walked", i)
+			}
+		}
+	}
+}
