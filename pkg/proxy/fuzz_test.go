@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -52,7 +54,12 @@ func FuzzHandler(f *testing.F) {
 	f.Add(func() []byte { b := append([]byte{}, valid...); b[5] = 0; return b }())
 	f.Add(func() []byte { b := append([]byte{}, valid...); b[7] = 3; return b }())
 
-	h, err := NewHandler(testConfig(&fakeResolver{answer: staticAnswer(f, "A 192.0.2.1", "AAAA 2001:db8::1")}))
+	cfg := testConfig(&fakeResolver{answer: staticAnswer(f, "A 192.0.2.1", "AAAA 2001:db8::1")})
+	// The query log on for every answer, so each packet also goes
+	// through its line (names printed from whatever the parser kept).
+	cfg.QueryLog = QueryLogConfig{Classes: LogAll}
+	cfg.QueryLogger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	h, err := NewHandler(cfg)
 	if err != nil {
 		f.Fatal(err)
 	}
