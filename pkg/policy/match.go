@@ -16,11 +16,21 @@ func match[N string | []byte](p *Policy, qname N) (int32, bool) {
 	if n > 0 && qname[n-1] == '.' && boundary(qname, n-1) {
 		n--
 	}
-	if n == 0 || n > maxPresentation {
+	switch {
+	case n == 0 || n > maxPresentation:
 		return 0, false
+	case n <= maxUnescaped:
+		// Nearly every name: a smaller buffer is less to zero per call.
+		var buf [maxUnescaped]byte
+		return matchIn(p, qname, buf[:n])
 	}
 	var buf [maxPresentation]byte
-	name := buf[:n]
+	return matchIn(p, qname, buf[:n])
+}
+
+// matchIn matches the first len(name) bytes of qname, lowercased into name.
+func matchIn[N string | []byte](p *Policy, qname N, name []byte) (int32, bool) {
+	n := len(name)
 	for i := 0; i < n; i++ {
 		c := qname[i]
 		if c >= 'A' && c <= 'Z' {
@@ -64,3 +74,6 @@ func boundary[N string | []byte](qname N, i int) bool {
 // maxPresentation bounds a name in presentation form: 255 wire bytes, each
 // at most 4 characters when escaped (\DDD). Longer input matches nothing.
 const maxPresentation = 1024
+
+// maxUnescaped is the longest name without escapes (253) rounded up.
+const maxUnescaped = 256
