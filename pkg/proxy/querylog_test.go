@@ -223,3 +223,28 @@ func TestQueryLogMalformed(t *testing.T) {
 		t.Errorf("last line %v", last)
 	}
 }
+
+// SetQueryLog while queries are served over real sockets: the race
+// detector's test that the swap is safe, and every query is answered.
+func TestQueryLogSwapWhileServing(t *testing.T) {
+	s, out := queryLogServer(t, newTestRegistry(), nil, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			s.SetQueryLog(QueryLogConfig{Classes: QueryLogClass(i % 32), Sample: i % 3, Rate: i % 5})
+		}
+	}()
+	for range 50 {
+		if m := exchange(t, "udp", udpAddr(s), newQuery("nope.demo.svc.cluster.local.", dns.TypeA)); m.Rcode != dns.RcodeNameError {
+			t.Fatalf("rcode %d, want NXDOMAIN", m.Rcode)
+		}
+	}
+	<-done
+	s.SetQueryLog(QueryLogConfig{Classes: LogNXDomain})
+	before := len(out.lines(t))
+	exchange(t, "udp", udpAddr(s), newQuery("nope.demo.svc.cluster.local.", dns.TypeA))
+	if got := len(out.lines(t)); got != before+1 {
+		t.Errorf("lines %d after the last swap, want %d", got, before+1)
+	}
+}
