@@ -53,6 +53,10 @@ var errFileChanged = errors.New("the table file changed since it was read")
 // applied (walks may run from other goroutines after that); Close
 // releases the file.
 func (v *FileVersion) Convert(dir string) error {
+	// The decoder's garbage (a string per field of every name) is
+	// collected as it goes, under the limit of a change in place, not
+	// left to grow the heap by GOGC's headroom beside the table served.
+	defer changeLimit()()
 	f, err := os.CreateTemp(dir, "meshdns-nametable-*.pb")
 	if err != nil {
 		return err
