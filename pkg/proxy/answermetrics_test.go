@@ -139,3 +139,21 @@ func TestAnswerTimingAllocs(t *testing.T) {
 		t.Errorf("cache answers timed %v, want >= 200", got)
 	}
 }
+
+// A TCP connection usually carries one query: each starts its 1-in-16
+// count at a random phase, so short connections are timed too. 200 of
+// them time none with probability (15/16)^200, about 2.5e-6.
+func TestAnswerDurationShortTCP(t *testing.T) {
+	reg := newTestRegistry()
+	cfg := testConfig(&fakeResolver{})
+	cfg.Registry = reg
+	s := startServer(t, cfg)
+	s.SetTable(demoTable(t))
+	for range 200 {
+		exchange(t, "tcp", tcpAddr(s), newQuery("web.demo.svc.cluster.local.", dns.TypeA))
+	}
+	got := reg.series(t, "meshdns_dns_answer_duration_seconds")["tcp,table,noerror"].Counts
+	if len(got) == 0 || got[nDurBuckets] == 0 || got[nDurBuckets]%answerTimeEvery != 0 {
+		t.Errorf("tcp table answers counted %v, want a positive multiple of %d", got, answerTimeEvery)
+	}
+}

@@ -105,7 +105,7 @@ func (h *Handler) Serve(ctx context.Context, dst, pkt []byte, p Protocol) []byte
 // request each. A request escapes (it is handed to the Resolver interface),
 // and allocating its ~400 bytes per query would double a table answer's
 // cost.
-var requestPool = sync.Pool{New: func() any { return new(request) }}
+var requestPool = sync.Pool{New: func() any { return &request{tick: rand.Uint32()} }}
 
 // answer is the part of a query that never blocks, run by the goroutine
 // that read pkt: parse it into r once, then answer from the table or the

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -85,7 +86,10 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 	pkt := make([]byte, minUDPSize)
 	out := make([]byte, 0, 4096)
 	var lenBuf [2]byte
-	var r request
+	// A random phase for the 1-in-N answer timing (Handler.answer): a
+	// connection carries a query or two, and counting from zero would
+	// time none of them.
+	r := request{tick: rand.Uint32()}
 	retire := tc.born.Add(s.cfg.MaxTCPConnAge)
 	for {
 		deadline := time.Now().Add(s.cfg.TCPIdleTimeout)
