@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -89,4 +90,23 @@ func TestFromAPIServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "spec.rules[1]") || !strings.Contains(err.Error(), "in conflict with spec.rules[0]") {
 		t.Errorf("conflicting patterns the schema accepts: %v", err)
 	}
+
+	// The condition the control plane would write fits the status schema.
+	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptr(Condition(served.GetGeneration(), err, time.Now())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(served.Object, []any{cond}, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ri.UpdateStatus(ctx, served, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("write the Invalid condition: %v", err)
+	}
+	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	if len(conds) != 1 || !strings.Contains(conds[0].(map[string]any)["message"].(string), "in conflict with") {
+		t.Errorf("stored conditions %v", conds)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
