@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: network and
-# DNS tools from apt, and kube-apiserver + etcd (built by get-kube.sh) into
-# $KUBE_ASSETS, which is kept between runs where the machine keeps $HOME.
+# DNS tools from apt, kube-apiserver + etcd (built by get-kube.sh) into
+# $KUBE_ASSETS and CoreDNS into $COREDNS_DIR, both kept between runs where the
+# machine keeps $HOME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBE_ASSETS=${KUBE_ASSETS:-$HOME/.cache/meshdns/kube}
@@ -31,6 +32,13 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+# The differential test's referee: CoreDNS at a pinned release, built from the
+# Go module proxy (about 8 minutes on 2 cores) unless the cached binary is that release.
+COREDNS_VERSION=v1.14.7
+COREDNS_DIR=${COREDNS_DIR:-$HOME/.cache/meshdns/coredns}
+if ! "$COREDNS_DIR/coredns" -version 2>/dev/null | grep -qx "CoreDNS-${COREDNS_VERSION#v}"; then
+  GOBIN="$COREDNS_DIR" go install "github.com/coredns/coredns@$COREDNS_VERSION"
 fi
 # iptables-legacy and iptables-nft are both tested; Debian's iptables package ships both.
 ./hack/get-kube.sh "$KUBE_ASSETS"
