@@ -1,0 +1,128 @@
+package difftest
+
+import (
+	"context"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// envInt reads a size or seed from the environment (make difftest sets
+// them), or def.
+func envInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// TestDifferential asks meshdns's agent and CoreDNS the same questions
+// about the same generated cluster and fails on any difference outside
+// the documented classes. DIFFTEST_SERVICES (default 300) sizes the
+// cluster, DIFFTEST_SEED (default 1) draws it.
+func TestDifferential(t *testing.T) {
+	size := envInt(t, "DIFFTEST_SERVICES", 300)
+	seed := envInt(t, "DIFFTEST_SEED", 1)
+	coreDNSBinary(t) // skip (outside CI) before starting anything
+	c := cluster.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6469666674657374))
+	w := generate(ctx, t, c, rng, size)
+	podNS := w.namespaces[0]
+	upstream := startUpstream(t)
+	cd := startCoreDNS(t, c, upstream)
+	md := startMeshDNS(t, c, podNS, upstream)
+
+	// Both servers have the whole cluster once they answer for the last
+	// service written: objects are written in order and both watch.
+	last := w.services[len(w.services)-1]
+	for _, srv := range []struct{ name, addr string }{{"coredns", cd}, {"meshdns", md}} {
+		start := time.Now()
+		for {
+			m, err := exchange(srv.addr, last.fqdn(), dns.TypeSRV, tcp)
+			if err == nil && m.Rcode != dns.RcodeNameError && m.Rcode != dns.RcodeServerFailure {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s never answered for %s: %v", srv.name, last.fqdn(), err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("%s answers for the last service after %v", srv.name, time.Since(start).Round(time.Millisecond))
+	}
+
+	qs := corpus(rng, w, podNS)
+	diffs := make([]*difference, len(qs))
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				q := qs[i]
+				a, err := resolve(cd, q, podNS)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				b, err := resolve(md, q, podNS)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				if what := diff(a, b); len(what) > 0 {
+					diffs[i] = &difference{q: q, cd: a, md: b, what: what}
+				}
+			}
+		})
+	}
+	for i := range qs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	counts := map[string]int{}
+	var unexplained []string
+	for i, d := range diffs {
+		if errs[i] != nil {
+			t.Errorf("%v: %v", qs[i], errs[i])
+			continue
+		}
+		if d == nil {
+			counts["same"]++
+			continue
+		}
+		if name := classify(*d); name != "" {
+			counts[name]++
+			continue
+		}
+		unexplained = append(unexplained, d.String())
+	}
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		t.Logf("%-28s %d", name, counts[name])
+	}
+	t.Logf("%d services, %d questions, seed %d", len(w.services), len(qs), seed)
+	for i, u := range unexplained {
+		if i == 40 {
+			t.Errorf("... and %d more", len(unexplained)-i)
+			break
+		}
+		t.Errorf("undocumented difference: %s", u)
+	}
+}

@@ -1,0 +1,16 @@
+package difftest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
+)
+
+var cluster = kubetest.NewShared()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cluster.Stop()
+	os.Exit(code)
+}
