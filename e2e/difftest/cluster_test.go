@@ -51,6 +51,7 @@ func (s *service) fqdn() string { return s.name + "." + s.ns + ".svc.cluster.loc
 type world struct {
 	namespaces []string
 	services   []*service
+	sentinel   string // the endpoint name written last
 }
 
 // portChoices are the named ports a service draws from.
@@ -150,5 +151,23 @@ func generate(ctx context.Context, t testing.TB, c *kubetest.Cluster, rng *rand.
 		}
 		w.services = append(w.services, s)
 	}
+	// The sentinel is written last: a server that answers its endpoint
+	// name has seen every Service and EndpointSlice before it (each watch
+	// delivers in write order).
+	if _, err := c.Client.CoreV1().Services(w.namespaces[0]).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "sentinel"},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create sentinel service: %v", err)
+	}
+	ready, host := true, "last"
+	if _, err := c.Client.DiscoveryV1().EndpointSlices(w.namespaces[0]).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "sentinel-1", Labels: map[string]string{discoveryv1.LabelServiceName: "sentinel"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.2.0.1"}, Hostname: &host,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create sentinel slice: %v", err)
+	}
+	w.sentinel = host + ".sentinel." + w.namespaces[0] + ".svc.cluster.local."
 	return w
 }
