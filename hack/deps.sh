@@ -42,3 +42,17 @@ if ! "$COREDNS_DIR/coredns" -version 2>/dev/null | grep -qx "CoreDNS-${COREDNS_V
 fi
 # iptables-legacy and iptables-nft are both tested; Debian's iptables package ships both.
 ./hack/get-kube.sh "$KUBE_ASSETS"
+# helm for the chart's tests (charts/meshdns: lint, render against the
+# kustomize base, install/upgrade/uninstall). Built from the Go module proxy
+# once and kept beside the kube binaries; a present binary of the pinned
+# version is not rebuilt, so warm CI runs spend nothing here (cold: ~3 min).
+HELM_VERSION=${HELM_VERSION:-v3.18.6}
+HELM_DIR=${HELM_DIR:-$HOME/.cache/meshdns/helm}
+# (go install leaves helm's own version string unset: a stamp file says
+# which version the binary is.)
+if ! [ -x "$HELM_DIR/helm" ] || [ "$(cat "$HELM_DIR/.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
+  mkdir -p "$HELM_DIR"
+  GOBIN="$HELM_DIR" timeout 1200 go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" ||
+    GOBIN="$HELM_DIR" timeout 1200 go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  echo "$HELM_VERSION" > "$HELM_DIR/.version"
+fi
