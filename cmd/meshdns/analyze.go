@@ -10,9 +10,11 @@ import (
 	"io"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -47,13 +49,13 @@ func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	k, err := newKubeREST(rc)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	c, err := readCluster(ctx, cs, *system)
+	c, err := readCluster(ctx, k, *system)
 	if err != nil {
 		return err
 	}
@@ -89,38 +91,41 @@ func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 // readCluster reads what the checks look at. A webhook configuration, a
 // Secret or a Deployment that does not exist is nil, not an error.
-func readCluster(ctx context.Context, cs kubernetes.Interface, system string) (*cluster, error) {
+func readCluster(ctx context.Context, k *kubeREST, system string) (*cluster, error) {
 	c := &cluster{now: time.Now(), system: system}
-	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, webhookName, metav1.GetOptions{})
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	err := k.get(ctx, k.admission, "", "mutatingwebhookconfigurations", webhookName, mwc)
 	switch {
 	case err == nil:
 		c.webhook = mwc
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read webhook configuration: %w", err)
 	}
-	secret, err := cs.CoreV1().Secrets(system).Get(ctx, "meshdns-webhook-certs", metav1.GetOptions{})
+	secret := &corev1.Secret{}
+	err = k.get(ctx, k.core, system, "secrets", "meshdns-webhook-certs", secret)
 	switch {
 	case err == nil:
 		c.certs = secret
 	case !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err):
 		return nil, fmt.Errorf("read webhook certificate: %w", err)
 	}
-	deploy, err := cs.AppsV1().Deployments(system).Get(ctx, "meshdns-controlplane", metav1.GetOptions{})
+	deploy := &appsv1.Deployment{}
+	err = k.get(ctx, k.apps, system, "deployments", "meshdns-controlplane", deploy)
 	switch {
 	case err == nil:
 		c.controlPlane = deploy
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read control plane: %w", err)
 	}
-	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var nss corev1.NamespaceList
+	if err := k.list(ctx, k.core, "", "namespaces", metav1.ListOptions{}, &nss); err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
 	c.namespaces = nss.Items
 	opts := metav1.ListOptions{Limit: 500}
 	for {
-		pods, err := cs.CoreV1().Pods("").List(ctx, opts)
-		if err != nil {
+		var pods corev1.PodList
+		if err := k.list(ctx, k.core, "", "pods", opts, &pods); err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for _, p := range pods.Items {
@@ -132,8 +137,8 @@ func readCluster(ctx context.Context, cs kubernetes.Interface, system string) (*
 			break
 		}
 	}
-	cni, err := cs.CoreV1().Pods(system).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=meshdns-cni"})
-	if err != nil {
+	var cni corev1.PodList
+	if err := k.list(ctx, k.core, system, "pods", metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=meshdns-cni"}, &cni); err != nil {
 		return nil, fmt.Errorf("list CNI pods: %w", err)
 	}
 	c.cniPods = cni.Items

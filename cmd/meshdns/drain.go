@@ -11,8 +11,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/meshdns/meshdns/controlplane"
@@ -49,13 +47,17 @@ func (f *drainFlags) apply(cfg *controlplane.Config, rc *rest.Config) error {
 	if f.timeout == 0 || f.service == "" || rc == nil || pod == "" || ns == "" {
 		return nil
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	k, err := newKubeREST(rc)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	slices := cs.DiscoveryV1().EndpointSlices(ns)
+	list := func(ctx context.Context, opts metav1.ListOptions) ([]discoveryv1.EndpointSlice, error) {
+		var l discoveryv1.EndpointSliceList
+		err := k.list(ctx, k.discovery, ns, "endpointslices", opts, &l)
+		return l.Items, err
+	}
 	cfg.Drained = func(ctx context.Context) error {
-		return outOfEndpoints(ctx, slices, f.service, pod, time.Second, kubeProxyGrace)
+		return outOfEndpoints(ctx, list, f.service, pod, time.Second, kubeProxyGrace)
 	}
 	return nil
 }
@@ -63,13 +65,13 @@ func (f *drainFlags) apply(cfg *controlplane.Config, rc *rest.Config) error {
 // outOfEndpoints polls the EndpointSlices of service every interval until
 // none lists pod as a ready endpoint, then waits grace. It returns the last
 // API error when ctx ends first.
-func outOfEndpoints(ctx context.Context, api discoveryclient.EndpointSliceInterface, service, pod string, interval, grace time.Duration) error {
+func outOfEndpoints(ctx context.Context, list func(context.Context, metav1.ListOptions) ([]discoveryv1.EndpointSlice, error), service, pod string, interval, grace time.Duration) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var lastErr error
 	for {
-		list, err := api.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
-		if err == nil && !listsReady(list.Items, pod) {
+		slices, err := list(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err == nil && !listsReady(slices, pod) {
 			select {
 			case <-time.After(grace):
 			case <-ctx.Done():

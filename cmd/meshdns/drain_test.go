@@ -11,22 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
-
-// countingSlices counts the List calls of the drain, to know it looked.
-type countingSlices struct {
-	discoveryclient.EndpointSliceInterface
-	lists atomic.Int32
-}
-
-func (c *countingSlices) List(ctx context.Context, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
-	c.lists.Add(1)
-	return c.EndpointSliceInterface.List(ctx, opts)
-}
 
 // TestOutOfEndpoints runs the drain's wait against a real API server: it
 // holds while an EndpointSlice of the Service lists the pod as ready, and
@@ -49,12 +37,22 @@ func TestOutOfEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counted := &countingSlices{EndpointSliceInterface: api}
+	k, err := newKubeREST(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lists atomic.Int32
+	list := func(ctx context.Context, opts metav1.ListOptions) ([]discoveryv1.EndpointSlice, error) {
+		lists.Add(1)
+		var l discoveryv1.EndpointSliceList
+		err := k.list(ctx, k.discovery, ns, "endpointslices", opts, &l)
+		return l.Items, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- outOfEndpoints(dctx, counted, "meshdns-controlplane", "cp-0", 10*time.Millisecond, 0) }()
-	testenv.Eventually(t, "the drain reads the endpoints", 30*time.Second, func() bool { return counted.lists.Load() >= 3 })
+	go func() { done <- outOfEndpoints(dctx, list, "meshdns-controlplane", "cp-0", 10*time.Millisecond, 0) }()
+	testenv.Eventually(t, "the drain reads the endpoints", 30*time.Second, func() bool { return lists.Load() >= 3 })
 	select {
 	case err := <-done:
 		t.Fatalf("drain ended while the pod is a ready endpoint: %v", err)
