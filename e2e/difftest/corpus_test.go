@@ -90,6 +90,13 @@ func corpus(rng *rand.Rand, w *world, podNS string) []question {
 		for _, qt := range askedTypes {
 			add(s.fqdn(), qt, formService, s)
 		}
+		if len(s.endpoints) > 20 { // big enough to truncate: every transport
+			for tr := range numTransports {
+				qs = append(qs, question{name: s.fqdn(), qtype: dns.TypeA, tr: tr, form: formService, svc: s})
+				qs = append(qs, question{name: s.fqdn(), qtype: dns.TypeAAAA, tr: tr, form: formService, svc: s})
+				qs = append(qs, question{name: s.fqdn(), qtype: dns.TypeSRV, tr: tr, form: formService, svc: s})
+			}
+		}
 		for _, p := range s.ports {
 			add("_"+p.Name+"._"+strings.ToLower(string(p.Protocol))+"."+s.fqdn(), dns.TypeSRV, formSRV, s)
 		}

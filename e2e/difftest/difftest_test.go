@@ -69,6 +69,7 @@ func TestDifferential(t *testing.T) {
 	qs := corpus(rng, w, podNS)
 	diffs := make([]*difference, len(qs))
 	errs := make([]error, len(qs))
+	truncated := make([]bool, len(qs)) // both replies had TC
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 8 {
@@ -85,6 +86,7 @@ func TestDifferential(t *testing.T) {
 					errs[i] = err
 					continue
 				}
+				truncated[i] = a.tc && b.tc
 				if what := diff(a, b); len(what) > 0 {
 					diffs[i] = &difference{q: q, cd: a, md: b, what: what}
 				}
@@ -103,6 +105,9 @@ func TestDifferential(t *testing.T) {
 		if errs[i] != nil {
 			t.Errorf("%v: %v", qs[i], errs[i])
 			continue
+		}
+		if truncated[i] {
+			counts["(both truncated)"]++
 		}
 		if d == nil {
 			counts["same"]++
