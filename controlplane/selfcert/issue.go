@@ -29,7 +29,7 @@ type pair struct {
 func newCA(cn string, now time.Time, validity time.Duration, dnsNames []string, ips []net.IP) (pair, error) {
 	tmpl := &x509.Certificate{
 		Subject:                     pkix.Name{CommonName: cn},
-		NotBefore:                   now.Add(-time.Hour), // clock skew between nodes
+		NotBefore:                   now.Add(-backdate), // clock skew between nodes
 		NotAfter:                    now.Add(validity),
 		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid:       true,
@@ -95,7 +95,7 @@ func newServing(ca pair, dnsNames []string, ips []net.IP, now time.Time, validit
 		Subject:     pkix.Name{CommonName: cn},
 		DNSNames:    dnsNames,
 		IPAddresses: ips,
-		NotBefore:   now.Add(-time.Hour),
+		NotBefore:   now.Add(-backdate),
 		NotAfter:    earlier(now.Add(validity), caCert.NotAfter),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},

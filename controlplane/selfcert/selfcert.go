@@ -33,6 +33,9 @@ const (
 	keyCert     = "tls.crt"
 	keyKey      = "tls.key"
 	defaultName = "meshdns-webhook-certs"
+	// backdate is how far before its issue a certificate starts, for
+	// clock skew between nodes.
+	backdate = time.Hour
 )
 
 // Config says where the certificates live and what they are for.
@@ -53,6 +56,12 @@ type Config struct {
 	// Validity of the serving certificate (default 90 days) and of the CA
 	// (default 10 years). Each is renewed when a third of it is left.
 	Validity, CAValidity time.Duration
+	// CAOverlap is how long the previous CA stays in the bundle after a
+	// CA rotation (default 1 hour): long enough for every replica to serve
+	// the new certificate (CheckInterval) and for the kubelet to refresh
+	// the bundle in running pods (about a minute), then the retired CA is
+	// trusted no more.
+	CAOverlap time.Duration
 	// CheckInterval is how often the Secret and the webhook configurations
 	// are looked at again (default 1 minute).
 	CheckInterval time.Duration
@@ -93,6 +102,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = time.Minute
+	}
+	if cfg.CAOverlap <= 0 {
+		cfg.CAOverlap = time.Hour
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -211,12 +223,18 @@ func (m *Manager) secret(ctx context.Context) (*corev1.Secret, error) {
 		if err != nil {
 			return nil, fmt.Errorf("get secret %s/%s: %w", m.cfg.Namespace, m.cfg.SecretName, err)
 		}
-		if !m.due(sec) {
+		due, retire := m.due(sec), m.overlapOver(sec)
+		if !due && !retire {
 			return sec, nil
 		}
 		sec = sec.DeepCopy()
-		if err := m.renew(sec); err != nil {
-			return nil, err
+		if retire {
+			delete(sec.Data, keyPrevCA)
+		}
+		if due {
+			if err := m.renew(sec); err != nil {
+				return nil, err
+			}
 		}
 		updated, err := api.UpdateSecret(ctx, sec)
 		if apierrors.IsConflict(err) {
@@ -225,8 +243,12 @@ func (m *Manager) secret(ctx context.Context) (*corev1.Secret, error) {
 		if err != nil {
 			return nil, fmt.Errorf("update secret %s/%s: %w", m.cfg.Namespace, m.cfg.SecretName, err)
 		}
-		m.renewals.Inc()
-		m.log.Info("renewed the webhook certificate", "secret", m.cfg.SecretName)
+		if due {
+			m.renewals.Inc()
+			m.log.Info("renewed the webhook certificate", "secret", m.cfg.SecretName)
+		} else {
+			m.log.Info("retired the previous CA: the rotation's overlap is over", "secret", m.cfg.SecretName)
+		}
 		return updated, nil
 	}
 	return nil, fmt.Errorf("secret %s/%s keeps changing under us", m.cfg.Namespace, m.cfg.SecretName)
@@ -248,10 +270,32 @@ func (m *Manager) due(sec *corev1.Secret) bool {
 	return now.Add(m.cfg.Validity / 3).After(serving.NotAfter)
 }
 
+// overlapOver reports whether the Secret keeps a previous CA whose
+// overlap with the current one is over (or that no longer parses or has
+// expired): it is to leave the bundle. The rotation's time is the current
+// CA's start, which is backdated.
+func (m *Manager) overlapOver(sec *corev1.Secret) bool {
+	prev, ok := sec.Data[keyPrevCA]
+	if !ok {
+		return false
+	}
+	now := m.cfg.Now()
+	old, _, err := pair{certPEM: prev}.parseCert()
+	if err != nil || now.After(old.NotAfter) {
+		return true
+	}
+	ca, _, err := pair{certPEM: sec.Data[keyCACert]}.parseCert()
+	if err != nil {
+		return false // the CA itself is due; renew decides
+	}
+	return now.After(ca.NotBefore.Add(backdate + m.cfg.CAOverlap))
+}
+
 // renew writes a new serving certificate into sec, and a new CA first when
 // the old one is missing or near its end; the old CA stays trusted (in
-// ca-previous.crt, part of the caBundle) until the next CA rotation, so
-// clients holding the old bundle keep working.
+// ca-previous.crt, part of the caBundle) for Config.CAOverlap, so
+// replicas still serving a certificate of the old CA, and clients whose
+// bundle is refreshed a little later, keep working.
 func (m *Manager) renew(sec *corev1.Secret) error {
 	now := m.cfg.Now()
 	if sec.Data == nil {
