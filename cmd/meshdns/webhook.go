@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -79,9 +80,20 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		}
 		caBundle = ca.bundle
 	}
+	// Agents read the CA from a ConfigMap of their namespace that the
+	// control plane keeps current, so a CA rotation needs no pod restart;
+	// without API access the webhook projects the pod's annotation.
+	var caMaps *webhook.CAConfigMaps
+	if rc != nil && (f.injectCA != "" || f.secret != "") {
+		var err error
+		if caMaps, err = webhook.NewCAConfigMaps(rc, func() []byte { return caBundle() }, log.With("component", "ca-configmaps")); err != nil {
+			return nil, err
+		}
+	}
 	w, err := webhook.New(webhook.Config{
 		Template:     webhook.Template{Image: f.image, ClusterDomain: cfg.ClusterDomain},
 		CABundle:     caBundle,
+		CAConfigMaps: caMaps,
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,
 		Logger:       log.With("component", "webhook"),
@@ -100,7 +112,21 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		}
 		certs = cfg.WebhookCerts
 	}
-	return w.WatchTemplate, nil
+	if caMaps == nil {
+		return w.WatchTemplate, nil
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = caMaps.Run(ctx, 5*time.Second, 10*time.Minute)
+		}()
+		err := w.WatchTemplate(ctx)
+		cancel()
+		<-done
+		return err
+	}, nil
 }
 
 // selfManaged builds the certificate manager of --webhook-secret.

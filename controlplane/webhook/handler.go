@@ -110,6 +110,20 @@ func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 	if w.cfg.CABundle != nil {
 		t.caBundle = w.cfg.CABundle()
 	}
+	// A dry run must change nothing (sideEffects: NoneOnDryRun): its pod
+	// projects the annotation.
+	if t.secure() && w.cfg.CAConfigMaps != nil && (req.DryRun == nil || !*req.DryRun) {
+		// Well inside the API server's webhook timeout (5s in the
+		// manifests); the pod falls back to the annotation rather than
+		// waiting.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := w.cfg.CAConfigMaps.Ensure(cctx, req.Namespace)
+		cancel()
+		if err != nil {
+			w.log.Warn("CA bundle configmap; the pod trusts the CA of its annotation until it is recreated", "namespace", req.Namespace, "err", err)
+		}
+		t.caConfigMap = err == nil
+	}
 	patch, err := t.patch(&pod)
 	if err != nil {
 		return w.fail(resp, err)

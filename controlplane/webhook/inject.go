@@ -28,9 +28,9 @@ const (
 	// the control plane: the pod's projected ServiceAccount token and the
 	// control plane's CA.
 	IdentityVolumeName = "meshdns-identity"
-	// AnnotationCA carries the control plane's CA bundle into the pod,
-	// where a downward API file exposes it to the agent (a ConfigMap
-	// could not be mounted from another namespace).
+	// AnnotationCA records the control plane's CA bundle at injection; the
+	// identity volume projects it (downward API) only when the
+	// namespace's CAConfigMapName ConfigMap could not be made.
 	AnnotationCA = "meshdns.io/control-plane-ca"
 	identityDir  = "/var/run/secrets/meshdns"
 	tokenFile    = "token"
@@ -288,8 +288,21 @@ func (t *Template) secure() bool { return !t.Plaintext && len(t.caBundle) > 0 }
 
 // identityVolume projects the pod's ServiceAccount token for the control
 // plane's audience (short-lived, bound to the pod, rotated by the kubelet)
-// and the control plane's CA from the pod's annotation.
+// and the control plane's CA: from the namespace's CAConfigMapName
+// ConfigMap, which the kubelet keeps current in a running pod, or, when
+// the webhook could not make that ConfigMap, from the pod's annotation
+// (fixed at admission: a CA rotation then needs a new pod).
 func (t *Template) identityVolume() corev1.Volume {
+	ca := corev1.VolumeProjection{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+		Path:     caFile,
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['" + AnnotationCA + "']"},
+	}}}}
+	if t.caConfigMap {
+		ca = corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: CAConfigMapName},
+			Items:                []corev1.KeyToPath{{Key: caFile, Path: caFile}},
+		}}
+	}
 	return corev1.Volume{
 		Name: IdentityVolumeName,
 		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -298,10 +311,7 @@ func (t *Template) identityVolume() corev1.Volume {
 				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 					Audience: t.TokenAudience, ExpirationSeconds: ptr(t.TokenExpirationSeconds), Path: tokenFile,
 				}},
-				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
-					Path:     caFile,
-					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.annotations['" + AnnotationCA + "']"},
-				}}}},
+				ca,
 			},
 		}},
 	}

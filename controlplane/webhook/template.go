@@ -114,6 +114,9 @@ type Template struct {
 	// caBundle is the control plane's CA at injection time
 	// (Config.CABundle); set per request, never read from the file.
 	caBundle []byte
+	// caConfigMap: the pod's namespace has the CAConfigMapName ConfigMap
+	// with caBundle; set per request.
+	caConfigMap bool
 	// shifted lists the numbers moved off Istio's for this pod (see
 	// besideIstio), or ""; set per request.
 	shifted string

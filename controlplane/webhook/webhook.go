@@ -43,6 +43,11 @@ type Config struct {
 	// it (or with the template's plaintext) they dial plaintext and present
 	// nothing.
 	CABundle func() []byte
+	// CAConfigMaps, when set with CABundle, keeps the bundle in a
+	// ConfigMap of each namespace injected into, which the agents' identity
+	// volume projects (the kubelet refreshes it in running pods); nil, or
+	// a ConfigMap that cannot be made, projects the pod's annotation.
+	CAConfigMaps *CAConfigMaps
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nothing.

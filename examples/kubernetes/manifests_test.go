@@ -197,6 +197,9 @@ func TestManifestPolicies(t *testing.T) {
 			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
 				ResourceNames: []string{"meshdns-sidecar-injector"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"meshdns-ca"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
@@ -287,8 +290,10 @@ func TestManifestPolicies(t *testing.T) {
 			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
 				t.Errorf("%s: failurePolicy = %v, want Ignore", w.Name, w.FailurePolicy)
 			}
-			if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
-				t.Errorf("%s: sideEffects = %v, want None", w.Name, w.SideEffects)
+			// The webhook creates the namespace's CA ConfigMap, except
+			// on a dry run.
+			if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+				t.Errorf("%s: sideEffects = %v, want NoneOnDryRun", w.Name, w.SideEffects)
 			}
 			if diff := cmp.Diff([]string{"v1"}, w.AdmissionReviewVersions); diff != "" {
 				t.Errorf("%s: admissionReviewVersions (-want +got):\n%s", w.Name, diff)

@@ -196,6 +196,11 @@ func TestVMOverlayRBAC(t *testing.T) {
 		{vm, access{verb: "list", resource: "configmaps", namespace: ns}, false},
 		{base, access{verb: "get", resource: "secrets", namespace: ns, name: "meshdns-webhook-certs"}, true},
 		{base, access{verb: "update", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "meshdns-sidecar-injector"}, true},
+		{base, access{verb: "update", resource: "configmaps", namespace: "default", name: "meshdns-ca"}, true},
+		{base, access{verb: "create", resource: "configmaps", namespace: "default"}, true},
+		{base, access{verb: "get", resource: "configmaps", namespace: "default", name: "other"}, false},
+		{base, access{verb: "list", resource: "configmaps", namespace: "default"}, false},
+		{vm, access{verb: "update", resource: "configmaps", namespace: "default", name: "meshdns-ca"}, false},
 	}
 	for _, tt := range tests {
 		a := tt.a
