@@ -159,7 +159,8 @@ func TestNode(t *testing.T) {
 	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
 	t.Run("StartLatencyAndMemory", func(t *testing.T) { testStartLatency(t, e) })
 	t.Run("VMOnTheNodeHost", func(t *testing.T) { testVM(t, e) })
-	t.Run("Upgrade", func(st *testing.T) { testUpgrade(st, t, e) }) // the new control plane serves what follows
+	t.Run("CARotation", func(st *testing.T) { testCARotation(st, t, e) }) // the restarted control plane serves what follows
+	t.Run("Upgrade", func(st *testing.T) { testUpgrade(st, t, e) })       // the new control plane serves what follows
 	// Last: it turns the control plane's template to CNI mode.
 	t.Run("PodSecurity", func(t *testing.T) { testPodSecurity(t, e) })
 }
