@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/archtest"
@@ -107,14 +108,14 @@ func testSpec(t testing.TB) ociimage.Meshdns {
 }
 
 // imageFiles returns the layer of the layout's first image, by path.
-func imageFiles(t testing.TB, l *ociimage.Layout) (ociimage.ImageConfig, map[string]*tar.Header, map[string][]byte) {
+func imageFiles(t testing.TB, l *ociimage.Layout) (v1.ConfigFile, map[string]*tar.Header, map[string][]byte) {
 	t.Helper()
 	var docker []struct {
 		Config string
 		Layers []string
 	}
 	mustJSON(t, l.File("manifest.json"), &docker)
-	var cfg ociimage.ImageConfig
+	var cfg v1.ConfigFile
 	mustJSON(t, l.File(docker[0].Config), &cfg)
 	var layer io.Reader = bytes.NewReader(l.File(docker[0].Layers[0]))
 	if b := l.File(docker[0].Layers[0]); len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b {

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,43 +11,15 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
-
-// Descriptor points at a blob (OCI image spec, descriptor.md).
-type Descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Platform    *Platform         `json:"platform,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-// Manifest is one platform's image manifest.
-type Manifest struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Config        Descriptor   `json:"config"`
-	Layers        []Descriptor `json:"layers"`
-}
-
-// IndexJSON is an image index: index.json, or a multi-platform image.
-type IndexJSON struct {
-	SchemaVersion int          `json:"schemaVersion"`
-	MediaType     string       `json:"mediaType"`
-	Manifests     []Descriptor `json:"manifests"`
-}
-
-// ImageConfig is the image configuration blob.
-type ImageConfig struct {
-	Created      string `json:"created"`
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-	Config       Config `json:"config"`
-	RootFS       struct {
-		Type    string   `json:"type"`
-		DiffIDs []string `json:"diff_ids"`
-	} `json:"rootfs"`
-}
 
 // dockerManifest is one entry of the manifest.json that `docker load` and
 // crane's tarball reader use.
@@ -82,11 +52,13 @@ func (l *Layout) Files() []string {
 // File returns the content of one path of the layout, or nil.
 func (l *Layout) File(path string) []byte { return l.files[path] }
 
-// Build assembles the blobs of ix. With one platform index.json points at
-// its manifest, as `docker save` writes it; with more, at an image index
-// listing one manifest per platform. A docker manifest.json names the first
-// image, for `docker load` and `crane push` of the archive (both load one
-// platform from it; the layout directory carries them all).
+// Build assembles the blobs of ix with go-containerregistry (empty base,
+// one appended layer, configs and manifests marshalled by the library).
+// With one platform index.json points at its manifest, as `docker save`
+// writes it; with more, at an image index listing one manifest per
+// platform. A docker manifest.json names the first image, for `docker load`
+// and `crane push` of the archive (both load one platform from it; the
+// layout directory carries them all).
 func (ix Index) Build() (*Layout, error) {
 	if err := ix.check(); err != nil {
 		return nil, err
@@ -97,77 +69,126 @@ func (ix Index) Build() (*Layout, error) {
 	}
 	created = created.UTC().Truncate(time.Second)
 	l := &Layout{files: map[string][]byte{}}
-	var manifests []Descriptor
-	var docker []dockerManifest
-	for i, img := range ix.Images {
-		raw, err := layer(img.Files, created)
+	var adds []mutate.IndexAddendum
+	for _, img := range ix.Images {
+		im, err := ix.image(img, created)
 		if err != nil {
-			return nil, fmt.Errorf("image %s %s: layer: %w", ix.Name, img.Platform, err)
+			return nil, fmt.Errorf("image %s %s: %w", ix.Name, img.Platform, err)
 		}
-		diffID := digestOf(raw)
-		layerBlob, layerType := raw, MediaTypeLayer
-		if ix.Gzip {
-			if layerBlob, err = gzipped(raw); err != nil {
-				return nil, fmt.Errorf("image %s %s: compress layer: %w", ix.Name, img.Platform, err)
-			}
-			layerType = MediaTypeLayerGz
+		if err := l.addImage(im); err != nil {
+			return nil, fmt.Errorf("image %s %s: %w", ix.Name, img.Platform, err)
 		}
-		cfg := ImageConfig{Created: created.Format(time.RFC3339), Architecture: img.Platform.Architecture,
-			OS: img.Platform.OS, Config: img.Config}
-		cfg.RootFS.Type, cfg.RootFS.DiffIDs = "layers", []string{diffID}
-		cfgDesc, err := l.addJSON(MediaTypeConfig, cfg)
-		if err != nil {
-			return nil, err
-		}
-		layerDesc := l.add(layerType, layerBlob)
-		m := Manifest{SchemaVersion: 2, MediaType: MediaTypeManifest, Config: cfgDesc, Layers: []Descriptor{layerDesc}}
-		md, err := l.addJSON(MediaTypeManifest, m)
-		if err != nil {
-			return nil, err
-		}
-		p := img.Platform
-		md.Platform = &p
-		manifests = append(manifests, md)
-		if i == 0 {
-			docker = append(docker, dockerManifest{Config: blobPath(cfgDesc.Digest), RepoTags: []string{ix.Name},
-				Layers: []string{blobPath(layerDesc.Digest)}})
-		}
+		adds = append(adds, mutate.IndexAddendum{Add: im, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: img.Platform.OS, Architecture: img.Platform.Architecture}}})
 	}
-	top := manifests[0]
-	if len(manifests) > 1 {
-		var err error
-		top, err = l.addJSON(MediaTypeIndex, IndexJSON{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: manifests})
-		if err != nil {
-			return nil, err
-		}
+	var top partial.Describable = adds[0].Add
+	if len(adds) > 1 {
+		top = mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
 	}
-	l.digest = top.Digest
-	top.Annotations = map[string]string{AnnotationContainerName: ix.Name, AnnotationRefName: ix.Tag()}
-	index, err := json.Marshal(IndexJSON{SchemaVersion: 2, MediaType: MediaTypeIndex, Manifests: []Descriptor{top}})
+	desc, err := partial.Descriptor(top)
+	if err != nil {
+		return nil, err
+	}
+	if len(adds) == 1 {
+		desc.Platform = adds[0].Descriptor.Platform
+	} else if err := l.addRaw(top.(v1.ImageIndex).RawManifest); err != nil {
+		return nil, err
+	}
+	l.digest = desc.Digest.String()
+	desc.Annotations = map[string]string{AnnotationContainerName: ix.Name, AnnotationRefName: ix.Tag()}
+	index, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{*desc}})
 	if err != nil {
 		return nil, err
 	}
 	l.files["index.json"] = index
 	l.files["oci-layout"] = []byte(`{"imageLayoutVersion":"1.0.0"}`)
+	first := adds[0].Add.(v1.Image)
+	cfgName, err := first.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	layers, err := first.Layers()
+	if err != nil {
+		return nil, err
+	}
+	layerDigest, err := layers[0].Digest()
+	if err != nil {
+		return nil, err
+	}
+	docker := []dockerManifest{{Config: blobPath(cfgName.String()), RepoTags: []string{ix.Name},
+		Layers: []string{blobPath(layerDigest.String())}}}
 	if l.files["manifest.json"], err = json.Marshal(docker); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// add stores a blob and returns its descriptor.
-func (l *Layout) add(mediaType string, b []byte) Descriptor {
-	d := Descriptor{MediaType: mediaType, Digest: digestOf(b), Size: int64(len(b))}
-	l.files[blobPath(d.Digest)] = b
-	return d
+// image is one platform's image: its files as one layer on an empty base.
+func (ix Index) image(img Image, created time.Time) (v1.Image, error) {
+	raw, err := layer(img.Files, created)
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	lyr := static.NewLayer(raw, types.OCIUncompressedLayer)
+	if ix.Gzip {
+		// The library's gzip writes no name and no time: the output
+		// depends on the input alone (and the Go version's compressor).
+		lyr, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
+			tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("compress layer: %w", err)
+		}
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	base, err = mutate.ConfigFile(base, &v1.ConfigFile{Created: v1.Time{Time: created},
+		OS: img.Platform.OS, Architecture: img.Platform.Architecture, Config: img.Config,
+		RootFS: v1.RootFS{Type: "layers"}})
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Append(base, mutate.Addendum{Layer: lyr, History: v1.History{Created: v1.Time{Time: created}}})
 }
 
-func (l *Layout) addJSON(mediaType string, v any) (Descriptor, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return Descriptor{}, fmt.Errorf("marshal %s: %w", mediaType, err)
+// addImage stores an image's manifest, config and layers as blobs.
+func (l *Layout) addImage(im v1.Image) error {
+	if err := l.addRaw(im.RawManifest); err != nil {
+		return err
 	}
-	return l.add(mediaType, b), nil
+	if err := l.addRaw(im.RawConfigFile); err != nil {
+		return err
+	}
+	layers, err := im.Layers()
+	if err != nil {
+		return err
+	}
+	for _, lyr := range layers {
+		rc, err := lyr.Compressed()
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		if err := l.addRaw(func() ([]byte, error) { return b, nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Layout) addRaw(raw func() ([]byte, error)) error {
+	b, err := raw()
+	if err != nil {
+		return err
+	}
+	h, _, err := v1.SHA256(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	l.files[blobPath(h.String())] = b
+	return nil
 }
 
 // WriteDir writes the layout into dir (created if needed). Blobs already
@@ -187,6 +208,8 @@ func (l *Layout) WriteDir(dir string) error {
 
 // WriteArchive writes the layout as one tar stream, entries in path order
 // with fixed metadata, so the archive itself is reproducible too.
+// go-containerregistry writes docker archives (tarball.Write) but no OCI
+// layout as a tar, which is what carries every platform to `ctr import`.
 func (l *Layout) WriteArchive(w io.Writer) error {
 	tw := tar.NewWriter(w)
 	dirs := map[string]bool{}
@@ -232,28 +255,6 @@ func (l *Layout) WriteArchiveFile(path string) error {
 		return fmt.Errorf("write archive: %w", err)
 	}
 	return nil
-}
-
-func gzipped(b []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	// No name and a zero ModTime in the header: the output depends on the
-	// input alone (and the Go version's compressor).
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(b); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // blobPath is where a digest's blob lives in a layout.

@@ -4,10 +4,16 @@
 // same files as one tar archive) that `ctr images import`, `docker load`
 // and `crane push` accept.
 //
+// Images, configs, manifests and the index are assembled with
+// go-containerregistry (empty base, mutate, static and tarball layers); this
+// package writes what the library does not: the layer's tar from a list of
+// files, and the layout as one tar archive.
+//
 // The output is reproducible: the same inputs give byte-identical blobs and
 // so the same digests. Tar entries are sorted, owned by 0:0, stamped with
-// one fixed time, and carry no user or group names; JSON is marshalled from
-// structs (fixed field order); gzip writes no name and no time.
+// one fixed time, and carry no user or group names; the configs carry the
+// same fixed time; JSON is marshalled from structs (fixed field order);
+// gzip writes no name and no time.
 package ociimage
 
 import (
@@ -15,15 +21,8 @@ import (
 	"path"
 	"strings"
 	"time"
-)
 
-// Media types of the OCI image specification.
-const (
-	MediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
-	MediaTypeManifest = "application/vnd.oci.image.manifest.v1+json"
-	MediaTypeConfig   = "application/vnd.oci.image.config.v1+json"
-	MediaTypeLayer    = "application/vnd.oci.image.layer.v1.tar"
-	MediaTypeLayerGz  = "application/vnd.oci.image.layer.v1.tar+gzip"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // Annotations read by the importers: containerd names an imported image
@@ -68,17 +67,9 @@ type File struct {
 }
 
 // Config is the part of the image configuration a runtime uses to start a
-// container.
-type Config struct {
-	// User is "uid:gid" (numeric, so no /etc/passwd lookup is needed);
-	// empty means root.
-	User       string            `json:"User,omitempty"`
-	Env        []string          `json:"Env,omitempty"`
-	Entrypoint []string          `json:"Entrypoint,omitempty"`
-	Cmd        []string          `json:"Cmd,omitempty"`
-	WorkingDir string            `json:"WorkingDir,omitempty"`
-	Labels     map[string]string `json:"Labels,omitempty"`
-}
+// container: User ("uid:gid", numeric, so no /etc/passwd lookup is needed;
+// empty means root), Env, Entrypoint, Cmd, WorkingDir, Labels.
+type Config = v1.Config
 
 // Image is one platform's image.
 type Image struct {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 func testIndex(gz bool) Index {
@@ -82,40 +84,40 @@ func TestLayout(t *testing.T) {
 		if diff := cmp.Diff(l.Files(), keys(files)); diff != "" {
 			t.Errorf("archive entries (-layout +archive):\n%s", diff)
 		}
-		blob := func(d Descriptor) []byte {
+		blob := func(d v1.Descriptor) []byte {
 			t.Helper()
-			b, ok := files[blobPath(d.Digest)]
-			if !ok || int64(len(b)) != d.Size || digestOf(b) != d.Digest {
+			b, ok := files[blobPath(d.Digest.String())]
+			if !ok || int64(len(b)) != d.Size || digestOf(b) != d.Digest.String() {
 				t.Fatalf("blob %s: missing or wrong size or digest", d.Digest)
 			}
 			return b
 		}
-		var top IndexJSON
+		var top v1.IndexManifest
 		mustJSON(t, files["index.json"], &top)
-		if len(top.Manifests) != 1 || top.Manifests[0].MediaType != MediaTypeIndex {
+		if len(top.Manifests) != 1 || top.Manifests[0].MediaType != types.OCIImageIndex {
 			t.Fatalf("index.json = %+v, want one image index", top)
 		}
 		if got := top.Manifests[0].Annotations; got[AnnotationContainerName] != "example.com/tool:v1.2.3" || got[AnnotationRefName] != "v1.2.3" {
 			t.Errorf("annotations = %v", got)
 		}
-		if top.Manifests[0].Digest != l.Digest() {
+		if top.Manifests[0].Digest.String() != l.Digest() {
 			t.Errorf("Digest() = %s, index.json points at %s", l.Digest(), top.Manifests[0].Digest)
 		}
-		var multi IndexJSON
+		var multi v1.IndexManifest
 		mustJSON(t, blob(top.Manifests[0]), &multi)
 		var plats []string
 		for _, md := range multi.Manifests {
 			plats = append(plats, md.Platform.String())
-			var m Manifest
+			var m v1.Manifest
 			mustJSON(t, blob(md), &m)
-			var cfg ImageConfig
+			var cfg v1.ConfigFile
 			mustJSON(t, blob(m.Config), &cfg)
-			if cfg.Architecture != md.Platform.Architecture || cfg.Config.User != "65532:65532" || cfg.Created != "1970-01-01T00:00:00Z" {
+			if cfg.Architecture != md.Platform.Architecture || cfg.Config.User != "65532:65532" || !cfg.Created.Time.Equal(time.Unix(0, 0)) {
 				t.Errorf("config %+v", cfg)
 			}
 			layer := blob(m.Layers[0])
 			if gz {
-				if m.Layers[0].MediaType != MediaTypeLayerGz {
+				if m.Layers[0].MediaType != types.OCILayer {
 					t.Errorf("layer media type %s", m.Layers[0].MediaType)
 				}
 				zr, err := gzip.NewReader(bytes.NewReader(layer))
@@ -126,7 +128,7 @@ func TestLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if digestOf(layer) != cfg.RootFS.DiffIDs[0] {
+			if digestOf(layer) != cfg.RootFS.DiffIDs[0].String() {
 				t.Errorf("diff_id %s does not match the layer", cfg.RootFS.DiffIDs[0])
 			}
 			checkLayer(t, layer, md.Platform.Architecture)
@@ -190,9 +192,9 @@ func TestSinglePlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var top IndexJSON
+	var top v1.IndexManifest
 	mustJSON(t, l.File("index.json"), &top)
-	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != MediaTypeManifest || top.Manifests[0].Platform == nil {
+	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != types.OCIManifestSchema1 || top.Manifests[0].Platform == nil {
 		t.Errorf("index.json = %s, want the manifest itself", l.File("index.json"))
 	}
 }
@@ -264,4 +266,12 @@ func mustJSON(t *testing.T, b []byte, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
+}
+
+func digestOf(b []byte) string {
+	h, _, err := v1.SHA256(bytes.NewReader(b))
+	if err != nil {
+		panic(err)
+	}
+	return h.String()
 }
