@@ -169,6 +169,7 @@ func (a *Agent) Listen() error {
 			ClusterDomain: cfg.ClusterDomain,
 			AgentVersion:  cfg.Version,
 			InstanceID:    cfg.InstanceID,
+			Features:      ingest.Features,
 			Apply: func(v *discovery.Version) error {
 				src := ingest.SourceControlPlane
 				if a.restoring.Load() {

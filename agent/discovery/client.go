@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/meshdns/meshdns/internal/certfile"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // Config configures a Client. Zero fields take the default named beside them.
@@ -37,6 +39,10 @@ type Config struct {
 	AgentVersion string
 	// InstanceID tags this agent's stream on both sides; a new UUID.
 	InstanceID string
+	// Features are those the agent implements, advertised in its
+	// identity: a version whose settings require another one is NACKed
+	// (and the previous one kept).
+	Features []string
 
 	// Apply applies a table version: the full table received, or the
 	// table a delta makes of the one applied before (built by the client,
@@ -128,10 +134,13 @@ type Client struct {
 	// base (the next delta is then NACKed and the server sends a full
 	// table). Decoded, a 100,000-name table took ~40 MB beside the agent's
 	// lookup table; marshalled it takes a tenth, on disk nothing.
-	wire    []byte
-	onDisk  bool
-	addr    string // control plane of the open stream, or ""
-	synced1 bool
+	wire   []byte
+	onDisk bool
+	// settings are those of the version applied (nil: none), kept apart
+	// from its table: a delta without settings keeps them.
+	settings *namewire.AgentSettings
+	addr     string // control plane of the open stream, or ""
+	synced1  bool
 }
 
 // New checks cfg and returns a Client; it does no I/O.
@@ -239,24 +248,47 @@ func (c *Client) Restore() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	if err := c.apply(version, fileRaw(path)); err != nil {
+	settings, err := fileSettings(path)
+	if err == nil {
+		err = c.supported(settings)
+	}
+	if err == nil {
+		err = c.apply(version, fileRaw(path), settings)
+	}
+	if err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
 	}
-	c.setCurrent(version, nil, true)
+	c.setCurrent(version, nil, true, settings)
 	c.log.Info("restored name table", "version", version)
 	return true, nil
 }
 
 // apply hands the table version to Apply.
-func (c *Client) apply(version string, t rawTable) error {
-	return c.cfg.Apply(&Version{id: version, walk: t})
+func (c *Client) apply(version string, t rawTable, settings *namewire.AgentSettings) error {
+	return c.cfg.Apply(&Version{id: version, walk: t, settings: settings})
+}
+
+// supported fails settings that require a feature the agent does not
+// implement: such a version must be NACKed, not applied in part.
+func (c *Client) supported(s *namewire.AgentSettings) error {
+	if u := s.Unsupported(c.cfg.Features); len(u) > 0 {
+		return fmt.Errorf("settings require features this agent does not implement: %s", strings.Join(u, ", "))
+	}
+	return nil
+}
+
+// currentSettings returns the settings of the version applied.
+func (c *Client) currentSettings() *namewire.AgentSettings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
 }
 
 // setCurrent records the table applied at version: in wire, or in the
-// state file when onDisk.
-func (c *Client) setCurrent(version string, wire []byte, onDisk bool) {
+// state file when onDisk, and its settings.
+func (c *Client) setCurrent(version string, wire []byte, onDisk bool, settings *namewire.AgentSettings) {
 	c.mu.Lock()
-	c.version, c.wire, c.onDisk = version, wire, onDisk
+	c.version, c.wire, c.onDisk, c.settings = version, wire, onDisk, settings
 	c.mu.Unlock()
 }
 

@@ -41,6 +41,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 			ClusterDomain: c.cfg.ClusterDomain,
 			InstanceID:    c.cfg.InstanceID,
 			AgentVersion:  c.cfg.AgentVersion,
+			Features:      c.cfg.Features,
 		},
 		VersionInfo: version,
 	}
@@ -150,7 +151,15 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		if p := resp.pending; p != nil {
 			// Streamed to the state dir as it was received.
 			resp.pending = nil
-			err = c.applyPending(resp.version, p)
+			var s *namewire.AgentSettings
+			if s, err = p.settings(); err == nil {
+				err = c.supported(s)
+			}
+			if err != nil {
+				p.abort()
+				break
+			}
+			err = c.applyPending(resp.version, p, s)
 			break
 		}
 		full := resp.full
@@ -158,7 +167,14 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		if full == nil {
 			full = []byte{}
 		}
-		err = c.applyFull(resp.version, full)
+		var s *namewire.AgentSettings
+		if s, err = namewire.TableSettings(full); err == nil {
+			err = c.supported(s)
+		}
+		if err != nil {
+			break
+		}
+		err = c.applyFull(resp.version, full, s)
 	case resp.delta != nil:
 		if resp.delta.BaseVersion != cur || base == nil {
 			// The server thinks we hold another version (or a rejected
@@ -172,10 +188,13 @@ func (c *Client) handle(resp *response) *namewire.Request {
 			break
 		}
 		var p *deltaPlan
-		if p, err = newDeltaPlan(resp.delta); err != nil {
+		if p, err = newDeltaPlan(resp.delta, c.currentSettings()); err != nil {
 			break
 		}
-		if p.empty() && resp.version == cur {
+		if err = c.supported(p.settings); err != nil {
+			break
+		}
+		if p.empty() && resp.delta.Settings == nil && resp.version == cur {
 			// A resumed stream at the version we serve (a restart from
 			// the state dir): nothing to build.
 			return c.ackUnchanged(resp, kind)
@@ -214,14 +233,14 @@ func (c *Client) ackUnchanged(resp *response, kind string) *namewire.Request {
 // restart restores) when the table was applied. Without one, or when the
 // file cannot be written, the old in-memory base is dropped before the
 // build: the two wire forms are never held together.
-func (c *Client) applyFull(version string, full []byte) error {
+func (c *Client) applyFull(version string, full []byte, settings *namewire.AgentSettings) error {
 	if c.cfg.StateDir != "" {
 		// Written zones first (an empty delta's plan reorders it), so
 		// the build from the file, and a restart's, is one pass.
-		p, err := writePending(c.cfg.StateDir, version, memRaw(full), &deltaPlan{keepZones: true})
+		p, err := writePending(c.cfg.StateDir, version, memRaw(full), &deltaPlan{keepZones: true, settings: settings})
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
-			return c.applyPending(version, p)
+			return c.applyPending(version, p, settings)
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // a malformed table
@@ -229,10 +248,10 @@ func (c *Client) applyFull(version string, full []byte) error {
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(full)); err != nil {
+	if err := c.apply(version, memRaw(full), settings); err != nil {
 		return err
 	}
-	c.setCurrent(version, full, false)
+	c.setCurrent(version, full, false, settings)
 	return nil
 }
 
@@ -245,7 +264,7 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 	if c.cfg.StateDir != "" {
 		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
-			return c.applyPending(version, p)
+			return c.applyPending(version, p, d.settings)
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // the base, not the disk
@@ -264,10 +283,10 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(next)); err != nil {
+	if err := c.apply(version, memRaw(next), d.settings); err != nil {
 		return err
 	}
-	c.setCurrent(version, next, false)
+	c.setCurrent(version, next, false, d.settings)
 	return nil
 }
 
@@ -295,9 +314,9 @@ func writePending(dir, version string, base rawTable, d *deltaPlan) (*pendingSta
 
 // applyPending applies the table of a pending state file and makes the
 // file the state when the table was applied.
-func (c *Client) applyPending(version string, p *pendingState) error {
+func (c *Client) applyPending(version string, p *pendingState, settings *namewire.AgentSettings) error {
 	c.dropBase() // when the base was in memory (a state write failed before)
-	if err := c.apply(version, p.table()); err != nil {
+	if err := c.apply(version, p.table(), settings); err != nil {
 		p.abort()
 		return err
 	}
@@ -305,14 +324,14 @@ func (c *Client) applyPending(version string, p *pendingState) error {
 		// Applied, but the file is not the state: no base for deltas
 		// (the next one is NACKed and the server sends a full table).
 		c.stateFailed(err)
-		c.setCurrent(version, nil, false)
+		c.setCurrent(version, nil, false, settings)
 		return nil
 	}
 	c.metrics.stateWrites.WithLabelValues("ok").Inc()
 	if c.stateFailing.Swap(false) {
 		c.log.Info("persisted name table again", "dir", c.cfg.StateDir, "version", version)
 	}
-	c.setCurrent(version, nil, true)
+	c.setCurrent(version, nil, true, settings)
 	return nil
 }
 

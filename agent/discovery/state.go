@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/internal/atomicfile"
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // stateFile is the persisted table inside StateDir: a
@@ -95,6 +96,11 @@ func (p *pendingState) table() rawTable {
 		}
 		return fileRaw(path)(name, zone)
 	}
+}
+
+// settings reads the settings of the pending file's table.
+func (p *pendingState) settings() (*namewire.AgentSettings, error) {
+	return fileSettings(p.p.Name())
 }
 
 // commit puts the pending file in place of the state file (a rename within

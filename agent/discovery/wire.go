@@ -28,7 +28,11 @@ const (
 // wire form: base's entries that d neither removes nor replaces are copied
 // as they are; only the upserted names are marshalled.
 func applyDeltaWire(base []byte, d *namewire.Delta) ([]byte, error) {
-	p, err := newDeltaPlan(d)
+	s, err := namewire.TableSettings(base)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newDeltaPlan(d, s)
 	if err != nil {
 		return nil, err
 	}
@@ -52,13 +56,20 @@ type deltaPlan struct {
 	zones []string // the delta's zones, when keepZones is false
 	// keepZones: the delta leaves the zones as the base has them.
 	keepZones bool
-	grow      int // bytes the upserts add, about
+	// settings are the new table's: the delta's, or those of the version
+	// it applies to when it carries none (the base walk skips them).
+	settings *namewire.AgentSettings
+	grow     int // bytes the upserts add, about
 }
 
-func newDeltaPlan(d *namewire.Delta) (*deltaPlan, error) {
+// newDeltaPlan plans d applied to a base whose settings are base.
+func newDeltaPlan(d *namewire.Delta, base *namewire.AgentSettings) (*deltaPlan, error) {
 	// The upserts stay the delta's own bytes: nothing is decoded and
 	// marshalled again.
-	p := &deltaPlan{drop: make(map[string]struct{}, len(d.Removed)+len(d.Upserted)), ups: d.Upserted}
+	p := &deltaPlan{drop: make(map[string]struct{}, len(d.Removed)+len(d.Upserted)), ups: d.Upserted, settings: base}
+	if d.Settings != nil {
+		p.settings = d.Settings // present: replaces them whole
+	}
 	for _, k := range d.Removed {
 		p.drop[k] = struct{}{}
 	}
@@ -74,11 +85,11 @@ func newDeltaPlan(d *namewire.Delta) (*deltaPlan, error) {
 	return p, nil
 }
 
-// empty reports whether the delta changes nothing.
+// empty reports whether the delta changes no name or zone.
 func (p *deltaPlan) empty() bool { return len(p.drop) == 0 && p.keepZones }
 
 // write emits the new table, piece by piece (each piece's bytes are valid
-// only during the call): the zones first (those of the delta, or base's,
+// only during the call): the settings first, then the zones (those of the delta, or base's,
 // found by a skim of base), then base's kept entries and the upserts. With
 // the zones first, a table read back from the state dir is built in one
 // pass (the builder needs the zones before the first name).
@@ -90,7 +101,12 @@ func (p *deltaPlan) write(base rawTable, emit func([]byte) error) error {
 			return err
 		}
 	}
-	var scratch []byte
+	scratch := namewire.AppendTableSettings(nil, p.settings)
+	if len(scratch) > 0 {
+		if err := emit(scratch); err != nil {
+			return err
+		}
+	}
 	for _, z := range zones {
 		scratch = namewire.AppendZone(scratch[:0], z)
 		if err := emit(scratch); err != nil {

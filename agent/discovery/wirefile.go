@@ -21,9 +21,15 @@ type rawTable func(name func(host, info []byte) error, zone func(z string) error
 
 // Version is a table version the client hands to Config.Apply.
 type Version struct {
-	id   string
-	walk rawTable
+	id       string
+	walk     rawTable
+	settings *namewire.AgentSettings
 }
+
+// Settings returns the agent settings of the version (the full table's, or
+// those a delta carried or kept), or nil when it has none. The caller must
+// not modify them.
+func (v *Version) Settings() *namewire.AgentSettings { return v.settings }
 
 // ID is the control plane's version_info of the table.
 func (v *Version) ID() string { return v.id }
@@ -74,6 +80,60 @@ func fileRaw(path string) rawTable {
 			// A repeated table would be merged by proto; the client never
 			// writes one twice, so the first is the table.
 			return (&pbReader{r: r.r, left: int64(n)}).eachName(name, zone)
+		}
+	}
+}
+
+// fileSettings reads the settings of the table inside the state file at
+// path (fields 3 of its NameTable, merged as proto merges them), skipping
+// the names: nil when it has none.
+func fileSettings(path string) (*namewire.AgentSettings, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
+	for {
+		num, typ, err := r.tag()
+		if errors.Is(err, io.EOF) {
+			return nil, errNoTable
+		}
+		if err != nil {
+			return nil, err
+		}
+		if num != fieldResponseFull || typ != protowire.BytesType {
+			if err := r.skip(typ); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n, err := r.varint()
+		if err != nil {
+			return nil, err
+		}
+		t := &pbReader{r: r.r, left: int64(n)}
+		var fields []byte // the settings fields, as a NameTable of them alone
+		for {
+			num, typ, err := t.tag()
+			if errors.Is(err, io.EOF) {
+				return namewire.TableSettings(fields)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("name table: %w", err)
+			}
+			if num != namewire.FieldNameTableSettings || typ != protowire.BytesType {
+				if err := t.skip(typ); err != nil {
+					return nil, fmt.Errorf("name table field %d: %w", num, err)
+				}
+				continue
+			}
+			b, err := t.bytes()
+			if err != nil {
+				return nil, fmt.Errorf("name table settings: %w", err)
+			}
+			fields = protowire.AppendTag(fields, num, typ)
+			fields = protowire.AppendBytes(fields, b)
 		}
 	}
 }

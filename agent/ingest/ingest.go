@@ -81,9 +81,18 @@ type Served struct {
 	v Version
 }
 
+// Settings returns the agent settings of the version served, or nil when
+// it has none (features that consume them read them here).
+func (s *Served) Settings() *namewire.AgentSettings {
+	if s.v == nil {
+		return nil
+	}
+	return settingsOf(s.v)
+}
+
 // Dump decodes the version served whole, for /debug/nametable.
 func (s *Served) Dump() (*namewire.NameTable, error) {
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: s.Settings()}
 	if s.v == nil {
 		return nt, nil
 	}
@@ -156,6 +165,10 @@ func (in *Ingest) Apply(source string, v Version) error {
 	id := "none"
 	if v != nil {
 		id = v.ID()
+		if err := supported(settingsOf(v)); err != nil {
+			in.m.rejections.WithLabelValues(source).Inc()
+			return fmt.Errorf("table %s from %s: %w", id, source, err)
+		}
 	}
 	defer buildMemory(prev != nil)()
 	start := in.cfg.Now()
