@@ -2,10 +2,12 @@ package agent
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
@@ -142,5 +144,39 @@ func TestControlPlaneResumeAfterRestart(t *testing.T) {
 	eventually(t, "ready", b.Ready)
 	if diff := cmp.Diff([]string{"c.demo.svc.cluster.local. A 10.1.0.3"}, answerData(exchange(t, "tcp", b.dns, "c.demo.svc.cluster.local", dns.TypeA))); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+// A version whose settings require a feature the agent does not implement
+// is NACKed (InvalidArgument, naming it) and the last good table, with its
+// settings, keeps answering.
+func TestControlPlaneSettingsRequireUnknownFeature(t *testing.T) {
+	up := startUpstream(t)
+	cp := discoverytest.Start(t, "127.0.0.1:0", nil)
+	a := startAgent(t, Config{ControlPlanes: []string{cp.Addr}, StateDir: t.TempDir(), Upstreams: []string{up.addr}, PodName: "web-0"})
+	query := func(name string) *dns.Msg { return exchange(t, "udp", a.dns, name, dns.TypeA) }
+	if f := cp.Recv(t).GetIdentity().GetFeatures(); !cmp.Equal(f, ingest.Features, cmpopts.EquateEmpty()) {
+		t.Errorf("identity features = %q, want %q", f, ingest.Features)
+	}
+
+	v1 := cpTable(map[string]string{"a.demo.svc.cluster.local": "10.1.0.1"})
+	v1.Settings = &meshdnsv1.AgentSettings{PodZone: "zone-a"}
+	cp.Send(discoverytest.Full("v1", "n1", v1))
+	if ack := cp.Recv(t); ack.GetVersionInfo() != "v1" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", ack)
+	}
+	v2 := cpTable(map[string]string{"a.demo.svc.cluster.local": "10.1.0.2"})
+	v2.Settings = &meshdnsv1.AgentSettings{Requires: []string{"policy"}}
+	cp.Send(discoverytest.Full("v2", "n2", v2))
+	nack := cp.Recv(t)
+	if e := nack.GetErrorDetail(); nack.GetVersionInfo() != "v1" || e.GetCode() != 3 || !strings.Contains(e.GetMessage(), `policy`) {
+		t.Fatalf("nack = %v, want InvalidArgument naming policy, keeping v1", nack)
+	}
+	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {
+		t.Errorf("after the NACK (-want +got)\n%s", diff)
+	}
+	cur := a.tables.Current()
+	if cur.Version != "v1" || cur.Settings() == nil || cur.Settings().PodZone != "zone-a" {
+		t.Errorf("served %s with settings %v, want v1 with pod zone zone-a", cur.Version, cur.Settings())
 	}
 }
