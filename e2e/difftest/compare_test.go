@@ -88,23 +88,6 @@ var classes = []class{
 		return d.q.svc != nil && d.q.svc.kind >= externalInCluster && only(d.what, "aa") && d.cd.aa && !d.md.aa &&
 			leavesCluster(d.md.answer)
 	}},
-	{name: "cname-question-chain", match: func(d difference) bool {
-		if d.q.qtype != dns.TypeCNAME || d.cd.rcode != d.md.rcode || d.cd.tc != d.md.tc ||
-			(d.cd.aa != d.md.aa && !leavesCluster(d.md.answer)) {
-			return false
-		}
-		for k := range d.cd.answer {
-			if !hasKey(d.md.answer, k) {
-				return false
-			}
-		}
-		for k := range d.md.answer {
-			if f := strings.Fields(k); !hasKey(d.cd.answer, k) && (len(f) < 2 || f[1] != "cname") {
-				return false
-			}
-		}
-		return true
-	}},
 	{name: "externalname-to-nameless-target", match: func(d difference) bool {
 		if d.q.svc == nil || d.q.svc.kind != externalInCluster || d.cd.rcode != dns.RcodeSuccess || d.md.rcode != dns.RcodeNameError {
 			return false

@@ -78,6 +78,22 @@ func TestKubernetesFidelity(t *testing.T) {
 				Chain: rrs(t, "hop2.demo.svc.cluster.local. 12 IN CNAME www.example.org."), Chase: "www.example.org."},
 		},
 		{
+			name: "CNAME question on an ExternalName chain: the one CNAME, nothing followed", qname: "hop.demo.svc.cluster.local.", qtype: dns.TypeCNAME,
+			want: view{Action: Answer, Answer: rrs(t, "hop.demo.svc.cluster.local. 12 IN CNAME alias.demo.svc.cluster.local.")},
+		},
+		{
+			name: "CNAME question on a chain that leaves the table: the one CNAME, no chase", qname: "out.demo.svc.cluster.local.", qtype: dns.TypeCNAME,
+			want: view{Action: Answer, Answer: rrs(t, "out.demo.svc.cluster.local. 12 IN CNAME hop2.demo.svc.cluster.local.")},
+		},
+		{
+			name: "CNAME question on an ExternalName loop: the one CNAME, no SERVFAIL", qname: "loop1.demo.svc.cluster.local.", qtype: dns.TypeCNAME,
+			want: view{Action: Answer, Answer: rrs(t, "loop1.demo.svc.cluster.local. 12 IN CNAME loop2.demo.svc.cluster.local.")},
+		},
+		{
+			name: "CNAME question through search expansion: the alias and the one CNAME", qname: "hop.demo.demo.svc.cluster.local.", qtype: dns.TypeCNAME,
+			want: view{Action: Answer, Alias: "hop.demo.svc.cluster.local.", Answer: rrs(t, "hop.demo.svc.cluster.local. 12 IN CNAME alias.demo.svc.cluster.local.")},
+		},
+		{
 			name: "an ExternalName loop is SERVFAIL", qname: "loop1.demo.svc.cluster.local.", qtype: dns.TypeA,
 			want: view{Action: Answer, Rcode: dns.RcodeServerFailure, Answer: rrs(t, "loop1.demo.svc.cluster.local. 12 IN CNAME loop2.demo.svc.cluster.local.")},
 		},

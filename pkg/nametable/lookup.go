@@ -240,7 +240,11 @@ func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 	r := Result{Action: Answer, Rcode: dns.RcodeSuccess, Alias: alias}
 	if n != nil && n.is(flagChase) {
 		r.Answer = t.all(n)
-		t.follow(&r, t.cname(n).Target, qtype)
+		// A question for the CNAME type itself is answered by the CNAME
+		// alone, with nothing chased (RFC 1034 section 3.6.2).
+		if qtype != dns.TypeCNAME {
+			t.follow(&r, t.cname(n).Target, qtype)
+		}
 		return r
 	}
 	switch {

@@ -86,6 +86,11 @@ func TestLookup(t *testing.T) {
 			want: view{Action: Answer, Answer: rrs(t, "ext.demo.svc.cluster.local. 30 IN CNAME example.com."), Chase: "example.com."},
 		},
 
+		{
+			name: "spec: CNAME question on an ExternalName is its CNAME, not chased", qname: "ext.demo.svc.cluster.local.", qtype: dns.TypeCNAME,
+			want: answer("ext.demo.svc.cluster.local. 30 IN CNAME example.com."),
+		},
+
 		// Case and spelling.
 		{
 			name: "matching ignores case", qname: "KuBeRnEtEs.Default.SVC.Cluster.Local.", qtype: dns.TypeA,
