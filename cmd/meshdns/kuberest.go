@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,49 +12,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshdns/meshdns/internal/kuberest"
 )
 
 // kubeREST reads the few API groups that drain and analyze need through
-// REST clients on a scheme of their types only: not client-go's
-// clientset, which would register every API group in every process of the
-// one binary (internal/archtest keeps it out).
+// REST clients on a scheme of their types only (internal/kuberest).
 type kubeREST struct {
 	core, apps, discovery, admission *rest.RESTClient
 	params                           runtime.ParameterCodec
 }
 
 func newKubeREST(cfg *rest.Config) (*kubeREST, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme, admissionregistrationv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("kube client scheme: %w", err)
+	c, err := kuberest.New(cfg, corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme, admissionregistrationv1.AddToScheme)
+	if err != nil {
+		return nil, err
+	}
+	k := &kubeREST{params: c.Params}
+	for _, g := range []struct {
+		client **rest.RESTClient
+		gv     schema.GroupVersion
+	}{
+		{&k.core, corev1.SchemeGroupVersion},
+		{&k.apps, appsv1.SchemeGroupVersion},
+		{&k.discovery, discoveryv1.SchemeGroupVersion},
+		{&k.admission, admissionregistrationv1.SchemeGroupVersion},
+	} {
+		if *g.client, err = c.For(g.gv); err != nil {
+			return nil, err
 		}
-	}
-	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
-	client := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
-		c := rest.CopyConfig(cfg)
-		c.APIPath, c.GroupVersion, c.NegotiatedSerializer = apiPath, &gv, codecs
-		if c.UserAgent == "" {
-			c.UserAgent = rest.DefaultKubernetesUserAgent()
-		}
-		return rest.RESTClientFor(c)
-	}
-	k := &kubeREST{params: runtime.NewParameterCodec(scheme)}
-	var err error
-	if k.core, err = client("/api", corev1.SchemeGroupVersion); err != nil {
-		return nil, err
-	}
-	if k.apps, err = client("/apis", appsv1.SchemeGroupVersion); err != nil {
-		return nil, err
-	}
-	if k.discovery, err = client("/apis", discoveryv1.SchemeGroupVersion); err != nil {
-		return nil, err
-	}
-	if k.admission, err = client("/apis", admissionregistrationv1.SchemeGroupVersion); err != nil {
-		return nil, err
 	}
 	return k, nil
 }

@@ -2,15 +2,12 @@ package selfcert
 
 import (
 	"context"
-	"fmt"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshdns/meshdns/internal/kuberest"
 )
 
 // API is the part of the Kubernetes API the manager uses.
@@ -23,35 +20,22 @@ type API interface {
 }
 
 // restAPI is API over two REST clients whose scheme knows only Secrets and
-// webhook configurations: not client-go's clientset, which registers every
-// API group in every process of the one meshdns binary.
+// webhook configurations (internal/kuberest).
 type restAPI struct {
 	core, admission *rest.RESTClient
 }
 
 // NewAPI returns the API for a REST configuration.
 func NewAPI(cfg *rest.Config) (API, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, admissionv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("selfcert client scheme: %w", err)
-		}
-	}
-	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
-	client := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
-		c := rest.CopyConfig(cfg)
-		c.APIPath, c.GroupVersion, c.NegotiatedSerializer = apiPath, &gv, codecs
-		if c.UserAgent == "" {
-			c.UserAgent = rest.DefaultKubernetesUserAgent()
-		}
-		return rest.RESTClientFor(c)
-	}
-	core, err := client("/api", corev1.SchemeGroupVersion)
+	c, err := kuberest.New(cfg, corev1.AddToScheme, admissionv1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
-	adm, err := client("/apis", admissionv1.SchemeGroupVersion)
+	core, err := c.For(corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	adm, err := c.For(admissionv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
 	}

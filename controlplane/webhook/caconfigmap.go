@@ -12,10 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshdns/meshdns/internal/kuberest"
 )
 
 // CAConfigMapName is the ConfigMap, in every namespace the webhook injects
@@ -39,21 +38,14 @@ type CAConfigMaps struct {
 }
 
 // NewCAConfigMaps returns the keeper for a REST configuration and the
-// bundle's source. Like selfcert, it uses a REST client whose scheme knows
-// only the core types it touches, not client-go's clientset.
+// bundle's source. Its REST client's scheme knows only the core types it
+// touches (internal/kuberest).
 func NewCAConfigMaps(cfg *rest.Config, bundle func() []byte, log *slog.Logger) (*CAConfigMaps, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("ca configmap client scheme: %w", err)
+	c, err := kuberest.New(cfg, corev1.AddToScheme)
+	if err != nil {
+		return nil, err
 	}
-	c := rest.CopyConfig(cfg)
-	c.APIPath, c.GroupVersion = "/api", &corev1.SchemeGroupVersion
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	core, err := rest.RESTClientFor(c)
+	core, err := c.For(corev1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
 	}
