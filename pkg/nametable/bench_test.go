@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/miekg/dns"
 )
 
@@ -92,14 +93,14 @@ func BenchmarkNew(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			var t *Table
 			b.ReportAllocs()
-			cpu0, ok := processCPUTime()
+			cpu0, ok := testenv.ProcessCPUTime()
 			for b.Loop() {
 				var err error
 				if t, err = New(entries, bigZones, pod); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if cpu1, ok2 := processCPUTime(); ok && ok2 {
+			if cpu1, ok2 := testenv.ProcessCPUTime(); ok && ok2 {
 				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N)/float64(benchServices+benchHeadless), "cpu-ns/service")
 			}
 			runtime.GC()
@@ -152,11 +153,11 @@ func BenchmarkLookup(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
-			start, ok := threadCPUTime()
+			start, ok := testenv.ThreadCPUTime()
 			for b.Loop() {
 				t.Lookup(q)
 			}
-			if end, ok2 := threadCPUTime(); ok && ok2 {
+			if end, ok2 := testenv.ThreadCPUTime(); ok && ok2 {
 				b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 			}
 		})

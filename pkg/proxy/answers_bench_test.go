@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/miekg/dns"
 )
 
@@ -114,7 +115,7 @@ func BenchmarkTableAnswers(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 				b.ReportAllocs()
-				start, ok := threadCPUTime()
+				start, ok := testenv.ThreadCPUTime()
 				i := 0
 				for b.Loop() {
 					if r := h.Serve(ctx, dst, pkts[i%n], UDP); len(r) < headerLen || r[3]&rcodeMask == dns.RcodeServerFailure {
@@ -122,7 +123,7 @@ func BenchmarkTableAnswers(b *testing.B) {
 					}
 					i++
 				}
-				if end, ok2 := threadCPUTime(); ok && ok2 {
+				if end, ok2 := testenv.ThreadCPUTime(); ok && ok2 {
 					b.ReportMetric(float64((end-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 				}
 			})

@@ -1,4 +1,4 @@
-package nametable
+package testenv
 
 import (
 	"syscall"
@@ -9,10 +9,10 @@ import (
 // clockThreadCPUTime is CLOCK_THREAD_CPUTIME_ID (linux/time.h).
 const clockThreadCPUTime = 3
 
-// threadCPUTime is the CPU time the calling OS thread has used. Benchmarks
+// ThreadCPUTime is the CPU time the calling OS thread has used. Benchmarks
 // report it beside wall time because the machines they run on are shared:
 // time spent waiting for a CPU is not the code's cost.
-func threadCPUTime() (time.Duration, bool) {
+func ThreadCPUTime() (time.Duration, bool) {
 	var ts syscall.Timespec
 	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
 		return 0, false
@@ -20,9 +20,9 @@ func threadCPUTime() (time.Duration, bool) {
 	return time.Duration(ts.Nano()), true
 }
 
-// processCPUTime is the user+system CPU time of the whole process,
+// ProcessCPUTime is the user+system CPU time of the whole process,
 // garbage collector included.
-func processCPUTime() (time.Duration, bool) {
+func ProcessCPUTime() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
