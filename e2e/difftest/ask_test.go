@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshdns/meshdns/e2e/internal/kubestack"
 	"github.com/miekg/dns"
 )
 
@@ -100,7 +101,7 @@ func resolve(addr string, q question, podNS string) (reply, error) {
 	}
 	var last reply
 	nodata := false
-	for _, suffix := range append(searchList(podNS), "") {
+	for _, suffix := range append(kubestack.SearchList(podNS), "") {
 		name := q.name + "." + suffix
 		if suffix == "" {
 			name = q.name + "."

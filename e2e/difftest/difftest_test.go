@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/e2e/internal/kubestack"
 	"github.com/miekg/dns"
 )
 
@@ -46,7 +47,7 @@ func TestDifferential(t *testing.T) {
 	podNS := w.namespaces[0]
 	upstream := startUpstream(t)
 	cd := startCoreDNS(t, c, upstream)
-	md := startMeshDNS(t, c, podNS, upstream)
+	md := kubestack.Start(t, c, podNS, upstream, tableTTL).DNS
 
 	// Both servers have the whole cluster once they answer the endpoint
 	// name written last. No deadline but the test's: a loaded machine may

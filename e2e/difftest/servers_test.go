@@ -1,10 +1,7 @@
 package difftest
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,12 +10,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshdns/meshdns/agent"
-	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/controlplane/kubesource"
-	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -145,72 +137,4 @@ func startCoreDNS(t testing.TB, c *kubetest.Cluster, upstream string) string {
 		p.Stop(5 * time.Second)
 	})
 	return addr
-}
-
-// startMeshDNS runs the control plane (Kubernetes source) and one agent for
-// a pod in podNS, in-process, and returns the agent's DNS address (UDP and
-// TCP).
-func startMeshDNS(t testing.TB, c *kubetest.Cluster, podNS, upstream string) string {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	reg := prometheus.NewRegistry()
-	client, err := kubesource.NewClientForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.New(controlplane.Config{
-		GRPCListener: gl, AdminListener: al, Sources: []registry.Source{src},
-		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch "+strings.Join(searchList(podNS), " ")+"\noptions ndots:5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(agent.Config{
-		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{upstream},
-		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		TTL: tableTTL, CacheSize: -1, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cpDone, agentDone := make(chan error, 1), make(chan error, 1)
-	go func() { cpDone <- cp.Run(ctx) }()
-	go func() { agentDone <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for name, ch := range map[string]chan error{"agent": agentDone, "control plane": cpDone} {
-			if err := <-ch; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
-	})
-	return a.DNSAddr().String()
-}
-
-// searchList is the pod's resolv.conf search list, as the kubelet writes it.
-func searchList(podNS string) []string {
-	return []string{podNS + ".svc.cluster.local", "svc.cluster.local", "cluster.local"}
 }

@@ -3,11 +3,8 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -22,10 +19,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshdns/meshdns/agent"
-	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
-	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/e2e/internal/kubestack"
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
@@ -85,62 +80,8 @@ type stack struct {
 
 func startStack(t *testing.T, c *kubetest.Cluster, podNS, upstream string) *stack {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	reg := prometheus.NewRegistry()
-	client, err := kubesource.NewClientForConfig(c.Config) // the production client, as cmd/meshdns builds it
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.New(controlplane.Config{
-		GRPCListener: gl, AdminListener: al, Sources: []registry.Source{src},
-		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch "+podNS+".svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(agent.Config{
-		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{upstream},
-		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		CacheSize: -1, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cpDone, agentDone := make(chan error, 1), make(chan error, 1)
-	go func() { cpDone <- cp.Run(ctx) }()
-	go func() { agentDone <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		for name, ch := range map[string]chan error{"agent": agentDone, "control plane": cpDone} {
-			if err := <-ch; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
-	})
-	return &stack{dns: a.DNSAddr().String(), reg: reg}
+	st := kubestack.Start(t, c, podNS, upstream, 0)
+	return &stack{dns: st.DNS, reg: st.Registry}
 }
 
 // ask sends one question over UDP and returns the reply.
