@@ -2,12 +2,7 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -78,34 +72,7 @@ func testCARotation(t, parent *testing.T, e *env) {
 	if err := cs.CoreV1().Secrets(secretNS).Delete(ctx, secretName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the old control plane gone", 30*time.Second, func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-		return os.IsNotExist(err)
-	})
-	cp, err := kubetest.StartProcess("controlplane-rotated", e.meshdns, filepath.Join(e.dir, "controlplane-rotated.log"), args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent.Cleanup(func() {
-		if parent.Failed() {
-			parent.Logf("rotated control plane log:\n%s", cp.Tail(6000))
-		}
-		cp.Stop(5 * time.Second)
-	})
-	testenv.Eventually(t, "the restarted control plane ready", time.Minute, func() bool {
-		if cp.Exited() {
-			t.Fatalf("restarted control plane exited:\n%s", cp.Tail(4000))
-		}
-		r, err := http.Get("http://" + adminAddr + "/healthz/ready")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == http.StatusOK
-	})
+	replaceControlPlane(t, parent, e, pid, "controlplane-rotated", e.meshdns, args)
 	testenv.Eventually(t, "the namespace's CA ConfigMap rewritten with the new CA", time.Minute, func() bool {
 		return caConfigMap(t, ctx, e, ns) != caBefore
 	})

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,13 +123,22 @@ func setup(t *testing.T) *env {
 // ends and waits for it to be ready on its admin address.
 func startControlPlane(t *testing.T, name, meshdns, dir, adminAddr string, args ...string) {
 	t.Helper()
-	cp, err := kubetest.StartProcess(name, meshdns, filepath.Join(dir, name+".log"), append([]string{"controlplane"}, args...))
+	runControlPlane(t, t, name, meshdns, filepath.Join(dir, name+".log"), adminAddr, append([]string{"controlplane"}, args...))
+}
+
+// runControlPlane starts bin with args (the subcommand first) and waits,
+// in t, until it is ready on adminAddr; owner's cleanup stops it and, when
+// owner failed, logs the end of its output. The owner is the test whose
+// later parts the control plane serves.
+func runControlPlane(t, owner *testing.T, name, bin, logPath, adminAddr string, args []string) {
+	t.Helper()
+	cp, err := kubetest.StartProcess(name, bin, logPath, args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", name, cp.Tail(6000))
+	owner.Cleanup(func() {
+		if owner.Failed() {
+			owner.Logf("%s log:\n%s", name, cp.Tail(6000))
 		}
 		cp.Stop(5 * time.Second)
 	})
@@ -142,6 +153,21 @@ func startControlPlane(t *testing.T, name, meshdns, dir, adminAddr string, args 
 		r.Body.Close()
 		return r.StatusCode == http.StatusOK
 	})
+}
+
+// replaceControlPlane stops the control plane pid as the kubelet does
+// (SIGTERM), waits until it is gone, then runs bin with the same args in
+// its place (runControlPlane).
+func replaceControlPlane(t, owner *testing.T, e *env, pid int, name, bin string, args []string) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the old control plane gone", 30*time.Second, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(err)
+	})
+	runControlPlane(t, owner, name, bin, filepath.Join(e.dir, name+".log"), flagValue(args, "--admin-addr"), args)
 }
 
 // TestNode runs meshdns on one real node, one part after the other (a node

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +21,6 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/archtest"
-	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -94,34 +91,7 @@ func testUpgrade(t, parent *testing.T, e *env) {
 	if err := os.WriteFile(e.template, []byte(tmpl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the old control plane gone", 30*time.Second, func() bool {
-		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-		return os.IsNotExist(err)
-	})
-	cp, err := kubetest.StartProcess("controlplane-next", next, filepath.Join(e.dir, "controlplane-next.log"), args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent.Cleanup(func() {
-		if parent.Failed() {
-			parent.Logf("new control plane log:\n%s", cp.Tail(6000))
-		}
-		cp.Stop(5 * time.Second)
-	})
-	testenv.Eventually(t, "the new control plane ready", time.Minute, func() bool {
-		if cp.Exited() {
-			t.Fatalf("new control plane exited:\n%s", cp.Tail(4000))
-		}
-		r, err := http.Get("http://" + adminAddr + "/healthz/ready")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == http.StatusOK
-	})
+	replaceControlPlane(t, parent, e, pid, "controlplane-next", next, args)
 	if m := buildInfoLine(t, adminAddr); !strings.Contains(m, `version="`+nextVersion+`"`) {
 		t.Errorf("the control plane serving is not the new release: %s", m)
 	}
