@@ -211,6 +211,9 @@ func FuzzConvert(f *testing.F) {
 		var pt meshdnsv1.NameTable
 		perr := proto.Unmarshal(data, &pt)
 		nt, err := namewire.UnmarshalNameTable(data)
+		if perr == nil && errors.Is(err, namewire.ErrUnknownSetting) {
+			return // settings are strict by design, where proto keeps unknown fields
+		}
 		if (perr == nil) != (err == nil) {
 			t.Fatalf("proto.Unmarshal error %v, namewire error %v", perr, err)
 		}

@@ -247,7 +247,7 @@ func (st *jstream) fill() error {
 func (st *jstream) end() error {
 	for {
 		s := &jscan{b: st.b[st.i:]}
-		if s.peek() != 0 {
+		if s.ws(); s.i < len(s.b) { // not peek: a NUL byte is data too
 			return s.errorf("data after the table object")
 		}
 		if st.eof {
