@@ -20,7 +20,7 @@ import (
 
 func init() {
 	commands["analyze"] = command{
-		summary: "check a live cluster for what breaks meshdns: webhook CA, Pod Security, Istio clashes, old agents, CNI nodes",
+		summary: "check a live cluster for what breaks meshdns: webhook CA, Pod Security, Istio clashes, old agents, CNI nodes, refused DNSPolicy",
 		usage: `usage: meshdns analyze [--kubeconfig FILE] [--system-namespace meshdns-system] [--output table|json]
 
 Reads the cluster through the API server, as kubectl does, and reports each problem with a code, a message
@@ -142,5 +142,8 @@ func readCluster(ctx context.Context, k *kubeREST, system string) (*cluster, err
 		return nil, fmt.Errorf("list CNI pods: %w", err)
 	}
 	c.cniPods = cni.Items
+	if c.policies, err = readPolicies(ctx, k); err != nil {
+		return nil, err
+	}
 	return c, nil
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/cni"
@@ -108,6 +109,7 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 	cniPod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	_, err = c.Client.CoreV1().Pods("meshdns-system").UpdateStatus(ctx, cniPod, metav1.UpdateOptions{})
 	create("cni pod status", err)
+	refused := brokenPolicies(ctx, t, c, "mesh")
 
 	var stdout bytes.Buffer
 	err = dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig, "--output", "json"}, &stdout, &stdout)
@@ -134,6 +136,7 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 		{codeIstioClash, "Pod mesh/with-istio"},
 		{codeAgentBehind, "Pod mesh/with-istio"},
 		{codeCNINodeWithout, "Pod mesh/cni-mode"},
+		{codePolicyRejected, "DNSPolicy mesh/" + refused},
 	}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("findings (-want +got):\n%s", diff)
@@ -164,6 +167,13 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 		if err := c.Client.CoreV1().Pods("mesh").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dyn.Resource(dnsPolicyResource).Namespace("mesh").Delete(ctx, refused, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	stdout.Reset()
 	if err := dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig}, &stdout, &stdout); err != nil || !strings.Contains(stdout.String(), "No problems found") {

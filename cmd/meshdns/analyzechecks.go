@@ -31,6 +31,7 @@ type cluster struct {
 	namespaces   []corev1.Namespace
 	pods         []corev1.Pod
 	cniPods      []corev1.Pod // pods of the meshdns-cni DaemonSet
+	policies     []dnsPolicy  // DNSPolicy objects of every namespace
 }
 
 // finding is one problem analyze reports.
@@ -53,6 +54,7 @@ const (
 	codeIstioClash         = "MD0302"
 	codeAgentBehind        = "MD0401"
 	codeCNINodeWithout     = "MD0501"
+	codePolicyRejected     = "MD0601" // analyzepolicy.go
 )
 
 const (
@@ -64,7 +66,7 @@ const (
 // analyze runs every check, findings in a stable order.
 func analyze(c *cluster) []finding {
 	var out []finding
-	for _, check := range []func(*cluster) []finding{checkWebhook, checkPodSecurity, checkPods} {
+	for _, check := range []func(*cluster) []finding{checkWebhook, checkPodSecurity, checkPods, checkPolicies} {
 		out = append(out, check(c)...)
 	}
 	slices.SortStableFunc(out, func(a, b finding) int {
