@@ -94,25 +94,37 @@ func decodeAll(t *testing.T, data []byte) []*unstructured.Unstructured {
 }
 
 // TestChartMatchesKustomize: helm lint is clean, and the chart renders
-// exactly the kustomize base's objects, with the defaults and with an image
-// tag set in both.
+// exactly the objects of the kustomize base and of each overlay (cni.enabled,
+// vm.enabled), with the defaults and with an image tag set in both.
 func TestChartMatchesKustomize(t *testing.T) {
 	if out := helm(t, "lint", "--strict", chartDir); !bytes.Contains(out, []byte("0 chart(s) failed")) {
 		t.Errorf("helm lint:\n%s", out)
 	}
 	for _, tc := range []struct {
 		name, tag string
+		dir       string // what kustomize renders, under examples/
 		set       []string
 	}{
-		{name: "defaults"},
-		{name: "image tag", tag: "v1.2.3", set: []string{"--set", "image.tag=v1.2.3"}},
+		{name: "defaults", dir: "kubernetes"},
+		{name: "image tag", dir: "kubernetes", tag: "v1.2.3", set: []string{"--set", "image.tag=v1.2.3"}},
+		{name: "CNI overlay", dir: "overlays/cni", set: []string{"--set", "cni.enabled=true"}},
+		{name: "CNI overlay, image tag", dir: "overlays/cni", tag: "v1.2.3", set: []string{"--set", "cni.enabled=true", "--set", "image.tag=v1.2.3"}},
+		{name: "VM overlay", dir: "overlays/vm", set: []string{"--set", "vm.enabled=true"}},
+		{name: "VM overlay, image tag", dir: "overlays/vm", tag: "v1.2.3", set: []string{"--set", "vm.enabled=true", "--set", "image.tag=v1.2.3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			chart := decodeAll(t, helm(t, append([]string{"template", "meshdns", chartDir}, tc.set...)...))
-			base := render(t, "kubernetes", tc.tag)
-			if diff := cmp.Diff(byName(base), byName(chart)); diff != "" {
-				t.Errorf("chart differs from the kustomize base (-kustomize +helm):\n%s", diff)
+			if len(tc.set) > 0 {
+				if out := helm(t, append([]string{"lint", "--strict", chartDir}, tc.set...)...); !bytes.Contains(out, []byte("0 chart(s) failed")) {
+					t.Errorf("helm lint %s:\n%s", strings.Join(tc.set, " "), out)
+				}
 			}
+			chart := decodeAll(t, helm(t, append([]string{"template", "meshdns", chartDir}, tc.set...)...))
+			base := render(t, tc.dir, tc.tag)
+			if diff := cmp.Diff(byName(base), byName(chart)); diff != "" {
+				t.Errorf("chart differs from kustomize's examples/%s (-kustomize +helm):\n%s", tc.dir, diff)
+				return
+			}
+			t.Logf("examples/%s and helm template %s: the same %d objects", tc.dir, strings.Join(tc.set, " "), len(chart))
 		})
 	}
 }
@@ -158,6 +170,28 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
+// TestChartOverlayValues: the values of the CNI DaemonSet and of the VM
+// control plane reach their objects.
+func TestChartOverlayValues(t *testing.T) {
+	objs := byName(decodeAll(t, helm(t, "template", "meshdns", chartDir, "--set", "namespace=dns", "--set", "clusterDomain=corp.local",
+		"--set", "cni.enabled=true", "--set", "cni.binDir=/home/kubernetes/bin", "--set", "cni.confDir=/etc/cni/conf.d",
+		"--set", "vm.enabled=true", "--set", "vm.replicas=3", "--set", "vm.tlsSecret=vm-certs", "--set", "vm.serviceType=NodePort",
+		"--set", "vm.maxConnectionsPerPeer=50")))
+	for key, wants := range map[string][]string{
+		"DaemonSet meshdns-cni/meshdns-cni":           {"path: /home/kubernetes/bin", "path: /etc/cni/conf.d", "--host-conf-dir=/etc/cni/conf.d"},
+		"Deployment dns/meshdns-controlplane-vm":      {"replicas: 3", "secretName: vm-certs", "--max-connections-per-peer=50", "--cluster-domain=corp.local"},
+		"Service dns/meshdns-controlplane-vm":         {"type: NodePort"},
+		"ClusterRoleBinding /meshdns-controlplane-vm": {"namespace: dns"},
+	} {
+		b, _ := yamlOf(objs[key])
+		for _, w := range wants {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s lacks %q:\n%s", key, w, b)
+			}
+		}
+	}
+}
+
 // TestChartInstall installs, upgrades and uninstalls the chart with the
 // real helm against a real API server. The upgrade keeps the caBundle the
 // control plane wrote (helm's three-way merge leaves fields it never set).
@@ -187,9 +221,17 @@ func TestChartInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	helm(t, append([]string{"upgrade", "meshdns", chartDir, "--set", "image.tag=v0.2.0"}, kube...)...)
+	// The upgrade also turns both overlays' values on: the API server
+	// takes the DaemonSet, its namespace and the VM control plane.
+	helm(t, append([]string{"upgrade", "meshdns", chartDir, "--set", "image.tag=v0.2.0", "--set", "cni.enabled=true", "--set", "vm.enabled=true"}, kube...)...)
 	if got := image(); got != repo+":v0.2.0" {
 		t.Errorf("upgraded image %s", got)
+	}
+	if ds, err := kc.Client.AppsV1().DaemonSets("meshdns-cni").Get(ctx, "meshdns-cni", metav1.GetOptions{}); err != nil || ds.Spec.Template.Spec.Containers[0].Image != repo+":v0.2.0" {
+		t.Errorf("CNI DaemonSet after the upgrade: %v", err)
+	}
+	if _, err := kc.Client.AppsV1().Deployments("meshdns-system").Get(ctx, "meshdns-controlplane-vm", metav1.GetOptions{}); err != nil {
+		t.Errorf("VM control plane after the upgrade: %v", err)
 	}
 	if hook, err = hooks.Get(ctx, "meshdns-sidecar-injector", metav1.GetOptions{}); err != nil || len(hook.Webhooks[0].ClientConfig.CABundle) == 0 {
 		t.Errorf("the upgrade emptied the caBundle the control plane wrote (err %v)", err)
@@ -199,8 +241,10 @@ func TestChartInstall(t *testing.T) {
 	if _, err := hooks.Get(ctx, "meshdns-sidecar-injector", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("webhook configuration after uninstall: %v", err)
 	}
-	if _, err := kc.Client.RbacV1().ClusterRoles().Get(ctx, "meshdns-controlplane", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("cluster role after uninstall: %v", err)
+	for _, role := range []string{"meshdns-controlplane", "meshdns-cni", "meshdns-controlplane-vm"} {
+		if _, err := kc.Client.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("cluster role %s after uninstall: %v", role, err)
+		}
 	}
 }
 
