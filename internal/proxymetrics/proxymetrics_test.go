@@ -46,6 +46,7 @@ func TestHandlerOnRegistry(t *testing.T) {
 		"meshdns_dns_answer_cache_entries", "meshdns_dns_answer_duration_seconds", "meshdns_dns_dropped_total",
 		"meshdns_dns_query_log_lines_total", "meshdns_dns_request_duration_seconds", "meshdns_dns_requests_total",
 		"meshdns_dns_response_size_bytes", "meshdns_dns_tcp_connections", "meshdns_dns_truncated_responses_total",
+		"meshdns_policy_decisions_total",
 	}
 	if got := readmetest.Registered(reg); !slices.Equal(got, want) {
 		t.Errorf("registered %v, want %v", got, want)

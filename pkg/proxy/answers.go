@@ -83,6 +83,7 @@ const (
 // state, so cached answers never outlive the table they came from.
 type tableState struct {
 	table Lookuper // or nil before the first table
+	pol   *Policy  // enforced with table, or nil (policy.go)
 	// perShard bounds each shard's entries and shardBytes its bytes.
 	perShard, shardBytes int
 	seed                 maphash.Seed

@@ -84,6 +84,10 @@ type Config struct {
 	// QueryLogger receives the query log's lines, at Info. Nil means JSON
 	// lines on stderr.
 	QueryLogger *slog.Logger
+	// Search is the pod's search list (resolv.conf): under a policy, a
+	// forwarded name below one of these domains is judged as the name the
+	// pod meant (docs/policy.md). Nil: every name is judged as written.
+	Search []string
 }
 
 const (

@@ -15,25 +15,33 @@ import (
 // It does not use the UDP forwarding workers, so a debug lookup never
 // takes capacity from the application's queries.
 func (h *Handler) Explain(ctx context.Context, q dns.Question) (*dns.Msg, string, error) {
+	m, src, _, err := h.ExplainPolicy(ctx, q)
+	return m, src, err
+}
+
+// ExplainPolicy is Explain that also says how the policy judged q: which
+// rule or default decided, and whether a CNAME target was denied.
+func (h *Handler) ExplainPolicy(ctx context.Context, q dns.Question) (*dns.Msg, string, PolicyVerdict, error) {
 	m := new(dns.Msg)
 	m.Question = []dns.Question{q}
 	m.RecursionDesired = true
 	m.SetEdns0(dns.MaxMsgSize, false)
 	pkt, err := m.Pack()
 	if err != nil {
-		return nil, "", fmt.Errorf("explain %s: %w", q.Name, err)
+		return nil, "", PolicyVerdict{}, fmt.Errorf("explain %s: %w", q.Name, err)
 	}
 	var r request
 	reply, wait := h.answer(nil, pkt, TCP, &r)
 	if wait {
 		reply = h.resolve(ctx, nil, &r)
 	}
+	pv := policyVerdict(r.pol, r.verdict)
 	if reply == nil {
-		return nil, "", fmt.Errorf("explain %s: no reply", q.Name)
+		return nil, "", pv, fmt.Errorf("explain %s: no reply", q.Name)
 	}
 	out := new(dns.Msg)
 	if err := out.Unpack(reply); err != nil {
-		return nil, "", fmt.Errorf("explain %s: %w", q.Name, err)
+		return nil, "", pv, fmt.Errorf("explain %s: %w", q.Name, err)
 	}
-	return out, sourceNames[r.src], nil
+	return out, sourceNames[r.src], pv, nil
 }

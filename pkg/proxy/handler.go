@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -41,6 +42,10 @@ type Handler struct {
 	qlogOut  *slog.Logger
 	qlogNow  func() time.Time
 	qlogIntN func(int) int
+	// search is the pod's search list, for judging expansions under a
+	// policy (policy.go); pm counts the policy's decisions.
+	search []string
+	pm     policyMetrics
 }
 
 // answerTimeEvery is the period of timing for answers that do not wait
@@ -65,6 +70,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
 	h.timeMask = answerTimeEvery - 1
+	h.search = cfg.Search
 	h.qlogOut = cfg.QueryLogger
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
@@ -72,17 +78,18 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerPolicyMetrics(cfg.Registry, &h.pm); err != nil {
+		return nil, fmt.Errorf("register proxy metrics: %w", err)
+	}
 	h.SetQueryLog(cfg.QueryLog)
 	return h, nil
 }
 
 // SetTable makes t the table answers come from, with an empty answer
-// cache. A nil t goes back to the state before the first table (pass nil
-// itself: a nil pointer inside a Lookuper is a table that panics).
-func (h *Handler) SetTable(t Lookuper) {
-	h.state.Store(newTableState(t, h.maxAnswers, h.maxAnswerBytes))
-	h.ready.Store(t != nil)
-}
+// cache, under the policy being enforced (SetTablePolicy changes both). A
+// nil t goes back to the state before the first table (pass nil itself: a
+// nil pointer inside a Lookuper is a table that panics).
+func (h *Handler) SetTable(t Lookuper) { h.SetTablePolicy(t, h.Policy()) }
 
 // Ready reports whether a table is set.
 func (h *Handler) Ready() bool { return h.ready.Load() }
@@ -118,6 +125,7 @@ var requestPool = sync.Pool{New: func() any { return &request{tick: rand.Uint32(
 // every time, from here.
 func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte, wait bool) {
 	r.proto, r.start, r.weight, r.waited, r.chase, r.upErr = p, 0, 0, false, nil, nil
+	r.pol, r.verdict = nil, verdict{}
 	if r.tick++; r.tick&h.timeMask == 0 {
 		r.start, r.weight = h.clock(), h.timeMask+1
 	}
@@ -167,6 +175,9 @@ func malformed(r *request) int {
 
 // answerParsed is answer for a parsed request.
 func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
+	// One load gives the table and the policy of one version.
+	st := h.state.Load()
+	r.pol = st.pol
 	switch {
 	case r.opcode() != dns.OpcodeQuery:
 		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false
@@ -177,7 +188,6 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 		// CHAOS and friends are not ours; the upstream may know them.
 		return h.fromCache(dst, r)
 	}
-	st := h.state.Load()
 	if st.table == nil {
 		if inZone(r.lname(), h.zone) {
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
@@ -192,6 +202,9 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
+	}
+	if kind != kindForward && r.pol != nil && h.judge(r, true) {
+		return h.deny(dst, r), false
 	}
 	switch kind {
 	case kindForward:
@@ -238,6 +251,10 @@ func (h *Handler) fill(st *tableState, dst, key []byte, r *request) ([]byte, ans
 // wait for resolve. A hit answered here is timed like a table answer (1 in
 // timeMask+1).
 func (h *Handler) fromCache(dst []byte, r *request) ([]byte, bool) {
+	// A denied name is never asked upstream nor answered from the cache.
+	if r.pol != nil && h.judge(r, false) {
+		return h.deny(dst, r), false
+	}
 	out, s, ok := h.resolver.AppendCached(dst[:0], r.qwire(), r.qkey(), &r.probe)
 	if !ok || len(out) < r.qEnd {
 		return nil, true
@@ -271,6 +288,9 @@ func patchReply(out []byte, r *request) {
 
 // forwarded finishes a reply from the Resolver for the client.
 func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstream.Source) []byte {
+	if r.pol != nil && h.judgeChain(out, r) {
+		return h.deny(out[:0], r)
+	}
 	patchReply(out, r)
 	out = h.finish(out, r)
 	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s), len(out))
@@ -324,6 +344,9 @@ func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source
 		elapsed = h.clock() - r.start
 	}
 	r.src = src
+	if r.verdict.judged {
+		h.countDecision(r)
+	}
 	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, size)
 	if r.qlog != nil {
 		r.qlog.write(r, rcode, src, elapsed, r.upErr)

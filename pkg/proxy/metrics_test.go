@@ -86,8 +86,8 @@ func registeredNames(t *testing.T) []string {
 func TestMetricNames(t *testing.T) {
 	for _, n := range registeredNames(t) {
 		t.Run(n, func(t *testing.T) {
-			if !strings.HasPrefix(n, "meshdns_dns_") {
-				t.Errorf("%s lacks the meshdns_dns_ prefix", n)
+			if !strings.HasPrefix(n, "meshdns_dns_") && !strings.HasPrefix(n, "meshdns_policy_") {
+				t.Errorf("%s lacks the meshdns_dns_ or meshdns_policy_ prefix", n)
 			}
 			if strings.Contains(n, "duration") && !strings.HasSuffix(n, "_seconds") {
 				t.Errorf("duration %s does not end in _seconds", n)

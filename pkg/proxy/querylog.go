@@ -16,7 +16,8 @@ import (
 type QueryLogClass uint8
 
 const (
-	// LogDenied: queries a policy refused (reserved: no policy yet).
+	// LogDenied: queries a policy denied (also in audit mode, answered
+	// as allowed); the line names the rule.
 	LogDenied QueryLogClass = 1 << iota
 	LogNXDomain
 	LogServFail
@@ -184,7 +185,8 @@ func (l *queryLogger) admit() queryLogOutcome {
 
 // write logs one answer if it matches, is sampled and within the rate.
 func (l *queryLogger) write(r *request, rcode int, src source, elapsed time.Duration, upErr error) {
-	if !l.matches(rcode, upErr) {
+	denied := r.verdict.denied()
+	if !l.matches(rcode, upErr) && !(denied && l.cfg.Classes&LogDenied != 0) {
 		return
 	}
 	o := l.admit()
@@ -202,6 +204,9 @@ func (l *queryLogger) write(r *request, rcode int, src source, elapsed time.Dura
 	}
 	if upErr != nil {
 		attrs = append(attrs, slog.String("err", upErr.Error()))
+	}
+	if denied {
+		attrs = appendPolicyAttrs(attrs, r)
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "dns query", attrs...)
 }

@@ -52,6 +52,10 @@ type request struct {
 	// Resolver's error when the reply is made up for lack of an answer.
 	qlog  *queryLogger
 	upErr error
+	// pol is the policy of the table answer loaded, or nil; verdict what
+	// it said (policy.go).
+	pol     *Policy
+	verdict verdict
 }
 
 func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }

@@ -54,6 +54,10 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	target := dns.Fqdn(res.Chase)
 	src := srcTable
 	if r.qtype != dns.TypeCNAME {
+		// The target leaves the table: judged as a forwarded name.
+		if r.pol != nil && h.judgeTarget(r, target, nil) {
+			return h.deny(dst, r)
+		}
 		up, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: r.qtype, Qclass: r.qclass})
 		if err != nil {
 			rcode := dns.RcodeServerFailure
@@ -65,6 +69,9 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.qtype), "err", err)
 			}
 			return h.local(dst, r, rcode, srcUpstream)
+		}
+		if r.pol != nil && h.judgeTarget(r, target, up.Answer) {
+			return h.deny(dst, r)
 		}
 		src = resolverSource(s)
 		m.Rcode = up.Rcode

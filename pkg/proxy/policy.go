@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/policy"
+)
+
+// Policy is a DNS egress policy as the handler enforces it: the compiled
+// matcher and, by rule index, what a denial's log line and Explain say
+// about the deciding rule. Immutable; a nil *Policy allows everything at
+// no cost. The semantics are in docs/policy.md.
+type Policy struct {
+	p     *policy.Policy
+	rules []ruleInfo
+}
+
+type ruleInfo struct{ pattern, source string }
+
+// NewPolicy compiles cfg (policy.New). sources, when not nil, names the
+// object each rule of cfg.Rules came from (same index), for logs.
+func NewPolicy(cfg policy.Config, sources []string) (*Policy, error) {
+	p, err := policy.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := &Policy{p: p, rules: make([]ruleInfo, len(cfg.Rules))}
+	for i, r := range cfg.Rules {
+		out.rules[i].pattern = r.Pattern
+		if i < len(sources) {
+			out.rules[i].source = sources[i]
+		}
+	}
+	return out, nil
+}
+
+// Len returns the number of rules.
+func (p *Policy) Len() int { return len(p.rules) }
+
+// SetTablePolicy makes t the table and p the policy answers come from, in
+// one atomic store: no query sees the new names under the old policy or
+// the reverse. A nil p turns the policy off. SetTable keeps the policy
+// being enforced.
+func (h *Handler) SetTablePolicy(t Lookuper, p *Policy) {
+	st := newTableState(t, h.maxAnswers, h.maxAnswerBytes)
+	st.pol = p
+	h.state.Store(st)
+	h.ready.Store(t != nil)
+}
+
+// Policy returns the policy being enforced, or nil.
+func (h *Handler) Policy() *Policy { return h.state.Load().pol }
+
+// SetTablePolicy swaps the table and the policy; see
+// Handler.SetTablePolicy.
+func (s *Server) SetTablePolicy(t Lookuper, p *Policy) { s.h.SetTablePolicy(t, p) }
+
+// verdict is what the policy said about one query, kept in its request
+// for the metrics, the query log and Explain.
+type verdict struct {
+	judged    bool
+	fromTable bool
+	d         policy.Decision
+	// chain is the CNAME target that was denied, "" when the question
+	// name decided (set on the denial path only: it allocates).
+	chain string
+}
+
+func (v *verdict) denied() bool { return v.judged && v.d.Action == policy.Deny }
+
+// judge decides r's question name under r.pol and reports whether the
+// query must be answered with the denial (h.deny) instead of resolved.
+// fromTable says the table answers the name; names inside the cluster
+// domain count as table names even when forwarded (pod records sent to
+// the cluster DNS), so TableDefault keeps all of cluster DNS working.
+// A search-path expansion is judged as the name the pod meant
+// (policy.DecideSearch). It allocates nothing for names without bytes
+// that need escaping.
+func (h *Handler) judge(r *request, fromTable bool) bool {
+	fromTable = fromTable || inZone(r.lname(), h.zone)
+	var buf [maxNameLen + 1]byte
+	name := appendPresentation(buf[:0], r.lname())
+	d := r.pol.p.DecideSearch(presentationString(name), fromTable, h.search)
+	r.verdict = verdict{judged: true, fromTable: fromTable, d: d}
+	return d.Blocks()
+}
+
+// deny answers r with the policy's response: NXDOMAIN or REFUSED, made up
+// by the proxy, nothing asked upstream and nothing cached.
+func (h *Handler) deny(dst []byte, r *request) []byte {
+	return h.local(dst, r, int(r.verdict.d.Rcode), srcLocal)
+}
+
+// policyMetrics counts decisions by action and mode.
+type policyMetrics [2][2]atomic.Uint64
+
+var (
+	policyActionNames = [2]string{"allow", "deny"}
+	policyModeNames   = [2]string{"enforce", "audit"}
+)
+
+// countDecision counts r's final verdict, once per answered query.
+func (h *Handler) countDecision(r *request) {
+	mode := 0
+	if r.verdict.d.Audit {
+		mode = 1
+	}
+	h.pm[r.verdict.d.Action&1][mode].Add(1)
+}
+
+func registerPolicyMetrics(reg Registry, pm *policyMetrics) error {
+	return reg.Register(Family{
+		Name:   "meshdns_policy_decisions_total",
+		Help:   "Queries a DNS policy judged, by the final action (allow, deny) and the policy's mode (enforce, audit).",
+		Type:   CounterMetric,
+		Labels: []string{"action", "mode"},
+		Collect: func(emit func(Series)) {
+			for a := range pm {
+				for m := range pm[a] {
+					emitCount(emit, &pm[a][m], policyActionNames[a], policyModeNames[m])
+				}
+			}
+		},
+	})
+}
+
+// PolicyVerdict says how the policy judged a query (Explain).
+type PolicyVerdict struct {
+	// Judged is false when no policy applied (none set, or the query was
+	// answered before a name was judged).
+	Judged bool `json:"judged"`
+	// Action is "allow" or "deny"; Mode "enforce" or "audit" (a denial in
+	// audit mode is answered as allowed).
+	Action string `json:"action,omitempty"`
+	Mode   string `json:"mode,omitempty"`
+	// Rule is the deciding rule's pattern and Source the object it came
+	// from; when no rule matched Rule is "" and Default names the default
+	// that decided: "table_default" or "outside_default".
+	Rule    string `json:"rule,omitempty"`
+	Source  string `json:"source,omitempty"`
+	Default string `json:"default,omitempty"`
+	// Expansion: the name was judged as the name the pod meant under its
+	// search path.
+	Expansion bool `json:"expansion,omitempty"`
+	// Chain is the CNAME target of a forwarded answer that was denied.
+	Chain string `json:"chain,omitempty"`
+}
+
+// policyVerdict describes v under p.
+func policyVerdict(p *Policy, v verdict) PolicyVerdict {
+	if !v.judged || p == nil {
+		return PolicyVerdict{}
+	}
+	out := PolicyVerdict{Judged: true, Action: v.d.Action.String(), Mode: p.p.Mode().String(),
+		Expansion: v.d.Expansion, Chain: v.chain}
+	out.Rule, out.Source, out.Default = p.rule(v)
+	return out
+}
+
+// rule names the rule that decided v: its pattern and source, or the
+// default.
+func (p *Policy) rule(v verdict) (pattern, source, def string) {
+	if i := int(v.d.Rule); i >= 0 && i < len(p.rules) {
+		return p.rules[i].pattern, p.rules[i].source, ""
+	}
+	// A chain target and an expansion are judged as outside names.
+	if v.fromTable && v.chain == "" && !v.d.Expansion {
+		return "", "", "table_default"
+	}
+	return "", "", "outside_default"
+}
+
+// judgeTarget judges the target of an ExternalName the table chases
+// upstream, and the CNAME chain of the answer from there (nil before
+// asking), as a forwarded answer's chain: every name must be allowed. A
+// denied name replaces r's verdict; judgeTarget reports whether it blocks.
+func (h *Handler) judgeTarget(r *request, target string, answer []dns.RR) bool {
+	d, name := r.pol.p.DecideChain(target, answer)
+	if d.Action != policy.Deny {
+		return false
+	}
+	r.verdict.d, r.verdict.chain = d, name
+	return d.Blocks()
+}
+
+// appendPolicyAttrs adds a denial to a query log line: action (deny),
+// mode, the deciding rule (its pattern, or the default) and its source,
+// and the CNAME target that was denied.
+func appendPolicyAttrs(attrs []slog.Attr, r *request) []slog.Attr {
+	v := policyVerdict(r.pol, r.verdict)
+	rule := v.Rule
+	if rule == "" {
+		rule = v.Default
+	}
+	attrs = append(attrs, slog.String("action", v.Action), slog.String("mode", v.Mode), slog.String("rule", rule))
+	if v.Source != "" {
+		attrs = append(attrs, slog.String("rule_source", v.Source))
+	}
+	if v.Chain != "" {
+		attrs = append(attrs, slog.String("cname", v.Chain))
+	}
+	if v.Expansion {
+		attrs = append(attrs, slog.Bool("expansion", true))
+	}
+	return attrs
+}
