@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
 // adminHandler serves the admin endpoints, on loopback only (checked in
@@ -131,7 +132,10 @@ type lookupReport struct {
 	// ChaseSource says where the ExternalName target's records came from.
 	ChaseSource string `json:"chase_source,omitempty"`
 	Version     string `json:"table_version,omitempty"`
-	Error       string `json:"error,omitempty"`
+	// Policy says how the DNS policy judged the query: the action, the
+	// deciding rule or default; absent without a policy.
+	Policy *proxy.PolicyVerdict `json:"policy,omitempty"`
+	Error  string               `json:"error,omitempty"`
 }
 
 func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
@@ -165,8 +169,11 @@ func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 			rep.Alias, rep.Chase = res.Alias, res.Chase
 		}
 	}
-	m, src, err := a.server.Handler().Explain(ctx, q)
+	m, src, verdict, err := a.server.Handler().ExplainPolicy(ctx, q)
 	rep.Source = src
+	if verdict.Judged {
+		rep.Policy = &verdict
+	}
 	if err != nil {
 		rep.Rcode = dns.RcodeToString[dns.RcodeServerFailure]
 		rep.Error = err.Error()

@@ -38,6 +38,7 @@ type Agent struct {
 	ready       atomic.Bool
 	restoring   atomic.Bool // while Restore replays the persisted table
 	lookupLimit lookupLimit // bounds /debug/lookup
+	settings    settings    // the served version's settings, converted
 
 	mu       sync.Mutex // guards following, set once by Listen
 	listened bool
@@ -123,6 +124,8 @@ func (a *Agent) Listen() error {
 		// kernel refuse it) and answer every query taken, within the
 		// pod's resolver timeout.
 		DrainTimeout: in.ClientTimeout,
+		// A policy judges search-path expansions as the name meant.
+		Search: in.Search,
 	})
 	if err != nil {
 		a.resolver.Close()
@@ -137,7 +140,7 @@ func (a *Agent) Listen() error {
 			ForwardPods:   cfg.ForwardPods,
 		},
 		Limits:   cfg.Limits,
-		Publish:  func(t *nametable.Table) { a.server.SetTable(t) },
+		Publish:  a.publish,
 		Built:    a.mem.Kick,
 		Logger:   a.log,
 		Registry: cfg.Registry,
@@ -153,7 +156,7 @@ func (a *Agent) Listen() error {
 			path:     cfg.NameTableFile,
 			interval: cfg.FilePollInterval,
 			apply: func(v ingest.Version) error {
-				if err := a.tables.Apply(ingest.SourceFile, v); err != nil {
+				if err := a.apply(ingest.SourceFile, v); err != nil {
 					return err
 				}
 				a.setReady("name table loaded")
@@ -175,7 +178,7 @@ func (a *Agent) Listen() error {
 				if a.restoring.Load() {
 					src = ingest.SourceState
 				}
-				return a.tables.Apply(src, v)
+				return a.apply(src, v)
 			},
 			StateDir:  cfg.StateDir,
 			CACert:    cfg.CACert,
@@ -276,6 +279,16 @@ func (a *Agent) ProbeAddr() net.Addr {
 		return nil
 	}
 	return a.probeLis.Addr()
+}
+
+// apply makes v, from source, the version served, with its settings;
+// on error (a table or settings that are not valid) the last good version
+// keeps serving and the error says why.
+func (a *Agent) apply(source string, v ingest.Version) error {
+	if err := a.checkSettings(v); err != nil {
+		return fmt.Errorf("table %s from %s: %w", v.ID(), source, err)
+	}
+	return a.tables.Apply(source, v)
 }
 
 // Ready reports what /healthz/ready reports.

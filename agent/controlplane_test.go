@@ -166,11 +166,11 @@ func TestControlPlaneSettingsRequireUnknownFeature(t *testing.T) {
 		t.Fatalf("ack = %v", ack)
 	}
 	v2 := cpTable(map[string]string{"a.demo.svc.cluster.local": "10.1.0.2"})
-	v2.Settings = &meshdnsv1.AgentSettings{Requires: []string{"policy"}}
+	v2.Settings = &meshdnsv1.AgentSettings{Requires: []string{"policy", "teleport"}}
 	cp.Send(discoverytest.Full("v2", "n2", v2))
 	nack := cp.Recv(t)
-	if e := nack.GetErrorDetail(); nack.GetVersionInfo() != "v1" || e.GetCode() != 3 || !strings.Contains(e.GetMessage(), `policy`) {
-		t.Fatalf("nack = %v, want InvalidArgument naming policy, keeping v1", nack)
+	if e := nack.GetErrorDetail(); nack.GetVersionInfo() != "v1" || e.GetCode() != 3 || !strings.Contains(e.GetMessage(), `teleport`) || strings.Contains(e.GetMessage(), `policy`) {
+		t.Fatalf("nack = %v, want InvalidArgument naming teleport only, keeping v1", nack)
 	}
 	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {
 		t.Errorf("after the NACK (-want +got)\n%s", diff)

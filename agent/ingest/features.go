@@ -11,8 +11,8 @@ import (
 // implements, the one list of them: the agent advertises it in its
 // identity (AgentIdentity.features) and rejects a version whose settings
 // require any other (the control plane's NACK, the previous table kept).
-// None yet: a version that requires one is never applied in part.
-var Features = []string{}
+// A version that requires another is never applied in part.
+var Features = []string{"policy"}
 
 // Settings is a Version that carries agent settings (the control plane's
 // and the state dir's versions do; a table file carries none).
