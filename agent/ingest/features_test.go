@@ -26,10 +26,10 @@ func TestApplyRejectsUnsupportedFeatures(t *testing.T) {
 	if err := w.in.Apply(SourceControlPlane, ok); err != nil {
 		t.Fatal(err)
 	}
-	bad := settingsVersion{protoVersion(t, "v2", names(3, 1, "cluster.local")), &namewire.AgentSettings{Requires: []string{"policy", "policy"}}}
+	bad := settingsVersion{protoVersion(t, "v2", names(3, 1, "cluster.local")), &namewire.AgentSettings{Requires: []string{"teleport", "teleport"}}}
 	err := w.in.Apply(SourceState, bad)
-	if !errors.Is(err, ErrUnsupported) || !strings.HasSuffix(err.Error(), ": policy") {
-		t.Fatalf("Apply(v2) = %v, want ErrUnsupported naming policy once", err)
+	if !errors.Is(err, ErrUnsupported) || !strings.HasSuffix(err.Error(), ": teleport") {
+		t.Fatalf("Apply(v2) = %v, want ErrUnsupported naming teleport once", err)
 	}
 	cur := w.in.Current()
 	if cur.Version != "v1" || cur.Settings() == nil || cur.Settings().PodZone != "z1" {
