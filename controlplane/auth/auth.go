@@ -54,6 +54,9 @@ type Identity struct {
 	// Pod name bound to the credential, or "" when the credential does
 	// not name a pod (a SPIFFE certificate names a service account).
 	Pod string
+	// Node the pod runs on, from the credential (a pod-bound token's
+	// node-name claim), or "" when the credential does not name one.
+	Node string
 	// ServiceAccount of the credential, or "".
 	ServiceAccount string
 	// Subject names the credential in logs and per-identity limits: the

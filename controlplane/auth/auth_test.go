@@ -17,7 +17,7 @@ func bound(ns, pod string, audiences ...string) *authv1.TokenReviewStatus {
 	return &authv1.TokenReviewStatus{
 		Authenticated: true, Audiences: audiences,
 		User: authv1.UserInfo{Username: saPrefix + ns + ":default", Extra: map[string]authv1.ExtraValue{
-			extraPodName: {pod}, extraPodUID: {"uid"},
+			extraPodName: {pod}, extraPodUID: {"uid"}, extraNodeName: {"node-1"},
 		}},
 	}
 }
@@ -30,7 +30,12 @@ func TestIdentityFromReview(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "bound pod token", st: bound("ns-a", "web-0", "meshdns"),
-			want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
+			want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", Node: "node-1", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
+		{name: "bound pod token without a node (before Kubernetes 1.30)", st: func() *authv1.TokenReviewStatus {
+			st := bound("ns-a", "web-0", "meshdns")
+			delete(st.User.Extra, extraNodeName)
+			return st
+		}(), want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
 		{name: "not authenticated", st: &authv1.TokenReviewStatus{Error: "token expired"}, wantErr: true},
 		{name: "wrong audience", st: bound("ns-a", "web-0", "api"), wantErr: true},
 		{name: "no audience", st: bound("ns-a", "web-0"), wantErr: true},

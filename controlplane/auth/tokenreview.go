@@ -18,7 +18,10 @@ import (
 const (
 	extraPodName = "authentication.kubernetes.io/pod-name"
 	extraPodUID  = "authentication.kubernetes.io/pod-uid"
-	saPrefix     = "system:serviceaccount:"
+	// The node the pod was bound to when the token was issued; set since
+	// Kubernetes 1.30 (ServiceAccountTokenPodNodeInfo), absent before.
+	extraNodeName = "authentication.kubernetes.io/node-name"
+	saPrefix      = "system:serviceaccount:"
 )
 
 // Reviewer asks the API server about a token (a TokenReview create);
@@ -193,7 +196,7 @@ func identityFromReview(st *authv1.TokenReviewStatus, audience string) (Identity
 	if pod == "" || one(st.User.Extra[extraPodUID]) == "" {
 		return Identity{}, fmt.Errorf("%w: token of %s is not bound to a pod", ErrInvalid, name)
 	}
-	return Identity{Method: MethodToken, Namespace: ns, Pod: pod, ServiceAccount: sa, Subject: name}, nil
+	return Identity{Method: MethodToken, Namespace: ns, Pod: pod, Node: one(st.User.Extra[extraNodeName]), ServiceAccount: sa, Subject: name}, nil
 }
 
 func one(v authv1.ExtraValue) string {
