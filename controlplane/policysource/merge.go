@@ -73,16 +73,17 @@ func Selecting(ps []Policy, ns string, podLabels labels.Set) []Policy {
 	return out
 }
 
-// ConditionValid is the status condition type the control plane writes on
-// a DNSPolicy: True when the object is valid and served, False with the
-// error otherwise.
-const ConditionValid = "Valid"
+// ConditionAccepted is the status condition type the control plane writes
+// on a DNSPolicy: True when the object is valid and served to the agents it
+// selects, False (reason Invalid) with the error otherwise. `meshdns
+// analyze` reads it.
+const ConditionAccepted = "Accepted"
 
-// Condition returns the Valid condition for an object of generation gen
+// Condition returns the Accepted condition for an object of generation gen
 // whose validation returned err, for status.conditions.
 func Condition(gen int64, err error, now time.Time) metav1.Condition {
-	c := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, ObservedGeneration: gen,
-		LastTransitionTime: metav1.NewTime(now), Reason: "Valid", Message: "the control plane accepted the policy"}
+	c := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, ObservedGeneration: gen,
+		LastTransitionTime: metav1.NewTime(now), Reason: "Accepted", Message: "the control plane accepted the policy"}
 	if err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Invalid", err.Error()
 		if len(c.Message) > 32768 { // the CRD's maxLength

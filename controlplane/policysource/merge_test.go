@@ -83,7 +83,7 @@ func TestMerge(t *testing.T) {
 func TestCondition(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := Condition(4, nil, now)
-	if c.Status != metav1.ConditionTrue || c.ObservedGeneration != 4 || c.Type != "Valid" || !c.LastTransitionTime.Time.Equal(now) {
+	if c.Status != metav1.ConditionTrue || c.ObservedGeneration != 4 || c.Type != "Accepted" || !c.LastTransitionTime.Time.Equal(now) {
 		t.Errorf("valid: %+v", c)
 	}
 	c = Condition(5, errors.New(strings.Repeat("x", 40000)), now)

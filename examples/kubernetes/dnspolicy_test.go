@@ -157,7 +157,7 @@ func TestDNSPolicyCRD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cond := map[string]any{"type": "Valid", "status": "False", "reason": "DuplicatePattern",
+		cond := map[string]any{"type": "Accepted", "status": "False", "reason": "DuplicatePattern",
 			"message": "rules 0 and 1: pattern a.com twice", "lastTransitionTime": "2026-01-02T03:04:05Z"}
 		if err := unstructured.SetNestedSlice(p.Object, []any{cond}, "status", "conditions"); err != nil {
 			t.Fatal(err)
@@ -174,7 +174,7 @@ func TestDNSPolicyCRD(t *testing.T) {
 			t.Errorf("status update changed spec.mode to %q", mode)
 		}
 		bad := got.DeepCopy()
-		_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"type": "Valid", "status": "Maybe"}}, "status", "conditions")
+		_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"type": "Accepted", "status": "Maybe"}}, "status", "conditions")
 		if _, err := ri.UpdateStatus(ctx, bad, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.conditions[0].status") {
 			t.Errorf("a condition with status Maybe: %v", err)
 		}
