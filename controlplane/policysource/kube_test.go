@@ -11,11 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
-
-	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
 func readYAML(t *testing.T, path string) *unstructured.Unstructured {
@@ -24,8 +20,13 @@ func readYAML(t *testing.T, path string) *unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return yamlObject(t, string(data))
+}
+
+func yamlObject(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 		t.Fatal(err)
 	}
 	return u
@@ -36,36 +37,19 @@ func readYAML(t *testing.T, path string) *unstructured.Unstructured {
 // the schema lets through but the control plane refuses (the same pattern
 // in another case) is refused with a message naming the rules.
 func TestFromAPIServer(t *testing.T) {
-	c := kubetest.Start(t)
+	_, dyn := withCRD(t)
+	c := cluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	ns := c.Namespace(t, "policy")
-	ri := dyn.Resource(schema.GroupVersionResource{Group: "meshdns.io", Version: "v1alpha1", Resource: "dnspolicies"}).Namespace(ns)
+	ri := dyn.Resource(Resource).Namespace(ns)
 	create := func(u *unstructured.Unstructured) *unstructured.Unstructured {
 		t.Helper()
-		for {
-			got, err := ri.Create(ctx, u, metav1.CreateOptions{})
-			if err == nil {
-				return got
-			}
-			// The resource is served a moment after the CRD is created.
-			if !strings.Contains(err.Error(), "the server could not find the requested resource") {
-				t.Fatalf("create %s: %v", u.GetName(), err)
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("create %s: %v", u.GetName(), err)
-			case <-time.After(50 * time.Millisecond):
-			}
+		got, err := ri.Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create %s: %v", u.GetName(), err)
 		}
+		return got
 	}
 
 	example := create(readYAML(t, "../../examples/kubernetes/dnspolicy/allow-stripe.yaml"))

@@ -1,0 +1,293 @@
+package policysource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshdns/meshdns/controlplane/internal/deps"
+	"github.com/meshdns/meshdns/controlplane/registry"
+)
+
+// Resource is the DNSPolicy resource the CRD serves.
+var Resource = schema.GroupVersionResource{Group: "meshdns.io", Version: "v1alpha1", Resource: "dnspolicies"}
+
+// KubeConfig configures a Kube source.
+type KubeConfig struct {
+	// Config reaches the API server. Required.
+	Config *rest.Config
+	// Store receives the valid policies and the pod labels. Required.
+	Store *Store
+	// Name is the source name given to the registry; zero means
+	// "dnspolicies".
+	Name string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now stamps status conditions; nil means time.Now.
+	Now func() time.Time
+}
+
+// Kube watches DNSPolicy objects in every namespace, writes each one's
+// Accepted status condition, and keeps the Store's "kubernetes" policies
+// the valid ones. It also watches the labels of the pods of the
+// namespaces where a policy selects pods by label (Pods).
+//
+// It is a registry.Source that sends one empty snapshot once the first
+// list is in the Store, so the control plane serves no agent a version
+// before it knows which policies apply (a version without a policy would
+// lift the one the agent restored from its state dir).
+type Kube struct {
+	cfg  KubeConfig
+	log  *slog.Logger
+	dyn  dynamic.Interface
+	meta metadata.Interface
+
+	mu    sync.Mutex          // guards following
+	dirty map[string]struct{} // object keys (ns/name) to look at
+	kick  chan struct{}       // capacity 1: dirty is not empty
+
+	// seen holds the validation of each object by key, at the resource
+	// version and generation it was done for. Only the handling goroutine
+	// uses it.
+	seen map[string]checked
+}
+
+type checked struct {
+	resourceVersion string
+	policy          Policy
+	err             error
+}
+
+var _ registry.Source = (*Kube)(nil)
+
+// Origin is the Store origin of the policies from the API server.
+const Origin = "kubernetes"
+
+// NewKube returns a source; Run starts the watches. It does no I/O.
+func NewKube(cfg KubeConfig) (*Kube, error) {
+	if cfg.Config == nil || cfg.Store == nil {
+		return nil, errors.New("policysource: kube source needs a REST config and a store")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "dnspolicies"
+	}
+	cfg.Now = deps.Now(cfg.Now)
+	dyn, err := dynamic.NewForConfig(cfg.Config)
+	if err != nil {
+		return nil, fmt.Errorf("policysource: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg.Config)
+	if err != nil {
+		return nil, fmt.Errorf("policysource: %w", err)
+	}
+	return &Kube{cfg: cfg, log: deps.Logger(cfg.Logger).With("source", cfg.Name), dyn: dyn, meta: meta,
+		dirty: map[string]struct{}{}, kick: make(chan struct{}, 1), seen: map[string]checked{}}, nil
+}
+
+// Name is the source name passed to the registry.
+func (k *Kube) Name() string { return k.cfg.Name }
+
+// Run watches until ctx ends; it returns nil then.
+func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	inf := cache.NewSharedIndexInformer(k.listWatch(ctx), &unstructured.Unstructured{}, 0, cache.Indexers{})
+	enqueue := func(obj any) {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		k.dirty[key] = struct{}{}
+		k.mu.Unlock()
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("policysource: %w", err)
+	}
+	wg.Go(func() { inf.Run(ctx.Done()) })
+	wg.Go(func() { k.runPods(ctx) })
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil
+	}
+	k.handle(ctx, inf.GetIndexer())
+	sink.Update(k.cfg.Name, registry.Snapshot{})
+	k.log.Info("DNSPolicy objects synced", "valid", len(k.valid()))
+
+	// A status write that failed is tried again after a pause (the
+	// object's next event would also bring it back).
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-k.kick:
+		case <-retry.C:
+		}
+		if failed := k.handle(ctx, inf.GetIndexer()); len(failed) > 0 {
+			k.mu.Lock()
+			for _, key := range failed {
+				k.dirty[key] = struct{}{}
+			}
+			k.mu.Unlock()
+			retry.Reset(2 * time.Second)
+		}
+	}
+}
+
+// listWatch lists and watches DNSPolicy objects. A cluster without the
+// CRD lists as empty, so the control plane serves without policies (the
+// reflector keeps trying the watch, and lists again, with backoff, so a
+// CRD installed later is picked up).
+func (k *Kube) listWatch(ctx context.Context) *cache.ListWatch {
+	ri := k.dyn.Resource(Resource)
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			l, err := ri.List(ctx, o)
+			if apierrors.IsNotFound(err) {
+				k.log.Warn("the API server does not serve DNSPolicy objects (CRD not installed?): no policies")
+				return &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "meshdns.io/v1alpha1", "kind": "DNSPolicyList",
+					"metadata": map[string]any{"resourceVersion": ""}}}, nil
+			}
+			return l, err
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) },
+	}
+}
+
+// handle validates the dirty objects, writes their status where it
+// differs, and hands the Store the valid policies. It returns the keys
+// whose status write failed.
+func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) {
+	k.mu.Lock()
+	keys := make([]string, 0, len(k.dirty))
+	for key := range k.dirty {
+		keys = append(keys, key)
+	}
+	clear(k.dirty)
+	k.mu.Unlock()
+	slices.Sort(keys)
+	for _, key := range keys {
+		obj, ok, _ := idx.GetByKey(key)
+		if !ok {
+			delete(k.seen, key)
+			continue
+		}
+		u := obj.(*unstructured.Unstructured)
+		c, ok := k.seen[key]
+		if !ok || c.resourceVersion != u.GetResourceVersion() {
+			p, err := FromUnstructured(u)
+			c = checked{resourceVersion: u.GetResourceVersion(), policy: p, err: err}
+			k.seen[key] = c
+			if err != nil {
+				k.log.Warn("invalid DNSPolicy, not served", "policy", key, "err", err)
+			}
+		}
+		if err := k.writeStatus(ctx, u, c); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				k.log.Warn("write DNSPolicy status", "policy", key, "err", err)
+			}
+			if !apierrors.IsNotFound(err) {
+				failed = append(failed, key)
+			}
+		}
+	}
+	k.cfg.Store.SetPolicies(Origin, k.valid())
+	return failed
+}
+
+// valid returns the valid policies, sorted by key.
+func (k *Kube) valid() []Policy {
+	keys := make([]string, 0, len(k.seen))
+	for key, c := range k.seen {
+		if c.err == nil {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]Policy, len(keys))
+	for i, key := range keys {
+		out[i] = k.seen[key].policy
+	}
+	return out
+}
+
+// writeStatus sets the object's Accepted condition, observedGeneration
+// and rule count, unless they already say so: several replicas compute
+// the same status, and only the first write of a change goes through.
+func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) error {
+	want := Condition(u.GetGeneration(), c.err, k.cfg.Now())
+	rules := int64(len(c.policy.DNS.Rules))
+	if c.err != nil {
+		rules = 0
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	i := slices.IndexFunc(conds, func(v any) bool {
+		m, ok := v.(map[string]any)
+		return ok && m["type"] == ConditionAccepted
+	})
+	gen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	have, _, _ := unstructured.NestedInt64(u.Object, "status", "rules")
+	if i >= 0 {
+		m := conds[i].(map[string]any)
+		og, _, _ := unstructured.NestedInt64(m, "observedGeneration")
+		if m["status"] == string(want.Status) && m["reason"] == want.Reason && m["message"] == want.Message &&
+			og == want.ObservedGeneration && gen == u.GetGeneration() && have == rules {
+			return nil
+		}
+		if m["status"] == string(want.Status) {
+			if t, ok := m["lastTransitionTime"].(string); ok {
+				if pt, err := time.Parse(time.RFC3339, t); err == nil {
+					want.LastTransitionTime = metav1.NewTime(pt) // the status did not flip
+				}
+			}
+		}
+	}
+	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
+	if err != nil {
+		return err
+	}
+	if i >= 0 {
+		conds = slices.Clone(conds)
+		conds[i] = cond
+	} else {
+		conds = append(slices.Clone(conds), cond)
+	}
+	u = u.DeepCopy()
+	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(u.Object, u.GetGeneration(), "status", "observedGeneration"); err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(u.Object, rules, "status", "rules"); err != nil {
+		return err
+	}
+	_, err = k.dyn.Resource(Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,97 @@
+package policysource
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
+)
+
+// cluster is one real etcd + kube-apiserver for the package's tests,
+// started by the first test that needs it.
+var cluster = kubetest.NewShared()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cluster.Stop()
+	if f := flag.Lookup("test.fuzzworker"); code == 0 && (f == nil || f.Value.String() != "true") {
+		// Every informer and Run goroutine must be gone once its test
+		// ended; client-go's shared transports and klog's flush daemon
+		// are process-wide, not ours.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// withCRD returns the shared cluster with the DNSPolicy CRD installed and
+// served, and a dynamic client.
+func withCRD(t *testing.T) (*kubetest.Cluster, dynamic.Interface) {
+	t.Helper()
+	c := cluster.Get(t)
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// The resource is served a moment after the CRD is created.
+	for {
+		_, err := dyn.Resource(Resource).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			return c, dyn
+		}
+		if !strings.Contains(err.Error(), "the server could not find the requested resource") {
+			t.Fatalf("list DNSPolicy objects: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the DNSPolicy resource is not served: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// apply creates or updates a DNSPolicy from YAML in namespace ns.
+func apply(t *testing.T, dyn dynamic.Interface, ns, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := yamlObject(t, doc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ri := dyn.Resource(Resource).Namespace(ns)
+	got, err := ri.Create(ctx, u, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		old, gerr := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		u.SetResourceVersion(old.GetResourceVersion())
+		got, err = ri.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("apply %s: %v", u.GetName(), err)
+	}
+	return got
+}
