@@ -201,6 +201,9 @@ func TestManifestPolicies(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"meshdns-ca"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies/status"}, Verbs: []string{"update"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
 			t.Errorf("rules (-want +got):\n%s", diff)
