@@ -35,6 +35,7 @@ type Agent struct {
 
 	mem         *ingest.Releaser
 	rules       *rulesCheck // or nil when the iptables rules are not checked
+	tap         *dnstapTap  // or nil without --dnstap
 	ready       atomic.Bool
 	restoring   atomic.Bool // while Restore replays the persisted table
 	lookupLimit lookupLimit // bounds /debug/lookup
@@ -69,6 +70,14 @@ func New(cfg Config) (*Agent, error) {
 		lookupLimit: make(lookupLimit, maxDebugLookups)}
 	if cfg.IPTablesCheckInterval > 0 {
 		if a.rules, err = newRulesCheck(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Dnstap != "" {
+		if a.tap, err = newDnstapTap(cfg); err != nil {
+			return nil, fmt.Errorf("agent config: %w", err)
+		}
+		if err := registerDnstap(cfg.Registry, a.tap.w); err != nil {
 			return nil, err
 		}
 	}
@@ -110,6 +119,10 @@ func (a *Agent) Listen() error {
 	if err != nil {
 		return err
 	}
+	var tap proxy.Tap
+	if a.tap != nil {
+		tap = a.tap
+	}
 	a.server, err = proxy.New(proxy.Config{
 		Addrs:         cfg.DNSAddrs,
 		Resolver:      a.resolver,
@@ -118,6 +131,7 @@ func (a *Agent) Listen() error {
 		Registry:      proxymetrics.Registry(cfg.Registry),
 		QueryLog:      cfg.QueryLog,
 		QueryLogger:   queryLogger(cfg),
+		QueryTap:      tap,
 		Takeover:      cfg.Takeover,
 		Inherited:     cfg.Sockets,
 		// On stop, hand the sockets' traffic to a successor (or let the
@@ -340,6 +354,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	run("memory", a.mem.Run)
+	if a.tap != nil {
+		run("dnstap", a.tap.w.Run)
+	}
 	if a.rules != nil {
 		run("iptables check", a.rules.Run)
 	}

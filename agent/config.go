@@ -141,6 +141,12 @@ type Config struct {
 	// QueryLogOutput receives the query log's JSON lines, tagged with the
 	// pod's namespace and name; os.Stderr when nil.
 	QueryLogOutput io.Writer
+	// QueryLogNoLines writes no JSON lines for the query log (with
+	// Dnstap, frames only); off by default.
+	QueryLogNoLines bool
+	// Dnstap, when set, sends the answers the query log writes as dnstap
+	// frames to a collector: unix:///path or tcp://host:port.
+	Dnstap string
 	// Registry receives every metric (agent, proxy, upstream, discovery)
 	// and serves them on /metrics; a new registry when nil.
 	Registry *meshmetrics.Registry

@@ -65,6 +65,9 @@ func (a *Agent) handleQueryLog(w http.ResponseWriter, r *http.Request) {
 // queryLogger writes JSON lines naming the pod, whatever the format and
 // level of the agent's own logs, so a collector can parse them alone.
 func queryLogger(cfg Config) *slog.Logger {
+	if cfg.QueryLogNoLines {
+		return slog.New(slog.DiscardHandler)
+	}
 	w := cfg.QueryLogOutput
 	if w == nil {
 		w = os.Stderr

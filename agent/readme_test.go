@@ -23,6 +23,13 @@ func TestMetricsDocumented(t *testing.T) {
 	if _, err := newIPTablesMetrics(reg, true); err != nil {
 		t.Fatal(err)
 	}
+	tap, err := newDnstapTap(Config{Dnstap: "unix:///nonexistent.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registerDnstap(reg, tap.w); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ingest.New(ingest.Config{Publish: func(*nametable.Table) {}, Registry: reg}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,16 @@ COREDNS_DIR=${COREDNS_DIR:-$HOME/.cache/meshdns/coredns}
 if ! "$COREDNS_DIR/coredns" -version 2>/dev/null | grep -qx "CoreDNS-${COREDNS_VERSION#v}"; then
   GOBIN="$COREDNS_DIR" go install "github.com/coredns/coredns@$COREDNS_VERSION"
 fi
+# The dnstap reader of golang-dnstap: the agent's dnstap tests have it read the
+# agent's stream (unix socket and TCP). Built from the Go module proxy once
+# (~1 min) and kept; the stamp file names the version.
+DNSTAP_VERSION=v0.4.0
+DNSTAP_DIR=${DNSTAP_DIR:-$HOME/.cache/meshdns/dnstap}
+if ! [ -x "$DNSTAP_DIR/dnstap" ] || [ "$(cat "$DNSTAP_DIR/.version" 2>/dev/null)" != "$DNSTAP_VERSION" ]; then
+  mkdir -p "$DNSTAP_DIR"
+  GOBIN="$DNSTAP_DIR" go install "github.com/dnstap/golang-dnstap/dnstap@$DNSTAP_VERSION"
+  echo "$DNSTAP_VERSION" > "$DNSTAP_DIR/.version"
+fi
 # iptables-legacy and iptables-nft are both tested; Debian's iptables package ships both.
 ./hack/get-kube.sh "$KUBE_ASSETS"
 # helm for the chart's tests (charts/meshdns: lint, render against the

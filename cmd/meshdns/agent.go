@@ -87,6 +87,8 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.TextVar(&cfg.QueryLog.Classes, "query-log", proxy.QueryLogClass(0), "answers logged as JSON lines on stderr: off, or any of denied,nxdomain,servfail,upstream_error,all (changeable at /debug/querylog)")
 	fs.IntVar(&cfg.QueryLog.Sample, "query-log-sample", 0, "log one in N of the answers --query-log matches, at random (0 or 1: each)")
 	fs.IntVar(&cfg.QueryLog.Rate, "query-log-rate", 100, "at most N query log lines a second (0: no cap)")
+	queryLogStderr := fs.Bool("query-log-stderr", true, "write the query log's JSON lines on stderr (false: --dnstap frames only)")
+	fs.StringVar(&cfg.Dnstap, "dnstap", "", "send the answers the query log writes as dnstap frames to unix:///path or tcp://host:port")
 	fs.DurationVar(&cfg.IPTablesCheckInterval, "iptables-check-interval", 0, "re-check the DNS capture rules this often and report drift in metrics (0: never; reading them needs NET_ADMIN)")
 	fs.BoolVar(&cfg.IPTablesRepair, "iptables-repair", false, "re-apply the capture rules when drift is found (needs NET_ADMIN)")
 	fs.StringVar(&rules.backend, "iptables-backend", "auto", "backend of the capture rules: auto, legacy or nft")
@@ -100,6 +102,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	}); err != nil {
 		return cfg, err
 	}
+	cfg.QueryLogNoLines = !*queryLogStderr
 	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
 		return cfg, usagef("--query-log-sample and --query-log-rate take numbers >= 0")
 	}

@@ -96,6 +96,8 @@ var onlyImports = []struct {
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/namewire", allow: protowire, deps: true,
 		why: "internal/namewire is the agent's protobuf codec: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code"},
+	{layer: "pkg/dnstap", allow: protowire, deps: true,
+		why: "pkg/dnstap is the agent's dnstap writer: protowire (and its two internal packages) and the standard library, never the protobuf runtime"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
 	{layer: "internal/grpcstream", deps: true, why: "internal/grpcstream is the agent's gRPC client on net/http's HTTP/2: the standard library only, so the stream costs the sidecar no gRPC library's pages"},
 	{layer: "iptables", except: []string{"iptables/nft"}, allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},

@@ -81,13 +81,16 @@ type Config struct {
 	// QueryLog is the query log's first configuration (SetQueryLog changes
 	// it). The zero value is off.
 	QueryLog QueryLogConfig
-	// QueryLogger receives the query log's lines, at Info. Nil means JSON
-	// lines on stderr.
+	// QueryLogger receives the query log's lines, at Info (a logger not
+	// enabled at Info writes none). Nil means JSON lines on stderr.
 	QueryLogger *slog.Logger
 	// Search is the pod's search list (resolv.conf): under a policy, a
 	// forwarded name below one of these domains is judged as the name the
 	// pod meant (docs/policy.md). Nil: every name is judged as written.
 	Search []string
+	// QueryTap, when set, receives every answer the query log writes
+	// (see Tap). Nil means none.
+	QueryTap Tap
 }
 
 const (

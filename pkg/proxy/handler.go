@@ -46,6 +46,8 @@ type Handler struct {
 	// policy (policy.go); pm counts the policy's decisions.
 	search []string
 	pm     policyMetrics
+	// tap is the query log's second output (Config.QueryTap), or nil.
+	tap Tap
 }
 
 // answerTimeEvery is the period of timing for answers that do not wait
@@ -71,7 +73,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
 	h.timeMask = answerTimeEvery - 1
 	h.search = cfg.Search
-	h.qlogOut = cfg.QueryLogger
+	h.qlogOut, h.tap = cfg.QueryLogger, cfg.QueryTap
 	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
 	h.m, err = newMetrics(cfg.Registry, func() float64 { return float64(h.state.Load().len()) })
@@ -214,7 +216,7 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(context.Background(), r, rcode, srcTable, len(out))
+	h.observe(context.Background(), r, rcode, srcTable, out)
 	return out, false
 }
 
@@ -293,7 +295,7 @@ func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstr
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s), len(out))
+	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s), out)
 	return out
 }
 
@@ -313,7 +315,7 @@ func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 	if r.edns {
 		out = appendOPT(out, rcode, r.do)
 	}
-	h.observe(context.Background(), r, rcode, src, len(out))
+	h.observe(context.Background(), r, rcode, src, out)
 	return out
 }
 
@@ -336,9 +338,9 @@ func (h *Handler) finish(out []byte, r *request) []byte {
 	return out
 }
 
-// observe counts a reply of size bytes, and times it when answer started
-// the clock (r.weight > 0).
-func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source, size int) {
+// observe counts the reply out, and times it when answer started the
+// clock (r.weight > 0).
+func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source, out []byte) {
 	var elapsed time.Duration
 	if r.start != 0 {
 		elapsed = h.clock() - r.start
@@ -347,9 +349,9 @@ func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source
 	if r.verdict.judged {
 		h.countDecision(r)
 	}
-	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, size)
+	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, len(out))
 	if r.qlog != nil {
-		r.qlog.write(r, rcode, src, elapsed, r.upErr)
+		r.qlog.write(h, r, out, rcode, src, elapsed)
 	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
 		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype),

@@ -101,8 +101,12 @@ type QueryLogConfig struct {
 // queryLogger writes the query log of one QueryLogConfig; a Handler swaps
 // in a new one on SetQueryLog, so its fields never change.
 type queryLogger struct {
-	cfg  QueryLogConfig
-	log  *slog.Logger
+	cfg QueryLogConfig
+	// log receives the JSON lines; a logger not enabled at Info writes
+	// none (the agent's --query-log-stderr=false).
+	log *slog.Logger
+	// out is the second output, or nil.
+	out  Tap
 	m    *proxyMetrics
 	now  func() time.Time
 	intN func(int) int
@@ -139,7 +143,7 @@ func (h *Handler) SetQueryLog(cfg QueryLogConfig) {
 	if intN == nil {
 		intN = rand.IntN
 	}
-	h.qlog.Store(&queryLogger{cfg: cfg, log: h.qlogOut, m: h.m, now: now, intN: intN})
+	h.qlog.Store(&queryLogger{cfg: cfg, log: h.qlogOut, out: h.tap, m: h.m, now: now, intN: intN})
 }
 
 // QueryLog returns the query log's configuration.
@@ -183,8 +187,10 @@ func (l *queryLogger) admit() queryLogOutcome {
 	return qlWritten
 }
 
-// write logs one answer if it matches, is sampled and within the rate.
-func (l *queryLogger) write(r *request, rcode int, src source, elapsed time.Duration, upErr error) {
+// write logs one answer, the reply out, if it matches, is sampled and
+// within the rate.
+func (l *queryLogger) write(h *Handler, r *request, out []byte, rcode int, src source, elapsed time.Duration) {
+	upErr := r.upErr
 	denied := r.verdict.denied()
 	if !l.matches(rcode, upErr) && !(denied && l.cfg.Classes&LogDenied != 0) {
 		return
@@ -192,6 +198,12 @@ func (l *queryLogger) write(r *request, rcode int, src source, elapsed time.Dura
 	o := l.admit()
 	l.m.queryLog[o].Add(1)
 	if o != qlWritten {
+		return
+	}
+	if l.out != nil {
+		l.tap(h, r, out, elapsed)
+	}
+	if !l.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
 	attrs := []slog.Attr{

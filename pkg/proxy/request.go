@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
@@ -56,6 +57,10 @@ type request struct {
 	// it said (policy.go).
 	pol     *Policy
 	verdict verdict
+	// client is the address that sent the query and server the one that
+	// received it (the query log's dnstap frames carry both); zero
+	// through Handler.Serve.
+	client, server netip.AddrPort
 }
 
 func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }

@@ -85,6 +85,6 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(ctx, r, m.Rcode, src, len(out))
+	h.observe(ctx, r, m.Rcode, src, out)
 	return out
 }

@@ -89,7 +89,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 	// A random phase for the 1-in-N answer timing (Handler.answer): a
 	// connection carries a query or two, and counting from zero would
 	// time none of them.
-	r := request{tick: rand.Uint32()}
+	r := request{tick: rand.Uint32(), client: addrPort(c.RemoteAddr()), server: addrPort(c.LocalAddr())}
 	retire := tc.born.Add(s.cfg.MaxTCPConnAge)
 	for {
 		deadline := time.Now().Add(s.cfg.TCPIdleTimeout)

@@ -49,7 +49,7 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	defer s.readers.Add(-1)
 	buf := make([]byte, maxUDPPacket) // a query of any size is read whole
 	out := make([]byte, 0, readerReplyBuf)
-	var r request
+	r := request{server: addrPort(c.LocalAddr())}
 	for {
 		n, addr, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -62,6 +62,7 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 			s.log.Warn("read udp", "err", err)
 			continue
 		}
+		r.client = addr
 		reply, wait := s.h.answer(out, buf[:n], UDP, &r)
 		if wait {
 			s.dispatch(ctx, wg, c, addr, &r)
