@@ -35,11 +35,27 @@ var upstreamRecords = map[string]string{
 	// The public name of the table's Service google in namespace com:
 	// asked fully qualified, the agent must forward it, not answer it.
 	"google.com.": publicGoogleIP,
+	// Outside names of the DNS policy test (policy_test.go).
+	"api.stripe.com.":        stripeIP,
+	"b.s3.amazonaws.com.":    bucketIP,
+	"s3-w.amazonaws.com.":    s3WebIP,
+	"wiki.corp.example.com.": wikiIP,
+}
+
+// upstreamCNAMEs are aliases the upstream answers with the CNAME and the
+// target's A record (from upstreamRecords).
+var upstreamCNAMEs = map[string]string{
+	"stays.s3.amazonaws.com.":  "b.s3.amazonaws.com.",
+	"leaves.s3.amazonaws.com.": "s3-w.amazonaws.com.",
 }
 
 const (
 	corpWebIP      = "203.0.113.80"
 	publicGoogleIP = "203.0.113.66"
+	stripeIP       = "203.0.113.10"
+	bucketIP       = "203.0.113.11"
+	s3WebIP        = "203.0.113.12"
+	wikiIP         = "203.0.113.20"
 )
 
 // runUpstream is the "cluster DNS" helper: it answers A queries from
@@ -58,12 +74,18 @@ func runUpstream() int {
 			mu.Lock()
 			fmt.Printf("query %s %s %s %s\n", w.RemoteAddr().Network(), src, strings.ToLower(q.Name), dns.TypeToString[q.Qtype])
 			mu.Unlock()
-			ip, ok := upstreamRecords[strings.ToLower(q.Name)]
+			name, owner := strings.ToLower(q.Name), q.Name
+			if target, ok := upstreamCNAMEs[name]; ok {
+				m.Answer = append(m.Answer, &dns.CNAME{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 5},
+					Target: target})
+				name, owner = target, target
+			}
+			ip, ok := upstreamRecords[name]
 			switch {
 			case !ok:
 				m.Rcode = dns.RcodeNameError
 			case q.Qtype == dns.TypeA:
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5},
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5},
 					A: net.ParseIP(ip)})
 			}
 		}

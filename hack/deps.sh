@@ -18,6 +18,8 @@ need dnsperf dnsperf
 # the memory benchmark's reference server; -base is the binary without a system service on port 53
 need dnsmasq dnsmasq-base
 need getent libc-bin
+# musl's resolver in the DNS policy test: a tiny getaddrinfo client built with musl-gcc
+need musl-gcc musl-tools
 need taskset util-linux
 need openssl openssl
 # promtool checks and unit-tests the shipped alert rules, and prometheus runs
