@@ -105,8 +105,13 @@ func (a *Agent) Listen() error {
 		cfg.DNSAddrs = withV6Listener(cfg.DNSAddrs, in.Upstreams, ipv6Loopback())
 		a.cfg.DNSAddrs = cfg.DNSAddrs
 	}
+	tlsCfg, err := upstreamTLS(cfg.UpstreamCA)
+	if err != nil {
+		return err
+	}
 	a.resolver, err = upstream.New(upstream.Config{
 		Upstreams: in.Upstreams,
+		TLS:       tlsCfg,
 		Timeout:   cfg.UpstreamTimeout,
 		// The pod's resolver's patience: the forward answers within it.
 		ClientTimeout: in.ClientTimeout,

@@ -17,6 +17,7 @@ import (
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // Config configures an Agent. Zero fields take the default named beside
@@ -47,9 +48,14 @@ type Config struct {
 	// and this file exists, its nameservers are the upstreams;
 	// /var/lib/meshdns/resolv.conf.
 	VMResolvConf string
-	// Upstreams (host:port) override the nameservers of ResolvConf; its
-	// search list still applies.
+	// Upstreams (host:port, or tls://IP[:port][@server.name] for DNS
+	// over TLS: upstream.ParseAddr) override the nameservers of
+	// ResolvConf; its search list still applies.
 	Upstreams []string
+	// UpstreamCA is a PEM file of the CAs that verify DNS-over-TLS
+	// upstreams (of Upstreams and of forwarding rules); "" means the
+	// system's roots.
+	UpstreamCA string
 
 	// Namespace and PodName of the pod the agent serves.
 	Namespace string
@@ -188,8 +194,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.VMResolvConf = defaultVMResolvConf
 	}
 	for _, u := range cfg.Upstreams {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			return cfg, fmt.Errorf("upstream %q (want host:port): %w", u, err)
+		if _, err := upstream.ParseAddr(u); err != nil {
+			return cfg, err
 		}
 	}
 	if cfg.ClusterDomain == "" {

@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/meshdns/meshdns/internal/resolvconf"
@@ -139,4 +142,21 @@ func ipv6Loopback() bool {
 	}
 	c.Close()
 	return true
+}
+
+// upstreamTLS is the TLS configuration of DNS-over-TLS upstreams: the CAs
+// of caFile, or the system's roots when caFile is "".
+func upstreamTLS(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("upstream CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("upstream CA %s: no PEM certificate in it", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

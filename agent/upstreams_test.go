@@ -87,7 +87,7 @@ func TestConfigRejects(t *testing.T) {
 		wantErr string
 	}{
 		{name: "file and control plane", cfg: Config{NameTableFile: "t.json", ControlPlanes: []string{"cp:15010"}}, wantErr: "exclude each other"},
-		{name: "upstream without port", cfg: Config{Upstreams: []string{"10.0.0.1"}}, wantErr: "want host:port"},
+		{name: "upstream hostname", cfg: Config{Upstreams: []string{"dns.example:53"}}, wantErr: "want IP[:port]"},
 		{name: "dns address without port", cfg: Config{DNSAddrs: []string{"127.0.0.1"}}, wantErr: "dns address"},
 		{name: "bad cluster domain", cfg: Config{ClusterDomain: "a..b"}, wantErr: "cluster domain"},
 		{name: "cert without key", cfg: Config{TLSCert: "c.pem"}, wantErr: "go together"},

@@ -17,6 +17,8 @@ need kdig knot-dnsutils
 need dnsperf dnsperf
 # the memory benchmark's reference server; -base is the binary without a system service on port 53
 need dnsmasq dnsmasq-base
+# a real DNS-over-TLS server for the upstream tests (tls-service-key/pem)
+need unbound unbound
 need getent libc-bin
 # musl's resolver in the DNS policy test: a tiny getaddrinfo client built with musl-gcc
 need musl-gcc musl-tools

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/meshdns/meshdns/agent"
@@ -17,6 +15,7 @@ import (
 	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 func init() {
@@ -65,7 +64,8 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.ProbeAddr, "probe-addr", "", "address serving only /healthz/ready, /healthz/live and /metrics, e.g. 0.0.0.0:15121 in a pod for the kubelet and Prometheus (empty: off)")
 	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "resolv.conf with the upstream nameservers, search list and ndots")
 	fs.StringVar(&cfg.VMResolvConf, "vm-resolv-conf", "/var/lib/meshdns/resolv.conf", "upstreams on a VM: used instead of --resolv-conf's nameservers when serving port 53 and the file exists")
-	fs.Var(&upstreams, "upstream", "upstream nameserver IP[:port] (port 53 when absent; [v6]:port), repeatable; overrides the resolv.conf nameservers (the search list stays)")
+	fs.Var(&upstreams, "upstream", "upstream nameserver IP[:port] (port 53 when absent; [v6]:port) or tls://IP[:port][@server.name] (DNS over TLS, port 853), repeatable; overrides the resolv.conf nameservers (the search list stays)")
+	fs.StringVar(&cfg.UpstreamCA, "upstream-tls-ca", "", "CA certificates (PEM) that verify DNS-over-TLS upstreams (empty: the system's roots)")
 	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the pod (env POD_NAMESPACE)")
 	fs.StringVar(&cfg.PodName, "pod-name", "", "name of the pod (env POD_NAME)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
@@ -202,25 +202,15 @@ func (f podRecordsFlag) Set(s string) error {
 	return nil
 }
 
-// upstreamAddr turns an --upstream value into host:port: an IP address
-// alone means port 53, as a nameserver line of resolv.conf does.
+// upstreamAddr turns an --upstream value into its canonical form: an IP
+// address alone means port 53, as a nameserver line of resolv.conf does;
+// tls://IP[:port][@server.name] is DNS over TLS (CoreDNS forward's syntax).
 func upstreamAddr(s string) (string, error) {
-	bad := usagef("--upstream %q: want an IP address, optionally with a port (10.0.0.10, 10.0.0.10:5353, fd00::10, [fd00::10]:5353)", s)
-	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
-		return net.JoinHostPort(a.String(), "53"), nil
-	}
-	host, port, err := net.SplitHostPort(s)
+	a, err := upstream.ParseAddr(s)
 	if err != nil {
-		return "", bad
+		return "", usagef("--upstream %q: want an IP address, optionally with a port (10.0.0.10, 10.0.0.10:5353, fd00::10, [fd00::10]:5353), or tls://IP[:port][@server.name] for DNS over TLS", s)
 	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return "", bad
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return "", bad
-	}
-	return net.JoinHostPort(a.String(), port), nil
+	return a.String(), nil
 }
 
 // agentPreflight refuses, before the agent logs that it starts, sources it
@@ -230,6 +220,11 @@ func upstreamAddr(s string) (string, error) {
 func agentPreflight(cfg agent.Config) error {
 	if cfg.NameTableFile != "" {
 		if err := readable("--nametable-file", cfg.NameTableFile); err != nil {
+			return err
+		}
+	}
+	if cfg.UpstreamCA != "" {
+		if err := readable("--upstream-tls-ca", cfg.UpstreamCA); err != nil {
 			return err
 		}
 	}

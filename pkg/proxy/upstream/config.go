@@ -1,9 +1,9 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/meshdns/meshdns/internal/metrics"
@@ -11,8 +11,21 @@ import (
 
 // Config configures a Resolver. Every field documents its zero value.
 type Config struct {
-	// Upstreams are the resolvers as host:port (IPv6 in brackets). Required.
+	// Upstreams are the resolvers as ParseAddr reads them: host:port (IPv6
+	// in brackets), or tls://IP[:port][@server.name] for DNS over TLS.
+	// Required.
 	Upstreams []string
+	// TLS is the base configuration of DNS-over-TLS connections: RootCAs
+	// to verify the servers against (ServerName is set per upstream).
+	// Nil means the system's roots.
+	TLS *tls.Config
+	// TLSIdleTimeout closes a DNS-over-TLS connection with no query
+	// pending for this long. Zero means 10s (CoreDNS forward's expire).
+	TLSIdleTimeout time.Duration
+	// MaxTLSConns bounds the DNS-over-TLS connections to one upstream;
+	// queries are pipelined on them, a new one opened only when every
+	// open one carries 64 queries. Zero means 4.
+	MaxTLSConns int
 	// Timeout is how long a try waits alone before the next try goes out
 	// (to the next upstream); the earlier try keeps listening, so its late
 	// reply is still taken. Zero means 2s.
@@ -86,12 +99,21 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("no upstreams")
 	}
 	for _, u := range cfg.Upstreams {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			return cfg, fmt.Errorf("upstream %q: %w", u, err)
+		if _, err := ParseAddr(u); err != nil {
+			return cfg, err
 		}
 	}
 	// Copy so a caller reusing its slice cannot change ours.
 	cfg.Upstreams = append([]string(nil), cfg.Upstreams...)
+	if cfg.TLSIdleTimeout <= 0 {
+		cfg.TLSIdleTimeout = 10 * time.Second
+	}
+	if cfg.MaxTLSConns <= 0 {
+		cfg.MaxTLSConns = 4
+	}
+	if cfg.TLS == nil {
+		cfg.TLS = &tls.Config{}
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}

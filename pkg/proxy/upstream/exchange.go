@@ -24,9 +24,29 @@ const ednsSize = dnswire.EDNSSize
 
 // upstream is one configured server with its metric children.
 type upstream struct {
-	addr     string
+	addr     string // Addr.String(): host:port for plain DNS
+	dot      *dotPool
 	duration *metrics.Histogram
 	errs     map[string]*metrics.Counter // by kind; fixed after New
+}
+
+// newUpstream makes the upstream for a, its metric children and, for DNS
+// over TLS, its (still empty) connection pool.
+func (r *Resolver) newUpstream(a Addr) *upstream {
+	up := &upstream{
+		addr:     a.String(),
+		duration: r.metrics.duration.WithLabelValues(a.String()),
+		errs:     make(map[string]*metrics.Counter, len(errorKinds)),
+	}
+	for _, k := range errorKinds {
+		if k != kindTLS || a.TLS { // no tls series for plain upstreams
+			up.errs[k] = r.metrics.errors.WithLabelValues(up.addr, k)
+		}
+	}
+	if a.TLS {
+		up.dot = newDoTPool(a, r.cfg.TLS, r.cfg.TLSIdleTimeout, r.cfg.MaxTLSConns, dotMaxPending)
+	}
+	return up
 }
 
 // tryError is a failed try; kind is a metric label value.
@@ -109,12 +129,16 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 	// forward's window, so a late reply is still taken.
 	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
 	defer cancel()
-	m, err := r.exchangeUDP(ctx, up, q, nameLen, true)
+	exchange := r.exchangeUDP
+	if up.dot != nil {
+		exchange = r.exchangeDoT
+	}
+	m, err := exchange(ctx, up, q, nameLen, true)
 	if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
 		// RFC 6891 section 7: a server that does not know EDNS answers
 		// FORMERR without OPT; ask again without it, in the same try.
 		up.errs[kindFormerr].Inc()
-		m, err = r.exchangeUDP(ctx, up, q, nameLen, false)
+		m, err = exchange(ctx, up, q, nameLen, false)
 	}
 	var te *tryError
 	if errors.As(err, &te) && te.kind == kindTruncated {
@@ -274,6 +298,34 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 	m, err := unpackReply(buf[:n])
 	if err != nil {
 		return nil, &tryError{kindGarbage, fmt.Errorf("tcp reply from %s: %w", up.addr, err)}
+	}
+	return m, nil
+}
+
+// exchangeDoT asks up over its DNS-over-TLS connections. As over TCP,
+// nobody can race the server, so a reply to another question fails the try.
+func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool) (*dns.Msg, error) {
+	b, err := up.dot.exchange(ctx, appendQuery(make([]byte, 0, 12+len(q)+11), 0, q, edns))
+	if err != nil {
+		var te *tryError
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			return nil, ctx.Err()
+		case errors.As(err, &te):
+			return nil, err
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, &tryError{kindTimeout, fmt.Errorf("dns over tls %s: %w", up.addr, err)}
+		}
+		return nil, &tryError{kindNetwork, err}
+	}
+	switch kind := checkReply(b, binary.BigEndian.Uint16(b), q, nameLen); kind {
+	case "", kindTruncated: // TC over TLS: take what came
+	default:
+		return nil, &tryError{kind, fmt.Errorf("tls reply from %s: %s", up.addr, kind)}
+	}
+	m, err := unpackReply(b)
+	if err != nil {
+		return nil, &tryError{kindGarbage, fmt.Errorf("tls reply from %s: %w", up.addr, err)}
 	}
 	return m, nil
 }

@@ -504,7 +504,8 @@ func TestNewValidates(t *testing.T) {
 		cfg  Config
 	}{
 		{name: "no upstreams", cfg: Config{}},
-		{name: "no port", cfg: Config{Upstreams: []string{"127.0.0.1"}}},
+		{name: "hostname", cfg: Config{Upstreams: []string{"dns.example:53"}}},
+		{name: "unknown scheme", cfg: Config{Upstreams: []string{"https://127.0.0.1/dns-query"}}},
 		{name: "max below min", cfg: Config{Upstreams: []string{"127.0.0.1:53"}, MinTTL: time.Hour, MaxTTL: time.Minute}},
 	}
 	for _, tc := range tests {

@@ -13,9 +13,10 @@ const (
 	kindTruncated = "truncated" // TC=1 over UDP, retried over TCP
 	kindRcode     = "rcode"     // SERVFAIL or REFUSED: try the next upstream
 	kindFormerr   = "formerr"   // FORMERR without OPT: asked again without EDNS
+	kindTLS       = "tls"       // a DNS-over-TLS handshake failed (certificate, protocol)
 )
 
-var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode, kindFormerr}
+var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode, kindFormerr, kindTLS}
 
 // resolverMetrics are the resolver's collectors. Per-upstream children are resolved
 // once in New so the query path never looks up a label.
@@ -42,7 +43,7 @@ func newMetrics(entries func() float64) *resolverMetrics {
 		}, []string{"upstream"}),
 		errors: metrics.NewCounterVec(metrics.Opts{
 			Name: "meshdns_upstream_errors_total",
-			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr.",
+			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr, tls.",
 		}, []string{"upstream", "kind"}),
 		inflight: metrics.NewGauge(metrics.Opts{
 			Name: "meshdns_upstream_inflight_queries",

@@ -13,7 +13,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
-	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -76,16 +75,9 @@ func New(cfg Config) (*Resolver, error) {
 		return float64(r.cache.Len())
 	})
 	r.flights.joined = r.metrics.coalesced
-	for _, addr := range cfg.Upstreams {
-		up := &upstream{
-			addr:     addr,
-			duration: r.metrics.duration.WithLabelValues(addr),
-			errs:     make(map[string]*metrics.Counter, len(errorKinds)),
-		}
-		for _, k := range errorKinds {
-			up.errs[k] = r.metrics.errors.WithLabelValues(addr, k)
-		}
-		r.ups = append(r.ups, up)
+	for _, s := range cfg.Upstreams {
+		a, _ := ParseAddr(s) // checked by withDefaults
+		r.ups = append(r.ups, r.newUpstream(a))
 	}
 	if err := r.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("register upstream metrics: %w", err)
@@ -290,6 +282,11 @@ func (r *Resolver) Close() error {
 		r.clock.stop()
 		r.cancel()
 		r.wg.Wait()
+		for _, up := range r.ups {
+			if up.dot != nil {
+				up.dot.close()
+			}
+		}
 	})
 	return nil
 }
