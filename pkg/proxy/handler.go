@@ -48,6 +48,8 @@ type Handler struct {
 	pm     policyMetrics
 	// tap is the query log's second output (Config.QueryTap), or nil.
 	tap Tap
+	// failing counts failing answers per name (failing.go), nil when off.
+	failing atomic.Pointer[FailingNames]
 }
 
 // answerTimeEvery is the period of timing for answers that do not wait
@@ -350,6 +352,7 @@ func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source
 		h.countDecision(r)
 	}
 	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, len(out))
+	h.recordFailing(r, rcode)
 	if r.qlog != nil {
 		r.qlog.write(h, r, out, rcode, src, elapsed)
 	}
