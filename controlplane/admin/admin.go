@@ -51,6 +51,7 @@ func New(cfg Config) (http.Handler, error) {
 	h.probes(mux)
 	mux.HandleFunc("GET /debug/agents", h.agents)
 	mux.HandleFunc("GET /debug/nametable", h.nametable)
+	mux.HandleFunc("GET /debug/failing", h.failing)
 	mux.HandleFunc("GET /debug/loglevel", h.logLevel)
 	mux.HandleFunc("PUT /debug/loglevel", h.logLevel)
 	// Profiles on our own mux; importing net/http/pprof registers them on

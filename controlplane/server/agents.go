@@ -28,6 +28,9 @@ type AgentInfo struct {
 	// Holds counts the times the agent's versions were held back
 	// because it had not answered enough of what it was sent.
 	Holds int `json:"holds"`
+	// Failing is the agent's last report of the names that failed most
+	// for its pod, when its settings turn the report on.
+	Failing *FailingReport `json:"failing,omitempty"`
 }
 
 // Agents lists the connected agents, sorted by namespace and pod.

@@ -23,6 +23,10 @@ type answer struct {
 	rawNonce []byte // response_nonce as sent, for a log line
 	// nack is the whole request when it carries an error detail, else nil.
 	nack *meshdnsv1.StreamNameTableRequest
+	// failing is the agent's failing-names report (failing.go), or nil;
+	// failingRaw holds its fields while decoding.
+	failing    *meshdnsv1.FailingNames
+	failingRaw []byte
 }
 
 var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
@@ -30,13 +34,14 @@ var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
 // decode reads b as a StreamNameTableRequest with the rules of the proto
 // codec: fields in any order, the last of a repeated singular field wins,
 // unknown fields skipped, strings valid UTF-8, malformed input an error.
-// An identity (meant for the first request only, and ignored after it) and
-// a failing-names summary (not used yet) are skipped without a look
-// inside.
+// An identity (meant for the first request only, and ignored after it) is
+// skipped without a look inside. A failing-names report, sent about once a
+// window, is decoded whole by the proto codec.
 func (a *answer) decode(b []byte) error {
 	a.version, a.rawNonce = a.version[:0], a.rawNonce[:0]
-	a.nonce, a.nonceOK, a.nack = 0, false, nil
-	nack := false
+	a.nonce, a.nonceOK, a.nack, a.failing = 0, false, nil, nil
+	a.failingRaw = a.failingRaw[:0]
+	nack, failing := false, false
 	all := b
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -75,6 +80,11 @@ func (a *answer) decode(b []byte) error {
 			a.rawNonce = append(a.rawNonce[:0], v...)
 		case namewire.FieldRequestError:
 			nack = true
+		case namewire.FieldRequestFailing:
+			// Several occurrences merge, as in proto: their fields
+			// concatenated are one message.
+			failing = true
+			a.failingRaw = append(a.failingRaw, v...)
 		}
 	}
 	a.nonce, a.nonceOK = parseNonce(a.rawNonce)
@@ -86,9 +96,22 @@ func (a *answer) decode(b []byte) error {
 			return fmt.Errorf("decode request: %w", err)
 		}
 		a.nack = r
+		a.failing = r.GetFailing()
+	} else if failing {
+		f := new(meshdnsv1.FailingNames)
+		if err := proto.Unmarshal(a.failingRaw, f); err != nil {
+			return fmt.Errorf("decode request: failing: %w", err)
+		}
+		a.failing = f
+	}
+	if cap(a.failingRaw) > maxKeptFailingRaw {
+		a.failingRaw = nil // do not keep a large report's buffer
 	}
 	return nil
 }
+
+// maxKeptFailingRaw bounds the buffer a stream keeps for the next report.
+const maxKeptFailingRaw = 16 << 10
 
 // parseNonce parses a nonce as strconv.ParseUint(s, 10, 64) would.
 func parseNonce(b []byte) (uint64, bool) {

@@ -22,9 +22,8 @@ func marshalRequest(tb testing.TB, r *meshdnsv1.StreamNameTableRequest) []byte {
 
 // FuzzAnswer checks the hand decoder of ACKs and NACKs against the
 // generated code: whatever proto.Unmarshal accepts, decode accepts with the
-// same version, nonce and NACK; it never accepts a malformed message that
-// has no identity and no failing-names summary (the fields it skips
-// unread).
+// same version, nonce, NACK and failing-names report; it never accepts a
+// malformed message that has no identity (the field it skips unread).
 func FuzzAnswer(f *testing.F) {
 	// An ACK, a NACK, an ACK with an unknown field, a first request,
 	// repeated fields (the last wins), a bad nonce, truncated input.
@@ -36,14 +35,19 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte("\x12\x01a\x12\x01b\x1a\x013\x1a\x0218"))
 	f.Add([]byte("\x1a\x03-12"))
 	f.Add([]byte("\x12\x05ab"))
+	// A report on an ACK, a report in two parts (proto merges them), a
+	// report with a name that is not UTF-8.
+	f.Add(marshalRequest(f, &meshdnsv1.StreamNameTableRequest{VersionInfo: "v1", ResponseNonce: "3",
+		Failing: &meshdnsv1.FailingNames{WindowSeconds: 60, Names: []*meshdnsv1.FailingName{{Name: "a.example.", Rcode: 3, Count: 9}}}}))
+	f.Add([]byte("\x1a\x013\x2a\x02\x08\x3c\x2a\x07\x12\x05\x0a\x01a\x10\x02"))
+	f.Add([]byte("\x1a\x013\x2a\x05\x12\x03\x0a\x01\xff"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var a answer
 		err := a.decode(b)
 		var r meshdnsv1.StreamNameTableRequest
 		perr := proto.Unmarshal(b, &r)
 		if perr != nil {
-			if err == nil && r.Identity == nil && !hasField(b, namewire.FieldRequestIdentity) &&
-				!hasField(b, namewire.FieldRequestFailing) {
+			if err == nil && r.Identity == nil && !hasField(b, namewire.FieldRequestIdentity) {
 				t.Fatalf("decode accepted what proto rejects: %v", perr)
 			}
 			return
@@ -66,6 +70,9 @@ func FuzzAnswer(f *testing.F) {
 		}
 		if a.nack != nil && !proto.Equal(a.nack, &r) {
 			t.Errorf("nack %v, proto %v", a.nack, &r)
+		}
+		if (a.failing != nil) != (r.Failing != nil) || !proto.Equal(a.failing, r.Failing) {
+			t.Errorf("failing %v, proto %v", a.failing, r.Failing)
 		}
 	})
 }

@@ -53,6 +53,7 @@ type agent struct {
 	nacks     int
 	lastNack  string
 	holds     int
+	failing   *FailingReport // the agent's last report (failing.go), or nil
 }
 
 const (
@@ -80,7 +81,7 @@ func (a *agent) info() AgentInfo {
 		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
 		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: a.sentID,
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
-		View: a.sub.View().Current().ID,
+		Failing: a.failing, View: a.sub.View().Current().ID,
 	}
 }
 
@@ -320,6 +321,9 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 			continue
 		}
 		n := ans.nonce
+		if ans.failing != nil && s.report(a, ans.failing, n) {
+			continue // a repeated answer that carries a report only
+		}
 		now := s.cfg.Now()
 		a.mu.Lock()
 		f, known := a.answerLocked(n)
