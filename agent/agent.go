@@ -53,6 +53,8 @@ type Agent struct {
 	admin    *http.Server
 	probeLis net.Listener // or nil without ProbeAddr
 	probe    *http.Server
+
+	failing failingState // the failing-names report (failing.go)
 }
 
 // New checks cfg and registers the agent's metrics; it does no other I/O.

@@ -66,6 +66,7 @@ func (a *Agent) publish(t *nametable.Table) {
 	}
 	a.server.SetTablePolicy(t, p.policy)
 	a.settings.serve(p)
+	a.setFailingReport(failingReportOf(s))
 }
 
 // prepare converts s, or returns the conversion made for the same
@@ -164,4 +165,12 @@ func convertAction(a namewire.PolicyAction, isDefault bool) (policy.Action, erro
 		return policy.Deny, nil
 	}
 	return policy.Allow, fmt.Errorf("action %s not allow or deny", a)
+}
+
+// failingReportOf returns the failing-names report of s, or nil.
+func failingReportOf(s *namewire.AgentSettings) *namewire.FailingReport {
+	if s == nil || s.Telemetry == nil {
+		return nil
+	}
+	return s.Telemetry.FailingReport
 }

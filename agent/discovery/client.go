@@ -125,6 +125,9 @@ type Client struct {
 	// until a write succeeds.
 	stateFailing atomic.Bool
 
+	reportMu sync.Mutex // guards rep
+	rep      reporting  // the failing-names report (report.go)
+
 	mu      sync.Mutex // guards following
 	version string
 	// The last applied table, the base of the next delta and of

@@ -61,6 +61,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		c.mu.Unlock()
 	}()
 	c.log.Info("control plane stream open", "addr", addr, "version", version)
+	defer c.startReports(ctx, stream)()
 
 	var ack []byte
 	for {
@@ -90,10 +91,12 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		if err != nil {
 			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
-		ack = c.handle(resp).Append(ack[:0])
+		answer := c.handle(resp)
+		ack = answer.Append(ack[:0])
 		if err := stream.Send(ack); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
 		}
+		c.answered(answer)
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 // identity (AgentIdentity.features) and rejects a version whose settings
 // require any other (the control plane's NACK, the previous table kept).
 // A version that requires another is never applied in part.
-var Features = []string{"policy"}
+var Features = []string{
+	"policy",
+	"failing-report", // agent/failing.go
+}
 
 // Settings is a Version that carries agent settings (the control plane's
 // and the state dir's versions do; a table file carries none).
