@@ -36,6 +36,12 @@ type KubeConfig struct {
 	// Name is the source name given to the registry; zero means
 	// "dnspolicies".
 	Name string
+	// NoPodLabels turns the pod label watches off: pods are judged with
+	// no labels (a control plane whose agents are VMs, not pods).
+	NoPodLabels bool
+	// NoStatus leaves the objects' status alone (a second control plane
+	// beside one that writes it, without the RBAC to write).
+	NoStatus bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now stamps status conditions; nil means time.Now.
@@ -129,7 +135,9 @@ func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
 		return fmt.Errorf("policysource: %w", err)
 	}
 	wg.Go(func() { inf.Run(ctx.Done()) })
-	wg.Go(func() { k.runPods(ctx) })
+	if !k.cfg.NoPodLabels {
+		wg.Go(func() { k.runPods(ctx) })
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
@@ -174,6 +182,10 @@ func (k *Kube) listWatch(ctx context.Context) *cache.ListWatch {
 				return &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "meshdns.io/v1alpha1", "kind": "DNSPolicyList",
 					"metadata": map[string]any{"resourceVersion": ""}}}, nil
 			}
+			if apierrors.IsForbidden(err) {
+				k.log.Error("cannot list DNSPolicy objects (RBAC: list and watch dnspolicies.meshdns.io); "+
+					"until the first list succeeds no agent is served", "err", err)
+			}
 			return l, err
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) },
@@ -207,6 +219,9 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 			if err != nil {
 				k.log.Warn("invalid DNSPolicy, not served", "policy", key, "err", err)
 			}
+		}
+		if k.cfg.NoStatus {
+			continue
 		}
 		if err := k.writeStatus(ctx, u, c); err != nil {
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
