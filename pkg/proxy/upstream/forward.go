@@ -28,19 +28,23 @@ type result struct {
 // our SERVFAIL) before it gives up on us.
 func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
-	results := make(chan result, r.cfg.Attempts+len(r.ups))
+	ups, attempts := r.ups, r.cfg.Attempts
+	if ro := r.routes.Load().routeFor(q, nameLen); ro != nil {
+		ups, attempts = ro.ups, ro.attempts
+	}
+	results := make(chan result, attempts+len(ups))
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	if r.cfg.Parallel && len(r.ups) > 1 {
-		return r.race(ctx, q, nameLen, results, &wg)
+	if r.cfg.Parallel && len(ups) > 1 {
+		return r.race(ctx, ups, q, nameLen, results, &wg)
 	}
-	order := r.perm(len(r.ups))
+	order := r.perm(len(ups))
 	launched, pending := 0, 0
 	launch := func() {
-		up := r.ups[order[launched%len(order)]]
+		up := ups[order[launched%len(order)]]
 		launched++
 		pending++
 		wg.Go(func() {
@@ -63,14 +67,14 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, 
 			if err := ctx.Err(); err != nil {
 				return nil, windowError(ctx, err, errs)
 			}
-			if launched < r.cfg.Attempts {
+			if launched < attempts {
 				launch()
 				next.Reset(r.cfg.Timeout)
 			} else if pending == 0 {
 				return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
 			}
 		case <-next.C:
-			if launched < r.cfg.Attempts {
+			if launched < attempts {
 				launch()
 				next.Reset(r.cfg.Timeout)
 			}
@@ -93,15 +97,15 @@ func windowError(ctx context.Context, err error, errs []error) error {
 // race sends one try to every upstream at once and returns the first good
 // reply; each listens until the window ends. The losers are cancelled and
 // waited for by forward, so no goroutine outlives the call.
-func (r *Resolver) race(ctx context.Context, q []byte, nameLen int, results chan result, wg *sync.WaitGroup) (*reply, error) {
-	for _, up := range r.ups {
+func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen int, results chan result, wg *sync.WaitGroup) (*reply, error) {
+	for _, up := range ups {
 		wg.Go(func() {
 			m, err := r.try(ctx, up, q, nameLen)
 			results <- result{m, err}
 		})
 	}
 	var errs []error
-	for range r.ups {
+	for range ups {
 		res := <-results
 		if res.err == nil {
 			return res.m, nil

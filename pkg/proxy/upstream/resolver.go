@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,11 @@ type Resolver struct {
 	inflight atomic.Int64
 	clock    coarseClock // when cfg.Now is nil
 
+	// routes sends some domains to other upstreams (SetRoutes); never nil.
+	routes   atomic.Pointer[routeTable]
+	routesMu sync.Mutex           // serialises SetRoutes; guards routeUps
+	routeUps map[string]*upstream // the routes' upstreams not in ups, by address
+
 	ctx       context.Context // ends at Close; parent of every upstream query
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the flights' goroutines
@@ -59,11 +66,13 @@ func New(cfg Config) (*Resolver, error) {
 		return nil, fmt.Errorf("upstream config: %w", err)
 	}
 	r := &Resolver{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		flights: flights{m: make(map[string]*call)},
-		perm:    rand.Perm,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		flights:  flights{m: make(map[string]*call)},
+		perm:     rand.Perm,
+		routeUps: make(map[string]*upstream),
 	}
+	r.routes.Store(&routeTable{})
 	if cfg.CacheSize > 0 {
 		stale := max(cfg.StaleWindow, -1)
 		r.cache = cache.New(cfg.CacheSize, stale)
@@ -182,6 +191,7 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 // bound, cache what may be cached, fall back to a stale entry.
 func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 	start := time.Now()
+	gen := r.routes.Load().gen
 	var (
 		rep *reply
 		err error
@@ -197,7 +207,10 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 	r.inflight.Add(-1)
 
 	if err == nil {
-		if rep.cacheable && r.cache != nil && r.cache.Set(string(q), rep.e) {
+		// Under routes set meanwhile the name may belong to other
+		// upstreams now: answer, but do not keep.
+		keep := rep.cacheable && r.cache != nil && r.routes.Load().gen == gen
+		if keep && r.cache.Set(string(q), rep.e) {
 			r.metrics.evictions.Inc()
 		}
 		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
@@ -282,7 +295,10 @@ func (r *Resolver) Close() error {
 		r.clock.stop()
 		r.cancel()
 		r.wg.Wait()
-		for _, up := range r.ups {
+		r.routesMu.Lock()
+		ups := slices.Concat(r.ups, slices.Collect(maps.Values(r.routeUps)))
+		r.routesMu.Unlock()
+		for _, up := range ups {
 			if up.dot != nil {
 				up.dot.close()
 			}

@@ -146,3 +146,23 @@ func (c *Cache) Len() int { return int(c.count.Load()) }
 
 // Evictions returns how many entries were evicted to make room so far.
 func (c *Cache) Evictions() uint64 { return c.evictions.Load() }
+
+// DeleteFunc drops every entry whose key del reports true for, and returns
+// how many it dropped. It holds each shard's write lock in turn: for rare
+// changes (forwarding rules), not for the query path.
+func (c *Cache) DeleteFunc(del func(key string) bool) int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for k := range s.m {
+			if del(k) {
+				delete(s.m, k)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	c.count.Add(int64(-n))
+	return n
+}
