@@ -10,6 +10,7 @@ import (
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/policy"
 	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // The settings a version carries (namewire.AgentSettings) take effect
@@ -29,7 +30,8 @@ type settings struct {
 // preparedSettings are one version's settings converted for their owners.
 type preparedSettings struct {
 	from   *namewire.AgentSettings
-	policy *proxy.Policy // or nil: allow everything
+	policy *proxy.Policy    // or nil: allow everything
+	routes *upstream.Routes // or nil: no forwarding rules
 }
 
 // checkSettings converts the settings of v, a version about to be
@@ -64,6 +66,7 @@ func (a *Agent) publish(t *nametable.Table) {
 		a.server.SetTable(t)
 		return
 	}
+	a.resolver.SetRoutes(p.routes) // before the names: a new name never asks an old route
 	a.server.SetTablePolicy(t, p.policy)
 	a.settings.serve(p)
 	a.setFailingReport(failingReportOf(s))
@@ -86,7 +89,11 @@ func (st *settings) prepare(s *namewire.AgentSettings) (*preparedSettings, error
 	if err != nil {
 		return nil, err
 	}
-	st.pending = &preparedSettings{from: s, policy: pol}
+	routes, err := convertForwarding(s.Forwarding)
+	if err != nil {
+		return nil, err
+	}
+	st.pending = &preparedSettings{from: s, policy: pol, routes: routes}
 	return st.pending, nil
 }
 

@@ -15,6 +15,7 @@ import (
 var Features = []string{
 	"policy",
 	"failing-report", // agent/failing.go
+	"forwarding",     // agent/forwarding.go
 }
 
 // Settings is a Version that carries agent settings (the control plane's
