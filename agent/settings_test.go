@@ -2,7 +2,9 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -208,5 +210,44 @@ func TestConvertPolicy(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A policy of 1,000 rules costs the agent its compiled form and the
+// settings a version keeps: measured on the heap, bounded here, and
+// reported with -v (go test -run TestPolicyMemory -v ./agent/).
+func TestPolicyMemory(t *testing.T) {
+	build := func() *namewire.AgentSettings {
+		p := &namewire.DNSPolicy{OutsideDefault: namewire.PolicyActionDeny, Source: "shop/egress"}
+		for i := range 1000 {
+			pat := fmt.Sprintf("api%d.vendor%d.example.com", i, i%97)
+			if i%2 == 1 {
+				pat = fmt.Sprintf("*.bucket%d.example.org", i)
+			}
+			p.Rules = append(p.Rules, namewire.PolicyRule{Pattern: pat, Action: namewire.PolicyActionAllow, Source: "shop/egress"})
+		}
+		return &namewire.AgentSettings{Policy: p}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	s := build()
+	settings := heap()
+	p, err := convertPolicy(s.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := heap()
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(p)
+	kept, pol := int64(settings)-int64(before), int64(compiled)-int64(settings)
+	t.Logf("1,000 rules: settings kept with the version %d KB, compiled policy %d KB, total %d KB", kept>>10, pol>>10, (kept+pol)>>10)
+	if kept+pol > 1<<20 {
+		t.Errorf("a policy of 1,000 rules costs %d KB, want under 1 MB", (kept+pol)>>10)
 	}
 }
