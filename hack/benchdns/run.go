@@ -40,6 +40,8 @@ type runConfig struct {
 	dir         string
 	// ab lists agent binaries measured against the first (-ab), or nil.
 	ab []string
+	// only filters the scenarios of -policy by name, or "".
+	only string
 }
 
 func runBench(args []string) error {
@@ -58,6 +60,8 @@ func runBench(args []string) error {
 	fs.StringVar(&cfg.clientCPU, "client-cpu", "0", "taskset cpu list for dnsperf")
 	fs.StringVar(&cfg.agent, "agent", "bin/meshdns", "meshdns binary whose agent command is measured too (empty: skip)")
 	ab := fs.String("ab", "", "comma-separated meshdns binaries with an agent command: measure every scenario on each against the first (an older build) and nothing else")
+	fs.StringVar(&cfg.only, "only", "", "with -policy: the comma-separated scenarios to run (known, cache-hit, forwarded; empty: all)")
+	policyRules := fs.Int("policy", 0, "measure the cost of a DNS policy of this many rules (with against without, for a table answer, a cache hit and a forwarded query) and nothing else")
 	rt := fs.Bool("rt", true, "run the fixed-rate latency runs at SCHED_FIFO priority (root), so other load on the machine does not set the p99")
 	_ = fs.Parse(args)
 	cfg.agent = agentPath(cfg.agent)
@@ -80,6 +84,9 @@ func runBench(args []string) error {
 	if *ab != "" {
 		cfg.ab = strings.Split(*ab, ",")
 		return benchAB(&cfg)
+	}
+	if *policyRules > 0 {
+		return benchPolicyRatio(&cfg, *policyRules)
 	}
 	return bench(&cfg)
 }

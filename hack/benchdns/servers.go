@@ -126,6 +126,8 @@ func runServe(args []string) error {
 	services := fs.Int("services", 10000, "services in the table")
 	up := fs.String("upstream", "", "upstream host:port")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until killed with SIGTERM")
+	rules := fs.Int("policy-rules", 0, "enforce a DNS policy of this many rules (0: none; see policy.go)")
+	cacheSize := fs.Int("cache-size", 0, "the Resolver's cache size (0: its default, negative: no cache)")
 	_ = fs.Parse(args)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -142,7 +144,7 @@ func runServe(args []string) error {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := metrics.NewRegistry()
-	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registry: reg})
+	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registry: reg, CacheSize: *cacheSize})
 	if err != nil {
 		return err
 	}
@@ -154,11 +156,16 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registry: proxymetrics.Registry(reg)})
+	search := []string{podNamespace + ".svc.cluster.local", "svc.cluster.local", "cluster.local"}
+	s, err := proxy.New(proxy.Config{Addrs: []string{*addr}, Resolver: res, Logger: log, Registry: proxymetrics.Registry(reg), Search: search})
 	if err != nil {
 		return err
 	}
-	s.SetTable(tbl)
+	pol, err := benchPolicy(*rules)
+	if err != nil {
+		return err
+	}
+	s.SetTablePolicy(tbl, pol)
 	// Building the table leaves about as much garbage as the table itself;
 	// hand it back to the OS now rather than when the scavenger gets to it,
 	// as the agent does after a swap.
