@@ -17,21 +17,26 @@ type PodFailing struct {
 }
 
 // failing serves the last failing-names report of every connected agent
-// that sent one, by namespace and pod: ?namespace= keeps one namespace,
-// ?name= the names equal to it (with or without the trailing dot), ?rcode=
-// one response code (NXDOMAIN, SERVFAIL, REFUSED); a pod left without
-// names is left out.
+// that sent one, by namespace and pod (see Failing for the query).
 func (h *handler) failing(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	ns, rcode := q.Get("namespace"), strings.ToUpper(q.Get("rcode"))
-	name := strings.ToLower(q.Get("name"))
+	writeJSON(w, Failing(h.cfg.Agents.Agents(), q.Get("namespace"), q.Get("name"), q.Get("rcode")))
+}
+
+// Failing returns the reports of agents, sorted as given: namespace keeps
+// one namespace; name the names equal to it (any case, with or without
+// the trailing dot); rcode one response code (NXDOMAIN, SERVFAIL,
+// REFUSED, any case). With name or rcode, a pod left without names is
+// left out. "" filters nothing.
+func Failing(agents []server.AgentInfo, namespace, name, rcode string) []PodFailing {
+	rcode, name = strings.ToUpper(rcode), strings.ToLower(name)
 	if name != "" && !strings.HasSuffix(name, ".") {
 		name += "."
 	}
 	filtered := name != "" || rcode != ""
 	out := []PodFailing{}
-	for _, a := range h.cfg.Agents.Agents() {
-		if a.Failing == nil || (ns != "" && a.Namespace != ns) {
+	for _, a := range agents {
+		if a.Failing == nil || (namespace != "" && a.Namespace != namespace) {
 			continue
 		}
 		rep := *a.Failing
@@ -48,5 +53,5 @@ func (h *handler) failing(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, PodFailing{Namespace: a.Namespace, Pod: a.Pod, InstanceID: a.InstanceID, FailingReport: rep})
 	}
-	writeJSON(w, out)
+	return out
 }
