@@ -75,8 +75,12 @@ type Kube struct {
 
 type checked struct {
 	resourceVersion string
-	policy          Policy
 	err             error
+	// policy is what the store gets: the object when valid, else its
+	// last valid generation seen by this process (served is false when
+	// there is none).
+	policy Policy
+	served bool
 }
 
 var _ registry.Source = (*Kube)(nil)
@@ -214,11 +218,18 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 		c, ok := k.seen[key]
 		if !ok || c.resourceVersion != u.GetResourceVersion() {
 			p, err := FromUnstructured(u)
-			c = checked{resourceVersion: u.GetResourceVersion(), policy: p, err: err}
-			k.seen[key] = c
-			if err != nil {
+			next := checked{resourceVersion: u.GetResourceVersion(), policy: p, err: err, served: err == nil}
+			if err != nil && c.served {
+				// An edit that breaks a policy must not lift it: the
+				// last valid generation stays in force until fixed.
+				next.policy, next.served = c.policy, true
+				k.log.Warn("invalid DNSPolicy edit; its last valid generation stays in force", "policy", key,
+					"served_generation", c.policy.Generation, "err", err)
+			} else if err != nil {
 				k.log.Warn("invalid DNSPolicy, not served", "policy", key, "err", err)
 			}
+			c = next
+			k.seen[key] = c
 		}
 		if k.cfg.NoStatus {
 			continue
@@ -240,7 +251,7 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 func (k *Kube) valid() []Policy {
 	keys := make([]string, 0, len(k.seen))
 	for key, c := range k.seen {
-		if c.err == nil {
+		if c.served {
 			keys = append(keys, key)
 		}
 	}
@@ -257,8 +268,14 @@ func (k *Kube) valid() []Policy {
 // the same status, and only the first write of a change goes through.
 func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) error {
 	want := Condition(u.GetGeneration(), c.err, k.cfg.Now())
+	if c.err != nil && c.served {
+		want.Message = fmt.Sprintf("generation %d is still served; %s", c.policy.Generation, want.Message)
+		if len(want.Message) > 32768 {
+			want.Message = want.Message[:32765] + "..."
+		}
+	}
 	rules := int64(len(c.policy.DNS.Rules))
-	if c.err != nil {
+	if !c.served {
 		rules = 0
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")

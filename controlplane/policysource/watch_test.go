@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -213,6 +216,19 @@ func TestKube(t *testing.T) {
 			"spec: {rules: [{pattern: a.example, action: Deny}]}")
 		eventually(t, ctx, store, "fixed", expect(store, ns, "checkout", ns+"/bad"+req))
 		waitStatus(t, ctx, dyn, ns, "bad", fixed.GetGeneration(), "True")
+
+		// An edit that breaks a served policy keeps its last valid
+		// generation in force (the pod web has two rules of it).
+		served := fillSettings(store, ns, "web")
+		broken := apply(t, dyn, ns, selector("{pattern: a.example, action: Allow}, {pattern: A.EXAMPLE, action: Allow}"))
+		got = waitStatus(t, ctx, dyn, ns, "checkout", broken.GetGeneration(), "False")
+		if msg, _ := got["message"].(string); !strings.Contains(msg, fmt.Sprintf("generation %d is still served", broken.GetGeneration()-1)) ||
+			!strings.Contains(msg, "is a duplicate of") {
+			t.Errorf("condition of a broken edit: %v", got)
+		}
+		if diff := cmp.Diff(served, fillSettings(store, ns, "web"), protocmp.Transform()); diff != "" {
+			t.Errorf("a broken edit changed what the pod is served (-before +after):\n%s", diff)
+		}
 	})
 
 	t.Run("delete", func(t *testing.T) {
