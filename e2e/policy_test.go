@@ -226,6 +226,26 @@ func TestPolicyResolvers(t *testing.T) {
 	if lines, _ := tp.queries.since(before); !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, " y.tunnel.example. ") }) {
 		t.Errorf("audit mode: y.tunnel.example never reached the upstream: %q", lines)
 	}
+
+	// Denials answered REFUSED, and a rule denying the node's search
+	// domain, so that api.stripe.com's walk meets a denied name
+	// (api.stripe.com.corp.example.com) before the allowed one: under a
+	// search domain the agent answers NXDOMAIN, and every resolver's walk,
+	// musl's included (REFUSED would end it), goes on to the allowed name.
+	table.Settings.Policy.Mode = meshdnsv1.PolicyMode_POLICY_MODE_ENFORCE
+	table.Settings.Policy.DenyResponse = meshdnsv1.DenyResponse_DENY_RESPONSE_REFUSED
+	table.Settings.Policy.Rules = append(table.Settings.Policy.Rules,
+		&meshdnsv1.PolicyRule{Pattern: "*.corp.example.com", Action: meshdnsv1.PolicyAction_POLICY_ACTION_DENY})
+	cp.Send(discoverytest.Full("v3", "n3", table))
+	if ack := cp.Recv(t); ack.GetVersionInfo() != "v3" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", ack)
+	}
+	refused := map[string]string{"web": tableWebIP, "wiki": wikiIP, "api.stripe.com": stripeIP, "www.stripe.com": "error"}
+	for _, r := range resolvers {
+		if diff := cmp.Diff(refused, r.resolve(t, []string{"web", "wiki", "api.stripe.com", "www.stripe.com"})); diff != "" {
+			t.Errorf("%s, denials answered REFUSED (-want +got)\n%s", r.name, diff)
+		}
+	}
 	log, err := os.ReadFile(filepath.Join(tp.dir, "agent.log"))
 	if err != nil {
 		t.Fatal(err)
