@@ -170,13 +170,20 @@ func (s *Store) selectionKeyLocked(ns string, l labels.Set) string {
 // Fill sets s.Policy to the merged policies that select the agent's pod
 // (nil when none does) and adds Feature to s.Requires when it sets one.
 // A pod whose labels are not known (not listed yet, or a credential that
-// names no pod) is judged with no labels: namespace-wide policies apply,
+// names no pod: SPIFFE, whose pod name is only claimed) is judged with no
+// labels: namespace-wide policies apply,
 // label selectors match only as they match an empty set. The policy
 // message is shared between agents and must not be modified.
 func (s *Store) Fill(id auth.Identity, st *meshdnsv1.AgentSettings) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.pods[id.Namespace][id.Pod]
+	var l labels.Set
+	if id.Method != auth.MethodSPIFFE {
+		// A SPIFFE certificate names a service account, not a pod: the
+		// pod name beside it is the agent's claim, which must not pick
+		// the labels it is judged by.
+		l = s.pods[id.Namespace][id.Pod]
+	}
 	key := s.selectionKeyLocked(id.Namespace, l)
 	if key == "" {
 		st.Policy = nil

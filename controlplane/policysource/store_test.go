@@ -77,6 +77,12 @@ func TestStore(t *testing.T) {
 		st.Policy.OutsideDefault != meshdnsv1.PolicyAction_POLICY_ACTION_DENY || !cmp.Equal(st.Requires, []string{"pod-zone", Feature}) {
 		t.Errorf("selected pod: %v, requires %v", st.Policy, st.Requires)
 	}
+	// A SPIFFE identity's pod name is only claimed: no labels.
+	var spiffe meshdnsv1.AgentSettings
+	s.Fill(auth.Identity{Method: auth.MethodSPIFFE, Namespace: "shop", Pod: "p"}, &spiffe)
+	if got := spiffe.GetPolicy().GetSource(); got != "shop/whole" {
+		t.Errorf("SPIFFE identity claiming a labelled pod: %q, want shop/whole", got)
+	}
 	var again meshdnsv1.AgentSettings
 	s.Fill(auth.Identity{Namespace: "shop", Pod: "p"}, &again)
 	if again.Policy != st.Policy {
