@@ -62,6 +62,7 @@ func runBench(args []string) error {
 	ab := fs.String("ab", "", "comma-separated meshdns binaries with an agent command: measure every scenario on each against the first (an older build) and nothing else")
 	fs.StringVar(&cfg.only, "only", "", "with -policy: the comma-separated scenarios to run (known, cache-hit, forwarded; empty: all)")
 	policyRules := fs.Int("policy", 0, "measure the cost of a DNS policy of this many rules (with against without, for a table answer, a cache hit and a forwarded query) and nothing else")
+	failingTopN := fs.Int("failing", 0, "measure the cost of the failing-names summary reporting this many names (with against without, for a table answer, a table NXDOMAIN and a cache hit) and nothing else")
 	rt := fs.Bool("rt", true, "run the fixed-rate latency runs at SCHED_FIFO priority (root), so other load on the machine does not set the p99")
 	_ = fs.Parse(args)
 	cfg.agent = agentPath(cfg.agent)
@@ -87,6 +88,9 @@ func runBench(args []string) error {
 	}
 	if *policyRules > 0 {
 		return benchPolicyRatio(&cfg, *policyRules)
+	}
+	if *failingTopN > 0 {
+		return benchFailingRatio(&cfg, *failingTopN)
 	}
 	return bench(&cfg)
 }

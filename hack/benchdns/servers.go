@@ -128,6 +128,7 @@ func runServe(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile here until killed with SIGTERM")
 	rules := fs.Int("policy-rules", 0, "enforce a DNS policy of this many rules (0: none; see policy.go)")
 	cacheSize := fs.Int("cache-size", 0, "the Resolver's cache size (0: its default, negative: no cache)")
+	failingTopN := fs.Int("failing-top-n", 0, "count failing answers in a failing-names summary of this many names (0: none; see failing.go)")
 	_ = fs.Parse(args)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -166,6 +167,9 @@ func runServe(args []string) error {
 		return err
 	}
 	s.SetTablePolicy(tbl, pol)
+	if *failingTopN > 0 {
+		s.SetFailingNames(proxy.NewFailingNames(*failingTopN))
+	}
 	// Building the table leaves about as much garbage as the table itself;
 	// hand it back to the OS now rather than when the scavenger gets to it,
 	// as the agent does after a swap.
