@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/policy"
 )
 
 // FuzzHandler feeds arbitrary packets to the handler over both protocols:
@@ -64,9 +66,21 @@ func FuzzHandler(f *testing.F) {
 		f.Fatal(err)
 	}
 	h.SetTable(demoTable(f))
+	// The same under a DNS policy (policy_test.go), judged on the way.
+	cfg.Search = podSearch
+	cfg.Registry = newTestRegistry()
+	hp, err := NewHandler(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	hp.SetTablePolicy(demoTable(f), stripePolicy(f, policy.Enforce, policy.Refused))
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		for _, p := range []Protocol{UDP, TCP} {
+		for i, p := range []Protocol{UDP, TCP, UDP, TCP} {
+			h := h
+			if i > 1 {
+				h = hp
+			}
 			reply := h.Serve(ctx, make([]byte, 0, 512), pkt, p)
 			if reply == nil {
 				continue
