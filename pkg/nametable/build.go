@@ -537,7 +537,14 @@ func (b *builder) addEmptyNonTerminals() {
 func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []string, extra []dns.RR) int {
 	t := b.t
 	if targets != nil {
-		t.shapes = append(t.shapes, &shape{ns: *b.soa(apex), ttl: ttl, ports: ports, targets: targets, extra: extra})
+		sh := &shape{ns: *b.soa(apex), ttl: ttl, ports: ports, targets: targets, extra: extra}
+		if k := len(t.freeShapes); k > 0 {
+			i := t.freeShapes[k-1]
+			t.freeShapes = t.freeShapes[:k-1]
+			t.shapes[i] = sh
+			return i
+		}
+		t.shapes = append(t.shapes, sh)
 		return len(t.shapes) - 1
 	}
 	key := appendShapeKey(b.keyBuf[:0], apex, ttl, ports)

@@ -137,6 +137,11 @@ type Table struct {
 	// any real table.
 	shapes   []*shape
 	bigShape map[*node]*shape
+	// freeShapes are the indexes of shapes that a patch dropped with the
+	// headless service they were made for (nil in shapes), for the next
+	// one: a shape holds its service's endpoint records, so one left
+	// behind kept the storage of a replaced table alive.
+	freeShapes []int
 	// canonOf is the canonical name of every node with flagCopy.
 	canonOf map[*node]string
 	// wild maps the domain of a wildcard ("example.com" for

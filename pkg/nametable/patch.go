@@ -221,7 +221,8 @@ func (t *Table) fork(tip bool, extra int) *Table {
 		wilds = append(wilds, n)
 	}
 	nt.st = t.st.Fork(tip, extra, wilds)
-	nt.shapes = slices.Clip(t.shapes)
+	nt.shapes = slices.Clone(t.shapes) // a patch drops headless services' shapes
+	nt.freeShapes = slices.Clone(t.freeShapes)
 	nt.wild = maps.Clone(t.wild)
 	nt.canonOf = maps.Clone(t.canonOf)
 	nt.bigShape = maps.Clone(t.bigShape)
@@ -265,7 +266,7 @@ func (t *Table) patchBuilder(nt *Table, placed *[]string) *builder {
 	}
 	if len(t.shapes) <= maxSeedShapes {
 		for i, sh := range t.shapes {
-			if len(sh.ns) == 0 {
+			if sh == nil || len(sh.ns) == 0 {
 				continue
 			}
 			apex := strings.TrimSuffix(sh.ns[0].Header().Name, ".")
@@ -345,6 +346,11 @@ func (p *patcher) drop(name, canonical string) (string, error) {
 	}
 	if n.shape == bigShape {
 		delete(nt.bigShape, n)
+	} else if sh := nt.shapes[n.shape]; sh != nil && sh.targets != nil {
+		// A headless service's shape is its own (shapeFor): it goes
+		// with it, and its endpoint records with it.
+		nt.shapes[n.shape] = nil
+		nt.freeShapes = append(nt.freeShapes, int(n.shape))
 	}
 	nt.st.Delete(i)
 	return key, nil

@@ -1,6 +1,7 @@
 package nametable
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -320,5 +321,60 @@ func TestStagedReplaceMemory(t *testing.T) {
 	}
 	if g := cur.Garbage(); g > 0.05 {
 		t.Errorf("Garbage %.3f after every name was replaced", g)
+	}
+}
+
+// A headless service's shape (its SRV targets and their records) is its
+// own: a patch that removes the service drops the shape, and the next
+// added takes its place. Kept instead, each replaced service's shape held
+// its endpoint records, and with them the chunks of every table it
+// replaced: a change of every name in stages freed nothing of the old
+// table's headless services.
+func TestPatchDropsHeadlessShapes(t *testing.T) {
+	const n = 50
+	headless := func(i, gen int) Entry {
+		return Entry{
+			Hostname: fmt.Sprintf("db-%d.ns.svc.cluster.local", i), Registry: "Kubernetes", ShortName: fmt.Sprintf("db-%d", i), Namespace: "ns",
+			Ports: []Port{{Name: "pg", Port: 5432, Protocol: "TCP"}},
+			Endpoints: []Endpoint{
+				{Hostname: "a", IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(gen), byte(i), 1})}},
+				{Hostname: "b", IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(gen), byte(i), 2})}},
+			},
+		}
+	}
+	entries := func(gen int) []Entry {
+		var es []Entry
+		for i := range n {
+			es = append(es, headless(i, gen))
+		}
+		return es
+	}
+	cur, err := New(entries(0), []string{"cluster.local"}, Context{Namespace: "ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := len(cur.shapes)
+	for gen := 1; gen <= 4; gen++ {
+		nt, err := cur.Patch(entries(gen-1), entries(gen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur = nt
+		own := 0
+		for _, sh := range cur.shapes {
+			if sh != nil && sh.targets != nil {
+				own++
+				if got := sh.extra[0].(*dns.A).A[1]; got != byte(gen) {
+					t.Errorf("patch %d: a shape holds the records of generation %d", gen, got)
+				}
+			}
+		}
+		if own != n || len(cur.shapes) != shapes {
+			t.Errorf("patch %d: %d shapes of headless services in %d, want %d in %d", gen, own, len(cur.shapes), n, shapes)
+		}
+	}
+	r := cur.Lookup(dns.Question{Name: "_pg._tcp.db-7.ns.svc.cluster.local.", Qtype: dns.TypeSRV, Qclass: dns.ClassINET})
+	if len(r.Answer) != 2 || len(r.Extra) != 2 || r.Extra[0].(*dns.A).A[1] != 4 {
+		t.Errorf("SRV of db-7 after the patches: %v, extra %v; want 2 targets of generation 4", r.Answer, r.Extra)
 	}
 }
