@@ -313,13 +313,35 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 // merge); one without gets a dashed-IP name per address.
 func endpointNames(eps []Endpoint) ([]endpointName, error) {
 	var out []endpointName
-	index := make(map[string]int, len(eps))
+	// A few names are found by a scan: a map per entry was a tenth of
+	// the garbage of building a table of headless services.
+	const scanMax = 16
+	var index map[string]int
+	find := func(label string) (int, bool) {
+		if index != nil {
+			i, ok := index[label]
+			return i, ok
+		}
+		for i := range out {
+			if out[i].label == label {
+				return i, true
+			}
+		}
+		return 0, false
+	}
 	add := func(label string, a netip.Addr) {
-		i, ok := index[label]
+		i, ok := find(label)
 		if !ok {
 			i = len(out)
-			index[label] = i
 			out = append(out, endpointName{label: label})
+			if index != nil {
+				index[label] = i
+			} else if len(out) > scanMax {
+				index = make(map[string]int, len(eps))
+				for j := range out {
+					index[out[j].label] = j
+				}
+			}
 		}
 		for _, have := range out[i].ips {
 			if have == a {
