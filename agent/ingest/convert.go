@@ -99,6 +99,9 @@ type collector struct {
 	into   *nametable.Builder
 	hashes map[uint64]struct{}
 	seed   maphash.Seed
+	// scratch is the entry converted last, whose slices the next
+	// conversion reuses (building only).
+	scratch nametable.Entry
 }
 
 func newCollector(n int, lim Limits) *collector {
@@ -125,7 +128,17 @@ func (c *collector) add(host string, info *namewire.NameInfo) error {
 	if c.n >= c.lim.MaxNames {
 		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
 	}
-	e, err := convertInfo(host, info, c.lim)
+	var e nametable.Entry
+	if c.into != nil {
+		// The builder copies what it keeps, so one entry's slices
+		// serve every name: converted anew, they were a third of a
+		// build's garbage.
+		e = c.scratch
+	}
+	err := convertInto(&e, host, info, c.lim)
+	if c.into != nil {
+		c.scratch = e
+	}
 	if err != nil {
 		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 	}
@@ -170,83 +183,99 @@ func (c *collector) done() []nametable.Entry {
 }
 
 func convertInfo(host string, info *namewire.NameInfo, lim Limits) (nametable.Entry, error) {
+	var e nametable.Entry
+	err := convertInto(&e, host, info, lim)
+	return e, err
+}
+
+// convertInto converts into e, reusing its slices (and those of its
+// endpoints).
+func convertInto(e *nametable.Entry, host string, info *namewire.NameInfo, lim Limits) error {
 	host = strings.TrimSuffix(host, ".")
 	if err := dnsname.Check(host, true); err != nil {
-		return nametable.Entry{}, err
+		return err
 	}
 	if info == nil {
-		return nametable.Entry{}, errors.New("no name info")
+		return errors.New("no name info")
 	}
-	e := nametable.Entry{
+	*e = nametable.Entry{
 		Hostname:      host,
 		Registry:      info.Registry,
 		ShortName:     info.Shortname,
 		Namespace:     info.Namespace,
 		CanonicalName: strings.TrimSuffix(info.CanonicalName, "."),
 		TTL:           info.TTL,
+		IPs:           e.IPs[:0],
+		AltHosts:      e.AltHosts[:0],
+		Ports:         e.Ports[:0],
+		Endpoints:     e.Endpoints[:0],
 	}
 	var err error
-	if e.IPs, err = parseIPs(info.IPs, lim.MaxIPs); err != nil {
-		return e, err
+	if e.IPs, err = parseIPs(e.IPs, info.IPs, lim.MaxIPs); err != nil {
+		return err
 	}
 	if e.ShortName != "" || e.Namespace != "" {
 		if err := dnsname.CheckLabel(e.ShortName); err != nil {
-			return e, fmt.Errorf("shortname: %v", err)
+			return fmt.Errorf("shortname: %v", err)
 		}
 		if err := dnsname.CheckLabel(e.Namespace); err != nil {
-			return e, fmt.Errorf("namespace: %v", err)
+			return fmt.Errorf("namespace: %v", err)
 		}
 	}
 	if n := len(info.AltHosts); n > lim.MaxAltHosts {
-		return e, fmt.Errorf("%d alt hosts, more than the limit of %d", n, lim.MaxAltHosts)
+		return fmt.Errorf("%d alt hosts, more than the limit of %d", n, lim.MaxAltHosts)
 	}
 	for _, a := range info.AltHosts {
 		a = strings.TrimSuffix(a, ".")
 		if err := dnsname.Check(a, true); err != nil {
-			return e, fmt.Errorf("alt host %q: %v", a, err)
+			return fmt.Errorf("alt host %q: %v", a, err)
 		}
 		e.AltHosts = append(e.AltHosts, a)
 	}
 	if n := len(info.Ports); n > lim.MaxPorts {
-		return e, fmt.Errorf("%d ports, more than the limit of %d", n, lim.MaxPorts)
+		return fmt.Errorf("%d ports, more than the limit of %d", n, lim.MaxPorts)
 	}
 	for i := range info.Ports {
 		np, err := convertPort(&info.Ports[i])
 		if err != nil {
-			return e, err
+			return err
 		}
 		e.Ports = append(e.Ports, np)
 	}
 	if n := len(info.Endpoints); n > lim.MaxEndpoints {
-		return e, fmt.Errorf("%d endpoints, more than the limit of %d", n, lim.MaxEndpoints)
+		return fmt.Errorf("%d endpoints, more than the limit of %d", n, lim.MaxEndpoints)
 	}
 	for i := range info.Endpoints {
 		ep := &info.Endpoints[i]
 		if ep.Hostname != "" {
 			if err := dnsname.CheckLabel(ep.Hostname); err != nil {
-				return e, fmt.Errorf("endpoint %d hostname: %v", i, err)
+				return fmt.Errorf("endpoint %d hostname: %v", i, err)
 			}
 		}
-		ips, err := parseIPs(ep.IPs, lim.MaxIPs)
+		var reuse []netip.Addr
+		if i < cap(e.Endpoints) {
+			reuse = e.Endpoints[:i+1][i].IPs[:0]
+		}
+		ips, err := parseIPs(reuse, ep.IPs, lim.MaxIPs)
 		if err != nil {
-			return e, fmt.Errorf("endpoint %d: %v", i, err)
+			return fmt.Errorf("endpoint %d: %v", i, err)
 		}
 		if len(ips) == 0 {
-			return e, fmt.Errorf("endpoint %d has no address", i)
+			return fmt.Errorf("endpoint %d has no address", i)
 		}
 		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips})
 	}
 	if e.CanonicalName != "" {
 		if err := dnsname.Check(e.CanonicalName, false); err != nil {
-			return e, fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
+			return fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
 		}
 		// An ExternalName is a CNAME: RFC 1034 section 3.6.2 forbids other
 		// data beside a CNAME, so addresses here mean a broken source.
 		if len(e.IPs) > 0 || len(e.Endpoints) > 0 {
-			return e, errors.New("canonical name together with addresses")
+			return errors.New("canonical name together with addresses")
 		}
 	}
-	return e, nil
+	return nil
 }
 
 func convertPort(p *namewire.Port) (nametable.Port, error) {
@@ -267,14 +296,14 @@ func convertPort(p *namewire.Port) (nametable.Port, error) {
 	return nametable.Port{Name: p.Name, Port: uint16(p.Port), Protocol: proto}, nil
 }
 
-func parseIPs(in []string, limit int) ([]netip.Addr, error) {
+// parseIPs appends the addresses of in to out.
+func parseIPs(out []netip.Addr, in []string, limit int) ([]netip.Addr, error) {
 	if len(in) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	if len(in) > limit {
 		return nil, fmt.Errorf("%d addresses, more than the limit of %d", len(in), limit)
 	}
-	out := make([]netip.Addr, 0, len(in))
 	for _, s := range in {
 		a, err := netip.ParseAddr(s)
 		if err != nil {

@@ -32,6 +32,10 @@ type FileVersion struct {
 	// bytes, unlinked: it goes with the version.
 	wire     *os.File
 	wireSize int64
+	// zones are the content's zones, read by Convert: its walks yield
+	// them first, so a build needs one walk, not three (it needs the
+	// zones before the names, which a file holds after them).
+	zones []string
 }
 
 // NewFileVersion returns the version of the size bytes of r, whose
@@ -89,7 +93,7 @@ func (v *FileVersion) Convert(dir string) error {
 		f.Close()
 		return err
 	}
-	v.wire, v.wireSize = f, size
+	v.wire, v.wireSize, v.zones = f, size, zones
 	return nil
 }
 
@@ -105,7 +109,18 @@ func (v *FileVersion) Close() error {
 // Walk walks the names of the file, each in its wire form.
 func (v *FileVersion) Walk(name func(host, info []byte) error, zone func(string) error) error {
 	if v.wire != nil {
-		return namewire.EachNameFrom(io.NewSectionReader(v.wire, 0, v.wireSize), name, zone)
+		for _, z := range v.zones {
+			if zone == nil {
+				break
+			}
+			if err := zone(z); err != nil {
+				return err
+			}
+		}
+		if name == nil {
+			return nil
+		}
+		return namewire.EachNameFrom(io.NewSectionReader(v.wire, 0, v.wireSize), name, nil)
 	}
 	return v.walkJSON(name, zone)
 }
