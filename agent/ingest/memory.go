@@ -223,3 +223,28 @@ func changeLimit() (restore func()) {
 // collect runs a collection: what a failed patch or comparison left (its
 // hashes, converted entries) is freed before a whole build allocates.
 func collect() { runtime.GC() }
+
+// stageMemory readies the runtime for the stages of a large change
+// (stages.go) and returns the function that undoes it: what the
+// comparison left is collected and handed back, then a memory limit of
+// what the runtime holds besides free heap pages, plus a stage's share of
+// the live heap and 1 MiB, bounds every stage (a stage that needs more,
+// such as a last one adding many new names, costs collections, not
+// memory). A lower GOMEMLIMIT stays.
+func stageMemory() (restore func()) {
+	debug.FreeOSMemory()
+	prev := debug.SetMemoryLimit(-1)
+	held, live := readHeld()
+	if held == 0 {
+		return func() {}
+	}
+	if limit := int64(held) + int64(live)/stageCount + 1<<20; limit < prev {
+		debug.SetMemoryLimit(limit)
+	}
+	return func() { debug.SetMemoryLimit(prev) }
+}
+
+// stageCollect frees what a stage emptied once its table serves: the old
+// chunks, which the stage before held, and hands the pages back, so the
+// next stage allocates in them, not beside them.
+func stageCollect() { debug.FreeOSMemory() }

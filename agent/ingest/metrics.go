@@ -36,7 +36,7 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 		}, []string{"source"}),
 		applies: meshmetrics.NewCounterVec(meshmetrics.Opts{
 			Name: "meshdns_agent_table_applies_total",
-			Help: "Table versions made, by the planner's strategy (build, patch), whether or not they were then valid.",
+			Help: "Table versions made, by the planner's strategy (build, patch, staged), whether or not they were then valid.",
 		}, []string{"strategy"}),
 		build: meshmetrics.NewHistogram(meshmetrics.HistogramOpts{
 			Name:    "meshdns_agent_table_build_duration_seconds",

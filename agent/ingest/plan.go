@@ -11,11 +11,12 @@ import (
 
 // Strategies of the planner, the bounded values of the strategy label.
 const (
-	strategyBuild = "build" // built whole, beside the table serving
-	strategyPatch = "patch" // the names that differ patched in (nametable Table.Patch)
+	strategyBuild  = "build"  // built whole, beside the table serving
+	strategyPatch  = "patch"  // the names that differ patched in (nametable Table.Patch)
+	strategyStaged = "staged" // every name replaced in stageCount patches (stages.go)
 )
 
-var strategies = []string{strategyBuild, strategyPatch}
+var strategies = []string{strategyBuild, strategyPatch, strategyStaged}
 
 // maxGarbage is the share of a patched table's storage that removed names
 // may leave behind before a change is built whole again (nametable
@@ -27,11 +28,15 @@ const maxGarbage = 0.25
 //   - at most hashdiff.MaxPatchShare of the names changed: a patch of the
 //     table serving with the names that differ (it shares the old table's
 //     storage, so it costs a small part of a table, not a second one);
-//   - anything else is built whole beside the table serving: a larger
-//     change, no table to compare with, one that carries too much garbage,
-//     other zones, or a comparison that fails (the old content is gone).
-//     The whole build is also what checks a table strictly, so a patch
-//     that fails is built whole, which says whether v is valid.
+//   - a larger change: staged, stageCount patches of the table serving
+//     that replace every name, each served before the next (stages.go),
+//     so the old table's memory is freed as the new one's is taken;
+//   - anything else is built whole beside the table serving: no table to
+//     compare with, one that carries too much garbage, other zones, or a
+//     comparison that fails (the old content is gone). The whole build is
+//     also what checks a table strictly, so a patch or a stage that fails
+//     is built whole, which says whether v is valid; when it is not after
+//     stages were served, the old version is built whole again.
 //
 // The decision and its reason are logged, and counted by strategy.
 func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, int, error) {
@@ -63,7 +68,21 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 			}
 			reason = "patch failed: " + err.Error()
 		default:
-			reason = fmt.Sprintf("%d of %d names changed: more than a patch", c.changed, c.names)
+			names := c.names
+			in.decided(strategyStaged, id, fmt.Sprintf("%d of %d names changed: more than a patch", c.changed, c.names))
+			c = nil
+			restore()
+			// prev's table is dropped stage by stage: nothing here
+			// may hold it.
+			keep := *prev
+			keep.Table = nil
+			base := prev.Table
+			prev = nil
+			t, n, err := in.applyStaged(keep, base, v, names)
+			if err == nil {
+				return t, n, nil
+			}
+			return in.afterStages(keep, id, v, err)
 		}
 		c = nil
 		restore()
@@ -71,6 +90,29 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 	}
 	in.decided(strategyBuild, id, reason)
 	return build(v, in.lim, in.cfg.Pod)
+}
+
+// afterStages builds v whole after its stages failed with err; when v is
+// not valid, the version of keep is built whole again and served, as the
+// stages may have left part of v serving.
+func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*nametable.Table, int, error) {
+	collect()
+	in.decided(strategyBuild, id, "staged patches failed: "+err.Error())
+	t, n, err := build(v, in.lim, in.cfg.Pod)
+	if err == nil {
+		return t, n, nil
+	}
+	collect()
+	old, _, oerr := build(keep.v, in.lim, in.cfg.Pod)
+	if oerr != nil {
+		in.log.Error("the table of the last version could not be built again; a mix of it and the rejected one serves",
+			"version", keep.Version, "err", oerr)
+		return nil, 0, err
+	}
+	keep.Table = old
+	in.cur.Store(&keep)
+	in.cfg.Publish(old)
+	return nil, 0, err
 }
 
 // decided logs and counts the planner's choice.

@@ -83,8 +83,9 @@ func TestApplyDropsAnswersFirst(t *testing.T) {
 	if err := w.in.Apply(SourceControlPlane, protoVersion(t, "v2", names(3, 2))); err != nil {
 		t.Fatal(err)
 	}
+	// Every name changed: the stages (served one by one) come between.
 	second := w.in.Current().Table
-	if len(w.published) != 3 || w.published[1] != first || w.published[2] != second {
+	if len(w.published) < 3 || w.published[1] != first || w.published[len(w.published)-1] != second {
 		t.Fatalf("replacement: published %v, want the old table again, then the new", w.published)
 	}
 	bad := names(3, 3)
@@ -92,8 +93,12 @@ func TestApplyDropsAnswersFirst(t *testing.T) {
 	if err := w.in.Apply(SourceControlPlane, protoVersion(t, "v3", bad)); err == nil {
 		t.Fatal("a bad address was applied")
 	}
-	if w.in.Current().Table != second || w.published[len(w.published)-1] != second {
-		t.Errorf("after a rejected table the served table changed")
+	cur := w.in.Current()
+	if cur.Version != "v2" || w.published[len(w.published)-1] != cur.Table {
+		t.Errorf("after a rejected table: serving %s, want v2 published last", cur.Version)
+	}
+	if got := lookupA(t, cur.Table, "svc-1.example.org"); got != "10.2.0.1" {
+		t.Errorf("svc-1.example.org A = %s after a rejected table, want v2's 10.2.0.1", got)
 	}
 }
 
@@ -101,8 +106,10 @@ func TestApplyDropsAnswersFirst(t *testing.T) {
 // names into the table served (the patched table shares its storage: what
 // it replaced shows as garbage) and builds anything else whole; either
 // way the table answers as one built from scratch, and each decision is
-// counted and logged with its reason. A patch of an invalid table is
-// built whole, which rejects it.
+// counted and logged with its reason. A larger change is staged: every
+// name replaced in patches of the table serving, which leaves no garbage.
+// A patch or a stage that fails is built whole, which rejects an invalid
+// table; the last good table then serves.
 func TestPlanner(t *testing.T) {
 	const n = 40
 	small := names(n, 1, "example.org")
@@ -111,19 +118,32 @@ func TestPlanner(t *testing.T) {
 	small.Table["new.example.org"] = &meshdnsv1.NameInfo{Ips: []string{"10.9.9.8"}}
 	badSmall := names(n, 1, "example.org")
 	badSmall.Table["svc-3.example.org"].Ips = []string{"bad"}
+	// Every name changed, and the last one bad: found by the last stage.
+	badAll := names(n, 2, "example.org")
+	badAll.Table["late.example.org"] = &meshdnsv1.NameInfo{Ips: []string{"bad"}}
+	// Every name changed, and the first takes the name of another as an
+	// alternate name: its stage comes before the other's is removed.
+	moved := names(n, 2, "example.org")
+	moved.Table["svc-0.example.org"].AltHosts = []string{"svc-39.example.org"}
+	delete(moved.Table, "svc-39.example.org")
 	tests := []struct {
-		name     string
-		next     *meshdnsv1.NameTable
-		strategy string
-		reason   string
-		patched  bool
-		wantErr  bool
+		name string
+		next *meshdnsv1.NameTable
+		// strategies are those decided for next, in order; the last
+		// one's reason is logged.
+		strategies []string
+		reason     string
+		patched    bool
+		wantErr    bool
 	}{
-		{name: "a few names changed: patched", next: small, strategy: strategyPatch, reason: "2 of 40 names changed", patched: true},
-		{name: "the same table: patched with nothing", next: names(n, 1, "example.org"), strategy: strategyPatch, reason: "0 of 40 names changed"},
-		{name: "every name changed: built whole", next: names(n, 2, "example.org"), strategy: strategyBuild, reason: "40 of 40 names changed: more than a patch"},
-		{name: "zones changed: built whole", next: names(n, 1, "example.org", "example.com"), strategy: strategyBuild, reason: "the zones changed"},
-		{name: "an invalid patch: built whole, rejected", next: badSmall, strategy: strategyBuild, reason: "patch failed", wantErr: true},
+		{name: "a few names changed: patched", next: small, strategies: []string{strategyPatch}, reason: "2 of 40 names changed", patched: true},
+		{name: "the same table: patched with nothing", next: names(n, 1, "example.org"), strategies: []string{strategyPatch}, reason: "0 of 40 names changed"},
+		{name: "every name changed: staged", next: names(n, 2, "example.org"), strategies: []string{strategyStaged}, reason: "40 of 40 names changed: more than a patch",
+			patched: true}, // a small table's one chunk keeps its zone apex and the old names
+		{name: "a stage refused: built whole", next: moved, strategies: []string{strategyStaged, strategyBuild}, reason: "staged patches failed"},
+		{name: "an invalid stage: built whole, rejected", next: badAll, strategies: []string{strategyStaged, strategyBuild}, reason: "staged patches failed", wantErr: true},
+		{name: "zones changed: built whole", next: names(n, 1, "example.org", "example.com"), strategies: []string{strategyBuild}, reason: "the zones changed"},
+		{name: "an invalid patch: built whole, rejected", next: badSmall, strategies: []string{strategyBuild}, reason: "patch failed", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,28 +151,36 @@ func TestPlanner(t *testing.T) {
 			if err := w.in.Apply(SourceFile, protoVersion(t, "v1", names(n, 1, "example.org"))); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(map[string]int{strategyBuild: 1, strategyPatch: 0}, w.applies()); diff != "" {
+			if diff := cmp.Diff(map[string]int{strategyBuild: 1, strategyPatch: 0, strategyStaged: 0}, w.applies()); diff != "" {
 				t.Errorf("first table: applies (-want +got):\n%s", diff)
 			}
 			err := w.in.Apply(SourceFile, protoVersion(t, "v2", tt.next))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Apply: %v, want error %v", err, tt.wantErr)
 			}
-			want := map[string]int{strategyBuild: 1, strategyPatch: 0}
-			want[tt.strategy]++
-			if tt.reason == "patch failed" {
-				want[strategyPatch] = 0
+			want := map[string]int{strategyBuild: 1, strategyPatch: 0, strategyStaged: 0}
+			for _, s := range tt.strategies {
+				want[s]++
 			}
 			if diff := cmp.Diff(want, w.applies()); diff != "" {
 				t.Errorf("applies (-want +got):\n%s", diff)
 			}
-			if !strings.Contains(w.log.String(), "strategy="+tt.strategy) || !strings.Contains(w.log.String(), tt.reason) {
-				t.Errorf("log does not give strategy %s for %q:\n%s", tt.strategy, tt.reason, w.log.String())
+			last := tt.strategies[len(tt.strategies)-1]
+			if !strings.Contains(w.log.String(), "strategy="+last) || !strings.Contains(w.log.String(), tt.reason) {
+				t.Errorf("log does not give strategy %s for %q:\n%s", last, tt.reason, w.log.String())
 			}
 			cur := w.in.Current()
 			if tt.wantErr {
 				if cur.Version != "v1" {
 					t.Errorf("serving %s after a rejected table, want v1", cur.Version)
+				}
+				// The last good table answers, whatever the stages
+				// served before the new one proved invalid.
+				if got := lookupA(t, cur.Table, "svc-5.example.org"); got != "10.1.0.5" {
+					t.Errorf("svc-5.example.org A = %s after a rejected table, want 10.1.0.5", got)
+				}
+				if w.published[len(w.published)-1] != cur.Table {
+					t.Errorf("the table served is not the one published last")
 				}
 				return
 			}
@@ -165,6 +193,9 @@ func TestPlanner(t *testing.T) {
 			}
 			if cur.Names != len(tt.next.Table) || cur.Version != "v2" {
 				t.Errorf("served %d names at %s, want %d at v2", cur.Names, cur.Version, len(tt.next.Table))
+			}
+			if w.published[len(w.published)-1] != cur.Table {
+				t.Errorf("the table served is not the one published last")
 			}
 			for host, info := range tt.next.Table {
 				if got := lookupA(t, cur.Table, host); got != info.Ips[0] {
