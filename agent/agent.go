@@ -33,9 +33,14 @@ type Agent struct {
 	log        *slog.Logger
 	m          *metrics
 
-	mem         *ingest.Releaser
-	rules       *rulesCheck // or nil when the iptables rules are not checked
-	tap         *dnstapTap  // or nil without --dnstap
+	mem   *ingest.Releaser
+	rules *rulesCheck // or nil when the iptables rules are not checked
+	tap   *dnstapTap  // or nil without --dnstap
+	// qlSources composes the query log from flags, settings,
+	// annotations and /debug/querylog; ann follows the annotations (nil
+	// without --pod-annotations).
+	qlSources   queryLogSources
+	ann         *annotationWatch
 	ready       atomic.Bool
 	restoring   atomic.Bool // while Restore replays the persisted table
 	lookupLimit lookupLimit // bounds /debug/lookup
@@ -74,6 +79,10 @@ func New(cfg Config) (*Agent, error) {
 		if a.rules, err = newRulesCheck(cfg); err != nil {
 			return nil, err
 		}
+	}
+	a.qlSources.flags = cfg.QueryLog
+	if cfg.PodAnnotations != "" {
+		a.ann = &annotationWatch{path: cfg.PodAnnotations, interval: cfg.FilePollInterval, a: a}
 	}
 	if cfg.Dnstap != "" {
 		if a.tap, err = newDnstapTap(cfg); err != nil {
@@ -130,13 +139,17 @@ func (a *Agent) Listen() error {
 	if a.tap != nil {
 		tap = a.tap
 	}
+	if a.ann != nil {
+		// Before the server, so its first query log is the pod's.
+		a.ann.reload()
+	}
 	a.server, err = proxy.New(proxy.Config{
 		Addrs:         cfg.DNSAddrs,
 		Resolver:      a.resolver,
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        a.log,
 		Registry:      proxymetrics.Registry(cfg.Registry),
-		QueryLog:      cfg.QueryLog,
+		QueryLog:      a.qlSources.effective(),
 		QueryLogger:   queryLogger(cfg),
 		QueryTap:      tap,
 		Takeover:      cfg.Takeover,
@@ -152,6 +165,7 @@ func (a *Agent) Listen() error {
 		a.resolver.Close()
 		return err
 	}
+	a.qlSources.update(func(s *queryLogSources) { s.set = a.server.SetQueryLog })
 	a.tables, err = ingest.New(ingest.Config{
 		Pod: nametable.Context{
 			Namespace:     cfg.Namespace,
@@ -363,6 +377,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("memory", a.mem.Run)
 	if a.tap != nil {
 		run("dnstap", a.tap.w.Run)
+	}
+	if a.ann != nil {
+		run("pod annotations", a.ann.Run)
 	}
 	if a.rules != nil {
 		run("iptables check", a.rules.Run)

@@ -150,6 +150,10 @@ type Config struct {
 	// QueryLogNoLines writes no JSON lines for the query log (with
 	// Dnstap, frames only); off by default.
 	QueryLogNoLines bool
+	// PodAnnotations, when set, is the pod's annotations file of a
+	// downward API volume: its meshdns.io/query-log* annotations set the
+	// query log while the agent runs (querylogsources.go).
+	PodAnnotations string
 	// Dnstap, when set, sends the answers the query log writes as dnstap
 	// frames to a collector: unix:///path or tcp://host:port.
 	Dnstap string

@@ -239,3 +239,18 @@ func counter(t testing.TB, reg *meshmetrics.Registry, name, label, value string)
 	}
 	return 0
 }
+
+func httpNewRequest(method, url string) (*http.Request, error) {
+	return http.NewRequest(method, url, nil)
+}
+
+// httpDo sends req and returns the status code.
+func httpDo(req *http.Request) (int, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}

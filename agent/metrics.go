@@ -9,6 +9,9 @@ import (
 // metrics are the agent's own; the table metrics are agent/ingest's.
 type metrics struct {
 	ready *meshmetrics.Gauge
+	// annotationRejects counts pod annotation files whose query log
+	// setting was not taken.
+	annotationRejects *meshmetrics.Counter
 }
 
 func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
@@ -17,8 +20,12 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 			Name: "meshdns_agent_ready",
 			Help: "1 once /healthz/ready reports ready.",
 		}),
+		annotationRejects: meshmetrics.NewCounter(meshmetrics.Opts{
+			Name: "meshdns_agent_annotation_rejections_total",
+			Help: "Reads of the pod's annotations (--pod-annotations) whose query log setting was invalid; the last good one stayed.",
+		}),
 	}
-	for _, c := range []meshmetrics.Collector{m.ready} {
+	for _, c := range []meshmetrics.Collector{m.ready, m.annotationRejects} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register agent metrics: %w", err)
 		}

@@ -10,48 +10,78 @@ import (
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
-// SetQueryLog switches the query log while serving: the hook for
-// /debug/querylog and for settings pushed by the control plane. Before
-// Listen there is no server: Config.QueryLog is the first setting.
+// SetQueryLog overrides the query log while serving, above every other
+// source (flags, settings, annotations) until ResetQueryLog: the hook of
+// /debug/querylog. Before Listen there is no server: Config.QueryLog is
+// the first setting.
 func (a *Agent) SetQueryLog(cfg proxy.QueryLogConfig) error {
+	return a.patchQueryLog(queryLogPatch{Classes: &cfg.Classes, Sample: &cfg.Sample, Rate: &cfg.Rate})
+}
+
+// ResetQueryLog drops the override of SetQueryLog and /debug/querylog.
+func (a *Agent) ResetQueryLog() error {
 	if a.server == nil {
-		return errors.New("agent: set query log before Listen")
+		return errors.New("agent: reset query log before Listen")
 	}
-	a.server.SetQueryLog(cfg)
+	a.qlSources.update(func(s *queryLogSources) { s.admin = queryLogPatch{} })
 	return nil
 }
 
-// handleQueryLog shows (GET) or changes (PUT/POST ?classes=nxdomain,servfail
-// &sample=N&rate=N; a parameter left out keeps its value) the query log.
+func (a *Agent) patchQueryLog(p queryLogPatch) error {
+	if a.server == nil {
+		return errors.New("agent: set query log before Listen")
+	}
+	a.qlSources.update(func(s *queryLogSources) {
+		for _, f := range []struct{ src, dst **int }{{&p.Sample, &s.admin.Sample}, {&p.Rate, &s.admin.Rate}} {
+			if *f.src != nil {
+				*f.dst = *f.src
+			}
+		}
+		if p.Classes != nil {
+			s.admin.Classes = p.Classes
+		}
+	})
+	return nil
+}
+
+// handleQueryLog shows (GET) or overrides (PUT/POST ?classes=nxdomain,
+// servfail&sample=N&rate=N; a parameter left out keeps its value) the
+// query log; DELETE drops the override, back to what the flags, settings
+// and annotations say.
 func (a *Agent) handleQueryLog(w http.ResponseWriter, r *http.Request) {
-	cfg := a.server.QueryLog()
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPut, http.MethodPost:
 		q := r.URL.Query()
+		var p queryLogPatch
 		if q.Has("classes") {
 			c, err := proxy.ParseQueryLogClasses(q.Get("classes"))
 			if err != nil {
 				http.Error(w, "classes: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			cfg.Classes = c
+			p.Classes = &c
 		}
-		for _, p := range []struct {
+		for _, f := range []struct {
 			name string
-			v    *int
-		}{{"sample", &cfg.Sample}, {"rate", &cfg.Rate}} {
-			if !q.Has(p.name) {
+			v    **int
+		}{{"sample", &p.Sample}, {"rate", &p.Rate}} {
+			if !q.Has(f.name) {
 				continue
 			}
-			n, err := strconv.Atoi(q.Get(p.name))
+			n, err := strconv.Atoi(q.Get(f.name))
 			if err != nil || n < 0 {
-				http.Error(w, p.name+": want a number >= 0", http.StatusBadRequest)
+				http.Error(w, f.name+": want a number >= 0", http.StatusBadRequest)
 				return
 			}
-			*p.v = n
+			*f.v = &n
 		}
-		if err := a.SetQueryLog(cfg); err != nil {
+		if err := a.patchQueryLog(p); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	case http.MethodDelete:
+		if err := a.ResetQueryLog(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -59,7 +89,7 @@ func (a *Agent) handleQueryLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	writeJSON(w, cfg)
+	writeJSON(w, a.server.QueryLog())
 }
 
 // queryLogger writes JSON lines naming the pod, whatever the format and

@@ -32,6 +32,8 @@ type preparedSettings struct {
 	from   *namewire.AgentSettings
 	policy *proxy.Policy    // or nil: allow everything
 	routes *upstream.Routes // or nil: no forwarding rules
+	// queryLog is the settings' say in the query log (querylogsources.go).
+	queryLog queryLogPatch
 }
 
 // checkSettings converts the settings of v, a version about to be
@@ -68,6 +70,7 @@ func (a *Agent) publish(t *nametable.Table) {
 	}
 	a.resolver.SetRoutes(p.routes) // before the names: a new name never asks an old route
 	a.server.SetTablePolicy(t, p.policy)
+	a.qlSources.update(func(q *queryLogSources) { q.settings = p.queryLog })
 	a.settings.serve(p)
 	a.setFailingReport(failingReportOf(s))
 }
@@ -93,7 +96,11 @@ func (st *settings) prepare(s *namewire.AgentSettings) (*preparedSettings, error
 	if err != nil {
 		return nil, err
 	}
-	st.pending = &preparedSettings{from: s, policy: pol, routes: routes}
+	ql, err := queryLogFromSettings(s.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	st.pending = &preparedSettings{from: s, policy: pol, routes: routes, queryLog: ql}
 	return st.pending, nil
 }
 

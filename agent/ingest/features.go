@@ -16,6 +16,7 @@ var Features = []string{
 	"policy",
 	"failing-report", // agent/failing.go
 	"forwarding",     // agent/forwarding.go
+	"query-log",      // agent/querylogsources.go
 }
 
 // Settings is a Version that carries agent settings (the control plane's

@@ -176,6 +176,8 @@ func (t *Template) agentContainer() corev1.Container {
 		"--cluster-domain", t.ClusterDomain,
 		"--state-dir", t.StateDir,
 		"--dns-addr", "127.0.0.1:"+strconv.Itoa(int(t.DNSPort)),
+		// The pod's annotations (podinfo.go): its query log setting.
+		"--pod-annotations", podInfoDir+"/"+annotationsFile,
 		// Debug endpoints on loopback; the kubelet and Prometheus get the
 		// probe port on the pod IP.
 		"--admin-addr", "127.0.0.1:"+strconv.Itoa(int(t.AdminPort)),
@@ -236,7 +238,7 @@ func (t *Template) agentContainer() corev1.Container {
 		VolumeMounts: []corev1.VolumeMount{{
 			Name:      StateVolumeName,
 			MountPath: t.StateDir,
-		}},
+		}, {Name: PodInfoVolumeName, MountPath: podInfoDir, ReadOnly: true}},
 		SecurityContext: &corev1.SecurityContext{
 			// The uid/gid the iptables rules exempt: the agent's own
 			// upstream queries must not come back to it.

@@ -21,7 +21,7 @@ type patchOp struct {
 // agent running, before any other init container resolves a name.
 func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == StateVolumeName || v.Name == IdentityVolumeName {
+		if v.Name == StateVolumeName || v.Name == IdentityVolumeName || v.Name == PodInfoVolumeName {
 			return nil, fmt.Errorf("pod already has a volume named %s", v.Name)
 		}
 	}
@@ -42,7 +42,7 @@ func (t *Template) patch(pod *corev1.Pod) ([]byte, error) {
 			ops = append(ops, patchOp{"add", "/spec/initContainers/" + strconv.Itoa(i), c})
 		}
 	}
-	vols := []corev1.Volume{t.stateVolume()}
+	vols := []corev1.Volume{t.stateVolume(), t.podInfoVolume()}
 	if t.secure() {
 		vols = append(vols, t.identityVolume())
 	}
