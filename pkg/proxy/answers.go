@@ -84,6 +84,9 @@ const (
 type tableState struct {
 	table Lookuper // or nil before the first table
 	pol   *Policy  // enforced with table, or nil (policy.go)
+	// zoneAllowed: pol allows every table name inside the cluster
+	// domain without a decision (Handler.zoneAllowed).
+	zoneAllowed bool
 	// perShard bounds each shard's entries and shardBytes its bytes.
 	perShard, shardBytes int
 	seed                 maphash.Seed

@@ -46,6 +46,12 @@ type Handler struct {
 	// policy (policy.go); pm counts the policy's decisions.
 	search []string
 	pm     policyMetrics
+	// zoneMemo remembers zoneAllowed of the last policy set.
+	zoneMemo struct {
+		sync.Mutex
+		p       *Policy
+		allowed bool
+	}
 	// tap is the query log's second output (Config.QueryTap), or nil.
 	tap Tap
 	// failing counts failing answers per name (failing.go), nil when off.
@@ -181,7 +187,7 @@ func malformed(r *request) int {
 func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	// One load gives the table and the policy of one version.
 	st := h.state.Load()
-	r.pol = st.pol
+	r.pol, r.zoneAllowed = st.pol, st.zoneAllowed
 	switch {
 	case r.opcode() != dns.OpcodeQuery:
 		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
@@ -16,6 +17,8 @@ import (
 type Policy struct {
 	p     *policy.Policy
 	rules []ruleInfo
+	// tableDefault is the compiled Config's TableDefault.
+	tableDefault policy.Action
 }
 
 type ruleInfo struct{ pattern, source string }
@@ -27,7 +30,7 @@ func NewPolicy(cfg policy.Config, sources []string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Policy{p: p, rules: make([]ruleInfo, len(cfg.Rules))}
+	out := &Policy{p: p, rules: make([]ruleInfo, len(cfg.Rules)), tableDefault: cfg.TableDefault}
 	for i, r := range cfg.Rules {
 		out.rules[i].pattern = r.Pattern
 		if i < len(sources) {
@@ -46,7 +49,7 @@ func (p *Policy) Len() int { return len(p.rules) }
 // being enforced.
 func (h *Handler) SetTablePolicy(t Lookuper, p *Policy) {
 	st := newTableState(t, h.maxAnswers, h.maxAnswerBytes)
-	st.pol = p
+	st.pol, st.zoneAllowed = p, h.zoneAllowed(p)
 	h.state.Store(st)
 	h.ready.Store(t != nil)
 }
@@ -80,7 +83,16 @@ func (v *verdict) denied() bool { return v.judged && v.d.Action == policy.Deny }
 // (policy.DecideSearch). It allocates nothing for names without bytes
 // that need escaping.
 func (h *Handler) judge(r *request, fromTable bool) bool {
-	fromTable = fromTable || inZone(r.lname(), h.zone)
+	if inZone(r.lname(), h.zone) {
+		if r.zoneAllowed {
+			// What Decide would say, without its probes: the common
+			// case of a policy about outside names only.
+			r.verdict = verdict{judged: true, fromTable: true,
+				d: policy.Decision{Action: policy.Allow, Rule: policy.NoRule, Audit: r.pol.p.Mode() == policy.Audit}}
+			return false
+		}
+		fromTable = true
+	}
 	var buf [maxNameLen + 1]byte
 	name := appendPresentation(buf[:0], r.lname())
 	d := r.pol.p.DecideSearch(presentationString(name), fromTable, h.search)
@@ -206,4 +218,39 @@ func appendPolicyAttrs(attrs []slog.Attr, r *request) []slog.Attr {
 		attrs = append(attrs, slog.Bool("expansion", true))
 	}
 	return attrs
+}
+
+// zoneAllowed reports whether p allows every name inside the cluster
+// domain that the table answers, whatever the name, so judge can skip the
+// decision for them: the table default allows, and no rule's pattern lies
+// inside the domain (an exact name or a wildcard's domain at or below it)
+// nor is a wildcard of a domain above it ("*.local"). Then Decide finds no
+// rule for such a name and the table default decides (as itself, a table
+// name, under DecideSearch). Remembered for the last policy set.
+func (h *Handler) zoneAllowed(p *Policy) bool {
+	if p == nil || p.tableDefault != policy.Allow {
+		return false
+	}
+	h.zoneMemo.Lock()
+	defer h.zoneMemo.Unlock()
+	if h.zoneMemo.p == p {
+		return h.zoneMemo.allowed
+	}
+	zone := strings.TrimSuffix(wireName(h.zone), ".")
+	allowed := true
+	for _, r := range p.rules {
+		name, wild, err := policy.ParsePattern(r.pattern)
+		if err != nil || below(name, zone) || wild && below(zone, name) {
+			allowed = false
+			break
+		}
+	}
+	h.zoneMemo.p, h.zoneMemo.allowed = p, allowed
+	return allowed
+}
+
+// below reports whether name is domain or a name under it (lowercase,
+// no trailing dots).
+func below(name, domain string) bool {
+	return name == domain || strings.HasSuffix(name, "."+domain)
 }

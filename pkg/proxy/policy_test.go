@@ -441,3 +441,62 @@ func BenchmarkPolicy(b *testing.B) {
 		}
 	}
 }
+
+// A policy whose rules stay out of the cluster domain allows its table
+// names without a decision; any rule that could match one turns that off,
+// and the answers are the same either way.
+func TestPolicyZoneAllowed(t *testing.T) {
+	cases := []struct {
+		name  string
+		rules []string // denied patterns
+		table policy.Action
+		want  bool
+	}{
+		{name: "outside names only", rules: []string{"evil.com", "*.evil.com"}, want: true},
+		{name: "no rules", want: true},
+		{name: "table default denies", table: policy.Deny, want: false},
+		{name: "exact name in the zone", rules: []string{"web.demo.svc.cluster.local"}, want: false},
+		{name: "wildcard in the zone", rules: []string{"*.demo.svc.cluster.local"}, want: false},
+		{name: "the zone itself", rules: []string{"Cluster.Local."}, want: false},
+		{name: "wildcard above the zone", rules: []string{"*.local"}, want: false},
+		{name: "a name merely ending alike", rules: []string{"*.xcluster.local", "notcluster.local"}, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var rules []policy.Rule
+			for _, r := range tc.rules {
+				rules = append(rules, policy.Rule{Pattern: r, Action: policy.Deny})
+			}
+			p, err := NewPolicy(policy.Config{Rules: rules, TableDefault: tc.table}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := NewHandler(testConfig(&fakeResolver{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.zoneAllowed(p); got != tc.want {
+				t.Errorf("zoneAllowed = %v, want %v", got, tc.want)
+			}
+			// Whichever path judged it, the table's answer is what the
+			// policy says of the name.
+			h.SetTablePolicy(demoTable(t), p)
+			pkt, err := newQuery("web.demo.svc.cluster.local.", dns.TypeA).Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := new(dns.Msg)
+			if err := m.Unpack(h.Serve(t.Context(), nil, pkt, UDP)); err != nil {
+				t.Fatal(err)
+			}
+			d := p.p.DecideSearch("web.demo.svc.cluster.local.", true, nil)
+			wantRcode := dns.RcodeSuccess
+			if d.Blocks() {
+				wantRcode = int(d.Rcode)
+			}
+			if m.Rcode != wantRcode {
+				t.Errorf("rcode %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[wantRcode])
+			}
+		})
+	}
+}
