@@ -20,7 +20,7 @@ import (
 
 func init() {
 	commands["status"] = command{
-		summary: "list the agents connected to a control plane: namespace, acked vs current version, last NACK",
+		summary: "list the agents connected to the control plane (every replica, through the API server, with --kubeconfig): acked vs current version, last NACK, injected pods not connected",
 		run:     runStatus,
 	}
 }
@@ -36,11 +36,17 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	output := fs.String("output", "table", "table or json")
 	namespace := fs.String("namespace", "", "only the agents of this namespace")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
+	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server (port-forward, as kubectl does) instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
+	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
+	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {
 		return usagef("--output %q: want table or json", *output)
+	}
+	if *kubeconfig != "" {
+		return runStatusFleet(ctx, stdout, *kubeconfig, *timeout, *output, fleetOptions{system: *system, selector: *selector, namespace: *namespace})
 	}
 	base := *addr
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
@@ -71,11 +77,16 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 
 // fetchAgents reads the control plane's list of connected agents.
 func fetchAgents(ctx context.Context, url string) ([]server.AgentInfo, error) {
+	return fetchAgentsWith(ctx, http.DefaultClient, url)
+}
+
+// fetchAgentsWith is fetchAgents over client (a port-forward's).
+func fetchAgentsWith(ctx context.Context, client *http.Client, url string) ([]server.AgentInfo, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, usagef("--admin-addr: %v", err)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
