@@ -125,12 +125,15 @@ func (a *Agent) Listen() error {
 		TLS:       tlsCfg,
 		Timeout:   cfg.UpstreamTimeout,
 		// The pod's resolver's patience: the forward answers within it.
-		ClientTimeout: in.ClientTimeout,
-		Parallel:      cfg.ParallelUpstreams,
-		CacheSize:     cfg.CacheSize,
-		Now:           cfg.Now,
-		Logger:        a.log,
-		Registry:      cfg.Registry,
+		ClientTimeout:   in.ClientTimeout,
+		Parallel:        cfg.ParallelUpstreams,
+		CacheSize:       cfg.CacheSize,
+		Prefetch:        cfg.Prefetch,
+		PrefetchWindow:  cfg.PrefetchWindow,
+		PrefetchPercent: cfg.PrefetchPercent,
+		Now:             cfg.Now,
+		Logger:          a.log,
+		Registry:        cfg.Registry,
 	})
 	if err != nil {
 		return err

@@ -113,6 +113,12 @@ type Config struct {
 	// CacheSize is the number of forwarded replies cached; 10000, negative
 	// turns the cache off.
 	CacheSize int
+	// Prefetch, PrefetchWindow and PrefetchPercent refresh a cached reply
+	// asked for Prefetch times in a row (each within PrefetchWindow) once
+	// PrefetchPercent of its TTL is left (upstream.Config); 0 is off.
+	Prefetch        int
+	PrefetchWindow  time.Duration
+	PrefetchPercent int
 
 	// Limits bound the tables accepted.
 	Limits ingest.Limits

@@ -84,6 +84,9 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "join the DNS sockets of a running agent (graceful upgrade: stop the old one once this one is ready)")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
 	fs.IntVar(&cfg.CacheSize, "cache-size", 10000, "forwarded replies cached (negative: no cache)")
+	fs.IntVar(&cfg.Prefetch, "prefetch", 0, "refresh a cached reply asked for this many times in a row before it expires, as CoreDNS cache's prefetch (0: off)")
+	fs.DurationVar(&cfg.PrefetchWindow, "prefetch-window", time.Minute, "most time between two questions that count as in a row for --prefetch")
+	fs.IntVar(&cfg.PrefetchPercent, "prefetch-percent", 10, "refresh a hot reply (--prefetch) once this percentage of its TTL is left")
 	fs.TextVar(&cfg.QueryLog.Classes, "query-log", proxy.QueryLogClass(0), "answers logged as JSON lines on stderr: off, or any of denied,nxdomain,servfail,upstream_error,all (changeable at /debug/querylog)")
 	fs.IntVar(&cfg.QueryLog.Sample, "query-log-sample", 0, "log one in N of the answers --query-log matches, at random (0 or 1: each)")
 	fs.IntVar(&cfg.QueryLog.Rate, "query-log-rate", 100, "at most N query log lines a second (0: no cap)")
@@ -106,6 +109,9 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	cfg.QueryLogNoLines = !*queryLogStderr
 	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
 		return cfg, usagef("--query-log-sample and --query-log-rate take numbers >= 0")
+	}
+	if cfg.Prefetch < 0 || cfg.PrefetchPercent < 1 || cfg.PrefetchPercent > 100 {
+		return cfg, usagef("--prefetch takes a number >= 0 and --prefetch-percent 1 to 100")
 	}
 	if ttl == 0 || ttl > 1<<31-1 {
 		return cfg, usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)

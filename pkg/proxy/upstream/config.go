@@ -79,6 +79,23 @@ type Config struct {
 	// StaleTTL is the TTL written into stale replies. Zero means 30s, the
 	// value RFC 8767 section 4 recommends.
 	StaleTTL time.Duration
+	// Prefetch refreshes a cached reply asked for this many times in a
+	// row, each within PrefetchWindow of the one before, once its TTL left
+	// falls to PrefetchPercent of its TTL: the hit that finds it so
+	// starts the refresh, so a hot name is answered from the cache across
+	// its TTL boundary (CoreDNS cache's "prefetch AMOUNT DURATION
+	// PERCENTAGE%"). Zero turns prefetch off.
+	Prefetch int
+	// PrefetchWindow is the most time between two hits that count as in a
+	// row. Zero means 1m.
+	PrefetchWindow time.Duration
+	// PrefetchPercent is the share of the TTL, in percent, left when a
+	// hot reply is refreshed (rounded up to whole seconds). Zero means 10.
+	PrefetchPercent int
+	// MaxPrefetches bounds the refreshes in flight; a hot reply that finds
+	// them all busy is not refreshed (counted) and is asked for again
+	// when it expires. Zero means 16.
+	MaxPrefetches int
 	// Now is the clock for cache ages and expiry. Nil means the wall clock,
 	// read by a goroutine every 100ms (cheaper than a reading per cache
 	// hit) that starts with the first query and stops at Close. Network
@@ -113,6 +130,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.TLS == nil {
 		cfg.TLS = &tls.Config{}
+	}
+	if cfg.Prefetch < 0 || cfg.PrefetchPercent < 0 || cfg.PrefetchPercent > 100 {
+		return cfg, fmt.Errorf("prefetch %d, percent %d: want amount >= 0, percent 0-100", cfg.Prefetch, cfg.PrefetchPercent)
+	}
+	if cfg.PrefetchWindow <= 0 {
+		cfg.PrefetchWindow = time.Minute
+	}
+	if cfg.PrefetchPercent == 0 {
+		cfg.PrefetchPercent = 10
+	}
+	if cfg.MaxPrefetches <= 0 {
+		cfg.MaxPrefetches = 16
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second

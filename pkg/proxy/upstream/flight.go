@@ -98,3 +98,21 @@ func (f *flights) finish(key string, c *call, res answer) {
 	c.res = res
 	close(c.done)
 }
+
+// start runs fn for key on a goroutine owned by wg, unless a call for key
+// is in flight already (its answer will do) or the flights are closed; it
+// reports whether it started one. It never waits: prefetch calls it from a
+// cache hit.
+func (f *flights) start(base context.Context, wg *sync.WaitGroup, key string, fn func(context.Context) answer) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, busy := f.m[key]; busy || f.closed {
+		return false
+	}
+	c := &call{done: make(chan struct{})}
+	f.m[key] = c
+	// Under mu, so close (which takes mu before the WaitGroup is waited
+	// on) cannot miss this goroutine.
+	wg.Go(func() { f.finish(key, c, fn(base)) })
+	return true
+}

@@ -31,6 +31,9 @@ type resolverMetrics struct {
 	evictions *metrics.Counter
 	stale     *metrics.Counter
 	entries   *metrics.GaugeFunc
+
+	prefetches      *metrics.Counter
+	prefetchSkipped *metrics.Counter
 }
 
 func newMetrics(entries func() float64) *resolverMetrics {
@@ -73,6 +76,14 @@ func newMetrics(entries func() float64) *resolverMetrics {
 			Name: "meshdns_cache_stale_served_total",
 			Help: "Replies served from an expired entry because every upstream failed (RFC 8767).",
 		}),
+		prefetches: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_prefetches_total",
+			Help: "Refreshes of hot cached replies started before they expired (prefetch).",
+		}),
+		prefetchSkipped: metrics.NewCounter(metrics.Opts{
+			Name: "meshdns_cache_prefetches_skipped_total",
+			Help: "Hot cached replies not refreshed because MaxPrefetches refreshes were in flight.",
+		}),
 		entries: metrics.NewGaugeFunc(metrics.Opts{
 			Name: "meshdns_cache_entries",
 			Help: "Replies held in the cache.",
@@ -82,7 +93,7 @@ func newMetrics(entries func() float64) *resolverMetrics {
 
 func (m *resolverMetrics) collectors() []metrics.Collector {
 	return []metrics.Collector{m.duration, m.errors, m.inflight, m.coalesced, m.overload,
-		m.hits, m.misses, m.evictions, m.stale, m.entries}
+		m.hits, m.misses, m.evictions, m.stale, m.entries, m.prefetches, m.prefetchSkipped}
 }
 
 func (m *resolverMetrics) register(reg *metrics.Registry) error {

@@ -29,7 +29,7 @@ func TestRegisterTwice(t *testing.T) {
 	if _, err := New(Config{Upstreams: []string{"127.0.0.1:1"}, Registry: reg}); err == nil {
 		t.Fatal("second Resolver on one registry: no error")
 	}
-	if n := len(reg.Names()); n != 10 {
-		t.Errorf("%d metric families after the failed New, want the first Resolver's 10", n)
+	if n := len(reg.Names()); n != 12 {
+		t.Errorf("%d metric families after the failed New, want the first Resolver's 12", n)
 	}
 }

@@ -46,7 +46,9 @@ type Resolver struct {
 	// the order deterministic.
 	perm     func(n int) []int
 	inflight atomic.Int64
-	clock    coarseClock // when cfg.Now is nil
+	// prefetching counts the prefetches in flight (MaxPrefetches).
+	prefetching atomic.Int64
+	clock       coarseClock // when cfg.Now is nil
 
 	// routes sends some domains to other upstreams (SetRoutes); never nil.
 	routes   atomic.Pointer[routeTable]
@@ -143,6 +145,9 @@ func (r *Resolver) AppendCached(dst, qwire, key []byte, p *Probe) ([]byte, Sourc
 	switch {
 	case st == cache.Fresh:
 		r.metrics.hits.Inc()
+		if r.cfg.Prefetch > 0 {
+			r.maybePrefetch(e, ttl, key, r.now())
+		}
 		return e.AppendTo(dst, qwire, ttl), SourceCache, true
 	case st == cache.Stale && r.cfg.StaleWindow > 0:
 		p.stale = e

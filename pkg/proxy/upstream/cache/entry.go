@@ -3,13 +3,16 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // Entry is one cached reply: everything after the question section, packed,
 // plus where the TTL fields sit so a hit can patch them in place. An Entry is
-// immutable once stored; a refresh stores a new Entry.
+// immutable once stored but for its hit counts (prefetch); a refresh stores
+// a new Entry.
 type Entry struct {
 	// Flags is the header's second 16-bit word (QR, opcode, AA, TC, RD, RA,
 	// rcode) written on every reply built from the entry.
@@ -29,6 +32,44 @@ type Entry struct {
 	Stored int64
 	// Negative marks NXDOMAIN and NODATA entries (RFC 2308).
 	Negative bool
+
+	// heat counts the entry's hits for prefetch; the only mutable part,
+	// atomic.
+	heat heat
+}
+
+// heat is how often an entry is asked for, as CoreDNS's cache counts it
+// for prefetch: hits in a row, each within the window of the one before.
+type heat struct {
+	hits       atomic.Uint32
+	last       atomic.Int64 // unix nanoseconds of the last hit
+	refreshing atomic.Bool  // a prefetch of this entry was started
+}
+
+// Hit counts a hit at now and returns the hits in a row, each within
+// window of the previous. Concurrent hits may lose a count; prefetch needs
+// an estimate, not an exact figure.
+func (e *Entry) Hit(now int64, window time.Duration) uint32 {
+	last := e.heat.last.Swap(now)
+	if now-last > int64(window) {
+		e.heat.hits.Store(1)
+		return 1
+	}
+	return e.heat.hits.Add(1)
+}
+
+// ClaimRefresh reports true to the one caller that may prefetch the entry.
+func (e *Entry) ClaimRefresh() bool { return e.heat.refreshing.CompareAndSwap(false, true) }
+
+// ReleaseRefresh lets another prefetch of the entry start (one that could
+// not run).
+func (e *Entry) ReleaseRefresh() { e.heat.refreshing.Store(false) }
+
+// InheritHeat gives e, the refresh of old, old's hits, so a hot name stays
+// hot across refreshes.
+func (e *Entry) InheritHeat(old *Entry) {
+	e.heat.hits.Store(old.heat.hits.Load())
+	e.heat.last.Store(old.heat.last.Load())
 }
 
 // ErrMalformed reports a packed message NewEntry cannot walk.
