@@ -227,10 +227,12 @@ func collect() { runtime.GC() }
 // stageMemory readies the runtime for the stages of a large change
 // (stages.go) and returns the function that undoes it: what the
 // comparison left is collected and handed back, then a memory limit of
-// what the runtime holds besides free heap pages, plus a stage's share of
-// the live heap and 1 MiB, bounds every stage (a stage that needs more,
-// such as a last one adding many new names, costs collections, not
-// memory). A lower GOMEMLIMIT stays.
+// what the runtime holds besides free heap pages, plus a third of the live
+// heap and 1 MiB, bounds every stage. A stage adds a sixteenth of the
+// table, but a limit that close to it made the collector run all the time
+// (more than 200 collections for a change of 100,000 cluster-shaped
+// services, twice the CPU time) for no lower peak: with a third, 90. A
+// lower GOMEMLIMIT stays.
 func stageMemory() (restore func()) {
 	debug.FreeOSMemory()
 	prev := debug.SetMemoryLimit(-1)
@@ -238,7 +240,7 @@ func stageMemory() (restore func()) {
 	if held == 0 {
 		return func() {}
 	}
-	if limit := int64(held) + int64(live)/stageCount + 1<<20; limit < prev {
+	if limit := int64(held) + int64(live)/3 + 1<<20; limit < prev {
 		debug.SetMemoryLimit(limit)
 	}
 	return func() { debug.SetMemoryLimit(prev) }

@@ -102,13 +102,28 @@ func planStages(base *nametable.Table, oldNames, newNames int, old, next Version
 // a patch, each converted into one reused entry as the patch reads it,
 // and counts them in n.
 func entries(s int, v Version, stages []uint8, lim Limits, n *int) nametable.Entries {
+	// The walk stops after the last name of the stage: the names of a
+	// version walk in the order of its storage when it was built whole,
+	// so the early stages end early.
+	last := -1
+	for i, st := range stages {
+		if int(st) == s {
+			last = i
+		}
+	}
 	return func(each func(*nametable.Entry) error) error {
+		if last < 0 {
+			return nil
+		}
 		info := new(namewire.NameInfo)
 		var e nametable.Entry
 		i := -1
-		return v.Walk(func(host, raw []byte) error {
+		err := v.Walk(func(host, raw []byte) error {
 			if i++; i >= len(stages) {
 				return errVersionChanged
+			}
+			if i > last {
+				return errStageDone
 			}
 			if int(stages[i]) != s {
 				return nil
@@ -122,11 +137,19 @@ func entries(s int, v Version, stages []uint8, lim Limits, n *int) nametable.Ent
 			*n++
 			return each(&e)
 		}, nil)
+		if err == errStageDone {
+			return nil
+		}
+		return err
 	}
 }
 
-// errVersionChanged: a version walked more names than it did before.
-var errVersionChanged = errors.New("the version walks other names than before")
+var (
+	// errVersionChanged: a version walked more names than it did before.
+	errVersionChanged = errors.New("the version walks other names than before")
+	// errStageDone stops the walk of a stage past its last name.
+	errStageDone = errors.New("stage done")
+)
 
 // applyStaged makes the table of next, of names names, from base, the
 // table of keep's version, in stageCount patches, serving each (as keep's
