@@ -1,0 +1,78 @@
+package forwardsource
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/meshdns/meshdns/internal/filewatch"
+)
+
+// FileConfig configures a File.
+type FileConfig struct {
+	// Path is the rules file (ParseFile's form), for example a mounted
+	// ConfigMap's key. Required.
+	Path string
+	// Part receives the rules. Required.
+	Part *Part
+	// Interval is how often the file is polled besides file system
+	// events; zero means 30s.
+	Interval time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// File follows a rules file: each good version replaces the part's rules;
+// a bad one (or a file that cannot be read) is logged and the last good
+// rules stay. Before the first good version the part has no rules.
+type File struct {
+	cfg  FileConfig
+	log  *slog.Logger
+	last []byte // the content of the last good version; only Run's goroutine
+}
+
+// NewFile returns a File; Run reads and follows it.
+func NewFile(cfg FileConfig) (*File, error) {
+	if cfg.Path == "" || cfg.Part == nil {
+		return nil, errors.New("forwardsource: file needs a path and a part")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &File{cfg: cfg, log: log.With("source", "forwarding-file", "path", cfg.Path)}, nil
+}
+
+// Run reads the file, then again whenever it may have changed, until ctx
+// ends.
+func (f *File) Run(ctx context.Context) error {
+	return filewatch.Run(ctx, filewatch.Config{
+		Paths: []string{f.cfg.Path}, Interval: f.cfg.Interval, Logger: f.log,
+		Changed: f.reload,
+	})
+}
+
+func (f *File) reload() {
+	data, err := os.ReadFile(f.cfg.Path)
+	if err != nil {
+		f.log.Error("forwarding rules unreadable; keeping the last good ones", "err", err)
+		return
+	}
+	if f.last != nil && bytes.Equal(data, f.last) {
+		return
+	}
+	rules, err := ParseFile(data)
+	if err != nil {
+		f.log.Error("forwarding rules rejected; keeping the last good ones", "err", err)
+		return
+	}
+	f.last = data
+	f.cfg.Part.Set(rules)
+	f.log.Info("forwarding rules loaded", "rules", len(rules))
+}
