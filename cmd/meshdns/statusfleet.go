@@ -98,10 +98,22 @@ func readFleet(ctx context.Context, rc *rest.Config, o fleetOptions) (*fleetStat
 		}()
 	}
 	wg.Wait()
+	injected, err := injectedPods(ctx, k, o.namespace)
+	if err != nil {
+		return nil, err
+	}
+	mergeFleet(fs, replicas.Items, agents, injected, o.namespace)
+	return fs, nil
+}
+
+// mergeFleet fills fs's agents (each with its replica) and unsynced pods
+// from what each replica listed (agents[i] is replicas[i]'s) and the
+// injected pods; fs.Replicas is already filled, with the read errors.
+func mergeFleet(fs *fleetStatus, replicas []corev1.Pod, agents [][]server.AgentInfo, injected []corev1.Pod, namespace string) {
 	connected := map[string]fleetAgent{} // namespace/pod -> the agent, any replica
 	for i, as := range agents {
 		for _, a := range as {
-			fa := fleetAgent{AgentInfo: a, Replica: replicas.Items[i].Name}
+			fa := fleetAgent{AgentInfo: a, Replica: replicas[i].Name}
 			fs.Agents = append(fs.Agents, fa)
 			key := a.Namespace + "/" + a.Pod
 			// One agent holds one stream; a second entry is a stream
@@ -114,16 +126,11 @@ func readFleet(ctx context.Context, rc *rest.Config, o fleetOptions) (*fleetStat
 	slices.SortStableFunc(fs.Agents, func(a, b fleetAgent) int {
 		return strings.Compare(a.Namespace+"/"+a.Pod+"/"+a.Replica, b.Namespace+"/"+b.Pod+"/"+b.Replica)
 	})
-
 	var unreachable []string
 	for _, r := range fs.Replicas {
 		if r.Error != "" {
 			unreachable = append(unreachable, r.Pod)
 		}
-	}
-	injected, err := injectedPods(ctx, k, o.namespace)
-	if err != nil {
-		return nil, err
 	}
 	for i := range injected {
 		p := &injected[i]
@@ -142,16 +149,15 @@ func readFleet(ctx context.Context, rc *rest.Config, o fleetOptions) (*fleetStat
 		}
 		fs.Unsynced = append(fs.Unsynced, unsyncedPod{Namespace: p.Namespace, Pod: p.Name, Reason: reason})
 	}
-	if o.namespace != "" {
+	if namespace != "" {
 		kept := fs.Agents[:0]
 		for _, a := range fs.Agents {
-			if a.Namespace == o.namespace {
+			if a.Namespace == namespace {
 				kept = append(kept, a)
 			}
 		}
 		fs.Agents = kept
 	}
-	return fs, nil
 }
 
 // replicaAgents reads /debug/agents of one control plane pod through the

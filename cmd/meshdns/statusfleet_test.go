@@ -5,8 +5,13 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/controlplane/server"
 )
 
 // TestAdminPort: the port status forwards to is the one the pod spec gives
@@ -62,5 +67,50 @@ func TestWhyNotConnected(t *testing.T) {
 				t.Errorf("whyNotConnected = %q, want it to say %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeFleet: agents of every replica are listed with their replica;
+// an agent seen on two replicas (a stream ending on the one it left) is
+// judged by its newest stream; NACKing agents and pods no replica has are
+// unsynced, the latter marked when a replica could not be read.
+func TestMergeFleet(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 7, 0, 0, 0, time.UTC)
+	synced := func(ns, pod string, at time.Time) server.AgentInfo {
+		return server.AgentInfo{Namespace: ns, Pod: pod, Acked: "v2", Sent: "v2", View: "v2", Connected: at}
+	}
+	nacking := server.AgentInfo{Namespace: "shop", Pod: "nack", Acked: "v1", Sent: "v2", View: "v2", Nacks: 3, LastNack: "bad table", Connected: t0}
+	moved := synced("shop", "moved", t0.Add(time.Minute))
+	leftBehind := server.AgentInfo{Namespace: "shop", Pod: "moved", Sent: "v2", View: "v2", Nacks: 1, LastNack: "old", Connected: t0}
+	replicas := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "cp-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "cp-b"}}, {ObjectMeta: metav1.ObjectMeta{Name: "cp-c"}}}
+	agents := [][]server.AgentInfo{{synced("shop", "web", t0), nacking, leftBehind}, {moved, synced("other", "db", t0)}, nil}
+	pod := func(ns, name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "meshdns-agent"}}}}
+	}
+	injected := []corev1.Pod{pod("shop", "web"), pod("shop", "nack"), pod("shop", "moved"), pod("shop", "lost"), pod("other", "db")}
+
+	fs := &fleetStatus{Replicas: []replicaStatus{{Pod: "cp-a"}, {Pod: "cp-b"}, {Pod: "cp-c", Error: "port-forward: refused"}}}
+	mergeFleet(fs, replicas, agents, injected, "")
+	var got []string
+	for _, a := range fs.Agents {
+		got = append(got, a.Namespace+"/"+a.Pod+"@"+a.Replica)
+	}
+	want := []string{"other/db@cp-b", "shop/moved@cp-a", "shop/moved@cp-b", "shop/nack@cp-a", "shop/web@cp-a"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("agents (-want +got):\n%s", diff)
+	}
+	reasons := map[string]string{}
+	for _, u := range fs.Unsynced {
+		reasons[u.Namespace+"/"+u.Pod] = u.Reason
+	}
+	if len(reasons) != 2 || !strings.Contains(reasons["shop/nack"], "connected to cp-a but NACKing: bad table") ||
+		!strings.Contains(reasons["shop/lost"], "which could not be read") || !strings.Contains(reasons["shop/lost"], "cp-c") {
+		t.Errorf("unsynced %v: want shop/nack NACKing on cp-a and shop/lost, maybe on the unread cp-c", reasons)
+	}
+
+	fs = &fleetStatus{Replicas: []replicaStatus{{Pod: "cp-a"}, {Pod: "cp-b"}, {Pod: "cp-c"}}}
+	mergeFleet(fs, replicas, agents, injected, "other")
+	if len(fs.Agents) != 1 || fs.Agents[0].Pod != "db" {
+		t.Errorf("--namespace other: agents %+v", fs.Agents)
 	}
 }
