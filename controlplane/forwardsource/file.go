@@ -16,8 +16,9 @@ type FileConfig struct {
 	// Path is the rules file (ParseFile's form), for example a mounted
 	// ConfigMap's key. Required.
 	Path string
-	// Part receives the rules. Required.
-	Part *Part
+	// PodLabels lets rules with a podSelector select pods (see NewPart);
+	// nil: such rules select none.
+	PodLabels PodLabels
 	// Interval is how often the file is polled besides file system
 	// events; zero means 30s.
 	Interval time.Duration
@@ -25,19 +26,24 @@ type FileConfig struct {
 	Logger *slog.Logger
 }
 
-// File follows a rules file: each good version replaces the part's rules;
-// a bad one (or a file that cannot be read) is logged and the last good
-// rules stay. Before the first good version the part has no rules.
+// File follows a rules file and is the settings part of its rules: each
+// good version replaces them; a bad one (or a file that cannot be read) is
+// logged and the last good rules stay. It implements agentsettings.Part,
+// and Run and Ready for the control plane to run it and hold agents'
+// streams until the first good version is in: before it, a pod's stub
+// domains would go to the default upstreams.
 type File struct {
-	cfg  FileConfig
-	log  *slog.Logger
-	last []byte // the content of the last good version; only Run's goroutine
+	*Part
+	cfg   FileConfig
+	log   *slog.Logger
+	ready chan struct{} // closed at the first good version
+	last  []byte        // the content of the last good version; only Run's goroutine
 }
 
 // NewFile returns a File; Run reads and follows it.
 func NewFile(cfg FileConfig) (*File, error) {
-	if cfg.Path == "" || cfg.Part == nil {
-		return nil, errors.New("forwardsource: file needs a path and a part")
+	if cfg.Path == "" {
+		return nil, errors.New("forwardsource: file needs a path")
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 30 * time.Second
@@ -46,8 +52,12 @@ func NewFile(cfg FileConfig) (*File, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &File{cfg: cfg, log: log.With("source", "forwarding-file", "path", cfg.Path)}, nil
+	return &File{Part: NewPart(cfg.PodLabels), cfg: cfg, ready: make(chan struct{}),
+		log: log.With("source", "forwarding-file", "path", cfg.Path)}, nil
 }
+
+// Ready is closed once the first good version of the file is in.
+func (f *File) Ready() <-chan struct{} { return f.ready }
 
 // Run reads the file, then again whenever it may have changed, until ctx
 // ends.
@@ -73,6 +83,11 @@ func (f *File) reload() {
 		return
 	}
 	f.last = data
-	f.cfg.Part.Set(rules)
+	f.Set(rules)
+	select {
+	case <-f.ready:
+	default:
+		close(f.ready)
+	}
 	f.log.Info("forwarding rules loaded", "rules", len(rules))
 }

@@ -119,18 +119,24 @@ func TestFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rulesYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := NewPart(nil)
-	changed := p.Changed()
 	var logs testenv.Buffer
-	f, err := NewFile(FileConfig{Path: path, Part: p, Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	f, err := NewFile(FileConfig{Path: path, Interval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
+	}
+	p := f.Part
+	changed := p.Changed()
+	select {
+	case <-f.Ready():
+		t.Fatal("ready before the file was read")
+	default:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = f.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	<-changed
+	<-f.Ready()
 	domains := func() []string {
 		s := &meshdnsv1.AgentSettings{}
 		p.Fill(auth.Identity{Method: auth.MethodToken, Namespace: "team-a", Pod: "web-0"}, s)
