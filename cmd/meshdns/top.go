@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/controlplane/server"
 )
@@ -38,6 +40,9 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rcode := fs.String("rcode", "", "only this response code: NXDOMAIN, SERVFAIL or REFUSED")
 	limit := fs.Int("limit", 10, "at most this many names per pod in the table (0: all)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
+	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server, as status --kubeconfig does, instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
+	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
+	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -56,6 +61,15 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 	var lists [][]server.AgentInfo
 	var errs []error
+	where := *addrs
+	if *kubeconfig != "" {
+		where = "the control plane replicas of " + *system
+		var err error
+		if lists, errs, err = fleetAgents(ctx, *kubeconfig, fleetOptions{system: *system, selector: *selector, namespace: *namespace}); err != nil {
+			return err
+		}
+		*addrs = ""
+	}
 	for _, addr := range strings.Split(*addrs, ",") {
 		base := strings.TrimSpace(addr)
 		if base == "" {
@@ -71,11 +85,11 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		lists = append(lists, as)
 	}
-	if len(lists) == 0 {
-		if len(errs) == 0 {
-			return usagef("--admin-addr: no address")
-		}
+	if len(lists) == 0 && len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	if len(lists) == 0 && *kubeconfig == "" {
+		return usagef("--admin-addr: no address")
 	}
 	for _, err := range errs {
 		// Some replicas answered: show theirs, say which did not.
@@ -87,7 +101,38 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		enc.SetIndent("", "  ")
 		return enc.Encode(pods)
 	}
-	return printTop(stdout, pods, *limit, *addrs, time.Now())
+	return printTop(stdout, pods, *limit, where, time.Now())
+}
+
+// fleetAgents reads the agents of every replica as status --kubeconfig
+// does, one list per replica; a replica that could not be read is an
+// error of errs.
+func fleetAgents(ctx context.Context, kubeconfig string, o fleetOptions) (lists [][]server.AgentInfo, errs []error, err error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "-" {
+		rules.ExplicitPath = kubeconfig
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	fs, err := readFleet(ctx, rc, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	byReplica := map[string][]server.AgentInfo{}
+	for _, a := range fs.Agents {
+		byReplica[a.Replica] = append(byReplica[a.Replica], a.AgentInfo)
+	}
+	for _, r := range fs.Replicas {
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("replica %s: %s", r.Pod, r.Error))
+		}
+		if as := byReplica[r.Pod]; len(as) > 0 {
+			lists = append(lists, as)
+		}
+	}
+	return lists, errs, nil
 }
 
 // mergeReports merges the agents of several replicas into one per pod,
