@@ -141,12 +141,13 @@ func (r *Resolver) AppendCached(dst, qwire, key []byte, p *Probe) ([]byte, Sourc
 	if r.cache == nil || len(key) != len(qwire) {
 		return dst, SourceCache, false
 	}
-	e, ttl, st := r.cache.Get(key, r.now())
+	now := r.now()
+	e, ttl, st := r.cache.Get(key, now)
 	switch {
 	case st == cache.Fresh:
 		r.metrics.hits.Inc()
 		if r.cfg.Prefetch > 0 {
-			r.maybePrefetch(e, ttl, key, r.now())
+			r.maybePrefetch(e, ttl, key, now)
 		}
 		return e.AppendTo(dst, qwire, ttl), SourceCache, true
 	case st == cache.Stale && r.cfg.StaleWindow > 0:

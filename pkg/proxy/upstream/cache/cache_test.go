@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -262,5 +263,48 @@ func BenchmarkGet(b *testing.B) {
 		if _, _, st := c.Get(key, 0); st != Fresh {
 			b.Fatal("miss")
 		}
+	}
+}
+
+// DeleteFunc drops exactly the entries it is told to, in every shard, and
+// keeps Len right.
+func TestDeleteFunc(t *testing.T) {
+	packed, qlen := packReply(t, "a.example.", "a.example. 60 IN A 192.0.2.1")
+	c := New(1000, time.Hour)
+	for i := range 600 {
+		e, err := NewEntry(packed, qlen, 60, 0, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Set(fmt.Sprintf("k%03d", i), e)
+	}
+	n := c.DeleteFunc(func(k string) bool { return k[len(k)-1] == '7' })
+	if n != 60 || c.Len() != 540 {
+		t.Errorf("dropped %d, %d left; want 60 and 540", n, c.Len())
+	}
+	if _, _, st := c.Get([]byte("k017"), 0); st != Miss {
+		t.Errorf("k017 after DeleteFunc: %v, want Miss", st)
+	}
+	if _, _, st := c.Get([]byte("k018"), 0); st != Fresh {
+		t.Errorf("k018 after DeleteFunc: %v, want Fresh", st)
+	}
+}
+
+// Hit counts hits in a row within the window and starts over after a gap.
+func TestEntryHit(t *testing.T) {
+	packed, qlen := packReply(t, "a.example.", "a.example. 60 IN A 192.0.2.1")
+	e, err := NewEntry(packed, qlen, 60, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for _, at := range []time.Duration{time.Second, 2 * time.Second, 50 * time.Second, 200 * time.Second, 201 * time.Second} {
+		got = append(got, e.Hit(int64(at), time.Minute))
+	}
+	if want := []uint32{1, 2, 3, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("hits %v, want %v", got, want)
+	}
+	if !e.ClaimRefresh() || e.ClaimRefresh() {
+		t.Error("ClaimRefresh: want true once")
 	}
 }
