@@ -10,12 +10,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshdns/meshdns/controlplane/policysource"
 )
 
 // policyConditionTypes are the status condition types in which the control
-// plane reports whether it took a DNSPolicy: "Accepted", and "Valid", the
-// type written before it.
-var policyConditionTypes = []string{"Accepted", "Valid"}
+// plane reports whether it took a DNSPolicy: policysource's, and "Valid",
+// the type its first version wrote.
+var policyConditionTypes = []string{policysource.ConditionAccepted, "Valid"}
 
 // dnsPolicy is the part of a DNSPolicy object analyze reads: its name and
 // its status conditions, not its spec (the control plane judged that).

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -11,17 +12,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshdns/meshdns/controlplane/policysource"
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
 var dnsPolicyResource = schema.GroupVersionResource{Group: "meshdns.io", Version: "v1alpha1", Resource: "dnspolicies"}
 
 // brokenPolicies installs the shipped DNSPolicy CRD and, in namespace ns,
-// three policies whose status the test writes as the control plane would:
+// three policies whose status the test writes as the control plane does
+// (policysource.Condition):
 // "refused" (Accepted=False for its generation), "accepted" (True) and
 // "changed" (False for generation 1, but edited since, so not judged).
 // It returns the name of the refused one.
@@ -71,12 +75,16 @@ func brokenPolicies(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns s
 				t.Fatalf("update DNSPolicy %s: %v", name, err)
 			}
 		}
-		reason, msg := "Accepted", "the control plane accepted the policy"
+		// The condition as the control plane writes it.
+		var verdict error
 		if status == metav1.ConditionFalse {
-			reason, msg = "Invalid", `DNSPolicy `+ns+`/`+name+`: spec.rules[1]: pattern "A.COM." (a.com. Deny) conflicts with spec.rules[0] ("a.com" Allow)`
+			verdict = errors.New(`DNSPolicy ` + ns + `/` + name + `: spec.rules[1]: pattern "A.COM." (a.com. Deny) conflicts with spec.rules[0] ("a.com" Allow)`)
 		}
-		cond := map[string]any{"type": "Accepted", "status": string(status), "observedGeneration": observed,
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "reason": reason, "message": msg}
+		given := policysource.Condition(observed, verdict, time.Now())
+		cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&given)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := unstructured.SetNestedSlice(p.Object, []any{cond}, "status", "conditions"); err != nil {
 			t.Fatal(err)
 		}
