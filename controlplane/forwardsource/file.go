@@ -6,7 +6,10 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/meshdns/meshdns/internal/filewatch"
 )
@@ -17,8 +20,10 @@ type FileConfig struct {
 	// ConfigMap's key. Required.
 	Path string
 	// PodLabels lets rules with a podSelector select pods (see NewPart);
-	// nil: such rules select none.
+	// nil: such rules select none. Pods, when set, is run with the file
+	// and used instead.
 	PodLabels PodLabels
+	Pods      *Pods
 	// Interval is how often the file is polled besides file system
 	// events; zero means 30s.
 	Interval time.Duration
@@ -36,8 +41,12 @@ type File struct {
 	*Part
 	cfg   FileConfig
 	log   *slog.Logger
-	ready chan struct{} // closed at the first good version
-	last  []byte        // the content of the last good version; only Run's goroutine
+	ready chan struct{} // closed at the first good version, pods synced
+
+	readyMu    sync.Mutex    // guards good; serialises closing ready
+	good       bool          // a good version is in
+	podsSynced chan struct{} // closed once the pods synced, or at Run without Pods
+	last       []byte        // the content of the last good version; only Run's goroutine
 }
 
 // NewFile returns a File; Run reads and follows it.
@@ -52,20 +61,67 @@ func NewFile(cfg FileConfig) (*File, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &File{Part: NewPart(cfg.PodLabels), cfg: cfg, ready: make(chan struct{}),
-		log: log.With("source", "forwarding-file", "path", cfg.Path)}, nil
+	podLabels := cfg.PodLabels
+	if cfg.Pods != nil {
+		podLabels = cfg.Pods.Labels
+	}
+	f := &File{Part: NewPart(podLabels), cfg: cfg, ready: make(chan struct{}),
+		podsSynced: make(chan struct{}), log: log.With("source", "forwarding-file", "path", cfg.Path)}
+	if cfg.Pods != nil {
+		// A pod's labels decide which rules its agent gets.
+		cfg.Pods.onChange(f.Notify)
+	}
+	return f, nil
 }
 
-// Ready is closed once the first good version of the file is in.
+// Ready is closed once the first good version of the file is in (and
+// the pods' labels, with Pods).
 func (f *File) Ready() <-chan struct{} { return f.ready }
 
 // Run reads the file, then again whenever it may have changed, until ctx
 // ends.
 func (f *File) Run(ctx context.Context) error {
-	return filewatch.Run(ctx, filewatch.Config{
-		Paths: []string{f.cfg.Path}, Interval: f.cfg.Interval, Logger: f.log,
-		Changed: f.reload,
+	if f.cfg.Pods == nil {
+		close(f.podsSynced)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if f.cfg.Pods != nil {
+		g.Go(func() error { return f.cfg.Pods.Run(ctx) })
+		g.Go(func() error {
+			select {
+			case <-f.cfg.Pods.Synced():
+				close(f.podsSynced)
+				f.maybeReady()
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		return filewatch.Run(ctx, filewatch.Config{
+			Paths: []string{f.cfg.Path}, Interval: f.cfg.Interval, Logger: f.log,
+			Changed: f.reload,
+		})
 	})
+	return g.Wait()
+}
+
+// maybeReady closes ready once a good version is in and the pods synced.
+func (f *File) maybeReady() {
+	f.readyMu.Lock()
+	defer f.readyMu.Unlock()
+	select {
+	case <-f.ready:
+		return
+	default:
+	}
+	select {
+	case <-f.podsSynced:
+		if f.good {
+			close(f.ready)
+		}
+	default:
+	}
 }
 
 func (f *File) reload() {
@@ -84,10 +140,9 @@ func (f *File) reload() {
 	}
 	f.last = data
 	f.Set(rules)
-	select {
-	case <-f.ready:
-	default:
-		close(f.ready)
-	}
+	f.readyMu.Lock()
+	f.good = true
+	f.readyMu.Unlock()
+	f.maybeReady()
 	f.log.Info("forwarding rules loaded", "rules", len(rules))
 }
