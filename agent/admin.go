@@ -135,7 +135,10 @@ type lookupReport struct {
 	// Policy says how the DNS policy judged the query: the action, the
 	// deciding rule or default; absent without a policy.
 	Policy *proxy.PolicyVerdict `json:"policy,omitempty"`
-	Error  string               `json:"error,omitempty"`
+	// Upstreams are where the question goes when it is forwarded (the
+	// forwarding rule's upstreams for a name under its domains).
+	Upstreams []string `json:"upstreams,omitempty"`
+	Error     string   `json:"error,omitempty"`
 }
 
 func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
@@ -179,9 +182,13 @@ func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 		rep.Error = err.Error()
 		return rep
 	}
-	if rep.Chase != "" {
+	switch {
+	case rep.Chase != "":
 		// The CNAMEs come from the table, the target's records from src.
 		rep.Source, rep.ChaseSource = "table", src
+		rep.Upstreams = a.resolver.RouteOf(rep.Chase)
+	case src == "cache" || src == "upstream":
+		rep.Upstreams = a.resolver.RouteOf(q.Name)
 	}
 	fillFromMsg(&rep, m)
 	if m.Rcode == dns.RcodeServerFailure && src == "local" {

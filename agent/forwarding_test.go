@@ -2,6 +2,7 @@ package agent
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -106,6 +107,17 @@ func TestControlPlaneForwarding(t *testing.T) {
 	}
 	if diff := cmp.Diff(result{[]string{"x.corp.example. A 192.0.2.53"}, false, true}, ask(a.dns, "x.corp.example.")); diff != "" {
 		t.Errorf("web-0 x.corp.example (-want +got):\n%s", diff)
+	}
+	_, body := httpGet(t, a.admin+"/debug/lookup?name=x.corp.example")
+	var rep struct {
+		Source, Rcode string
+		Upstreams     []string
+	}
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"tls://" + corp.addr + "@dns.corp.test"}; rep.Source != "cache" || !slices.Equal(rep.Upstreams, want) {
+		t.Errorf("/debug/lookup = %s, want source cache and upstreams %q", body, want)
 	}
 	if got := ask(b.dns, "y.corp.example."); got.AskedCorp || !got.AskedDef {
 		t.Errorf("batch-0 y.corp.example: %+v, want the default upstream only", got)
