@@ -275,14 +275,15 @@ func (c *dotConn) exchange(ctx context.Context, msg []byte) ([]byte, error) {
 	}
 }
 
-// failure is the error of a query whose connection died: errConnClosed
-// (retried on another connection) when the server closed it, else the
-// cause as a network error.
+// failure is the error of a query whose connection died under it: always
+// errConnClosed, so the query is asked once more on another connection. A
+// server closing a connection it thinks idle shows as EOF, a reset or a
+// broken pipe depending on the timing, none of them the query's fault.
 func (c *dotConn) failure(err error) error {
-	if errors.Is(err, errConnClosed) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %s: %w", errConnClosed, c.pool.addr, err)
+	if errors.Is(err, errConnClosed) {
+		return err
 	}
-	return &tryError{kindNetwork, fmt.Errorf("dns over tls %s: %w", c.pool.addr, err)}
+	return fmt.Errorf("%w: %s: %w", errConnClosed, c.pool.addr, err)
 }
 
 // forget removes a query that got its reply or gave up; the last one out
