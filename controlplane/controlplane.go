@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshdns/meshdns/controlplane/admin"
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -91,6 +92,12 @@ type Config struct {
 	MaxConnectionsPerPeer int
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
+	// SettingsParts fill each agent's settings (package agentsettings:
+	// DNS policy, the pod's zone, telemetry), in order; none means every
+	// agent's settings are empty. Each is composed per agent stream, from
+	// the part's caches; a part that watches something runs on its own
+	// (add it to Sources or start it beside the control plane).
+	SettingsParts []agentsettings.Part
 	// ExpectSources are source names that must report before the first
 	// version is served. The file source, and every source of Sources
 	// with a Name() string method, are added: no agent ever gets a table
@@ -229,7 +236,7 @@ func New(cfg Config) (*ControlPlane, error) {
 	}
 	if c.server, err = server.New(server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
-		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain,
+		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: agentsettings.Compose(cfg.SettingsParts...),
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}); err != nil {
 		return nil, err

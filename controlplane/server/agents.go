@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/view"
 )
 
@@ -21,16 +22,48 @@ type AgentInfo struct {
 	// Acked is the version the agent last ACKed (applied).
 	Acked   string    `json:"acked"`
 	AckedAt time.Time `json:"ackedAt,omitzero"`
-	// View is the current version of the agent's view.
-	View     string `json:"view"`
-	Nacks    int    `json:"nacks"`
-	LastNack string `json:"lastNack,omitempty"`
+	// View is the version the agent should hold: the current version of
+	// its view, with its current settings' (see Settings).
+	View string `json:"view"`
+	// Settings are the agent's current settings; nil for none.
+	Settings *SettingsInfo `json:"settings,omitempty"`
+	Nacks    int           `json:"nacks"`
+	LastNack string        `json:"lastNack,omitempty"`
 	// Holds counts the times the agent's versions were held back
 	// because it had not answered enough of what it was sent.
 	Holds int `json:"holds"`
 	// Failing is the agent's last report of the names that failed most
 	// for its pod, when its settings turn the report on.
 	Failing *FailingReport `json:"failing,omitempty"`
+}
+
+// SettingsInfo summarises an agent's settings.
+type SettingsInfo struct {
+	// Version names their content (the part of View after "+").
+	Version string `json:"version"`
+	// Policy names the objects of the agent's DNS policy, "" for none.
+	Policy string `json:"policy,omitempty"`
+	// Zone is the pod's zone, "" when unknown (or the agent does not
+	// implement pod-zone).
+	Zone string `json:"zone,omitempty"`
+	// Forwarding counts the forwarding rules.
+	Forwarding int `json:"forwarding,omitempty"`
+	// QueryLog and FailingReport say whether those are on.
+	QueryLog      bool `json:"queryLog,omitempty"`
+	FailingReport bool `json:"failingReport,omitempty"`
+	// Requires are the features the settings require.
+	Requires []string `json:"requires,omitempty"`
+}
+
+func settingsInfo(st agentsettings.Agent) *SettingsInfo {
+	if st.Empty() {
+		return nil
+	}
+	return &SettingsInfo{
+		Version: st.Version, Policy: st.PolicySource(), Zone: st.Zone(), Forwarding: len(st.Msg.GetForwarding()),
+		QueryLog: st.Msg.GetTelemetry().GetQueryLog() != nil, FailingReport: st.Msg.GetTelemetry().GetFailingReport() != nil,
+		Requires: st.Msg.GetRequires(),
+	}
 }
 
 // Agents lists the connected agents, sorted by namespace and pod.

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/binary"
+	"errors"
 	"strconv"
 
 	"google.golang.org/grpc/encoding"
@@ -13,33 +15,123 @@ import (
 )
 
 // encoded is a response whose body was encoded once for its view; only the
-// nonce is per agent. Protobuf fields may come in any order and a decoder
-// merges them, so appending the nonce field to the shared bytes gives a
-// valid StreamNameTableResponse without copying the table. Everything gRPC
-// needs to send it lives in this one allocation: the buffers it hands to
-// gRPC point into it.
+// nonce, and an agent's settings, are per agent. Protobuf fields may come
+// in any order and a decoder merges them, so appending the nonce field to
+// the shared bytes gives a valid StreamNameTableResponse without copying
+// the table. Everything gRPC needs to send it lives in this one allocation:
+// the buffers it hands to gRPC point into it.
+//
+// With settings (withSettings), the response's version and the length of
+// its table or delta differ per agent, so a small head is written per
+// agent (version, tag and length of the full or delta field), then the
+// view's shared body, then the settings field and the nonce. The agent
+// reads a repeated full or delta field as replacing the first, not merging
+// it (agent/discovery), so the settings go inside the one table field.
 type encoded struct {
-	p          *view.Prepared
-	body, tail mem.SliceBuffer
-	bufs       [2]mem.Buffer
-	tailBytes  [1 + 1 + 20]byte // tag, length, up to 20 decimal digits
+	p                *view.Prepared
+	head, body, tail mem.SliceBuffer
+	bufs             [3]mem.Buffer
+	nbufs            int
+	size             int            // bytes of the whole response
+	tailBytes        [tailRoom]byte // the nonce field
 }
 
 const respNonce = namewire.FieldResponseNonce // StreamNameTableResponse.nonce
 
+// maxVersion bounds the version of a response with settings: a view's
+// (16 hex digits), "+", a settings version (16 hex digits), with room.
+const maxVersion = 64
+
 func newEncoded(p *view.Prepared, nonce uint64) *encoded {
 	e := &encoded{p: p}
-	t := protowire.AppendTag(e.tailBytes[:0], respNonce, protowire.BytesType)
-	t = append(t, 0)
-	t = strconv.AppendUint(t, nonce, 10)
-	t[1] = byte(len(t) - 2) // at most 20 digits: a one-byte varint
-	e.body, e.tail = p.Bytes, t
+	e.body, e.tail = p.Bytes, e.appendNonce(e.tailBytes[:0], nonce)
 	// Pointers to the slices, so the interfaces need no allocations of
 	// their own; SliceBuffer's Free is a no-op, so gRPC never recycles
 	// the shared bytes.
-	e.bufs = [2]mem.Buffer{&e.body, &e.tail}
+	e.bufs = [3]mem.Buffer{&e.body, &e.tail}
+	e.nbufs = 2
+	e.size = len(e.body) + len(e.tail)
 	return e
 }
+
+func (e *encoded) appendNonce(t []byte, nonce uint64) []byte {
+	t = protowire.AppendTag(t, respNonce, protowire.BytesType)
+	n := len(t)
+	t = append(t, 0)
+	t = strconv.AppendUint(t, nonce, 10)
+	t[n] = byte(len(t) - n - 1) // at most 20 digits: a one-byte varint
+	return t
+}
+
+// tailRoom is what the nonce field takes: tag, length, up to 20 decimal
+// digits.
+const tailRoom = 1 + 1 + 20
+
+// headRoom is what the head of a response with settings may take: the
+// version field, the tag and length of the table or delta.
+const headRoom = 1 + 1 + maxVersion + 1 + binary.MaxVarintLen64
+
+// withSettings is p sent with version p.Version.ID+"+"+settings (just the
+// view's version when settings is "") and with buf[headRoom:] (fields of
+// the table or delta: settings, the delta's base; or none) added to its
+// table or delta. p.Bytes are the view's version field followed by the
+// full or delta field (view.Prepared): only that field's body is shared.
+// buf is ours (built per send): the head is written into its first
+// headRoom bytes and the nonce into its spare capacity, so a response
+// with settings costs two allocations, this buffer and the encoded.
+func withSettings(p *view.Prepared, nonce uint64, settings string, buf []byte) (*encoded, error) {
+	inner := buf[headRoom:]
+	b := p.Bytes
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != respVersion || typ != protowire.BytesType {
+		return nil, errors.New("prepared response does not start with its version")
+	}
+	b = b[n:]
+	if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		return nil, protowire.ParseError(n)
+	}
+	b = b[n:]
+	num, typ, n = protowire.ConsumeTag(b)
+	if n < 0 || (num != respFull && num != respDelta) || typ != protowire.BytesType {
+		return nil, errors.New("prepared response has no table or delta after its version")
+	}
+	b = b[n:]
+	body, n := protowire.ConsumeBytes(b)
+	id := p.Version.ID
+	vlen := len(id)
+	if settings != "" {
+		vlen += len(settingsSep) + len(settings)
+	}
+	if n < 0 || n != len(b) || vlen > maxVersion {
+		return nil, errors.New("prepared response: bad table or delta field")
+	}
+	e := &encoded{p: p}
+	hlen := protowire.SizeTag(respVersion) + protowire.SizeBytes(vlen) +
+		protowire.SizeTag(num) + protowire.SizeVarint(uint64(len(body)+len(inner)))
+	h := protowire.AppendTag(buf[headRoom-hlen:headRoom-hlen], respVersion, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(vlen))
+	h = append(h, id...)
+	if settings != "" {
+		h = append(append(h, settingsSep...), settings...)
+	}
+	h = protowire.AppendTag(h, num, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(len(body)+len(inner)))
+	if len(h) != hlen {
+		return nil, errors.New("response head: size mismatch")
+	}
+	e.head, e.body, e.tail = h, body, e.appendNonce(inner, nonce)
+	e.bufs = [3]mem.Buffer{&e.head, &e.body, &e.tail}
+	e.nbufs = 3
+	e.size = len(e.head) + len(e.body) + len(e.tail)
+	return e, nil
+}
+
+// Field numbers of StreamNameTableResponse that withSettings rewrites.
+const (
+	respVersion = namewire.FieldResponseVersion
+	respFull    = namewire.FieldResponseFull
+	respDelta   = namewire.FieldResponseDelta
+)
 
 // codec sends encoded values as they are, decodes answers by hand
 // (answer.go), and hands everything else to the standard proto codec. It
@@ -58,7 +150,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.proto.Marshal(v)
 	}
-	return e.bufs[:], nil
+	return e.bufs[:e.nbufs], nil
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {

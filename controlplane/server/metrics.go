@@ -16,6 +16,9 @@ type metrics struct {
 	streams     *prometheus.CounterVec
 	holds       prometheus.Counter
 
+	settingsSent    prometheus.Counter
+	settingsChanges prometheus.Counter
+
 	admissionWaiting prometheus.Gauge
 	admissions       *prometheus.CounterVec
 	connsRefused     *prometheus.CounterVec
@@ -73,6 +76,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_push_holds_total",
 			Help: "Times an agent's next versions were held back because it had not answered what it was sent (8 responses or 32 KiB); it gets the current version in one response when it answers.",
 		}),
+		settingsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_settings_sent_total",
+			Help: "Responses that carried an agent's settings (a full table with settings, or a delta whose settings differ from the agent's).",
+		}),
+		settingsChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_settings_changes_total",
+			Help: "Times a connected agent's settings changed after a settings part changed (each such agent is sent a delta).",
+		}),
 		admissionWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshdns_controlplane_admission_waiting",
 			Help: "Agent streams waiting to be admitted (paced by --max-admissions).",
@@ -86,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "gRPC connections closed as soon as accepted, by reason (total: the connection limit; peer: the limit of one IP address).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.admissionWaiting, m.admissions, m.connsRefused} {
+	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

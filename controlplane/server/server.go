@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -89,6 +90,10 @@ type Config struct {
 	// MaxRequestBytes bounds one message from an agent (agents send only
 	// their identity, ACKs and NACKs); zero means 64 KiB.
 	MaxRequestBytes int
+	// Settings composes each agent's settings (package agentsettings);
+	// nil means none (every agent's settings are empty). The server runs
+	// it (Settings.Run) while it serves, so give each server its own.
+	Settings *agentsettings.Settings
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -109,6 +114,7 @@ type Server struct {
 	fan   *fanout
 
 	auth     auth.Authenticator
+	settings *agentsettings.Settings
 	limits   *limits
 	peers    *peers    // before authentication
 	refusals *logLimit // of "agent stream refused" lines
@@ -176,6 +182,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 64 << 10
 	}
+	if cfg.Settings == nil {
+		cfg.Settings = agentsettings.Compose()
+	}
 	cfg.Now = deps.Now(cfg.Now)
 	log := deps.Logger(cfg.Logger)
 	reg := deps.Registerer(cfg.Registerer)
@@ -185,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
 		auth:     cfg.Authenticator,
+		settings: cfg.Settings,
 		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),
 		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
 		limits: &limits{
@@ -243,9 +253,12 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 // Serve serves on lis until ctx ends, then closes every stream.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	fanCtx, stopFan := context.WithCancel(ctx)
-	fanDone := make(chan struct{})
-	go func() { defer close(fanDone); s.fan.run(fanCtx, s.send) }()
-	defer func() { stopFan(); <-fanDone }()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.fan.run(fanCtx, s.send) }()
+	go func() { defer wg.Done(); _ = s.settings.Run(fanCtx) }()
+	go func() { defer wg.Done(); s.watchSettings(fanCtx) }()
+	defer func() { stopFan(); wg.Wait() }()
 	errc := make(chan error, 1)
 	lis = newLimitListener(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerPeer, s.m.connsRefused)
 	go func() { errc <- s.grpc.Serve(lis) }()

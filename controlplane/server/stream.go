@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
+	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -33,6 +35,11 @@ type agent struct {
 	// admitted frees the stream's admission slot once the agent answered
 	// its first response; idempotent.
 	admitted func()
+	// id and features are what the agent's settings are composed for.
+	id       auth.Identity
+	features []string
+
+	composeMu sync.Mutex // held while composing settings (settings.go)
 
 	mu        sync.Mutex // guards following
 	scheduled bool       // queued for, or being handled by, a sender; only it sends
@@ -40,20 +47,26 @@ type agent struct {
 	ended     bool       // the handler returned or is returning: send nothing
 	sending   bool       // a sender is between its decision and SendMsg's return
 	idle      chan struct{}
-	nonce     uint64             // last nonce sent
-	answered  uint64             // last nonce ACKed or NACKed
-	sentBytes uint64             // bytes of all responses sent
-	ansBytes  uint64             // bytes of the responses up to answered
-	ring      [ringSize]inflight // the responses after answered, by nonce % ringSize
-	sentID    string             // version the agent holds once it applies what was sent
-	lastFull  uint64             // nonce of the last full table sent
-	needFull  bool
-	acked     string
-	ackedAt   time.Time
-	nacks     int
-	lastNack  string
-	holds     int
-	failing   *FailingReport // the agent's last report (failing.go), or nil
+	nonce     uint64              // last nonce sent
+	answered  uint64              // last nonce ACKed or NACKed
+	sentBytes uint64              // bytes of all responses sent
+	ansBytes  uint64              // bytes of the responses up to answered
+	ring      [ringSize]inflight  // the responses after answered, by nonce % ringSize
+	sentID    string              // view version the agent holds once it applies what was sent
+	settings  agentsettings.Agent // the agent's current settings
+	// sentSettings is the settings version the agent holds once it
+	// applies what was sent; refusedSettings (when refused) those of the
+	// last full table it NACKed, not sent again unless the table moves on.
+	sentSettings, refusedSettings string
+	refused                       bool
+	lastFull                      uint64 // nonce of the last full table sent
+	needFull                      bool
+	acked                         string
+	ackedAt                       time.Time
+	nacks                         int
+	lastNack                      string
+	holds                         int
+	failing                       *FailingReport // the agent's last report (failing.go), or nil
 }
 
 const (
@@ -68,10 +81,11 @@ const (
 )
 
 type inflight struct {
-	nonce   uint64
-	version *view.Version
-	full    bool
-	bytes   uint64 // sentBytes once this response was sent
+	nonce    uint64
+	version  *view.Version
+	full     bool
+	settings string // version of the settings the response carried
+	bytes    uint64 // sentBytes once this response was sent
 }
 
 func (a *agent) info() AgentInfo {
@@ -79,9 +93,10 @@ func (a *agent) info() AgentInfo {
 	defer a.mu.Unlock()
 	return AgentInfo{
 		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
-		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: a.sentID,
+		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: joinVersion(a.sentID, a.sentSettings),
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
-		Failing: a.failing, View: a.sub.View().Current().ID,
+		Failing: a.failing, View: joinVersion(a.sub.View().Current().ID, a.settings.Version),
+		Settings: settingsInfo(a.settings),
 	}
 }
 
@@ -128,8 +143,14 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
 		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), admitted: release,
 		// The handler sends the first response itself.
-		scheduled: true, sentID: first.GetVersionInfo(),
+		scheduled: true, id: ver.id, features: id.GetFeatures(),
 	}
+	a.id.Namespace, a.id.Pod = ver.namespace, ver.pod // claimed ones when not verified
+	a.sentID, a.sentSettings = splitVersion(first.GetVersionInfo())
+	// Subscribe before composing, so a change in between is composed
+	// again below rather than missed.
+	settingsChanged := s.settings.Changed()
+	s.composeSettings(a)
 	if p, ok := peer.FromContext(ctx); ok {
 		a.peer = p.Addr.String()
 	}
@@ -139,6 +160,12 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	defer a.sub.Close()
 	s.add(a)
 	defer s.remove(a)
+	select {
+	case <-settingsChanged:
+		// Before the agent was in s.agents: watchSettings may have missed it.
+		s.composeSettings(a)
+	default:
+	}
 	s.log.Info("agent connected", "pod", a.namespace+"/"+a.pod, "instance", a.instanceID, "peer", a.peer,
 		"version", first.GetVersionInfo())
 
@@ -239,7 +266,8 @@ func (s *Server) send(a *agent) {
 			a.scheduled = false
 			s.rebindLocked(a)
 			return
-		case a.nonce > 0 && !a.needFull && target.ID == a.sentID:
+		case a.nonce > 0 && !a.needFull && target.ID == a.sentID &&
+			(a.settings.Version == a.sentSettings || a.refused && a.settings.Version == a.refusedSettings):
 			// Up to date (or a stale wake-up).
 			a.scheduled = false
 			a.mu.Unlock()
@@ -255,6 +283,7 @@ func (s *Server) send(a *agent) {
 			return
 		}
 		full, base := a.needFull, a.sentID
+		st, heldSettings := a.settings, a.sentSettings
 		a.needFull = false
 		a.nonce++
 		n := a.nonce
@@ -264,7 +293,7 @@ func (s *Server) send(a *agent) {
 			// on its way.
 			a.lastFull = n
 		}
-		a.sentID = target.ID
+		a.sentID, a.sentSettings = target.ID, st.Version
 		a.sending = true
 		a.mu.Unlock()
 
@@ -274,18 +303,33 @@ func (s *Server) send(a *agent) {
 		} else {
 			p = v.Response(base, target)
 		}
+		e, err := s.encode(p, n, st, heldSettings)
+		if err != nil {
+			// A bug (the view's encoding changed): the agent gets
+			// nothing more until it reconnects, rather than a wrong
+			// version.
+			a.logger(s.log).Error("cannot send to agent", "err", err)
+			a.mu.Lock()
+			a.sending, a.scheduled = false, false
+			if a.idle != nil {
+				close(a.idle)
+				a.idle = nil
+			}
+			a.mu.Unlock()
+			return
+		}
 		a.mu.Lock()
-		a.sentBytes += uint64(len(p.Bytes))
-		a.ring[n%ringSize] = inflight{nonce: n, version: target, full: p.Kind == "full", bytes: a.sentBytes}
+		a.sentBytes += uint64(e.size)
+		a.ring[n%ringSize] = inflight{nonce: n, version: target, full: p.Kind == "full", settings: st.Version, bytes: a.sentBytes}
 		if p.Kind == "full" {
 			a.lastFull = n
 		}
 		a.mu.Unlock()
-		err := a.st.SendMsg(newEncoded(p, n))
+		err = a.st.SendMsg(e)
 		if err == nil {
 			count, bytes := s.m.push(p.Kind)
 			count.Inc()
-			bytes.Add(float64(len(p.Bytes)))
+			bytes.Add(float64(e.size))
 		}
 		a.mu.Lock()
 		a.sending = false
@@ -356,8 +400,10 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 			a.needFull = true
 		} else if known && f.full && n == a.nonce {
 			// The agent kept its table: base the next delta on it
-			// (a full table again if it is not in the history).
-			a.sentID = a.acked
+			// (a full table again if it is not in the history), and do
+			// not send the refused settings again for this table.
+			a.sentID, a.sentSettings = splitVersion(a.acked)
+			a.refused, a.refusedSettings = true, f.settings
 		}
 		wake := a.releaseLocked() || resend
 		a.mu.Unlock()

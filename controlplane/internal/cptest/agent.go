@@ -30,10 +30,12 @@ type Agent struct {
 	Resps chan *meshdnsv1.StreamNameTableResponse
 	Errs  chan error
 
-	// Version, Table and Zones are the agent's current table.
-	Version string
-	Table   map[string]*meshdnsv1.NameInfo
-	Zones   []string
+	// Version, Table and Zones are the agent's current table, Settings
+	// its settings (nil for none).
+	Version  string
+	Table    map[string]*meshdnsv1.NameInfo
+	Zones    []string
+	Settings *meshdnsv1.AgentSettings
 }
 
 // DialOpts says who the agent is.
@@ -51,6 +53,8 @@ type DialOpts struct {
 	// (and so turns off gRPC's growing them), so an agent that does not
 	// read blocks the server after that many bytes.
 	Window int32
+	// Features are the agent's AgentIdentity.features.
+	Features []string
 	// Source, when set, is the local IP address to dial from (any of
 	// 127.0.0.0/8 on loopback), so tests can be several peers.
 	Source string
@@ -99,7 +103,7 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 	if err == nil {
 		err = st.Send(&meshdnsv1.StreamNameTableRequest{
 			Identity: &meshdnsv1.AgentIdentity{PodName: o.Pod, Namespace: o.Namespace, ClusterDomain: o.ClusterDomain,
-				InstanceId: "test-" + o.Pod},
+				InstanceId: "test-" + o.Pod, Features: o.Features},
 			VersionInfo: o.Resume,
 		})
 	}
@@ -168,6 +172,7 @@ func (a *Agent) Apply(r *meshdnsv1.StreamNameTableResponse) error {
 			a.Table[k] = v
 		}
 		a.Zones = u.Full.GetAuthoritativeZones()
+		a.Settings = u.Full.GetSettings()
 	case *meshdnsv1.StreamNameTableResponse_Delta:
 		if u.Delta.GetBaseVersion() != a.Version {
 			return fmt.Errorf("delta base %q, have %q", u.Delta.GetBaseVersion(), a.Version)
@@ -180,6 +185,9 @@ func (a *Agent) Apply(r *meshdnsv1.StreamNameTableResponse) error {
 		}
 		if zs := u.Delta.GetAuthoritativeZones(); zs != nil {
 			a.Zones = zs.GetZones()
+		}
+		if st := u.Delta.GetSettings(); st != nil {
+			a.Settings = st // present: replaces them whole
 		}
 	default:
 		return fmt.Errorf("response without update")
