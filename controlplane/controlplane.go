@@ -94,9 +94,10 @@ type Config struct {
 	Sources []registry.Source
 	// SettingsParts fill each agent's settings (package agentsettings:
 	// DNS policy, the pod's zone, telemetry), in order; none means every
-	// agent's settings are empty. Each is composed per agent stream, from
-	// the part's caches; a part that watches something runs on its own
-	// (add it to Sources or start it beside the control plane).
+	// agent's settings are empty. They are composed per agent stream, from
+	// the parts' caches. Run runs the parts that implement
+	// agentsettings.Runner (their informers); streams wait for those that
+	// implement agentsettings.Readier.
 	SettingsParts []agentsettings.Part
 	// ExpectSources are source names that must report before the first
 	// version is served. The file source, and every source of Sources
@@ -143,6 +144,7 @@ type ControlPlane struct {
 	admin    http.Handler
 	probes   http.Handler
 	sources  []registry.Source
+	settings *agentsettings.Settings
 	grpcTLS  *tls.Config
 	draining atomic.Bool // set when Run's context ended; readiness fails
 }
@@ -234,9 +236,10 @@ func New(cfg Config) (*ControlPlane, error) {
 		}
 		c.grpcTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cfg.WebhookCerts.GetCertificate}
 	}
+	c.settings = agentsettings.Compose(cfg.SettingsParts...)
 	if c.server, err = server.New(server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
-		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: agentsettings.Compose(cfg.SettingsParts...),
+		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: c.settings,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}); err != nil {
 		return nil, err
@@ -279,6 +282,9 @@ func (c *ControlPlane) Run(parent context.Context) error {
 	g.run(ctx, cancel, "views", func(ctx context.Context) error { return c.views.Run(ctx, c.registry) })
 	for _, s := range c.sources {
 		g.run(ctx, cancel, "source", func(ctx context.Context) error { return s.Run(ctx, c.registry) })
+	}
+	for _, r := range c.settings.Runners() {
+		g.run(ctx, cancel, "settings", r.Run)
 	}
 	g.run(ctx, cancel, "grpc", func(ctx context.Context) error {
 		if c.cfg.GRPCListener != nil {

@@ -199,3 +199,45 @@ func (s *Settings) Run(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 }
+
+// Runner is a part that watches something (an informer): the control
+// plane runs it beside its sources, until ctx ends. An error stops the
+// control plane.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Readier is a part whose Fill is incomplete until its caches synced
+// (a policy not yet read would let an agent resolve everything): streams
+// wait for it before their first response.
+type Readier interface {
+	Ready() <-chan struct{}
+}
+
+// Runners returns the parts that implement Runner.
+func (s *Settings) Runners() []Runner {
+	var rs []Runner
+	for _, p := range s.parts {
+		if r, ok := p.(Runner); ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// Wait returns once every part that implements Readier is ready, or with
+// ctx's error.
+func (s *Settings) Wait(ctx context.Context) error {
+	for _, p := range s.parts {
+		r, ok := p.(Readier)
+		if !ok {
+			continue
+		}
+		select {
+		case <-r.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

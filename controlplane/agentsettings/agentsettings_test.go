@@ -148,3 +148,29 @@ type notifying struct {
 }
 
 func (p notifying) Fill(id auth.Identity, s *meshdnsv1.AgentSettings) { p.fill(id, s) }
+
+// syncing is a part that runs and becomes ready when its test says so.
+type syncing struct {
+	Func
+	ready chan struct{}
+}
+
+func (p syncing) Ready() <-chan struct{}        { return p.ready }
+func (p syncing) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+func TestWaitAndRunners(t *testing.T) {
+	p := syncing{Func: func(auth.Identity, *meshdnsv1.AgentSettings) {}, ready: make(chan struct{})}
+	s := Compose(zone("z1"), p)
+	if got := len(s.Runners()); got != 1 {
+		t.Errorf("runners %d, want 1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Wait(ctx); err == nil {
+		t.Error("Wait returned nil before the part was ready")
+	}
+	close(p.ready)
+	if err := s.Wait(context.Background()); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+}

@@ -133,6 +133,11 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// And until the settings parts synced: a policy not read yet must
+	// not let the agent resolve everything.
+	if err := s.settings.Wait(ctx); err != nil {
+		return err
+	}
 	release, err := s.admit.acquire(ctx)
 	if err != nil {
 		return err
