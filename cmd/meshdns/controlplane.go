@@ -106,6 +106,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	kf := newKubeFlags(fs)
 	af := newAuthFlags(fs)
 	df := newDrainFlags(fs)
+	sf := newSettingsFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -145,6 +146,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if err := df.apply(&cfg, rc); err != nil {
+		return err
+	}
+	if err := sf.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)
