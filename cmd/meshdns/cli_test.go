@@ -162,7 +162,7 @@ func TestStatusAndBuildInfo(t *testing.T) {
 		code := run(context.Background(), append([]string{"status", "--admin-addr", cpAdmin}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
-	synced := regexp.MustCompile(`(?m)^team-a\s+web-0\s+SYNCED\s+\S+\s+\S+\s+0\s+-\s+dev\s`)
+	synced := regexp.MustCompile(`(?m)^team-a\s+web-0\s+SYNCED\s+\S+\s+\S+\s+0\s+-\s+-\s+dev\s`) // no NACK, no settings
 	testenv.Eventually(t, "status shows the agent SYNCED", 10*time.Second, func() bool {
 		code, out, _ := status()
 		return code == 0 && synced.MatchString(out)

@@ -134,13 +134,29 @@ func printStatus(w io.Writer, agents []server.AgentInfo, addr string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tPOD\tSTATUS\tACKED\tCURRENT\tNACKS\tLAST NACK\tAGENT VERSION\tCONNECTED")
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tSTATUS\tACKED\tCURRENT\tNACKS\tLAST NACK\tSETTINGS\tAGENT VERSION\tCONNECTED")
 	for _, a := range agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
 			orDash(a.Namespace), orDash(a.Pod), syncState(a), orDash(short(a.Acked, 12)), orDash(short(a.View, 12)),
-			a.Nacks, orDash(short(a.LastNack, 60)), orDash(a.AgentVersion), a.Connected.UTC().Format(time.RFC3339))
+			a.Nacks, orDash(short(a.LastNack, 60)), settingsSummary(a.Settings), orDash(a.AgentVersion), a.Connected.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// settingsSummary is the SETTINGS column: the settings version (the part
+// of CURRENT after "+") and what they hold.
+func settingsSummary(st *server.SettingsInfo) string {
+	if st == nil {
+		return "-"
+	}
+	out := short(st.Version, 8)
+	if st.Policy != "" {
+		out += " policy=" + short(st.Policy, 40)
+	}
+	if st.Zone != "" {
+		out += " zone=" + st.Zone
+	}
+	return out
 }
 
 // short cuts s to n characters, marking the cut.
