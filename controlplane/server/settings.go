@@ -56,14 +56,16 @@ func (s *Server) composeSettings(a *agent) bool {
 
 // watchSettings composes every agent's settings again at each change of a
 // part and wakes those whose settings changed; the others are not touched.
-func (s *Server) watchSettings(ctx context.Context) {
+// ch is Changed taken before the first stream was admitted, so no change
+// after an agent's first composition is missed.
+func (s *Server) watchSettings(ctx context.Context, ch <-chan struct{}) {
 	for {
-		ch := s.settings.Changed()
 		select {
 		case <-ctx.Done():
 			return
 		case <-ch:
 		}
+		ch = s.settings.Changed()
 		s.mu.Lock()
 		as := make([]*agent, 0, len(s.agents))
 		for a := range s.agents {

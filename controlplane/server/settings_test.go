@@ -157,6 +157,7 @@ func TestRequiredSettingsNACKed(t *testing.T) {
 		t.Fatalf("requires (-want +got):\n%s", diff)
 	}
 	a.Nack(r, "settings require features this agent does not implement: policy")
+	waitFor(t, "the NACK counted", func() bool { return h.metric(t, "meshdns_controlplane_nacks_total") == 1 })
 	a.None(200 * time.Millisecond)
 	infos := h.srv.Agents()
 	if len(infos) != 1 || infos[0].Settings == nil || infos[0].Settings.Policy != "team/lockdown" || infos[0].Nacks != 1 {
