@@ -183,10 +183,12 @@ func TestDoTPipelining(t *testing.T) {
 func TestDoTReuseAndIdle(t *testing.T) {
 	srv := newDoTServer(t, echoDoT)
 	r, _ := newTestResolver(t, Config{
-		Upstreams:      []string{"tls://" + srv.Addr},
-		TLS:            &tls.Config{RootCAs: srv.Roots}, // verified for 127.0.0.1
-		CacheSize:      -1,
-		TLSIdleTimeout: 200 * time.Millisecond,
+		Upstreams: []string{"tls://" + srv.Addr},
+		TLS:       &tls.Config{RootCAs: srv.Roots}, // verified for 127.0.0.1
+		CacheSize: -1,
+		// Long while reuse is checked: a loaded machine may pause
+		// between two queries.
+		TLSIdleTimeout: time.Hour,
 		Timeout:        time.Minute,
 	})
 	for i := range 3 {
@@ -198,10 +200,12 @@ func TestDoTReuseAndIdle(t *testing.T) {
 		t.Errorf("%d connections for 3 queries in a row, want 1", c)
 	}
 	pool := r.ups[0].dot
+	pool.idle = 100 * time.Millisecond // armed when the next query is done
+	ask(t, r, "q4.example.", dns.TypeA)
 	for pool.openConns() > 0 { // closed by the idle timeout; the test's timeout bounds this
 		time.Sleep(10 * time.Millisecond)
 	}
-	ask(t, r, "q4.example.", dns.TypeA)
+	ask(t, r, "q5.example.", dns.TypeA)
 	if c := srv.Conns.Load(); c != 2 {
 		t.Errorf("%d connections after an idle close, want 2", c)
 	}

@@ -63,7 +63,7 @@ func peekTTL(r *Resolver, name string) int {
 func TestPrefetch(t *testing.T) {
 	srv := newNamesServer(t, nil, nil)
 	clk := newClock()
-	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, Now: clk.Now, Prefetch: 3, PrefetchWindow: 2 * time.Minute})
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, Now: clk.Now, Prefetch: 3, PrefetchWindow: 2 * time.Minute, Timeout: time.Minute})
 	const hot, cold = "hot.example.", "cold.example."
 	ask(t, r, hot, dns.TypeA) // the miss
 	ask(t, r, hot, dns.TypeA) // hit 1

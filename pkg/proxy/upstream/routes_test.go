@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
@@ -51,7 +52,7 @@ func TestRoutes(t *testing.T) {
 	def := newServer(t, answerA(t, "192.0.2.1"))
 	corp := newServer(t, answerA(t, "192.0.2.2"))
 	eu := newServer(t, answerA(t, "192.0.2.3"))
-	r, _ := newTestResolver(t, Config{Upstreams: []string{def.Addr}})
+	r, _ := newTestResolver(t, Config{Upstreams: []string{def.Addr}, Timeout: time.Minute}) // no second tries on a loaded machine
 	rt, err := NewRoutes([]Route{
 		{Domains: []string{"corp.example", "corp.test."}, Upstreams: []string{corp.Addr}},
 		{Domains: []string{"EU.corp.example"}, Upstreams: []string{eu.Addr}},
@@ -115,7 +116,7 @@ func TestRoutes(t *testing.T) {
 func TestRouteRoot(t *testing.T) {
 	def := newServer(t, answerA(t, "192.0.2.1"))
 	other := newServer(t, answerA(t, "192.0.2.9"))
-	r, _ := newTestResolver(t, Config{Upstreams: []string{def.Addr}})
+	r, _ := newTestResolver(t, Config{Upstreams: []string{def.Addr}, Timeout: time.Minute}) // no second tries on a loaded machine
 	rt, err := NewRoutes([]Route{{Domains: []string{"."}, Upstreams: []string{other.Addr}}})
 	if err != nil {
 		t.Fatal(err)
