@@ -163,7 +163,9 @@ type builder struct {
 	// own addresses, an endpoint's, and a headless service's (all its
 	// endpoints').
 	bufA, bufAAAA, epA, epAAAA, hlA, hlAAAA []dns.RR
-	ipBuf                                   []netip.Addr // an entry's addresses
+	// local counts the records of hlA and hlAAAA in the pod's zone.
+	local [2]uint16
+	ipBuf []netip.Addr // an entry's addresses
 }
 
 func (b *builder) addZones(zones []string) error {

@@ -16,6 +16,7 @@ import (
 type endpointName struct {
 	label string
 	ips   []netip.Addr
+	local bool // in the pod's zone (zone.go)
 }
 
 // addEntry validates e and adds its names: the hostname and AltHosts with
@@ -80,7 +81,7 @@ func (b *builder) addEntry(e *Entry) error {
 	// The entry's addresses go into the reverse index before its
 	// endpoints', which are placed first.
 	at4, at6 := len(b.pend4), len(b.pend6)
-	eps, err := endpointNames(e.Endpoints)
+	eps, err := endpointNames(e.Endpoints, b.pod.Zone)
 	if err != nil {
 		return err
 	}
@@ -108,11 +109,17 @@ func (b *builder) addEntry(e *Entry) error {
 		}
 		if headless {
 			s.a, s.aaaa = b.hlA, b.hlAAAA
+			if b.local != [2]uint16{} {
+				s.flags |= flagZoned
+			}
 		} else {
 			targets, extra = nil, nil
 		}
 	}
 	s.shape = b.shapeFor(apex, ttl, ports, targets, extra)
+	if s.flags&flagZoned != 0 {
+		b.t.shapes[s.shape].local = b.local
+	}
 	if err := b.place(s, names); err != nil {
 		return err
 	}
@@ -209,6 +216,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 	targets := make([]string, 0, len(eps))
 	var extra []dns.RR
 	b.hlA, b.hlAAAA = b.hlA[:0], b.hlAAAA[:0]
+	b.local = [2]uint16{}
 	shape := b.shapeFor(apex, 0, nil, nil, nil)
 	for _, ep := range eps {
 		id, n, err := b.t.st.NewNode()
@@ -233,6 +241,10 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 			// The owner is rewritten by the server.
 			b.hlA = append(b.hlA, b.epA...)
 			b.hlAAAA = append(b.hlAAAA, b.epAAAA...)
+			if ep.local {
+				b.local[0] += uint16(len(b.epA))
+				b.local[1] += uint16(len(b.epAAAA))
+			}
 		}
 		s.a, s.aaaa = b.epA, b.epAAAA
 		targets = append(targets, fqdn)
@@ -311,7 +323,10 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 // endpoint with a hostname is one name with all its IPs (dual-stack
 // services list the same hostname once per family, so equal hostnames
 // merge); one without gets a dashed-IP name per address.
-func endpointNames(eps []Endpoint) ([]endpointName, error) {
+//
+// Names in the pod's zone (inPodZone) come first, each group in the order
+// the endpoints came.
+func endpointNames(eps []Endpoint, zone string) ([]endpointName, error) {
 	var out []endpointName
 	// A few names are found by a scan: a map per entry was a tenth of
 	// the garbage of building a table of headless services.
@@ -329,7 +344,7 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 		}
 		return 0, false
 	}
-	add := func(label string, a netip.Addr) {
+	add := func(label string, a netip.Addr, local bool) {
 		i, ok := find(label)
 		if !ok {
 			i = len(out)
@@ -343,6 +358,7 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 				}
 			}
 		}
+		out[i].local = out[i].local || local
 		for _, have := range out[i].ips {
 			if have == a {
 				return
@@ -351,6 +367,7 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 		out[i].ips = append(out[i].ips, a)
 	}
 	for _, ep := range eps {
+		local := inPodZone(&ep, zone)
 		ips, err := uniqueAddrs(ep.IPs)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %q: %w", ep.Hostname, err)
@@ -360,7 +377,7 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 				return nil, errors.New("endpoint without hostname or IPs")
 			}
 			for _, a := range ips {
-				add(dashedLabel(a), a)
+				add(dashedLabel(a), a, local)
 			}
 			continue
 		}
@@ -372,10 +389,10 @@ func endpointNames(eps []Endpoint) ([]endpointName, error) {
 			return nil, fmt.Errorf("endpoint %q: no IPs", ep.Hostname)
 		}
 		for _, a := range ips {
-			add(label, a)
+			add(label, a, local)
 		}
 	}
-	return out, nil
+	return localFirst(out), nil
 }
 
 // uniqueAddrs validates addresses and drops repeats: an RRset holds each

@@ -260,6 +260,9 @@ func (t *Table) answer(m match, key []byte, qtype uint16, alias string) Result {
 		}
 	default:
 		r.Answer, r.Extra = t.records(m, qtype)
+		if n.is(flagZoned) {
+			r.Local = t.local(n, r.Answer)
+		}
 	}
 	if len(r.Answer) == 0 {
 		// NODATA (RFC 2308 section 2.2): the name exists, the type does
@@ -382,7 +385,7 @@ func (t *Table) follow(r *Result, target string, qtype uint16) {
 			c.Header().Name = target
 			r.Chain = append(r.Chain, c)
 		}
-		r.Ns, r.Extra = res.Ns, res.Extra
+		r.Ns, r.Extra, r.Local = res.Ns, res.Extra, res.Local
 		return
 	}
 	r.Rcode, r.Chain = dns.RcodeServerFailure, nil

@@ -52,6 +52,12 @@ type Endpoint struct {
 	// Hostname of the endpoint; empty means a dashed-IP label (10-0-0-3).
 	Hostname string
 	IPs      []netip.Addr
+	// Zone is the endpoint's topology zone; "" when unknown.
+	Zone string
+	// ForZones are the zones the endpoint should serve (EndpointSlice
+	// hints); when set they, not Zone, say whether the endpoint is in
+	// the pod's zone (zone.go).
+	ForZones []string
 }
 
 // Context is what a table needs to know about the pod it answers for.
@@ -75,6 +81,10 @@ type Context struct {
 	// "pods insecure" does (kubeadm's default): a-b-c-d.<ns>.pod.<domain>
 	// answers A a.b.c.d, the dashed IPv6 form AAAA, with no API data.
 	ForwardPods bool
+	// Zone is the topology zone of the pod; "" when unknown. A headless
+	// service's address answers list its endpoints in this zone first
+	// (zone.go, Result.Local).
+	Zone string
 }
 
 // Action says what the agent does with a question.
@@ -117,6 +127,12 @@ type Result struct {
 	Chase  string
 	Ns     []dns.RR
 	Extra  []dns.RR
+	// Local is the number of records at the start of the answer's
+	// address records (Answer, or Chain's after an ExternalName) that
+	// are endpoints in the pod's zone (Context.Zone): a server that
+	// rotates addresses rotates these among themselves and sends the
+	// rest after them in order. 0: no such group, the records are one.
+	Local int
 }
 
 // Table is an immutable lookup table. The zero value and nil answer nothing

@@ -84,6 +84,10 @@ const (
 	// (public.go).
 	flagPublicNS
 	flagPublicShort
+	// flagZoned marks the names of a headless service whose A or AAAA
+	// set starts with endpoints in the pod's zone: their counts are in
+	// the shape (shape.local).
+	flagZoned
 )
 
 // bigShape in node.shape says the shape is in Table.bigShape: the
@@ -112,6 +116,9 @@ type shape struct {
 	// the additional section.
 	targets []string
 	extra   []dns.RR
+	// local is the number of leading records of a headless service's A
+	// and AAAA sets in the pod's zone (flagZoned).
+	local [2]uint16
 }
 
 // srvPort is one port of a service.
