@@ -40,7 +40,8 @@ type answer struct {
 	// res is the Lookup result (kindChase only).
 	res *nametable.Result
 	// A run of equal-length A or AAAA records in msg that the server rotates
-	// per query: offset of the first, length of each, count.
+	// per query: offset of the first, length of each, count (only the
+	// pod zone's records, when the run starts with them).
 	shufOff, shufLen, shufN int
 	// rcode of msg, for metrics.
 	rcode int
@@ -345,6 +346,12 @@ func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) 
 	}
 	a := answer{kind: kindPacked, msg: buf, rcode: res.Rcode}
 	a.shufOff, a.shufLen, a.shufN = shuffleRun(buf)
+	if res.Local > 0 && res.Local < a.shufN {
+		// The run starts with the endpoints in the pod's zone: they
+		// rotate among themselves, the others follow in their order
+		// (pkg/nametable Result.Local).
+		a.shufN = res.Local
+	}
 	return a, nil
 }
 
