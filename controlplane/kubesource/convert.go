@@ -102,14 +102,14 @@ func endpoints(eps []*endpointSlice, publishNotReady bool) []nametable.Endpoint 
 						continue
 					}
 					seen[a] = true
-					out = append(out, nametable.Endpoint{IPs: []netip.Addr{a}})
+					out = append(out, nametable.Endpoint{IPs: []netip.Addr{a}, Zone: ep.zone, ForZones: ep.forZones})
 					continue
 				}
 				i, ok := byHost[ep.hostname]
 				if !ok {
 					i = len(out)
 					byHost[ep.hostname] = i
-					out = append(out, nametable.Endpoint{Hostname: ep.hostname})
+					out = append(out, nametable.Endpoint{Hostname: ep.hostname, Zone: ep.zone, ForZones: ep.forZones})
 				}
 				if !slices.Contains(out[i].IPs, a) {
 					out[i].IPs = append(out[i].IPs, a)
@@ -135,6 +135,7 @@ func sameEntry(a, b registry.Entry) bool {
 		slices.Equal(a.IPs, b.IPs) && slices.Equal(a.Ports, b.Ports) &&
 		slices.Equal(a.AltHosts, b.AltHosts) && slices.Equal(a.Namespaces, b.Namespaces) &&
 		slices.EqualFunc(a.Endpoints, b.Endpoints, func(x, y nametable.Endpoint) bool {
-			return x.Hostname == y.Hostname && slices.Equal(x.IPs, y.IPs)
+			return x.Hostname == y.Hostname && slices.Equal(x.IPs, y.IPs) &&
+				x.Zone == y.Zone && slices.Equal(x.ForZones, y.ForZones)
 		})
 }

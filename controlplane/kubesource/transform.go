@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -63,6 +64,10 @@ type endpoint struct {
 	hostname string
 	addrs    []netip.Addr
 	ready    bool
+	// zone and forZones (the slice's hints), interned: every endpoint
+	// of a zone shares one string.
+	zone     string
+	forZones []string
 }
 
 // GetObjectMeta gives client-go the key of a cached service. It allocates;
@@ -170,6 +175,14 @@ func newEndpointSlice(s *discoveryv1.EndpointSlice) *endpointSlice {
 		}
 		if ep.Hostname != nil {
 			e.hostname = *ep.Hostname
+		}
+		if ep.Zone != nil {
+			e.zone = unique.Make(*ep.Zone).Value()
+		}
+		if ep.Hints != nil {
+			for _, z := range ep.Hints.ForZones {
+				e.forZones = append(e.forZones, unique.Make(z.Name).Value())
+			}
 		}
 		for _, raw := range ep.Addresses {
 			if a, ok := parseAddr(raw); ok {

@@ -131,9 +131,9 @@ func TestTransformEndpointSlice(t *testing.T) {
 		name: "db-1", namespace: "ns", serviceName: "db", triggerTime: "2026-01-02T03:04:05.123456789Z",
 		ports: []nametable.Port{{Name: "db", Port: 5432, Protocol: "TCP"}},
 		endpoints: []endpoint{
-			{hostname: "db-0", addrs: addrs("10.1.0.2"), ready: true},
-			{addrs: addrs("10.1.0.3"), ready: false},
-			{addrs: addrs("10.1.0.4"), ready: true},
+			{hostname: "db-0", addrs: addrs("10.1.0.2"), ready: true, zone: "zone-a", forZones: []string{"zone-a"}},
+			{addrs: addrs("10.1.0.3"), ready: false, zone: "zone-a", forZones: []string{"zone-a"}},
+			{addrs: addrs("10.1.0.4"), ready: true, zone: "zone-a", forZones: []string{"zone-a"}},
 		},
 	}
 	if diff := cmp.Diff(want, got, cmpCached); diff != "" {

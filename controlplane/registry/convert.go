@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/meshdns/meshdns/pkg/nametable"
@@ -41,7 +42,8 @@ func ToNameInfo(e nametable.Entry) *meshdnsv1.NameInfo {
 	if len(e.Endpoints) > 0 {
 		ni.Endpoints = make([]*meshdnsv1.Endpoint, len(e.Endpoints))
 		for i, ep := range e.Endpoints {
-			pe := &meshdnsv1.Endpoint{Hostname: ep.Hostname}
+			// Zone and ForZones are fields an older agent skips.
+			pe := &meshdnsv1.Endpoint{Hostname: ep.Hostname, Zone: ep.Zone, ForZones: slices.Clone(ep.ForZones)}
 			if len(ep.IPs) > 0 {
 				pe.Ips = make([]string, len(ep.IPs))
 				for j, ip := range ep.IPs {

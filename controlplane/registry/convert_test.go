@@ -35,6 +35,14 @@ func TestToNameInfo(t *testing.T) {
 				{Hostname: "db-0", Ips: []string{"10.0.0.5"}}, {Ips: []string{"10.0.0.6"}}}},
 		},
 		{
+			name: "endpoint zones and hints",
+			in: nametable.Entry{Registry: "Kubernetes", Endpoints: []nametable.Endpoint{
+				{IPs: []netip.Addr{netip.MustParseAddr("10.0.0.5")}, Zone: "a", ForZones: []string{"a", "b"}},
+				{IPs: []netip.Addr{netip.MustParseAddr("10.0.0.6")}, Zone: "b"}}},
+			want: &meshdnsv1.NameInfo{Registry: "Kubernetes", Endpoints: []*meshdnsv1.Endpoint{
+				{Ips: []string{"10.0.0.5"}, Zone: "a", ForZones: []string{"a", "b"}}, {Ips: []string{"10.0.0.6"}, Zone: "b"}}},
+		},
+		{
 			name: "external name and aliases lose trailing dots",
 			in:   nametable.Entry{Registry: "File", CanonicalName: "example.com.", AltHosts: []string{"a.x.", "b.x"}},
 			want: &meshdnsv1.NameInfo{Registry: "File", CanonicalName: "example.com", AltHosts: []string{"a.x", "b.x"}},

@@ -95,7 +95,8 @@ func entryEqual(a, b Entry) bool {
 		x.Namespace == y.Namespace && x.CanonicalName == y.CanonicalName && x.TTL == y.TTL &&
 		slices.Equal(x.IPs, y.IPs) && slices.Equal(x.AltHosts, y.AltHosts) && slices.Equal(x.Ports, y.Ports) &&
 		slices.EqualFunc(x.Endpoints, y.Endpoints, func(p, q nametable.Endpoint) bool {
-			return p.Hostname == q.Hostname && slices.Equal(p.IPs, q.IPs)
+			return p.Hostname == q.Hostname && slices.Equal(p.IPs, q.IPs) &&
+				p.Zone == q.Zone && slices.Equal(p.ForZones, q.ForZones)
 		}) &&
 		slices.Equal(a.Namespaces, b.Namespaces)
 }
