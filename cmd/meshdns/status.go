@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -93,6 +94,10 @@ func fetchAgentsWith(ctx context.Context, client *http.Client, url string) ([]se
 			return nil, fmt.Errorf("nothing listens at %s (%s)", url, statusHint)
 		case errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("no answer from %s within --timeout (%s)", url, statusHint)
+		}
+		var ue *neturl.Error // says the URL again
+		if errors.As(err, &ue) {
+			err = ue.Err
 		}
 		return nil, fmt.Errorf("get %s: %w", url, err)
 	}

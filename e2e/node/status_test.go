@@ -149,6 +149,31 @@ func TestStatusFleet(t *testing.T) {
 		t.Errorf("meshdns status --kubeconfig (table): %v", err)
 	}
 	t.Logf("meshdns status --kubeconfig:\n%s", table)
+
+	// A replica that runs but cannot be read (here: nothing listens on its
+	// admin port, which the kubelet reports on the port-forward's error
+	// stream): shown with the error, the unconnected pods marked as maybe
+	// on it, exit 1.
+	broken := appPod("meshdns-controlplane-c", []string{"web.demo"})
+	broken.Namespace = "meshdns-system"
+	broken.Labels = map[string]string{"app.kubernetes.io/name": "meshdns-controlplane"}
+	broken.Annotations = map[string]string{"meshdns.io/inject": "false"}
+	if _, err := cs.CoreV1().Pods("meshdns-system").Create(ctx, broken, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the unreadable replica running", 2*time.Minute, func() bool {
+		p, err := cs.CoreV1().Pods("meshdns-system").Get(ctx, broken.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+	out, err = status()
+	t.Logf("meshdns status --kubeconfig with an unreadable replica (%v):\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "could not read the agents of 1 of 3 replicas") {
+		t.Errorf("status with an unreadable replica: err %v, want exit 1 naming it", err)
+	}
+	if !strings.Contains(string(out), "meshdns-controlplane-c") || !strings.Contains(string(out), "15014") ||
+		!strings.Contains(string(out), "which could not be read") {
+		t.Errorf("status with an unreadable replica: want its error (port 15014) and the unconnected pods marked:\n%s", out)
+	}
 }
 
 // startReplicaPod runs a control plane replica as a pod on the node, with
