@@ -39,7 +39,7 @@ func TestFill(t *testing.T) {
 			want: &meshdnsv1.AgentSettings{}},
 		{name: "the query log of another part stays", mode: All, id: auth.Identity{Namespace: "a"},
 			features: []string{agentsettings.FeatureFailingReport, agentsettings.FeatureQueryLog},
-			before: func(s *meshdnsv1.AgentSettings) { s.Telemetry = &meshdnsv1.Telemetry{QueryLog: queryLog} },
+			before:   func(s *meshdnsv1.AgentSettings) { s.Telemetry = &meshdnsv1.Telemetry{QueryLog: queryLog} },
 			want: &meshdnsv1.AgentSettings{Telemetry: &meshdnsv1.Telemetry{QueryLog: queryLog, FailingReport: on},
 				Requires: []string{agentsettings.FeatureFailingReport, agentsettings.FeatureQueryLog}}},
 	} {
