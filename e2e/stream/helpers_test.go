@@ -197,6 +197,13 @@ type controlPlane struct {
 // command's defaults otherwise. It returns once the first version is built.
 func startControlPlane(t testing.TB, dir, grpcAddr string) *controlPlane {
 	t.Helper()
+	return startControlPlaneWith(t, dir, grpcAddr, nil)
+}
+
+// startControlPlaneWith is startControlPlane with cfg changing the
+// configuration (nil: none) before New.
+func startControlPlaneWith(t testing.TB, dir, grpcAddr string, cfg func(*controlplane.Config)) *controlPlane {
+	t.Helper()
 	if grpcAddr == "" {
 		grpcAddr = "127.0.0.1:0"
 	}
@@ -209,10 +216,14 @@ func startControlPlane(t testing.TB, dir, grpcAddr string) *controlPlane {
 		gl.Close()
 		t.Fatal(err)
 	}
-	cp, err := controlplane.New(controlplane.Config{
+	c0 := controlplane.Config{
 		GRPCListener: gl, AdminListener: al, Entries: []string{dir},
 		Debounce: 20 * time.Millisecond, Logger: logger(),
-	})
+	}
+	if cfg != nil {
+		cfg(&c0)
+	}
+	cp, err := controlplane.New(c0)
 	if err != nil {
 		gl.Close()
 		al.Close()
