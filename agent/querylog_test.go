@@ -87,3 +87,34 @@ func TestQueryLogAtRuntime(t *testing.T) {
 		t.Errorf("%d lines after turning it off, want still 1", n)
 	}
 }
+
+// A line for an answer an upstream gave names that upstream (a real
+// resolver and a real DNS server on loopback); the same question answered
+// from the cache names none.
+func TestQueryLogNamesUpstream(t *testing.T) {
+	up := startUpstream(t)
+	out := &lockedBuffer{}
+	a := startAgent(t, Config{Upstreams: []string{up.addr}, PodName: "web-0", QueryLogOutput: out,
+		QueryLog: proxy.QueryLogConfig{Classes: proxy.LogAll}})
+	eventually(t, "ready", a.Ready)
+	exchange(t, "udp", a.dns, "example.com", dns.TypeA)
+	exchange(t, "udp", a.dns, "example.com", dns.TypeA)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines %q, want two", lines)
+	}
+	for i, want := range []map[string]any{
+		{"source": "upstream", "upstream": up.addr, "rcode": "NOERROR"},
+		{"source": "cache", "upstream": nil, "rcode": "NOERROR"},
+	} {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &l); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range want {
+			if l[k] != v {
+				t.Errorf("line %d: %s = %v, want %v (%s)", i, k, l[k], v, lines[i])
+			}
+		}
+	}
+}

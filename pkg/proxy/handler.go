@@ -134,7 +134,7 @@ var requestPool = sync.Pool{New: func() any { return &request{tick: rand.Uint32(
 // many, an unbiased estimate of the rest; an answer that waits is timed
 // every time, from here.
 func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte, wait bool) {
-	r.proto, r.start, r.weight, r.waited, r.chase, r.upErr = p, 0, 0, false, nil, nil
+	r.proto, r.start, r.weight, r.waited, r.chase, r.upErr, r.upstream = p, 0, 0, false, nil, nil, ""
 	r.pol, r.verdict = nil, verdict{}
 	if r.tick++; r.tick&h.timeMask == 0 {
 		r.start, r.weight = h.clock(), h.timeMask+1
@@ -237,6 +237,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 	if r.chase != nil {
 		return h.chase(ctx, dst, r)
 	}
+	r.upstream = ""
 	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.qwire(), r.qkey(), &r.probe)
 	if err != nil || len(out) < r.qEnd {
 		rcode := dns.RcodeServerFailure
@@ -249,6 +250,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 		}
 		return h.local(dst, r, rcode, srcUpstream)
 	}
+	r.upstream = r.probe.Upstream()
 	return h.forwarded(ctx, out, r, s)
 }
 

@@ -214,6 +214,9 @@ func (l *queryLogger) write(h *Handler, r *request, out []byte, rcode int, src s
 		slog.String("protocol", r.proto.String()),
 		slog.Duration("duration", elapsed),
 	}
+	if r.upstream != "" && src == srcUpstream {
+		attrs = append(attrs, slog.String("upstream", r.upstream))
+	}
 	if upErr != nil {
 		attrs = append(attrs, slog.String("err", upErr.Error()))
 	}

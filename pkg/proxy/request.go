@@ -63,6 +63,9 @@ type request struct {
 	// received it (the query log's dnstap frames carry both); zero
 	// through Handler.Serve.
 	client, server netip.AddrPort
+	// upstream is the address of the upstream that answered, when the
+	// Resolver says (upstream.Probe.Upstream), else "".
+	upstream string
 }
 
 func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }

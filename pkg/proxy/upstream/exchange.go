@@ -119,6 +119,7 @@ type reply struct {
 	e         *cache.Entry
 	cacheable bool
 	rcode     int
+	from      string // the upstream's address
 }
 
 // try runs one try against up: UDP from a fresh socket, TCP when truncated.
@@ -151,7 +152,7 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
 		} else {
-			rep = &reply{rcode: m.Rcode}
+			rep = &reply{rcode: m.Rcode, from: up.addr}
 			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}

@@ -16,6 +16,8 @@ type answer struct {
 	ttl uint32
 	src Source
 	err error
+	// from is the upstream that answered (src SourceUpstream), or "".
+	from string
 }
 
 // call is one in-flight question.

@@ -128,7 +128,14 @@ func (r *Resolver) AppendReply(ctx context.Context, dst []byte, qwire []byte) (r
 type Probe struct {
 	// stale is an expired entry still within the stale window, or nil.
 	stale *cache.Entry
+	// from is the upstream that answered Resolve, or "".
+	from string
 }
+
+// Upstream returns the address of the upstream whose reply the Resolve
+// given p returned: "" when the reply came from the cache (a coalesced
+// query names the upstream that answered the flight) or Resolve failed.
+func (p *Probe) Upstream() string { return p.from }
 
 // AppendCached appends the fresh cached reply for a question to dst and
 // reports true, or reports false and notes in p what Resolve needs. qwire
@@ -165,15 +172,17 @@ func (r *Resolver) Resolve(ctx context.Context, dst, qwire, key []byte, p *Probe
 		return dst, SourceUpstream, ErrBadQuestion
 	}
 	r.metrics.misses.Inc()
-	return r.miss(ctx, dst, qwire, string(key), len(qwire)-4, p.stale)
+	return r.miss(ctx, dst, qwire, string(key), len(qwire)-4, p)
 }
 
 // miss resolves a question the cache could not answer. It is a separate
 // function so that the key array of AppendReply stays on the stack.
-// stale, when not nil, is an expired entry to answer with if the upstreams
+// p.stale, when not nil, is an expired entry to answer with if the upstreams
 // are slower than StaleAnswerAfter (RFC 8767 section 5, the client response
-// timer); the refresh goes on and lands in the cache.
-func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, nameLen int, stale *cache.Entry) ([]byte, Source, error) {
+// timer); the refresh goes on and lands in the cache. p notes the
+// upstream that answered.
+func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, nameLen int, p *Probe) ([]byte, Source, error) {
+	stale := p.stale
 	var giveUp <-chan time.Time
 	if stale != nil && r.cfg.StaleAnswerAfter > 0 {
 		t := time.NewTimer(r.cfg.StaleAnswerAfter)
@@ -190,6 +199,7 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 	if res.err != nil {
 		return dst, res.src, res.err
 	}
+	p.from = res.from
 	return res.e.AppendTo(dst, qwire, res.ttl), res.src, nil
 }
 
@@ -220,7 +230,7 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 			r.metrics.evictions.Inc()
 		}
 		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
-		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream}
+		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream, from: rep.from}
 	}
 	// RFC 8767 section 4: when resolution fails (or cannot start: the
 	// in-flight bound), an expired answer within the stale window beats
