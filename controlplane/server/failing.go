@@ -79,12 +79,32 @@ func RcodeName(rcode uint32) string {
 }
 
 // report keeps the report f of agent a, received with an answer to nonce
-// n, and reports whether the request was only a report: a repeat of an
-// answer the stream already had, which must change nothing else.
+// n, when the agent's settings ask for one (a report nobody asked for is
+// dropped: names leave a pod only by opt-in), and reports whether the
+// request was only a report: a repeat of an answer the stream already
+// had, which must change nothing else.
 func (s *Server) report(a *agent, f *meshdnsv1.FailingNames, n uint64) (only bool) {
 	r := newFailingReport(f, s.cfg.Now())
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.failing = r
+	if asksReport(a.settings.Msg) {
+		a.failing = r
+	} else {
+		a.failing = nil
+	}
 	return n <= a.answered
+}
+
+// asksReport reports whether settings turn the failing report on.
+func asksReport(s *meshdnsv1.AgentSettings) bool {
+	return s.GetTelemetry().GetFailingReport().GetEnabled()
+}
+
+// failingLocked is the report /debug/agents shows: none once the agent's
+// settings stopped asking for it.
+func (a *agent) failingLocked() *FailingReport {
+	if !asksReport(a.settings.Msg) {
+		return nil
+	}
+	return a.failing
 }

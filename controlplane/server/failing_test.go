@@ -3,23 +3,40 @@ package server_test
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
+	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
+// reportPart asks every agent for the failing report while asked is set.
+type reportPart struct {
+	asked atomic.Bool
+	agentsettings.Notifier
+}
+
+func (p *reportPart) Fill(_ auth.Identity, s *meshdnsv1.AgentSettings) {
+	if p.asked.Load() {
+		s.Telemetry = &meshdnsv1.Telemetry{FailingReport: &meshdnsv1.FailingReport{Enabled: true}}
+	}
+}
+
 // TestFailingReport: a report repeating the last ACK is kept for the
 // agent and changes nothing else; one on a new ACK is kept and the ACK
 // counts; what exceeds the bounds is dropped and counted.
 func TestFailingReport(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	part := &reportPart{}
+	part.asked.Store(true)
+	h := newHarness(t, harnessOpts{server: func(c *server.Config) { c.Settings = agentsettings.Compose(part) }})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "web-0"})
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "web-0", Features: []string{agentsettings.FeatureFailingReport}})
 	r1 := a.Next()
 	info := func() server.AgentInfo {
 		t.Helper()
@@ -86,5 +103,21 @@ func TestFailingReport(t *testing.T) {
 	})
 	if len(got.Failing.Names) != 0 || got.Acked == acked.Acked {
 		t.Errorf("after the ACK with a report: %+v", got)
+	}
+
+	// Settings that stop asking: the report kept is no longer shown, and
+	// a report nobody asked for is dropped.
+	part.asked.Store(false)
+	part.Notify()
+	r3 := a.Next()
+	waitFor(t, "the settings without the report", func() bool { got = info(); return got.Acked == a.Version })
+	if got.Failing != nil {
+		t.Errorf("report shown after the settings stopped asking: %+v", got.Failing)
+	}
+	a.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: a.Version, ResponseNonce: r3.GetNonce(),
+		Failing: &meshdnsv1.FailingNames{WindowSeconds: 20, Names: []*meshdnsv1.FailingName{{Name: "x.", Rcode: 3, Count: 1}}}})
+	a.None(200 * time.Millisecond)
+	if got = info(); got.Failing != nil || got.Acked != a.Version {
+		t.Errorf("a report nobody asked for: %+v", got)
 	}
 }

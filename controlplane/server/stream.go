@@ -95,7 +95,7 @@ func (a *agent) info() AgentInfo {
 		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
 		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: joinVersion(a.sentID, a.sentSettings),
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
-		Failing: a.failing, View: joinVersion(a.sub.View().Current().ID, a.settings.Version),
+		Failing: a.failingLocked(), View: joinVersion(a.sub.View().Current().ID, a.settings.Version),
 		Settings: settingsInfo(a.settings),
 	}
 }
