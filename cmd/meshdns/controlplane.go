@@ -107,6 +107,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	af := newAuthFlags(fs)
 	df := newDrainFlags(fs)
 	sf := newSettingsFlags(fs)
+	ff := newFailingFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -149,6 +150,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if err := sf.apply(&cfg, log, rc); err != nil {
+		return err
+	}
+	if err := ff.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)
