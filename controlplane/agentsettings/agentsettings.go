@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
@@ -49,13 +50,16 @@ type Settings struct {
 
 	mu      sync.Mutex    // guards following
 	changed chan struct{} // closed at the next change of any part
+
+	cacheMu  sync.Mutex                          // guards following
+	policies map[*meshdnsv1.DNSPolicy]*policyEnc // encodings of shared policies
 }
 
 // Compose returns the settings the parts fill, in order (a later part may
 // overwrite a field an earlier one set). No parts: every agent's settings
 // are empty.
 func Compose(parts ...Part) *Settings {
-	s := &Settings{parts: slices.Clone(parts), changed: make(chan struct{})}
+	s := &Settings{parts: slices.Clone(parts), changed: make(chan struct{}), policies: map[*meshdnsv1.DNSPolicy]*policyEnc{}}
 	// Subscribe now, not when Run starts: a change between Compose and
 	// Run's first select would otherwise be lost.
 	for _, p := range s.parts {
@@ -68,16 +72,26 @@ func Compose(parts ...Part) *Settings {
 type Agent struct {
 	// Msg is the composed message, requires filled in; never nil.
 	Msg *meshdnsv1.AgentSettings
-	// Encoded is Msg's deterministic encoding (the bytes of the settings
-	// field, without its tag); empty for empty settings.
-	Encoded []byte
-	// Version names the content: a hash of Encoded (16 hex digits), ""
-	// for empty settings. Equal settings have equal versions.
+	// shared is the policy's field, shared with every agent of that
+	// policy (a thousand rules are 40 KB: not a copy per agent); rest the
+	// other fields. Together, Msg's deterministic encoding.
+	shared, rest []byte
+	// Version names the content: 16 hex digits of a SHA-256 over the
+	// encoding (the policy's hashed apart, once per policy object), ""
+	// for empty settings. Equal settings have equal versions, in every
+	// replica.
 	Version string
 }
 
 // Empty reports whether a carries no setting.
-func (a Agent) Empty() bool { return len(a.Encoded) == 0 }
+func (a Agent) Empty() bool { return a.Size() == 0 }
+
+// Size is the length of Msg's encoding.
+func (a Agent) Size() int { return len(a.shared) + len(a.rest) }
+
+// AppendEncoding appends Msg's deterministic encoding (the bytes of a
+// settings field, without its tag and length) to b.
+func (a Agent) AppendEncoding(b []byte) []byte { return append(append(b, a.shared...), a.rest...) }
 
 // Zone is the pod's zone, or "".
 func (a Agent) Zone() string { return a.Msg.GetPodZone() }
@@ -105,6 +119,8 @@ var advisory = []string{FeaturePodZone, FeatureQueryLog, FeatureFailingReport}
 // For composes the settings of the agent id, which implements features
 // (its AgentIdentity.features). Parts read caches only, so For does not
 // block; it allocates, so callers compose once per change, not per send.
+// A part may give many agents one DNSPolicy (and must not modify it
+// afterwards): its encoding is then made once.
 func (s *Settings) For(id auth.Identity, features []string) Agent {
 	m := &meshdnsv1.AgentSettings{}
 	for _, p := range s.parts {
@@ -126,19 +142,70 @@ func (s *Settings) For(id auth.Identity, features []string) Agent {
 		}
 	}
 	m.Requires = Requires(m)
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	// The policy (field 1, the bulk of the bytes: a thousand rules are
+	// 40 KB) is encoded and hashed once per policy object, which parts
+	// share among the agents it selects; the rest is small. Fields in
+	// number order are what deterministic marshalling writes.
+	pol := m.Policy
+	m.Policy = nil
+	rest, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	m.Policy = pol
 	if err != nil {
 		// Only invalid UTF-8 in a string fails; parts build their strings
 		// from validated objects, so this is a bug of a part.
 		panic("agentsettings: marshal: " + err.Error())
 	}
-	a := Agent{Msg: m, Encoded: b}
-	if len(b) > 0 {
-		sum := sha256.Sum256(b)
-		a.Version = hex.EncodeToString(sum[:8])
+	a := Agent{Msg: m, rest: rest}
+	h := sha256.New()
+	if pol != nil {
+		pe := s.policyEncoding(pol)
+		a.shared = pe.field
+		h.Write(pe.sum[:])
+	}
+	if !a.Empty() {
+		h.Write(rest)
+		a.Version = hex.EncodeToString(h.Sum(nil)[:8])
 	}
 	return a
 }
+
+// policyEnc is a policy's field (tag, length, message) and its hash.
+type policyEnc struct {
+	field []byte
+	sum   [sha256.Size]byte
+}
+
+// maxPolicyCache bounds the policies whose encodings are kept: more than
+// a cluster has selections at once; when full it starts over.
+const maxPolicyCache = 1024
+
+// policyEncoding returns p's encoding, from the cache when p was encoded
+// before. Parts must not modify a policy after handing it to Fill.
+func (s *Settings) policyEncoding(p *meshdnsv1.DNSPolicy) *policyEnc {
+	s.cacheMu.Lock()
+	pe, ok := s.policies[p]
+	s.cacheMu.Unlock()
+	if ok {
+		return pe
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	if err != nil {
+		panic("agentsettings: marshal policy: " + err.Error())
+	}
+	field := protowire.AppendTag(make([]byte, 0, len(body)+8), fieldPolicy, protowire.BytesType)
+	field = protowire.AppendBytes(field, body)
+	pe = &policyEnc{field: field, sum: sha256.Sum256(field)}
+	s.cacheMu.Lock()
+	if len(s.policies) >= maxPolicyCache {
+		clear(s.policies)
+	}
+	s.policies[p] = pe
+	s.cacheMu.Unlock()
+	return pe
+}
+
+// fieldPolicy is AgentSettings.policy.
+const fieldPolicy = 1
 
 // Requires returns the features m uses, sorted, with any m already
 // requires: the agent must NACK a version whose settings it cannot apply

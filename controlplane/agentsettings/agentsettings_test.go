@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -81,7 +82,7 @@ func TestFor(t *testing.T) {
 				t.Errorf("settings (-want +got):\n%s", diff)
 			}
 			var decoded meshdnsv1.AgentSettings
-			if err := proto.Unmarshal(got.Encoded, &decoded); err != nil {
+			if err := proto.Unmarshal(got.AppendEncoding(nil), &decoded); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, &decoded, protocmp.Transform()); diff != "" {
@@ -172,5 +173,32 @@ func TestWaitAndRunners(t *testing.T) {
 	close(p.ready)
 	if err := s.Wait(context.Background()); err != nil {
 		t.Errorf("Wait: %v", err)
+	}
+}
+
+// TestSharedPolicy: agents of one policy object share its encoding (a
+// thousand rules are not copied per agent), and equal content has an
+// equal version whatever the object (replicas build their own).
+func TestSharedPolicy(t *testing.T) {
+	p1, p2 := bigPolicy(100), bigPolicy(100)
+	var use *meshdnsv1.DNSPolicy
+	s := Compose(Func(func(_ auth.Identity, st *meshdnsv1.AgentSettings) { st.Policy = use }), policy("ns-a/other"))
+	use = p1
+	a, b := s.For(auth.Identity{Pod: "a"}, all), s.For(auth.Identity{Pod: "b"}, all)
+	if a.Version != b.Version || unsafe.SliceData(a.shared) != unsafe.SliceData(b.shared) {
+		t.Errorf("two agents of one policy: versions %q %q, shared encodings %p %p; want equal, one copy",
+			a.Version, b.Version, unsafe.SliceData(a.shared), unsafe.SliceData(b.shared))
+	}
+	use = p2
+	if c := s.For(auth.Identity{Pod: "a"}, all); c.Version != a.Version {
+		t.Errorf("an equal policy object: version %q, want %q", c.Version, a.Version)
+	}
+	web := s.For(auth.Identity{Pod: "web-0"}, all) // the second part replaces the policy
+	if web.Version == a.Version || web.Msg.GetPolicy().GetSource() != "ns-a/other" {
+		t.Errorf("web-0: version %q policy %v", web.Version, web.Msg.GetPolicy())
+	}
+	var decoded meshdnsv1.AgentSettings
+	if err := proto.Unmarshal(a.AppendEncoding(nil), &decoded); err != nil || !proto.Equal(&decoded, a.Msg) {
+		t.Errorf("encoding decodes to %v (%v), want %v", &decoded, err, a.Msg)
 	}
 }

@@ -104,7 +104,7 @@ func (s *Server) encode(p *view.Prepared, nonce uint64, st agentsettings.Agent, 
 	}
 	// One buffer for the head, the fields added to the table or delta,
 	// and the nonce after them (withSettings).
-	inner := make([]byte, headRoom, headRoom+len(p.Base)+len(held)+len(st.Encoded)+32+tailRoom)
+	inner := make([]byte, headRoom, headRoom+len(p.Base)+len(held)+st.Size()+32+tailRoom)
 	if p.Kind != "full" && held != "" {
 		// A later value of a scalar field replaces the earlier one, in
 		// proto and in the agent's decoder.
@@ -118,7 +118,8 @@ func (s *Server) encode(p *view.Prepared, nonce uint64, st agentsettings.Agent, 
 			num = tableSettings
 		}
 		inner = protowire.AppendTag(inner, num, protowire.BytesType)
-		inner = protowire.AppendBytes(inner, st.Encoded)
+		inner = protowire.AppendVarint(inner, uint64(st.Size()))
+		inner = st.AppendEncoding(inner)
 		s.m.settingsSent.Inc()
 	}
 	e, err := withSettings(p, nonce, st.Version, inner)
