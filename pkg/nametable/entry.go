@@ -294,8 +294,8 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 				return nil, fmt.Errorf("port %q: %w", p.Name, err)
 			}
 			label = "_" + name + "._" + proto + "."
-			if err := checkGenerated(label + host); err != nil {
-				return nil, err
+			if len(label)+len(host) > maxName { // the name only said in the error
+				return nil, checkGenerated(label + host)
 			}
 		}
 		all = append(all, srvPort{label: label, port: p.Port})
@@ -304,7 +304,15 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 		return nil, nil
 	}
 	// Group by label in order of first use; services have a handful of
-	// ports, so a quadratic pass beats a map.
+	// ports, so a quadratic pass beats a map. Most have no label twice:
+	// then all is the answer as it is.
+	twice := false
+	for i, p := range all {
+		twice = twice || slices.ContainsFunc(all[:i], func(q srvPort) bool { return q.label == p.label })
+	}
+	if !twice {
+		return all, nil
+	}
 	out := make([]srvPort, 0, len(all))
 	for i, p := range all {
 		if slices.ContainsFunc(all[:i], func(q srvPort) bool { return q.label == p.label }) {
