@@ -108,6 +108,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	df := newDrainFlags(fs)
 	sf := newSettingsFlags(fs)
 	ff := newFailingFlags(fs)
+	pf := newPolicyFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -141,7 +142,13 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
+		if len(pf.files) > 0 {
+			return usagef("--policy-file governs names; give --entries FILE_OR_FOLDER, or --kubeconfig, for names to serve")
+		}
 		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
+	}
+	if err := pf.apply(&cfg, log, rc); err != nil {
+		return err
 	}
 	if err := af.apply(&cfg, log, rc); err != nil {
 		return err

@@ -192,6 +192,7 @@ func TestControlPlaneFlagsDocumented(t *testing.T) {
 	}
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	newControlPlaneFlags(fs)
+	newPolicyFlags(fs)
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(string(readme), "| `--"+f.Name+"`") {
 			t.Errorf("--%s is not in the Configuration table of controlplane/README.md", f.Name)

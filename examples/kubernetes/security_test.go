@@ -160,14 +160,14 @@ func TestVMOverlayRBAC(t *testing.T) {
 		vm   = "system:serviceaccount:" + ns + ":meshdns-controlplane-vm"
 		base = "system:serviceaccount:" + ns + ":meshdns-controlplane"
 	)
-	type access struct{ verb, group, resource, namespace, name string }
+	type access struct{ verb, group, resource, subresource, namespace, name string }
 	canI := func(user string, a access) bool {
 		t.Helper()
 		sar, err := kc.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 			User:   user,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			ResourceAttributes: &authzv1.ResourceAttributes{
-				Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+				Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace, Name: a.name,
 			},
 		}}, metav1.CreateOptions{})
 		if err != nil {
@@ -201,6 +201,14 @@ func TestVMOverlayRBAC(t *testing.T) {
 		{base, access{verb: "get", resource: "configmaps", namespace: "default", name: "other"}, false},
 		{base, access{verb: "list", resource: "configmaps", namespace: "default"}, false},
 		{vm, access{verb: "update", resource: "configmaps", namespace: "default", name: "meshdns-ca"}, false},
+		{vm, access{verb: "watch", group: "meshdns.io", resource: "dnspolicies"}, true},
+		{vm, access{verb: "update", group: "meshdns.io", resource: "dnspolicies", subresource: "status", namespace: "default", name: "p"}, false},
+		{vm, access{verb: "watch", resource: "pods"}, false},
+		{base, access{verb: "watch", group: "meshdns.io", resource: "dnspolicies"}, true},
+		{base, access{verb: "update", group: "meshdns.io", resource: "dnspolicies", subresource: "status", namespace: "default", name: "p"}, true},
+		{base, access{verb: "update", group: "meshdns.io", resource: "dnspolicies", namespace: "default", name: "p"}, false},
+		{base, access{verb: "watch", resource: "pods"}, true},
+		{base, access{verb: "get", resource: "pods", namespace: "default", name: "p"}, false},
 	}
 	for _, tt := range tests {
 		a := tt.a
