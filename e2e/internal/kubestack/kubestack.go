@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -27,6 +28,15 @@ import (
 type Stack struct {
 	DNS      string               // the agent's DNS address (UDP and TCP)
 	Registry *prometheus.Registry // the control plane's metrics
+	Admin    string               // the control plane's admin URL (http://host:port)
+}
+
+// Options are Start's settings beyond the defaults.
+type Options struct {
+	// TTL is the agent's table TTL; zero: its default.
+	TTL uint32
+	// SettingsParts fill the agent's settings (controlplane.Config).
+	SettingsParts []agentsettings.Part
 }
 
 // Start runs the control plane, watching c with the production client as
@@ -36,6 +46,13 @@ type Stack struct {
 // fails the test if either returned an error.
 func Start(t testing.TB, c *kubetest.Cluster, podNS, upstream string, ttl uint32) *Stack {
 	t.Helper()
+	return StartWith(t, c, podNS, upstream, Options{TTL: ttl})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Options) *Stack {
+	t.Helper()
+	ttl := o.TTL
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -59,7 +76,7 @@ func Start(t testing.TB, c *kubetest.Cluster, podNS, upstream string, ttl uint32
 	}
 	cp, err := controlplane.New(controlplane.Config{
 		GRPCListener: gl, AdminListener: al, Sources: []registry.Source{src},
-		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg,
+		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg, SettingsParts: o.SettingsParts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +108,7 @@ func Start(t testing.TB, c *kubetest.Cluster, podNS, upstream string, ttl uint32
 			}
 		}
 	})
-	return &Stack{DNS: a.DNSAddr().String(), Registry: reg}
+	return &Stack{DNS: a.DNSAddr().String(), Registry: reg, Admin: "http://" + al.Addr().String()}
 }
 
 // SearchList is the resolv.conf search list the kubelet writes for a pod
