@@ -19,6 +19,7 @@ type kubeFlags struct {
 	kubeconfig    string
 	namespaces    stringList
 	labelSelector string
+	opts          *kubeOptionFlags
 }
 
 func newKubeFlags(fs *flag.FlagSet) *kubeFlags {
@@ -26,6 +27,7 @@ func newKubeFlags(fs *flag.FlagSet) *kubeFlags {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster to watch; empty: the pod's service account when run in a pod, else no Kubernetes source")
 	fs.Var(&f.namespaces, "namespaces", "namespaces whose Services are watched (repeatable; default all)")
 	fs.StringVar(&f.labelSelector, "label-selector", "", "watch only Services matching this label selector (kubectl -l syntax)")
+	f.opts = newKubeOptionFlags(fs)
 	return f
 }
 
@@ -35,8 +37,8 @@ func newKubeFlags(fs *flag.FlagSet) *kubeFlags {
 // reported, so no agent answers a cluster name from a partial list.
 func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) error {
 	if rc == nil {
-		if len(f.namespaces) > 0 || f.labelSelector != "" {
-			return usagef("--namespaces and --label-selector need --kubeconfig or an in-cluster service account")
+		if len(f.namespaces) > 0 || f.labelSelector != "" || f.opts.set() {
+			return usagef("--namespaces, --label-selector and the kubernetes plugin options need --kubeconfig or an in-cluster service account")
 		}
 		log.Info("no kubeconfig and not in a pod: Kubernetes source off")
 		return nil
@@ -49,6 +51,10 @@ func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.C
 	if err != nil {
 		return err
 	}
+	opts, err := f.opts.options(cfg.ClusterDomain)
+	if err != nil {
+		return err
+	}
 	src, err := kubesource.New(kubesource.Config{
 		Client:        client,
 		Namespaces:    f.namespaces,
@@ -56,6 +62,7 @@ func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.C
 		ClusterDomain: cfg.ClusterDomain,
 		Logger:        log.With("component", "kubesource"),
 		Registerer:    cfg.Registerer,
+		Options:       opts,
 	})
 	if err != nil {
 		return err

@@ -27,8 +27,8 @@ func TestKubeFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{name: "namespaces without an API server", args: []string{"--namespaces", "a"}, want: "--namespaces and --label-selector need"},
-		{name: "selector without an API server", args: []string{"--label-selector", "a=b"}, want: "--namespaces and --label-selector need"},
+		{name: "namespaces without an API server", args: []string{"--namespaces", "a"}, want: "--namespaces, --label-selector and the kubernetes plugin options need"},
+		{name: "selector without an API server", args: []string{"--label-selector", "a=b"}, want: "--namespaces, --label-selector and the kubernetes plugin options need"},
 		{name: "missing kubeconfig file", args: []string{"--kubeconfig", "/nonexistent/kubeconfig"}, want: "kubeconfig /nonexistent/kubeconfig"},
 	}
 	for _, tt := range tests {

@@ -60,6 +60,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock used for event receipt times; nil means time.Now.
 	Now func() time.Time
+	// Options are CoreDNS's kubernetes plugin options (options.go).
+	Options
 }
 
 // Source is the Kubernetes source. It satisfies registry.Source.
@@ -77,6 +79,9 @@ type Source struct {
 	// keepFull turns the informer transforms off; the memory test sets it
 	// to measure what the transforms save.
 	keepFull bool
+	// namespaces, or nil, caches the namespaces Options.NamespaceLabels
+	// exposes; set by Run before the first rebuild.
+	namespaces cache.SharedIndexInformer
 	// rebuilt, or nil, is called by Run after each coalesced rebuild with
 	// the service keys it looked at, their earliest change time and
 	// whether it sent a snapshot, so tests learn that a change was handled
@@ -96,6 +101,9 @@ func New(cfg Config) (*Source, error) {
 	}
 	if _, err := labels.Parse(cfg.LabelSelector); err != nil {
 		return nil, fmt.Errorf("kubesource: label selector %q: %w", cfg.LabelSelector, err)
+	}
+	if err := cfg.Options.validate(cfg); err != nil {
+		return nil, err
 	}
 	cfg.ClusterDomain = strings.ToLower(strings.Trim(cfg.ClusterDomain, "."))
 	if cfg.ClusterDomain == "" {
@@ -159,13 +167,25 @@ func (s *Source) Run(ctx context.Context, sink registry.Sink) error {
 			return err
 		}
 		watches[ns] = w
-		for _, inf := range []cache.SharedIndexInformer{w.svc, w.eps} {
+		infs := []cache.SharedIndexInformer{w.svc, w.eps}
+		if s.cfg.NoEndpoints {
+			infs = infs[:1] // the slice cache stays empty
+		}
+		for _, inf := range infs {
 			synced = append(synced, inf.HasSynced)
 			wg.Go(func() { inf.Run(ctx.Done()) })
 		}
 	}
+	nsInf, err := s.newNamespaceWatch(watches)
+	if err != nil {
+		return err
+	}
+	if nsInf != nil {
+		synced = append(synced, nsInf.HasSynced)
+		wg.Go(func() { nsInf.Run(ctx.Done()) })
+	}
 	s.log.Info("waiting for informers to sync", "namespaces", s.cfg.Namespaces, "selector", s.cfg.LabelSelector)
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !s.waitForSync(ctx, func() { s.sendPartial(sink, watches) }, synced) {
 		return nil // ctx ended first
 	}
 	s.m.synced.Set(1)
@@ -235,7 +255,7 @@ func (s *Source) newWatch(ns string) (*informers, error) {
 
 	for _, err := range []error{
 		svc.SetTransform(s.transform(transformService)),
-		eps.SetTransform(s.transform(transformEndpointSlice)),
+		eps.SetTransform(s.transform(s.sliceTransform())),
 	} {
 		if err != nil {
 			return nil, fmt.Errorf("kubesource: set transform: %w", err)
@@ -406,7 +426,7 @@ func (s *Source) rebuild(entries *entrySet, watches map[string]*informers, ns, k
 		s.m.annotations.Inc()
 		s.log.Warn("ignoring invalid namespaces in annotation", "service", key, "annotation", AnnotationExportTo, "values", bad)
 	}
-	if !ok {
+	if !ok || s.hidden(svc, eps) {
 		return entries.remove(key)
 	}
 	if had && sameEntry(old, e) {
@@ -420,7 +440,7 @@ func (s *Source) rebuild(entries *entrySet, watches map[string]*informers, ns, k
 // so equal states give equal snapshots.
 func (s *Source) send(sink registry.Sink, entries *entrySet, changed time.Time) {
 	out := entries.snapshot()
-	sink.Update(s.cfg.Name, registry.Snapshot{Entries: out, Zones: []string{s.cfg.ClusterDomain}, Changed: changed})
+	sink.Update(s.cfg.Name, registry.Snapshot{Entries: out, Zones: s.zones(), Changed: changed})
 	s.m.snapshots.Inc()
 	s.m.entries.Set(float64(len(out)))
 }
