@@ -103,6 +103,7 @@ func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*na
 		return t, n, nil
 	}
 	collect()
+	in.decided(strategyBuild, keep.Version, "the last good version again: "+id+" is not valid")
 	old, _, oerr := build(keep.v, in.lim, in.cfg.Pod)
 	if oerr != nil {
 		in.log.Error("the table of the last version could not be built again; a mix of it and the rejected one serves",

@@ -141,7 +141,8 @@ func TestPlanner(t *testing.T) {
 		{name: "every name changed: staged", next: names(n, 2, "example.org"), strategies: []string{strategyStaged}, reason: "40 of 40 names changed: more than a patch",
 			patched: true}, // a small table's one chunk keeps its zone apex and the old names
 		{name: "a stage refused: built whole", next: moved, strategies: []string{strategyStaged, strategyBuild}, reason: "staged patches failed"},
-		{name: "an invalid stage: built whole, rejected", next: badAll, strategies: []string{strategyStaged, strategyBuild}, reason: "staged patches failed", wantErr: true},
+		{name: "an invalid stage: built whole, rejected", next: badAll, strategies: []string{strategyStaged, strategyBuild, strategyBuild},
+			reason: "the last good version again", wantErr: true},
 		{name: "zones changed: built whole", next: names(n, 1, "example.org", "example.com"), strategies: []string{strategyBuild}, reason: "the zones changed"},
 		{name: "an invalid patch: built whole, rejected", next: badSmall, strategies: []string{strategyBuild}, reason: "patch failed", wantErr: true},
 	}
