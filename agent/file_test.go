@@ -92,6 +92,73 @@ func TestFileHotReload(t *testing.T) {
 	}
 }
 
+// manyJSON is a table file of n names, the addresses of generation gen;
+// bad, if not "", is the name whose address is not one.
+func manyJSON(n, gen int, bad string) string {
+	var b strings.Builder
+	b.WriteString(`{"table": {`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		name := fmt.Sprintf("svc-%d.demo.svc.cluster.local", i)
+		ip := fmt.Sprintf("10.%d.%d.%d", gen, i>>8, i&255)
+		if name == bad {
+			ip = "10.0.0.300"
+		}
+		fmt.Fprintf(&b, `"%s": {"ips": ["%s"]}`, name, ip)
+	}
+	b.WriteString(`}, "authoritativeZones": ["cluster.local"]}`)
+	return b.String()
+}
+
+// A new file that changes every name is applied in stages through the
+// real agent, and one that is bad in its last stage leaves the last good
+// table answering.
+func TestFileStagedReplacement(t *testing.T) {
+	const n = 10_000 // ten chunks of 1,024 nodes: a staged table is little garbage
+	up := startUpstream(t)
+	path := writeFile(t, t.TempDir(), "nametable.json", manyJSON(n, 1, ""))
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
+	eventually(t, "ready", a.Ready)
+	answer := func(i int) []string {
+		return answerData(exchange(t, "udp", a.dns, fmt.Sprintf("svc-%d.demo.svc.cluster.local", i), dns.TypeA))
+	}
+	want := func(i, gen int) []string {
+		return []string{fmt.Sprintf("svc-%d.demo.svc.cluster.local. A 10.%d.%d.%d", i, gen, i>>8, i&255)}
+	}
+	applies := func(strategy string) float64 {
+		return counter(t, a.cfg.Registry, "meshdns_agent_table_applies_total", "strategy", strategy)
+	}
+
+	testenv.ReplaceFile(t, path, manyJSON(n, 2, ""))
+	eventually(t, "every name at generation 2", func() bool {
+		return cmp.Equal(want(0, 2), answer(0)) && cmp.Equal(want(n-1, 2), answer(n-1))
+	})
+	if got := applies("staged"); got != 1 {
+		t.Errorf("%v staged changes, want 1", got)
+	}
+	for i := 0; i < n; i += 97 {
+		if diff := cmp.Diff(want(i, 2), answer(i)); diff != "" {
+			t.Fatalf("after the stages (-want +got):\n%s", diff)
+		}
+	}
+
+	rejections := counter(t, a.cfg.Registry, "meshdns_agent_table_rejections_total", "source", ingest.SourceFile)
+	testenv.ReplaceFile(t, path, manyJSON(n, 3, fmt.Sprintf("svc-%d.demo.svc.cluster.local", n-1)))
+	eventually(t, "the bad file rejected", func() bool {
+		return counter(t, a.cfg.Registry, "meshdns_agent_table_rejections_total", "source", ingest.SourceFile) > rejections
+	})
+	if got, builds := applies("staged"), applies("build"); got != 2 || builds != 3 {
+		t.Errorf("%v staged changes and %v builds, want 2 and 3 (the start, the bad file, the last good again)", got, builds)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		if diff := cmp.Diff(want(i, 2), answer(i)); diff != "" {
+			t.Errorf("after a rejected file (-want +got):\n%s", diff)
+		}
+	}
+}
+
 // TestFileSymlinkSwap replaces the file the way the kubelet updates a
 // mounted ConfigMap: the file is a symlink through ..data, a symlink to a
 // timestamped directory, and an update renames a new ..data over the old.
