@@ -109,6 +109,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	sf := newSettingsFlags(fs)
 	ff := newFailingFlags(fs)
 	pf := newPolicyFlags(fs)
+	fwd := newForwardingFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -160,6 +161,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if err := ff.apply(&cfg, log, rc); err != nil {
+		return err
+	}
+	if err := fwd.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	cp, err := controlplane.New(cfg)
