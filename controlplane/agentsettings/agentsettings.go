@@ -89,6 +89,11 @@ func (a Agent) Empty() bool { return a.Size() == 0 }
 // Size is the length of Msg's encoding.
 func (a Agent) Size() int { return len(a.shared) + len(a.rest) }
 
+// Encoding returns Msg's deterministic encoding in two pieces to be sent
+// one after the other: the first may be shared with other agents (a
+// policy's); neither may be modified.
+func (a Agent) Encoding() (shared, rest []byte) { return a.shared, a.rest }
+
 // AppendEncoding appends Msg's deterministic encoding (the bytes of a
 // settings field, without its tag and length) to b.
 func (a Agent) AppendEncoding(b []byte) []byte { return append(append(b, a.shared...), a.rest...) }

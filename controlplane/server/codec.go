@@ -34,6 +34,15 @@ type encoded struct {
 	nbufs            int
 	size             int            // bytes of the whole response
 	tailBytes        [tailRoom]byte // the nonce field
+	more             *sharedTail    // or nil
+}
+
+// sharedTail are the buffers of a response that carries an agent's
+// settings: those are referenced, not copied (a policy's encoding is
+// shared by the agents of that policy and can be 40 KB).
+type sharedTail struct {
+	inner, s1, s2 mem.SliceBuffer // added fields, then the settings' two pieces
+	bufs          [6]mem.Buffer   // head, body, inner, s1, s2, tail
 }
 
 const respNonce = namewire.FieldResponseNonce // StreamNameTableResponse.nonce
@@ -79,8 +88,12 @@ const headRoom = 1 + 1 + maxVersion + 1 + binary.MaxVarintLen64
 // buf is ours (built per send): the head is written into its first
 // headRoom bytes and the nonce into its spare capacity, so a response
 // with settings costs two allocations, this buffer and the encoded.
-func withSettings(p *view.Prepared, nonce uint64, settings string, buf []byte) (*encoded, error) {
+// s1 and s2, when not empty, follow buf's fields (they end the settings
+// field buf starts): they are sent from where they are, never copied or
+// modified, at the cost of one allocation more.
+func withSettings(p *view.Prepared, nonce uint64, settings string, buf, s1, s2 []byte) (*encoded, error) {
 	inner := buf[headRoom:]
+	added := len(inner) + len(s1) + len(s2)
 	b := p.Bytes
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num != respVersion || typ != protowire.BytesType {
@@ -107,7 +120,7 @@ func withSettings(p *view.Prepared, nonce uint64, settings string, buf []byte) (
 	}
 	e := &encoded{p: p}
 	hlen := protowire.SizeTag(respVersion) + protowire.SizeBytes(vlen) +
-		protowire.SizeTag(num) + protowire.SizeVarint(uint64(len(body)+len(inner)))
+		protowire.SizeTag(num) + protowire.SizeVarint(uint64(len(body)+added))
 	h := protowire.AppendTag(buf[headRoom-hlen:headRoom-hlen], respVersion, protowire.BytesType)
 	h = protowire.AppendVarint(h, uint64(vlen))
 	h = append(h, id...)
@@ -115,14 +128,23 @@ func withSettings(p *view.Prepared, nonce uint64, settings string, buf []byte) (
 		h = append(append(h, settingsSep...), settings...)
 	}
 	h = protowire.AppendTag(h, num, protowire.BytesType)
-	h = protowire.AppendVarint(h, uint64(len(body)+len(inner)))
+	h = protowire.AppendVarint(h, uint64(len(body)+added))
 	if len(h) != hlen {
 		return nil, errors.New("response head: size mismatch")
 	}
-	e.head, e.body, e.tail = h, body, e.appendNonce(inner, nonce)
-	e.bufs = [3]mem.Buffer{&e.head, &e.body, &e.tail}
-	e.nbufs = 3
-	e.size = len(e.head) + len(e.body) + len(e.tail)
+	e.head, e.body = h, body
+	if len(s1)+len(s2) == 0 {
+		e.tail = e.appendNonce(inner, nonce)
+		e.bufs = [3]mem.Buffer{&e.head, &e.body, &e.tail}
+		e.nbufs = 3
+		e.size = len(e.head) + len(e.body) + len(e.tail)
+		return e, nil
+	}
+	e.tail = e.appendNonce(e.tailBytes[:0], nonce)
+	m := &sharedTail{inner: inner, s1: s1, s2: s2}
+	m.bufs = [6]mem.Buffer{&e.head, &e.body, &m.inner, &m.s1, &m.s2, &e.tail}
+	e.more = m
+	e.size = len(e.head) + len(e.body) + added + len(e.tail)
 	return e, nil
 }
 
@@ -149,6 +171,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	e, ok := v.(*encoded)
 	if !ok {
 		return c.proto.Marshal(v)
+	}
+	if e.more != nil {
+		return e.more.bufs[:], nil
 	}
 	return e.bufs[:e.nbufs], nil
 }

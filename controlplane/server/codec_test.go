@@ -199,3 +199,44 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// TestEncodeSharesPolicy: a policy's encoding is sent from where the
+// agent's settings keep it (shared by the agents of that policy), not
+// copied per response.
+func TestEncodeSharesPolicy(t *testing.T) {
+	pol := &meshdnsv1.DNSPolicy{Source: "team/deny", Rules: []*meshdnsv1.PolicyRule{
+		{Pattern: "blocked.example.net.", Action: meshdnsv1.PolicyAction_POLICY_ACTION_DENY}}}
+	st := agentsettings.Compose(agentsettings.Func(func(_ auth.Identity, s *meshdnsv1.AgentSettings) { s.Policy = pol; s.PodZone = "zone-a" })).
+		For(auth.Identity{}, []string{agentsettings.FeaturePodZone})
+	delta := prepared(t, &meshdnsv1.StreamNameTableResponse{VersionInfo: "v2",
+		Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{BaseVersion: "v1"}}}, "v1")
+	s := &Server{m: &metrics{settingsSent: prometheus.NewCounter(prometheus.CounterOpts{Name: "sent"})}}
+	e, err := s.encode(delta, 3, st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, _ := st.Encoding()
+	bufs, _ := newCodec().Marshal(e)
+	found := false
+	for _, x := range bufs {
+		if d := x.ReadOnlyData(); len(d) > 0 && &d[0] == &shared[0] {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the policy's bytes were copied into the response")
+	}
+	var got meshdnsv1.StreamNameTableResponse
+	if err := proto.Unmarshal(wire(t, e), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := &meshdnsv1.StreamNameTableResponse{VersionInfo: "v2+" + st.Version, Nonce: "3",
+		Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{BaseVersion: "v1", Settings: st.Msg}}}
+	if diff := cmp.Diff(want, &got, protocmp.Transform()); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	raw, _ := proto.Marshal(got.GetDelta())
+	if _, err := namewire.UnmarshalDelta(raw); err != nil {
+		t.Errorf("the agent's decoder refuses the delta: %v", err)
+	}
+}

@@ -103,8 +103,10 @@ func (s *Server) encode(p *view.Prepared, nonce uint64, st agentsettings.Agent, 
 		return newEncoded(p, nonce), nil
 	}
 	// One buffer for the head, the fields added to the table or delta,
-	// and the nonce after them (withSettings).
-	inner := make([]byte, headRoom, headRoom+len(p.Base)+len(held)+st.Size()+32+tailRoom)
+	// and the nonce after them (withSettings); the settings' own bytes
+	// are sent from where the agent's settings keep them.
+	inner := make([]byte, headRoom, headRoom+len(p.Base)+len(held)+32+tailRoom)
+	var s1, s2 []byte
 	if p.Kind != "full" && held != "" {
 		// A later value of a scalar field replaces the earlier one, in
 		// proto and in the agent's decoder.
@@ -119,10 +121,10 @@ func (s *Server) encode(p *view.Prepared, nonce uint64, st agentsettings.Agent, 
 		}
 		inner = protowire.AppendTag(inner, num, protowire.BytesType)
 		inner = protowire.AppendVarint(inner, uint64(st.Size()))
-		inner = st.AppendEncoding(inner)
+		s1, s2 = st.Encoding()
 		s.m.settingsSent.Inc()
 	}
-	e, err := withSettings(p, nonce, st.Version, inner)
+	e, err := withSettings(p, nonce, st.Version, inner, s1, s2)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s of version %s with settings: %w", p.Kind, p.Version.ID, err)
 	}
