@@ -177,12 +177,13 @@ func (a *Agent) Listen() error {
 			TTL:           cfg.TTL,
 			ForwardPods:   cfg.ForwardPods,
 		},
-		Limits:   cfg.Limits,
-		Publish:  a.publish,
-		Built:    a.mem.Kick,
-		Logger:   a.log,
-		Registry: cfg.Registry,
-		Now:      cfg.Now,
+		IgnorePodZone: cfg.IgnorePodZone,
+		Limits:        cfg.Limits,
+		Publish:       a.publish,
+		Built:         a.mem.Kick,
+		Logger:        a.log,
+		Registry:      cfg.Registry,
+		Now:           cfg.Now,
 	})
 	if err != nil {
 		a.resolver.Close()

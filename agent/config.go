@@ -68,6 +68,10 @@ type Config struct {
 	// DNS (clusters running "pods verified") instead of synthesizing them
 	// from the name ("pods insecure", the default).
 	ForwardPods bool
+	// IgnorePodZone answers headless services in the table's order even
+	// when the control plane names the pod's zone (by default endpoints
+	// in that zone come first; pkg/nametable zone.go).
+	IgnorePodZone bool
 
 	// NameTableFile is a static table (protojson meshdns.v1.NameTable),
 	// reloaded when it changes. Exclusive with ControlPlanes.

@@ -73,6 +73,7 @@ func (a *Agent) publish(t *nametable.Table) {
 	a.qlSources.update(func(q *queryLogSources) { q.settings = p.queryLog })
 	a.settings.serve(p)
 	a.setFailingReport(failingReportOf(s))
+	// The pod zone (PodZone) needs nothing here: ingest built t for it.
 }
 
 // prepare converts s, or returns the conversion made for the same

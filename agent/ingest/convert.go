@@ -263,7 +263,7 @@ func convertInto(e *nametable.Entry, host string, info *namewire.NameInfo, lim L
 		if len(ips) == 0 {
 			return fmt.Errorf("endpoint %d has no address", i)
 		}
-		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips})
+		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips, Zone: ep.Zone, ForZones: ep.ForZones})
 	}
 	if e.CanonicalName != "" {
 		if err := dnsname.Check(e.CanonicalName, false); err != nil {

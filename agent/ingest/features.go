@@ -17,6 +17,7 @@ var Features = []string{
 	"failing-report", // agent/failing.go
 	"forwarding",     // agent/forwarding.go
 	"query-log",      // agent/querylogsources.go
+	"pod-zone",       // plan.go: the table is built for the zone
 }
 
 // Settings is a Version that carries agent settings (the control plane's

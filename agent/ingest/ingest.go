@@ -53,6 +53,10 @@ type Config struct {
 	// Pod is the pod the tables answer for (its namespace, for search
 	// expansions).
 	Pod nametable.Context
+	// IgnorePodZone builds every table without the pod zone of the
+	// version's settings: headless answers in the table's order, as
+	// without a zone.
+	IgnorePodZone bool
 	// Limits bound every table.
 	Limits Limits
 	// Publish hands a new table to the DNS server. Required.

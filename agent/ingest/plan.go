@@ -51,6 +51,11 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 		reason = "no table to compare with"
 	case prev.Table.Garbage() > maxGarbage:
 		reason = "the table serving carries too much garbage"
+	case prev.Table.LocalZone() != in.pod(v).Zone:
+		// The zone orders every headless answer (nametable
+		// Context.Zone): the version that carries a new one serves a
+		// table built with it.
+		reason = "the pod's zone changed"
 	default:
 		restore := changeLimit()
 		c, err := compare(prev.v, v, prev.Names)
@@ -89,7 +94,17 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 		collect() // the comparison's hashes, before the whole build
 	}
 	in.decided(strategyBuild, id, reason)
-	return build(v, in.lim, in.cfg.Pod)
+	return build(v, in.lim, in.pod(v))
+}
+
+// pod is the context v's table is built for: Config.Pod in the zone
+// v's settings name (none with Config.IgnorePodZone).
+func (in *Ingest) pod(v Version) nametable.Context {
+	pod := in.cfg.Pod
+	if s := settingsOf(v); s != nil && !in.cfg.IgnorePodZone {
+		pod.Zone = s.PodZone
+	}
+	return pod
 }
 
 // afterStages builds v whole after its stages failed with err; when v is
@@ -98,13 +113,13 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*nametable.Table, int, error) {
 	collect()
 	in.decided(strategyBuild, id, "staged patches failed: "+err.Error())
-	t, n, err := build(v, in.lim, in.cfg.Pod)
+	t, n, err := build(v, in.lim, in.pod(v))
 	if err == nil {
 		return t, n, nil
 	}
 	collect()
 	in.decided(strategyBuild, keep.Version, "the last good version again: "+id+" is not valid")
-	old, _, oerr := build(keep.v, in.lim, in.cfg.Pod)
+	old, _, oerr := build(keep.v, in.lim, in.pod(keep.v))
 	if oerr != nil {
 		in.log.Error("the table of the last version could not be built again; a mix of it and the rejected one serves",
 			"version", keep.Version, "err", oerr)

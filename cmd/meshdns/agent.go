@@ -71,6 +71,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
 	fs.UintVar(&ttl, "ttl", 30, "TTL in seconds of table answers whose name has none")
 	fs.Var(podRecordsFlag{&cfg.ForwardPods}, "pod-records", `pod names a-b-c-d.<ns>.pod.<domain>: "insecure" synthesizes them from the name (kubeadm's default), "forward" asks the cluster DNS ("pods verified")`)
+	zoneAware := fs.Bool("zone-aware", true, "answer a headless service with the endpoints in the pod's zone first (the zone the control plane sends; false: the table's order)")
 	fs.StringVar(&cfg.NameTableFile, "nametable-file", "", "static name table (protojson meshdns.v1.NameTable), reloaded on change")
 	fs.Var(&controlPlanes, "control-plane", "control plane host:port[,host:port...], tried in order")
 	fs.StringVar(&cfg.CACert, "ca-cert", "", "CA certificate (PEM) that verifies the control plane; turns TLS on")
@@ -107,6 +108,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		return cfg, err
 	}
 	cfg.QueryLogNoLines = !*queryLogStderr
+	cfg.IgnorePodZone = !*zoneAware
 	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
 		return cfg, usagef("--query-log-sample and --query-log-rate take numbers >= 0")
 	}

@@ -14,6 +14,14 @@ import (
 // order is fixed when the table is built, so a lookup costs nothing more;
 // a new pod zone means a new table.
 
+// LocalZone is the pod's zone the table orders answers by (Context.Zone).
+func (t *Table) LocalZone() string {
+	if t == nil {
+		return ""
+	}
+	return t.pod.Zone
+}
+
 // inPodZone reports whether ep serves the pod's zone: its EndpointSlice
 // hints name the zone when it has hints (topology-aware routing puts them
 // on every endpoint of a slice), else it is in the zone. Never for an
