@@ -68,6 +68,14 @@ var portChoices = []corev1.ServicePort{
 // addresses are unique, so every address has one PTR answer.
 func generate(ctx context.Context, t testing.TB, c *kubetest.Cluster, rng *rand.Rand, size int) *world {
 	t.Helper()
+	return generateIn(ctx, t, c, rng, size, 1)
+}
+
+// generateIn is generate with endpoint addresses in 10.<net>.0.0/16 and
+// fd00:<net>::/32, so several worlds in one API server do not share an
+// address (each address must have one PTR answer).
+func generateIn(ctx context.Context, t testing.TB, c *kubetest.Cluster, rng *rand.Rand, size int, net byte) *world {
+	t.Helper()
 	w := &world{}
 	for i := range 3 {
 		w.namespaces = append(w.namespaces, c.Namespace(t, fmt.Sprintf("d%d", i)))
@@ -76,9 +84,9 @@ func generate(ctx context.Context, t testing.TB, c *kubetest.Cluster, rng *rand.
 	newAddr := func(v6 bool) netip.Addr {
 		next++
 		if v6 {
-			return netip.AddrFrom16([16]byte{0xfd, 0, 0, 1, 14: byte(next >> 8), 15: byte(next)})
+			return netip.AddrFrom16([16]byte{0xfd, 0, 0, net, 14: byte(next >> 8), 15: byte(next)})
 		}
-		return netip.AddrFrom4([4]byte{10, 1, byte(next >> 8), byte(next)})
+		return netip.AddrFrom4([4]byte{10, net, byte(next >> 8), byte(next)})
 	}
 	for i := range size {
 		s := &service{ns: w.namespaces[rng.IntN(len(w.namespaces))], name: fmt.Sprintf("s%d", i), kind: kind(rng.IntN(int(numKinds)))}

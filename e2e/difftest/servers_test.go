@@ -103,6 +103,13 @@ func coreDNSBinary(t testing.TB) string {
 // answers UDP and TCP on the same loopback port.
 func startCoreDNS(t testing.TB, c *kubetest.Cluster, upstream string) string {
 	t.Helper()
+	return startCoreDNSWith(t, c, upstream, "")
+}
+
+// startCoreDNSWith is startCoreDNS with further kubernetes plugin options
+// (Corefile lines).
+func startCoreDNSWith(t testing.TB, c *kubetest.Cluster, upstream, options string) string {
+	t.Helper()
 	bin := coreDNSBinary(t)
 	dir := t.TempDir()
 	addr := testenv.FreeAddr(t)
@@ -118,10 +125,10 @@ func startCoreDNS(t testing.TB, c *kubetest.Cluster, upstream string) string {
         pods insecure
         ttl %d
         fallthrough in-addr.arpa ip6.arpa
-    }
+%s    }
     forward . %s
 }
-`, port, host, c.Kubeconfig, tableTTL, upstream)
+`, port, host, c.Kubeconfig, tableTTL, options, upstream)
 	conf := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(conf, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)

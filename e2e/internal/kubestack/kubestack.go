@@ -37,6 +37,11 @@ type Options struct {
 	TTL uint32
 	// SettingsParts fill the agent's settings (controlplane.Config).
 	SettingsParts []agentsettings.Part
+	// Source are the Kubernetes source's options (CoreDNS's kubernetes
+	// plugin options).
+	Source kubesource.Options
+	// ForwardPods is the agent's --pod-records forward.
+	ForwardPods bool
 }
 
 // Start runs the control plane, watching c with the production client as
@@ -62,7 +67,7 @@ func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg})
+	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg, Options: o.Source})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +93,7 @@ func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Opti
 	a, err := agent.New(agent.Config{
 		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{upstream},
 		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		TTL: ttl, CacheSize: -1, Logger: log,
+		TTL: ttl, CacheSize: -1, ForwardPods: o.ForwardPods, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
