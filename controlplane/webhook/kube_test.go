@@ -318,12 +318,19 @@ func checkStored(t *testing.T, sent, got *corev1.Pod, wantInjected bool) {
 		if got.Annotations[AnnotationStatus] != "injected" {
 			t.Errorf("status annotation = %q", got.Annotations[AnnotationStatus])
 		}
-		found := false
+		found, podinfo := false, false
 		for _, v := range got.Spec.Volumes {
 			found = found || v.Name == StateVolumeName
+			// The API server validated and stored the downward API
+			// projection of the pod's annotations.
+			podinfo = podinfo || v.Name == PodInfoVolumeName && v.DownwardAPI != nil && len(v.DownwardAPI.Items) == 1 &&
+				v.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.annotations"
 		}
 		if !found {
 			t.Errorf("no %s volume", StateVolumeName)
+		}
+		if !podinfo {
+			t.Errorf("no %s volume projecting metadata.annotations: %+v", PodInfoVolumeName, got.Spec.Volumes)
 		}
 		return
 	}
