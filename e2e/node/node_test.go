@@ -180,6 +180,7 @@ func TestNode(t *testing.T) {
 	e.createNamespace(t, ctx, "demo", map[string]string{"meshdns.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "privileged"})
 	e.createNamespace(t, ctx, "plain", nil)
 	t.Run("InjectedPod", func(t *testing.T) { testInjectedPod(t, e) })
+	t.Run("QueryLogAnnotation", func(t *testing.T) { testQueryLogAnnotation(t, e) })
 	t.Run("ServiceChanges", func(t *testing.T) { testServiceChanges(t, e) })
 	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
 	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
