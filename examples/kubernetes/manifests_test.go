@@ -200,7 +200,7 @@ func TestManifestPolicies(t *testing.T) {
 				ResourceNames: []string{"meshdns-sidecar-injector"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"meshdns-ca"}, Verbs: []string{"get", "update"}},
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}},
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies/status"}, Verbs: []string{"update"}},
