@@ -209,3 +209,25 @@ func TestQueryLogFromSettings(t *testing.T) {
 		t.Errorf("after DELETE: %+v, want %+v", got, want)
 	}
 }
+
+// FuzzPodAnnotations: any annotations file yields a query log setting or
+// an error, never a panic; a file that parses holds only valid settings.
+func FuzzPodAnnotations(f *testing.F) {
+	f.Add([]byte("meshdns.io/query-log=\"nxdomain,servfail\"\nmeshdns.io/query-log-rate=\"10\"\n")) // as the kubelet writes it
+	f.Add([]byte("meshdns.io/query-log-sample=\"-1\""))                                             // a negative number
+	f.Add([]byte("a=\"\\u00e9\\n\"\nb=unquoted"))                                                   // escapes, then an unquoted value
+	f.Add([]byte("\n\n=\"\"\n"))                                                                    // an empty key
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ann, err := parseDownwardAnnotations(b)
+		if err != nil {
+			return
+		}
+		p, err := queryLogFromAnnotations(ann)
+		if err != nil {
+			return
+		}
+		if (p.Sample != nil && *p.Sample < 0) || (p.Rate != nil && *p.Rate < 0) {
+			t.Fatalf("negative setting accepted: %+v from %q", p, b)
+		}
+	})
+}
