@@ -3,15 +3,22 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/controlplane/kubesource"
+	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 func TestKubeOptionFlags(t *testing.T) {
@@ -62,4 +69,66 @@ func TestKubeOptionFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControlPlaneKubeOptions runs `meshdns controlplane` with the plugin
+// option flags against a real API server and reads, on the admin port,
+// how many services the source kept: only the one of a labelled
+// namespace that has a ready endpoint.
+func TestControlPlaneKubeOptions(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	exposed, hidden := c.Namespace(t, "opts-on"), c.Namespace(t, "opts-off")
+	n, err := c.Client.CoreV1().Namespaces().Get(ctx, exposed, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{"dns": "on"}
+	if _, err := c.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ ns, name string }{{exposed, "web"}, {exposed, "empty"}, {hidden, "web"}} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if _, err := c.Client.CoreV1().Services(s.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ready := true
+	for _, ns := range []string{exposed, hidden} {
+		if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-0"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grpcAddr, adminAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dispatch(runCtx, []string{"controlplane", "--kubeconfig", c.Kubeconfig,
+			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--log-level", "error",
+			"--namespace-labels", "dns=on", "--ignore-empty-service", "--endpoint-pod-names",
+			"--fallthrough", "--startup-timeout", "30s"}, io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("controlplane: %v", err)
+		}
+	})
+	waitFor(t, "the Kubernetes source synced with one service", func() bool {
+		res, err := http.Get("http://" + adminAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		m := string(b)
+		return strings.Contains(m, "meshdns_controlplane_kube_synced 1") && strings.Contains(m, "meshdns_controlplane_kube_entries 1")
+	})
 }
