@@ -183,6 +183,7 @@ func TestNode(t *testing.T) {
 	t.Run("QueryLogAnnotation", func(t *testing.T) { testQueryLogAnnotation(t, e) })
 	t.Run("ServiceChanges", func(t *testing.T) { testServiceChanges(t, e) })
 	t.Run("PodZone", func(t *testing.T) { testPodZone(t, e) })
+	t.Run("Policy", func(t *testing.T) { testPolicy(t, e) })
 	t.Run("SidecarRestart", func(t *testing.T) { testSidecarRestart(t, e) })
 	t.Run("UninjectedNamespace", func(t *testing.T) { testUninjected(t, e) })
 	t.Run("StartLatencyAndMemory", func(t *testing.T) { testStartLatency(t, e) })
