@@ -78,8 +78,8 @@ func outcome(t *testing.T, a *cptest.Agent) codes.Code {
 			return codes.OK
 		}
 		return status.Code(<-a.Errs)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no response and no refusal within 5s")
+	case <-time.After(time.Minute): // a hang, not a slow machine
+		t.Fatal("no response and no refusal within a minute")
 	}
 	return codes.Unknown
 }

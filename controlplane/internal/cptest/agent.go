@@ -6,7 +6,9 @@ package cptest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -106,6 +108,15 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 				InstanceId: "test-" + o.Pod, Features: o.Features},
 			VersionInfo: o.Resume,
 		})
+	}
+	if errors.Is(err, io.EOF) {
+		// The server ended the stream before reading the identity (a
+		// refusal before any handler runs): its status is what Recv
+		// returns, not Send's io.EOF.
+		var r *meshdnsv1.StreamNameTableResponse
+		if r, err = st.Recv(); err == nil {
+			a.Resps <- r
+		}
 	}
 	if err != nil {
 		a.Errs <- err

@@ -171,13 +171,15 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // newTestResolver builds a Resolver on its own registry and closes it at
-// cleanup. Zero Timeout becomes 500ms so failing tests end quickly.
+// cleanup. Zero Timeout becomes 5s: long enough that a loaded machine
+// does not turn a slow answer into a retry (tests count upstream
+// queries); tests of silent upstreams set their own.
 func newTestResolver(t testing.TB, cfg Config) (*Resolver, *metrics.Registry) {
 	t.Helper()
 	reg := metrics.NewRegistry()
 	cfg.Registry = reg
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 500 * time.Millisecond
+		cfg.Timeout = 5 * time.Second
 	}
 	if cfg.ClientTimeout == 0 {
 		// A window of one Timeout per attempt, so a test of failing
