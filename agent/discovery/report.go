@@ -10,12 +10,14 @@ import (
 )
 
 // The failing-names report (StreamNameTableRequest.failing) goes to the
-// control plane of the open stream once a window, as a repeat of the
-// agent's last answer (same version, same nonce), which the control plane
-// takes as a report and nothing else. A window without failures sends
-// nothing, unless the report before it had names (so the control plane
-// stops showing them). Before the stream's first answer there is nothing
-// to repeat, and the report waits for the next window.
+// control plane of the open stream once a window: on the ACK of a new
+// version when one goes out after the window ended, else, when the window
+// ends, on a repeat of the agent's last answer (same version, same
+// nonce), which the control plane takes as a report and nothing else. A
+// window without failures sends nothing, unless the report before it had
+// names (so the control plane stops showing them). Before the stream's
+// first answer there is nothing to repeat, and the report waits for the
+// next window.
 
 // Report is what the client reports and how often.
 type Report struct {
@@ -32,6 +34,9 @@ type reporting struct {
 	cfg     *Report       // or nil: off
 	changed chan struct{} // closed and replaced when cfg changes
 	taken   time.Time     // last Take, the start of the window
+	// hadNames: the last report sent had names (the control plane shows
+	// them until a report replaces them).
+	hadNames bool
 	// The last answer sent on the open stream; nonce "" before the first.
 	version, nonce string
 }
@@ -47,7 +52,7 @@ func (c *Client) SetReport(r *Report) {
 	c.reportMu.Lock()
 	defer c.reportMu.Unlock()
 	c.rep.cfg = r
-	c.rep.taken = c.cfg.Now()
+	c.rep.taken, c.rep.hadNames = c.cfg.Now(), false
 	c.changedLocked()
 }
 
@@ -85,20 +90,21 @@ func (c *Client) startReports(ctx context.Context, stream *grpcstream.Stream) (s
 
 func (c *Client) reportLoop(ctx context.Context, stream *grpcstream.Stream) {
 	var buf []byte
-	hadNames := false // the control plane shows names of ours
 	for {
 		c.reportMu.Lock()
 		if c.rep.changed == nil {
 			c.rep.changed = make(chan struct{})
 		}
 		cfg, changed := c.rep.cfg, c.rep.changed
-		c.reportMu.Unlock()
 		var tick <-chan time.Time
 		var timer *time.Timer
 		if cfg != nil {
-			timer = time.NewTimer(cfg.Window)
+			// Until the window ends (an ACK that took the report
+			// started a new one).
+			timer = time.NewTimer(max(c.rep.taken.Add(cfg.Window).Sub(c.cfg.Now()), 0))
 			tick = timer.C
 		}
+		c.reportMu.Unlock()
 		select {
 		case <-ctx.Done():
 			if timer != nil {
@@ -113,28 +119,50 @@ func (c *Client) reportLoop(ctx context.Context, stream *grpcstream.Stream) {
 		case <-tick:
 		}
 		c.reportMu.Lock()
+		req := &namewire.Request{VersionInfo: c.rep.version, ResponseNonce: c.rep.nonce}
 		if c.rep.cfg != cfg || c.rep.nonce == "" {
 			// Changed meanwhile, or nothing answered on this stream yet.
 			c.reportMu.Unlock()
 			continue
 		}
-		now := c.cfg.Now()
-		window := now.Sub(c.rep.taken)
-		c.rep.taken = now
-		req := &namewire.Request{VersionInfo: c.rep.version, ResponseNonce: c.rep.nonce}
+		req.Failing = c.dueLocked()
 		c.reportMu.Unlock()
-		names := cfg.Take()
-		if len(names) == 0 && !hadNames {
+		if req.Failing == nil {
 			continue
 		}
-		req.Failing = &namewire.FailingNames{WindowSeconds: uint32((window + time.Second/2) / time.Second), Names: names}
 		buf = req.Append(buf[:0])
 		if err := stream.Send(buf); err != nil {
 			return // the stream ended; the session reports why
 		}
-		hadNames = len(names) > 0
 		if cap(buf) > 64<<10 {
 			buf = nil
 		}
 	}
+}
+
+// dueReport returns the report for an ACK about to go out, when its window
+// has ended, or nil.
+func (c *Client) dueReport() *namewire.FailingNames {
+	c.reportMu.Lock()
+	defer c.reportMu.Unlock()
+	return c.dueLocked()
+}
+
+// dueLocked takes the window's report when it has ended and starts the
+// next; nil when it has not, when the report is off, or when there is
+// nothing to say (no names now, none shown from before).
+func (c *Client) dueLocked() *namewire.FailingNames {
+	cfg := c.rep.cfg
+	now := c.cfg.Now()
+	if cfg == nil || now.Sub(c.rep.taken) < cfg.Window {
+		return nil
+	}
+	window := now.Sub(c.rep.taken)
+	c.rep.taken = now
+	names := cfg.Take()
+	if len(names) == 0 && !c.rep.hadNames {
+		return nil
+	}
+	c.rep.hadNames = len(names) > 0
+	return &namewire.FailingNames{WindowSeconds: uint32((window + time.Second/2) / time.Second), Names: names}
 }

@@ -92,6 +92,9 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
 		answer := c.handle(resp)
+		if answer.ErrorDetail == nil {
+			answer.Failing = c.dueReport() // nil unless the report's window ended
+		}
 		ack = answer.Append(ack[:0])
 		if err := stream.Send(ack); err != nil {
 			return got, fmt.Errorf("send ack to %s: %w", addr, err)
