@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"fmt"
-
-	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-)
+import meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 
 // metrics are the agent's own; the table metrics are agent/ingest's.
 type metrics struct {
@@ -25,10 +21,8 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 			Help: "Reads of the pod's annotations (--pod-annotations) whose query log setting was invalid; the last good one stayed.",
 		}),
 	}
-	for _, c := range []meshmetrics.Collector{m.ready, m.annotationRejects} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register agent metrics: %w", err)
-		}
+	if err := meshmetrics.RegisterAll(reg, "agent", []meshmetrics.Collector{m.ready, m.annotationRejects}); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -73,10 +67,8 @@ func newIPTablesMetrics(reg *meshmetrics.Registry, repair bool) (*iptablesMetric
 		m.repairs.WithLabelValues(checkError)
 		cs = append(cs, m.repairs)
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register iptables metrics: %w", err)
-		}
+	if err := meshmetrics.RegisterAll(reg, "iptables", cs); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

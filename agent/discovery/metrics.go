@@ -1,8 +1,6 @@
 package discovery
 
 import (
-	"fmt"
-
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 )
 
@@ -54,10 +52,8 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []meshmetrics.Collector{m.connected, m.connects, m.responses, m.stateWrites, m.lastApplied, m.backoff} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register discovery metrics: %w", err)
-		}
+	if err := meshmetrics.RegisterAll(reg, "discovery", []meshmetrics.Collector{m.connected, m.connects, m.responses, m.stateWrites, m.lastApplied, m.backoff}); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"fmt"
-
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 )
 
@@ -55,10 +53,8 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 	for _, s := range strategies {
 		m.applies.WithLabelValues(s)
 	}
-	for _, c := range []meshmetrics.Collector{m.entries, m.info, m.updates, m.rejections, m.applies, m.build, m.lastUpdate} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register ingest metrics: %w", err)
-		}
+	if err := meshmetrics.RegisterAll(reg, "ingest", []meshmetrics.Collector{m.entries, m.info, m.updates, m.rejections, m.applies, m.build, m.lastUpdate}); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

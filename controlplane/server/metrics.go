@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
+	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 )
 
 type metrics struct {
@@ -97,10 +98,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "gRPC connections closed as soon as accepted, by reason (total: the connection limit; peer: the limit of one IP address).",
 		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := meshmetrics.RegisterAll(reg, "control plane server", []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused}); err != nil {
+		return nil, err
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
 	m.pushFull, m.pushBytesFull = m.pushes.WithLabelValues("full"), m.pushBytes.WithLabelValues("full")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,24 @@ func TestRegisterDuplicate(t *testing.T) {
 	}
 	if err := r.Register(NewCounter(Opts{Name: "x_a", Help: "Again."})); err != nil {
 		t.Errorf("x_a after Unregister: %v", err)
+	}
+}
+
+// A set of metrics is registered whole or not at all.
+func TestRegisterAll(t *testing.T) {
+	r := NewRegistry()
+	if err := r.Register(NewGauge(Opts{Name: "x_b", Help: "B."})); err != nil {
+		t.Fatal(err)
+	}
+	set := []Collector{NewGauge(Opts{Name: "x_a", Help: "A."}), NewCounter(Opts{Name: "x_b", Help: "Again."})}
+	if err := RegisterAll(r, "test", set); !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), "register test metrics") {
+		t.Errorf("RegisterAll with x_b twice: %v, want ErrDuplicate naming the set", err)
+	}
+	if got := r.Names(); !slices.Equal(got, []string{"x_b"}) {
+		t.Errorf("after a failed RegisterAll: %v registered, want only x_b", got)
+	}
+	if err := RegisterAll(r, "test", set[:1]); err != nil {
+		t.Errorf("RegisterAll of x_a alone: %v", err)
 	}
 }
 

@@ -54,6 +54,29 @@ func (r *Registry) MustRegister(cs ...Collector) {
 	}
 }
 
+// Registerer is a registry RegisterAll registers with: a *Registry, or
+// the control plane's prometheus.Registerer.
+type Registerer[C any] interface {
+	Register(C) error
+	Unregister(C) bool
+}
+
+// RegisterAll registers a package's metrics, cs, as one set: when one
+// fails, those registered before it are unregistered, so a package that
+// cannot start leaves nothing behind; the error names what (the package).
+// Every package's newMetrics ends with it, whichever registry it has.
+func RegisterAll[C any](reg Registerer[C], what string, cs []C) error {
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("register %s metrics: %w", what, err)
+		}
+	}
+	return nil
+}
+
 // Unregister removes c and reports whether it was registered.
 func (r *Registry) Unregister(c Collector) bool {
 	r.mu.Lock()
