@@ -5,8 +5,10 @@
 // A source hands over a Version: its identity and a walk of its names in
 // the stream's wire form. Ingest compares it with the version it serves
 // (internal/hashdiff), and one planner (plan.go) decides how the new table
-// is made: patched into the table serving, or built whole. The finished table is published with one atomic store; builds
-// happen on the source's goroutine, never on the query path.
+// is made: patched into the table serving, replaced in staged patches of it
+// (stages.go), or built whole. The finished table is published with one
+// atomic store; builds happen on the source's goroutine, never on the
+// query path.
 package ingest
 
 import (
