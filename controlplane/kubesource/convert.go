@@ -102,14 +102,16 @@ func endpoints(eps []*endpointSlice, publishNotReady bool) []nametable.Endpoint 
 						continue
 					}
 					seen[a] = true
-					out = append(out, nametable.Endpoint{IPs: []netip.Addr{a}, Zone: ep.zone, ForZones: ep.forZones})
+					zone, hints := ep.topo.parts()
+					out = append(out, nametable.Endpoint{IPs: []netip.Addr{a}, Zone: zone, ForZones: hints})
 					continue
 				}
 				i, ok := byHost[ep.hostname]
 				if !ok {
 					i = len(out)
 					byHost[ep.hostname] = i
-					out = append(out, nametable.Endpoint{Hostname: ep.hostname, Zone: ep.zone, ForZones: ep.forZones})
+					zone, hints := ep.topo.parts()
+					out = append(out, nametable.Endpoint{Hostname: ep.hostname, Zone: zone, ForZones: hints})
 				}
 				if !slices.Contains(out[i].IPs, a) {
 					out[i].IPs = append(out[i].IPs, a)

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -64,10 +63,8 @@ type endpoint struct {
 	hostname string
 	addrs    []netip.Addr
 	ready    bool
-	// zone and forZones (the slice's hints), interned: every endpoint
-	// of a zone shares one string.
-	zone     string
-	forZones []string
+	// topo is the endpoint's zone and hints (topology.go).
+	topo topo
 }
 
 // GetObjectMeta gives client-go the key of a cached service. It allocates;
@@ -176,14 +173,7 @@ func newEndpointSlice(s *discoveryv1.EndpointSlice) *endpointSlice {
 		if ep.Hostname != nil {
 			e.hostname = *ep.Hostname
 		}
-		if ep.Zone != nil {
-			e.zone = unique.Make(*ep.Zone).Value()
-		}
-		if ep.Hints != nil {
-			for _, z := range ep.Hints.ForZones {
-				e.forZones = append(e.forZones, unique.Make(z.Name).Value())
-			}
-		}
+		e.topo = newTopo(ep.Zone, ep.Hints)
 		for _, raw := range ep.Addresses {
 			if a, ok := parseAddr(raw); ok {
 				e.addrs = append(e.addrs, a)

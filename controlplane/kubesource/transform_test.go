@@ -15,7 +15,8 @@ import (
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-var cmpCached = cmp.Options{cmp.AllowUnexported(service{}, endpointSlice{}, endpoint{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })}
+var cmpCached = cmp.Options{cmp.AllowUnexported(service{}, endpointSlice{}, endpoint{}), cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	cmp.Comparer(func(a, b topo) bool { return a == b })}
 
 // fatMeta adds what a real API object carries and the table does not need.
 func fatMeta(m *metav1.ObjectMeta) {
@@ -123,6 +124,7 @@ func TestTransformEndpointSlice(t *testing.T) {
 	unnamed := int32(1)
 	s.Ports = append(s.Ports, discoveryv1.EndpointPort{Port: &unnamed})
 
+	zoneA := newTopo(ptr("zone-a"), &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}})
 	got, err := transformEndpointSlice(s)
 	if err != nil {
 		t.Fatal(err)
@@ -131,9 +133,9 @@ func TestTransformEndpointSlice(t *testing.T) {
 		name: "db-1", namespace: "ns", serviceName: "db", triggerTime: "2026-01-02T03:04:05.123456789Z",
 		ports: []nametable.Port{{Name: "db", Port: 5432, Protocol: "TCP"}},
 		endpoints: []endpoint{
-			{hostname: "db-0", addrs: addrs("10.1.0.2"), ready: true, zone: "zone-a", forZones: []string{"zone-a"}},
-			{addrs: addrs("10.1.0.3"), ready: false, zone: "zone-a", forZones: []string{"zone-a"}},
-			{addrs: addrs("10.1.0.4"), ready: true, zone: "zone-a", forZones: []string{"zone-a"}},
+			{hostname: "db-0", addrs: addrs("10.1.0.2"), ready: true, topo: zoneA},
+			{addrs: addrs("10.1.0.3"), ready: false, topo: zoneA},
+			{addrs: addrs("10.1.0.4"), ready: true, topo: zoneA},
 		},
 	}
 	if diff := cmp.Diff(want, got, cmpCached); diff != "" {
