@@ -42,6 +42,8 @@ type Options struct {
 	Source kubesource.Options
 	// ForwardPods is the agent's --pod-records forward.
 	ForwardPods bool
+	// Sources run beside the Kubernetes source (the multi-cluster one).
+	Sources []registry.Source
 }
 
 // Start runs the control plane, watching c with the production client as
@@ -80,7 +82,7 @@ func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Opti
 		t.Fatal(err)
 	}
 	cp, err := controlplane.New(controlplane.Config{
-		GRPCListener: gl, AdminListener: al, Sources: []registry.Source{src},
+		GRPCListener: gl, AdminListener: al, Sources: append([]registry.Source{src}, o.Sources...),
 		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg, SettingsParts: o.SettingsParts,
 	})
 	if err != nil {
