@@ -57,9 +57,10 @@ test: deps ## install test dependencies, then run every test with the race detec
 
 DIFFTEST_SERVICES ?= 1000
 DIFFTEST_SEED ?= 1
+DIFFTEST_OPTION_SERVICES ?= 300
 .PHONY: difftest
-difftest: deps ## the differential test against CoreDNS on a larger cluster (DIFFTEST_SERVICES=1000, DIFFTEST_SEED=1)
-	DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) DIFFTEST_SEED=$(DIFFTEST_SEED) $(GO) test -count=1 -timeout 30m -v -run TestDifferential ./e2e/difftest/
+difftest: deps ## the differential test against CoreDNS on a larger cluster (DIFFTEST_SERVICES=1000, DIFFTEST_OPTION_SERVICES=300, DIFFTEST_SEED=1)
+	DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) DIFFTEST_OPTION_SERVICES=$(DIFFTEST_OPTION_SERVICES) DIFFTEST_SEED=$(DIFFTEST_SEED) $(GO) test -count=1 -timeout 30m -v -run TestDifferential ./e2e/difftest/
 
 .PHONY: test-unit
 test-unit: ## run the tests without installing anything (integration tests skip outside CI)
