@@ -35,8 +35,9 @@ type Store struct {
 	// pods holds the labels of pods by namespace and name, only for the
 	// namespaces of labelNS (others need none).
 	pods map[string]map[string]labels.Set
-	// merged caches Fill's policy by the keys of the policies selected;
-	// emptied by SetPolicies. The values are shared, read-only.
+	// merged caches Fill's policy by namespace and the indices of the
+	// policies selected ("ns\x000,3"); SetPolicies drops the entries of
+	// the namespaces it changes. The values are shared, read-only.
 	merged map[string]*meshdnsv1.DNSPolicy
 	// changed is closed at the next change of a Fill result, need at
 	// the next change of LabelNamespaces; both then replaced.
@@ -59,6 +60,7 @@ func (s *Store) SetPolicies(origin string, ps []Policy) {
 		return
 	}
 	s.origins[origin] = slices.Clone(ps)
+	old := s.byNS
 	s.byNS = map[string][]Policy{}
 	for _, o := range slices.Sorted(maps.Keys(s.origins)) {
 		for _, p := range s.origins[o] {
@@ -69,7 +71,15 @@ func (s *Store) SetPolicies(origin string, ps []Policy) {
 		slices.SortStableFunc(l, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
 		s.byNS[ns] = l
 	}
-	clear(s.merged)
+	// Only the namespaces whose policies changed lose their merged
+	// policies: the others keep the same shared messages (encoded once
+	// by agentsettings per message).
+	for key := range s.merged {
+		ns, _, _ := strings.Cut(key, "\x00")
+		if !samePolicies(old[ns], s.byNS[ns]) {
+			delete(s.merged, key)
+		}
+	}
 	after := s.labelNamespacesLocked()
 	for ns := range s.pods {
 		if !slices.Contains(after, ns) {

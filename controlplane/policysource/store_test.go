@@ -89,6 +89,14 @@ func TestStore(t *testing.T) {
 		t.Error("the merged policy of one selection is built again")
 	}
 
+	// A change in another namespace keeps this one's shared message.
+	s.SetPolicies(FileOrigin, nil)
+	var kept meshdnsv1.AgentSettings
+	s.Fill(auth.Identity{Namespace: "shop", Pod: "p"}, &kept)
+	if kept.Policy != st.Policy {
+		t.Error("a change in another namespace rebuilt this namespace's merged policy")
+	}
+
 	ch = s.Changed()
 	s.SetPod("shop", "p", nil)
 	if !fired(ch) {
@@ -97,7 +105,7 @@ func TestStore(t *testing.T) {
 	ch = s.Changed()
 	s.SetPod("web", "x", labels.Set{"app": "checkout"})
 	if fired(ch) {
-		t.Error("labels of a namespace without selectors fired Changed")
+		t.Error("labels of a namespace without policies fired Changed")
 	}
 
 	// A resync with equal objects wakes nobody; dropping the selector
