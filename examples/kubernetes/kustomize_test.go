@@ -27,6 +27,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 const repo = "ghcr.io/meshdns/meshdns"
@@ -263,6 +264,14 @@ func TestKustomizeInstall(t *testing.T) {
 		// namespace stays Terminating, the rest is gone.
 		if o.GetKind() == "Namespace" && err == nil && got.GetDeletionTimestamp() != nil {
 			continue
+		}
+		if err == nil && got.GetDeletionTimestamp() != nil {
+			// A CRD goes after the API server's own cleanup of its
+			// objects (a finalizer): wait for that, not a fixed time.
+			testenv.Eventually(t, o.GetKind()+" "+o.GetName()+" gone", time.Minute, func() bool {
+				_, err = c.get(ctx, o)
+				return apierrors.IsNotFound(err)
+			})
 		}
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s %s still there after uninstall (%v)", o.GetKind(), o.GetName(), err)

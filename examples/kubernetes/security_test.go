@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // find returns the rendered object of kind and name, converted to out.
@@ -210,6 +211,17 @@ func TestVMOverlayRBAC(t *testing.T) {
 		{base, access{verb: "watch", resource: "pods"}, true},
 		{base, access{verb: "get", resource: "pods", namespace: "default", name: "p"}, false},
 	}
+	// The API server's authorizer learns new roles from its own watch, a
+	// moment after they are created: wait until every grant is in force
+	// (an event, not a fixed delay), then check grants and refusals.
+	testenv.Eventually(t, "the installed roles in force", time.Minute, func() bool {
+		for _, tt := range tests {
+			if tt.want && !canI(tt.user, tt.a) {
+				return false
+			}
+		}
+		return true
+	})
 	for _, tt := range tests {
 		a := tt.a
 		name := fmt.Sprintf("%s %s %s/%s %s", tt.user[len("system:serviceaccount:"+ns+":"):], a.verb, a.group, a.resource, a.name)
