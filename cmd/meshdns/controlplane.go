@@ -104,6 +104,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	f := newControlPlaneFlags(fs)
 	wf := newWebhookFlags(fs)
 	kf := newKubeFlags(fs)
+	mf := newMCSFlags(fs)
 	af := newAuthFlags(fs)
 	df := newDrainFlags(fs)
 	sf := newSettingsFlags(fs)
@@ -140,6 +141,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if err := kf.apply(&cfg, log, rc); err != nil {
+		return err
+	}
+	if err := mf.apply(&cfg, log, rc); err != nil {
 		return err
 	}
 	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
