@@ -133,7 +133,7 @@ func (a *Agent) Listen() error {
 		PrefetchPercent: cfg.PrefetchPercent,
 		Now:             cfg.Now,
 		Logger:          a.log,
-		Registry:        cfg.Registry,
+		Registry:        proxymetrics.Registry(cfg.Registry),
 	})
 	if err != nil {
 		return err

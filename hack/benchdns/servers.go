@@ -145,7 +145,7 @@ func runServe(args []string) error {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := metrics.NewRegistry()
-	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registry: reg, CacheSize: *cacheSize})
+	res, err := upstream.New(upstream.Config{Upstreams: []string{*up}, Timeout: time.Second, Logger: log, Registry: proxymetrics.Registry(reg), CacheSize: *cacheSize})
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,7 @@ var onlyImports = []struct {
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname", "golang.org/x/net/publicsuffix", Module + "/pkg/nametable/internal"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check, the Public Suffix List and its own internal packages)"},
 	{layer: "pkg/policy", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/policy is stdlib plus miekg/dns types and the one hostname check"},
+	{layer: "pkg/metric", deps: true, why: "pkg/metric is the public packages' metrics contract: the standard library only, so pkg/proxy and pkg/proxy/upstream can share it without a cycle and callers adapt any metrics library to it"},
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/namewire", allow: protowire, deps: true,
 		why: "internal/namewire is the agent's protobuf codec: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code"},

@@ -1,28 +1,29 @@
-// Package proxymetrics puts pkg/proxy's metric families on an
-// internal/metrics registry: pkg/proxy takes a Registry of its own, in
-// standard types, so code outside the module can give it one; this is
-// the agent's.
+// Package proxymetrics puts the metric families of pkg/proxy and
+// pkg/proxy/upstream on an internal/metrics registry: those public
+// packages take a pkg/metric Registry, in standard types, so code outside
+// the module can give them one; this is the agent's.
 package proxymetrics
 
 import (
 	"github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
-// Registry returns reg as a proxy.Registry.
-func Registry(reg *metrics.Registry) proxy.Registry { return registry{reg} }
+// Registry returns reg as a metric.Registry (proxy.Registry is the same
+// interface).
+func Registry(reg *metrics.Registry) metric.Registry { return registry{reg} }
 
 type registry struct{ reg *metrics.Registry }
 
-func (r registry) Register(f proxy.Family) error { return r.reg.Register(collector{f}) }
+func (r registry) Register(f metric.Family) error { return r.reg.Register(collector{f}) }
 
-// collector is one proxy.Family as an internal/metrics collector.
-type collector struct{ f proxy.Family }
+// collector is one metric.Family as an internal/metrics collector.
+type collector struct{ f metric.Family }
 
-var types = map[proxy.MetricType]metrics.Type{
-	proxy.CounterMetric:   metrics.CounterType,
-	proxy.GaugeMetric:     metrics.GaugeType,
-	proxy.HistogramMetric: metrics.HistogramType,
+var types = map[metric.Type]metrics.Type{
+	metric.Counter:   metrics.CounterType,
+	metric.Gauge:     metrics.GaugeType,
+	metric.Histogram: metrics.HistogramType,
 }
 
 func (c collector) Describe() []metrics.Desc {
@@ -30,8 +31,8 @@ func (c collector) Describe() []metrics.Desc {
 }
 
 func (c collector) Collect(w *metrics.Writer) {
-	c.f.Collect(func(s proxy.Series) {
-		if c.f.Type == proxy.HistogramMetric {
+	c.f.Collect(func(s metric.Series) {
+		if c.f.Type == metric.Histogram {
 			w.Histogram(c.f.Name, c.f.Labels, s.LabelValues, c.f.Buckets, s.Counts, s.Sum)
 			return
 		}

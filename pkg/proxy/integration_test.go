@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
-	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
@@ -92,7 +91,7 @@ func realTable(t testing.TB) *nametable.Table {
 func realStack(t testing.TB) (*Server, *atomic.Int64) {
 	t.Helper()
 	up, queries := startUpstream(t)
-	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: time.Second, Registry: metrics.NewRegistry()})
+	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: time.Second, Registry: newTestRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

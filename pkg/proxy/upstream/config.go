@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // Config configures a Resolver. Every field documents its zero value.
@@ -103,8 +103,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives per-query lines at Debug. Nil means slog.Default().
 	Logger *slog.Logger
-	// Registry receives the metrics. Nil means they are not registered.
-	Registry *metrics.Registry
+	// Registry receives the metrics (README.md, Metrics): the pkg/metric
+	// contract, which pkg/proxy shares. Nil means they are not registered.
+	Registry metric.Registry
 
 	// window is how long a forward may take: ClientTimeout less a margin.
 	window time.Duration

@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/proxymetrics"
 )
 
 // server is a real DNS server on 127.0.0.1 (UDP and TCP on one port) with a
@@ -177,7 +178,7 @@ func (c *clock) Advance(d time.Duration) {
 func newTestResolver(t testing.TB, cfg Config) (*Resolver, *metrics.Registry) {
 	t.Helper()
 	reg := metrics.NewRegistry()
-	cfg.Registry = reg
+	cfg.Registry = proxymetrics.Registry(reg)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}

@@ -1,7 +1,10 @@
 package upstream
 
 import (
+	"fmt"
+
 	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // Error kinds, the bounded values of the kind label.
@@ -36,18 +39,26 @@ type resolverMetrics struct {
 	prefetchSkipped *metrics.Counter
 }
 
+// Label names and buckets of the labelled families, which their
+// pkg/metric Family declares too.
+var (
+	durationLabels = []string{"upstream"}
+	errorLabels    = []string{"upstream", "kind"}
+	// 250µs (loopback) to ~4s (past the default 2s timeout).
+	durationBuckets = metrics.ExponentialBuckets(0.00025, 2, 15)
+)
+
 func newMetrics(entries func() float64) *resolverMetrics {
 	return &resolverMetrics{
 		duration: metrics.NewHistogramVec(metrics.HistogramOpts{
-			Name: "meshdns_upstream_request_duration_seconds",
-			Help: "Duration of one try against one upstream (UDP plus any TCP retry), successful or not.",
-			// 250µs (loopback) to ~4s (past the default 2s timeout).
-			Buckets: metrics.ExponentialBuckets(0.00025, 2, 15),
-		}, []string{"upstream"}),
+			Name:    "meshdns_upstream_request_duration_seconds",
+			Help:    "Duration of one try against one upstream (UDP plus any TCP retry), successful or not.",
+			Buckets: durationBuckets,
+		}, durationLabels),
 		errors: metrics.NewCounterVec(metrics.Opts{
 			Name: "meshdns_upstream_errors_total",
 			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr, tls.",
-		}, []string{"upstream", "kind"}),
+		}, errorLabels),
 		inflight: metrics.NewGauge(metrics.Opts{
 			Name: "meshdns_upstream_inflight_queries",
 			Help: "Upstream queries in flight (after coalescing).",
@@ -91,24 +102,48 @@ func newMetrics(entries func() float64) *resolverMetrics {
 	}
 }
 
-func (m *resolverMetrics) collectors() []metrics.Collector {
-	return []metrics.Collector{m.duration, m.errors, m.inflight, m.coalesced, m.overload,
-		m.hits, m.misses, m.evictions, m.stale, m.entries, m.prefetches, m.prefetchSkipped}
-}
-
-func (m *resolverMetrics) register(reg *metrics.Registry) error {
+// register puts every family on reg, or none if reg is nil. The
+// Resolver counts with internal/metrics collectors (atomics, children
+// resolved in New); reg sees them through the public pkg/metric contract.
+func (m *resolverMetrics) register(reg metric.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	cs := m.collectors()
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			// Leave the registry as it was, so a retry can succeed.
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return err
+	fs := []metric.Family{
+		family(m.duration, durationLabels, durationBuckets), family(m.errors, errorLabels, nil),
+		family(m.inflight, nil, nil), family(m.coalesced, nil, nil), family(m.overload, nil, nil),
+		family(m.hits, nil, nil), family(m.misses, nil, nil), family(m.evictions, nil, nil),
+		family(m.stale, nil, nil), family(m.entries, nil, nil),
+		family(m.prefetches, nil, nil), family(m.prefetchSkipped, nil, nil),
+	}
+	for _, f := range fs {
+		if err := reg.Register(f); err != nil {
+			return fmt.Errorf("register %s: %w", f.Name, err)
 		}
 	}
 	return nil
+}
+
+var familyTypes = map[metrics.Type]metric.Type{
+	metrics.CounterType:   metric.Counter,
+	metrics.GaugeType:     metric.Gauge,
+	metrics.HistogramType: metric.Histogram,
+}
+
+// family is the one-family collector c as a pkg/metric Family.
+func family(c metrics.Collector, labels []string, buckets []float64) metric.Family {
+	d := c.Describe()[0]
+	return metric.Family{
+		Name: d.Name, Help: d.Help, Type: familyTypes[d.Type], Labels: labels, Buckets: buckets,
+		Collect: func(emit func(metric.Series)) {
+			metrics.Emit(c, metrics.Emitter{
+				Sample: func(_, values []string, v float64) {
+					emit(metric.Series{LabelValues: values, Value: v})
+				},
+				Histogram: func(_, values []string, cum []uint64, sum float64) {
+					emit(metric.Series{LabelValues: values, Counts: cum, Sum: sum})
+				},
+			})
+		},
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshdns/meshdns/internal/proxymetrics"
 	"github.com/meshdns/meshdns/internal/readmetest"
 )
 
@@ -26,7 +27,7 @@ func TestMetricsDocumented(t *testing.T) {
 // (duplicate metrics) and leaves the first one's metrics in place.
 func TestRegisterTwice(t *testing.T) {
 	_, reg := newTestResolver(t, Config{Upstreams: []string{"127.0.0.1:1"}})
-	if _, err := New(Config{Upstreams: []string{"127.0.0.1:1"}, Registry: reg}); err == nil {
+	if _, err := New(Config{Upstreams: []string{"127.0.0.1:1"}, Registry: proxymetrics.Registry(reg)}); err == nil {
 		t.Fatal("second Resolver on one registry: no error")
 	}
 	if n := len(reg.Names()); n != 12 {

@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/internal/proxymetrics"
 )
 
 // delayedServer answers only the first query it gets, after delay, with
@@ -106,7 +107,7 @@ func BenchmarkSlowUpstream(b *testing.B) {
 			answered, total := 0, time.Duration(0)
 			for b.Loop() {
 				srv := delayedServer(b, delay)
-				r, err := New(Config{Upstreams: []string{srv.Addr}, CacheSize: -1, Registry: metrics.NewRegistry()})
+				r, err := New(Config{Upstreams: []string{srv.Addr}, CacheSize: -1, Registry: proxymetrics.Registry(metrics.NewRegistry())})
 				if err != nil {
 					b.Fatal(err)
 				}
