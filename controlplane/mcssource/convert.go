@@ -21,16 +21,17 @@ const RegistryName = "KubernetesMCS"
 // (KEP-1645, "DNS"):
 //
 //   - a ClusterSetIP import: <svc>.<ns>.svc.<zone> answers with the
-//     import's IPs, SRV with its named ports;
+//     import's IPs, SRV with its named ports (no IP yet: no name);
 //   - a Headless import: <svc>.<ns>.svc.<zone> answers with the ready
 //     endpoints of every cluster, SRV with the slices' named ports
-//     pointing at each endpoint; an endpoint with a hostname also answers
-//     as <hostname>.<clusterid>.<svc>.<ns>.svc.<zone>.
+//     pointing at each endpoint; each endpoint also answers as
+//     <hostname>.<clusterid>.<svc>.<ns>.svc.<zone> (its dashed IP when it
+//     has no hostname, as CoreDNS names it).
 //
 // The name table's endpoints are single labels, so the main entry names
 // its endpoints by dashed IP (two clusters may both have a web-0) and each
-// exporting cluster with hostnames gets an entry <clusterid>.<svc>.<ns>...
-// whose endpoints are those hostnames.
+// exporting cluster gets an entry <clusterid>.<svc>.<ns>... whose
+// endpoints are its own.
 //
 // No ShortName: clusterset names are asked in full (no search list holds
 // the zone), and svc.ns must stay the cluster-local service.
@@ -39,7 +40,7 @@ func buildEntries(imp *serviceImport, eps []*endpointSlice, zone string) []regis
 	main := registry.Entry{Entry: nametable.Entry{Hostname: base, Registry: RegistryName}}
 	if !imp.headless {
 		if len(imp.ips) == 0 {
-			return nil // no VIP allocated yet: no record
+			return nil // no VIP allocated yet: no name
 		}
 		main.IPs = imp.ips
 		main.Ports = imp.ports
@@ -59,10 +60,16 @@ func buildEntries(imp *serviceImport, eps []*endpointSlice, zone string) []regis
 					main.Endpoints = append(main.Endpoints, nametable.Endpoint{IPs: []netip.Addr{a}})
 				}
 			}
-			// Both become DNS labels; anything else keeps only the
-			// dashed-IP name rather than failing the table.
-			if !isLabel(ep.hostname) || !isLabel(s.cluster) {
+			// The cluster id becomes a DNS label: a slice with anything
+			// else keeps only the service-level dashed-IP names rather
+			// than failing the table. A hostname that is not a label is
+			// named by its dashed IP, as one without.
+			if !isLabel(s.cluster) {
 				continue
+			}
+			host := ep.hostname
+			if !isLabel(host) {
+				host = ""
 			}
 			hosts := byCluster[s.cluster]
 			if hosts == nil {
@@ -70,8 +77,8 @@ func buildEntries(imp *serviceImport, eps []*endpointSlice, zone string) []regis
 				byCluster[s.cluster] = hosts
 			}
 			for _, a := range ep.addrs {
-				if !slices.Contains(hosts[ep.hostname], a) {
-					hosts[ep.hostname] = append(hosts[ep.hostname], a)
+				if !slices.Contains(hosts[host], a) {
+					hosts[host] = append(hosts[host], a)
 				}
 			}
 		}
@@ -91,9 +98,17 @@ func buildEntries(imp *serviceImport, eps []*endpointSlice, zone string) []regis
 		e := registry.Entry{Entry: nametable.Entry{Hostname: c + "." + base, Registry: RegistryName, Ports: main.Ports}}
 		for h, ips := range byCluster[c] {
 			slices.SortFunc(ips, netip.Addr.Compare)
-			e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: h, IPs: ips})
+			if h != "" {
+				e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: h, IPs: ips})
+				continue
+			}
+			for _, a := range ips { // dashed-IP names, one per address
+				e.Endpoints = append(e.Endpoints, nametable.Endpoint{IPs: []netip.Addr{a}})
+			}
 		}
-		slices.SortFunc(e.Endpoints, func(a, b nametable.Endpoint) int { return strings.Compare(a.Hostname, b.Hostname) })
+		slices.SortFunc(e.Endpoints, func(a, b nametable.Endpoint) int {
+			return cmp.Or(strings.Compare(a.Hostname, b.Hostname), a.IPs[0].Compare(b.IPs[0]))
+		})
 		out = append(out, e)
 	}
 	return out

@@ -70,7 +70,7 @@ func TestBuildEntries(t *testing.T) {
 				east, west := entry("east."+base), entry("west."+base)
 				east.Ports, west.Ports = ports, ports
 				east.Endpoints = []nametable.Endpoint{{Hostname: "web-0", IPs: addrs("10.1.0.1", "fd00::1")}}
-				west.Endpoints = []nametable.Endpoint{{Hostname: "web-0", IPs: addrs("10.2.0.1")}}
+				west.Endpoints = []nametable.Endpoint{{IPs: addrs("10.2.0.2")}, {Hostname: "web-0", IPs: addrs("10.2.0.1")}}
 				return []registry.Entry{main, east, west}
 			}(),
 		},
