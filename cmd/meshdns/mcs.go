@@ -15,12 +15,14 @@ import (
 // mcsFlags turn the multi-cluster source (clusterset.local from
 // ServiceImports) on or off.
 type mcsFlags struct {
-	on bool
+	on   bool
+	zone string
 }
 
 func newMCSFlags(fs *flag.FlagSet) *mcsFlags {
 	f := &mcsFlags{}
 	fs.BoolVar(&f.on, "multicluster", true, "serve clusterset.local names from ServiceImports (multicluster.x-k8s.io) while their CRD is installed; false leaves the zone to the cluster DNS")
+	fs.StringVar(&f.zone, "multicluster-zone", "clusterset.local", "the zone of the ServiceImports' names (CoreDNS: multicluster ZONE)")
 	return f
 }
 
@@ -38,6 +40,7 @@ func (f *mcsFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Co
 	}
 	src, err := mcssource.New(mcssource.Config{
 		Client:     client,
+		Zone:       f.zone,
 		Logger:     log.With("component", "mcssource"),
 		Registerer: cfg.Registerer,
 	})
