@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -117,6 +118,25 @@ var classes = []class{
 	{name: "clusterip-endpoint-names", match: func(d difference) bool {
 		return d.q.ep != nil && d.q.svc.kind <= clusterIPDual && (d.q.form == formEndpoint || d.q.form == formPTR) &&
 			d.cd.rcode == dns.RcodeSuccess && len(d.cd.answer) > 0 && d.md.rcode == dns.RcodeNameError
+	}},
+	{name: "any-service-addresses", match: func(d difference) bool {
+		if d.q.qtype != dns.TypeANY || d.q.form != formService || d.q.svc == nil || d.q.svc.kind >= externalInCluster ||
+			d.cd.rcode != dns.RcodeSuccess || len(d.cd.answer) != 0 || d.md.rcode != dns.RcodeSuccess {
+			return false
+		}
+		if !only(d.what, "answer") && !(only(d.what, "tc", "answer") || only(d.what, "tc")) {
+			return false
+		}
+		if slices.Contains(d.what, "tc") && (d.cd.tc || !d.md.tc) {
+			return false // only meshdns's bigger reply may be truncated
+		}
+		owner := strings.ToLower(d.q.name)
+		for k := range d.md.answer {
+			if f := strings.Fields(k); len(f) != 3 || f[0] != owner || (f[1] != "a" && f[1] != "aaaa") {
+				return false
+			}
+		}
+		return true
 	}},
 	{name: "pod-name-unknown-namespace", match: func(d difference) bool {
 		return d.q.form == formPod && d.q.svc == nil && d.cd.rcode == dns.RcodeNameError && d.md.rcode == dns.RcodeSuccess

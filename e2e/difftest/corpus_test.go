@@ -53,7 +53,7 @@ const (
 	formNamespace = "namespace"
 )
 
-var askedTypes = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeCNAME, dns.TypeTXT, dns.TypeMX}
+var askedTypes = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypePTR, dns.TypeCNAME, dns.TypeTXT, dns.TypeMX, dns.TypeANY}
 
 // mixCase flips the case of some letters, as DNS 0x20 resolvers do.
 func mixCase(rng *rand.Rand, name string) string {
