@@ -3,12 +3,10 @@ package failingreport
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -22,21 +20,7 @@ import (
 // started by the first test that needs it.
 var cluster = kubetest.NewShared()
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Stop()
-	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }
 
 // TestNamespaceOptIn: against a real API server, the agents of a
 // namespace get the report once its label opts it in, and lose it when

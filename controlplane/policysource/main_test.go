@@ -2,14 +2,10 @@ package policysource
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,24 +19,7 @@ import (
 // started by the first test that needs it.
 var cluster = kubetest.NewShared()
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Stop()
-	if f := flag.Lookup("test.fuzzworker"); code == 0 && (f == nil || f.Value.String() != "true") {
-		// Every informer and Run goroutine must be gone once its test
-		// ended; client-go's shared transports and klog's flush daemon
-		// are process-wide, not ours.
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }
 
 // withCRD returns the shared cluster with the DNSPolicy CRD installed and
 // served, and a dynamic client.

@@ -2,9 +2,7 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,25 +168,7 @@ func endpointSlice(ns, name, service string, family discoveryv1.AddressType, eps
 
 var cluster = kubetest.NewShared()
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cluster.Stop()
-	if code == 0 {
-		// The control plane, its source and the agent must stop every
-		// goroutine they started. Idle keep-alive connections of
-		// client-go's shared transports and klog's flush daemon are
-		// process-wide, not theirs.
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.Main(m) }
 
 // TestKubernetesEndToEnd: Services and EndpointSlices written to the API
 // server become DNS answers of an agent, and changes and deletions show in

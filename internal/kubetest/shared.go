@@ -1,8 +1,13 @@
 package kubetest
 
 import (
+	"flag"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -48,4 +53,26 @@ func (s *Shared) Stop() {
 	defer s.mu.Unlock()
 	s.stopped = true
 	s.c.Stop()
+}
+
+// Main runs a test package that uses s: m's tests, then Stop, then a check
+// that no goroutine outlived its test (every informer, watch and Run loop
+// must end with its test), and exits with the result. client-go's shared
+// transports' idle connections and klog's flush daemon are process-wide,
+// not a test's; fuzz workers are this binary too, and their goroutines are
+// the fuzzer's.
+func (s *Shared) Main(m *testing.M) {
+	code := m.Run()
+	s.Stop()
+	if f := flag.Lookup("test.fuzzworker"); code == 0 && (f == nil || f.Value.String() != "true") {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
