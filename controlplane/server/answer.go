@@ -23,10 +23,8 @@ type answer struct {
 	rawNonce []byte // response_nonce as sent, for a log line
 	// nack is the whole request when it carries an error detail, else nil.
 	nack *meshdnsv1.StreamNameTableRequest
-	// failing is the agent's failing-names report (failing.go), or nil;
-	// failingRaw holds its fields while decoding.
-	failing    *meshdnsv1.FailingNames
-	failingRaw []byte
+	// failing is the agent's failing-names report (failing.go), or nil.
+	failing *meshdnsv1.FailingNames
 }
 
 var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
@@ -40,8 +38,7 @@ var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
 func (a *answer) decode(b []byte) error {
 	a.version, a.rawNonce = a.version[:0], a.rawNonce[:0]
 	a.nonce, a.nonceOK, a.nack, a.failing = 0, false, nil, nil
-	a.failingRaw = a.failingRaw[:0]
-	nack, failing := false, false
+	nack := false
 	all := b
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -81,10 +78,16 @@ func (a *answer) decode(b []byte) error {
 		case namewire.FieldRequestError:
 			nack = true
 		case namewire.FieldRequestFailing:
-			// Several occurrences merge, as in proto: their fields
-			// concatenated are one message.
-			failing = true
-			a.failingRaw = append(a.failingRaw, v...)
+			// Several occurrences merge, as in proto, and each must be
+			// a valid message on its own (two invalid halves can make
+			// a valid whole).
+			if a.failing == nil {
+				a.failing = new(meshdnsv1.FailingNames)
+			}
+			if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(v, a.failing); err != nil {
+				a.failing = nil
+				return fmt.Errorf("decode request: failing: %w", err)
+			}
 		}
 	}
 	a.nonce, a.nonceOK = parseNonce(a.rawNonce)
@@ -97,21 +100,9 @@ func (a *answer) decode(b []byte) error {
 		}
 		a.nack = r
 		a.failing = r.GetFailing()
-	} else if failing {
-		f := new(meshdnsv1.FailingNames)
-		if err := proto.Unmarshal(a.failingRaw, f); err != nil {
-			return fmt.Errorf("decode request: failing: %w", err)
-		}
-		a.failing = f
-	}
-	if cap(a.failingRaw) > maxKeptFailingRaw {
-		a.failingRaw = nil // do not keep a large report's buffer
 	}
 	return nil
 }
-
-// maxKeptFailingRaw bounds the buffer a stream keeps for the next report.
-const maxKeptFailingRaw = 16 << 10
 
 // parseNonce parses a nonce as strconv.ParseUint(s, 10, 64) would.
 func parseNonce(b []byte) (uint64, bool) {
