@@ -1,10 +1,7 @@
 package failingreport
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -13,42 +10,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
-
-// namespaceRules returns the rules of the install's ClusterRole that name
-// namespaces.
-func namespaceRules(t *testing.T) []rbacv1.PolicyRule {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/kubernetes/10-rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var role rbacv1.ClusterRole
-		if err := dec.Decode(&role); err == io.EOF {
-			t.Fatal("no ClusterRole in 10-rbac.yaml")
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if role.Kind != "ClusterRole" {
-			continue
-		}
-		var out []rbacv1.PolicyRule
-		for _, r := range role.Rules {
-			if slices.Contains(r.Resources, "namespaces") {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-}
 
 // TestRBAC runs the namespace watch as a user holding only the install's
 // rules for namespaces, on an API server with RBAC on: they let it see a
@@ -60,23 +26,13 @@ func TestRBAC(t *testing.T) {
 	c := kubetest.Start(t, kubetest.WithRBAC())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const user = "system:serviceaccount:meshdns-system:meshdns-controlplane"
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "meshdns-failingreport-test"}, Rules: namespaceRules(t)}
-	if len(role.Rules) != 1 {
-		t.Fatalf("install rules for namespaces: %v", role.Rules)
+	rules := kubetest.InstallRules(t, "../../examples/kubernetes/10-rbac.yaml", func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.Resources, "namespaces")
+	})
+	if len(rules) != 1 {
+		t.Fatalf("install rules for namespaces: %v", rules)
 	}
-	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	asUser := rest.CopyConfig(c.Config)
-	asUser.Impersonate = rest.ImpersonationConfig{UserName: user}
+	asUser := c.AsUserWith(t, "system:serviceaccount:meshdns-system:meshdns-controlplane", "meshdns-failingreport-test", rules)
 	p, err := New(Config{Mode: Namespaces, Kube: asUser})
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,7 @@
 package policysource
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,41 +9,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
-
-// installRules returns the rules of the install's ClusterRole that name
-// DNSPolicy objects or pods.
-func installRules(t *testing.T) []rbacv1.PolicyRule {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/kubernetes/10-rbac.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var role rbacv1.ClusterRole
-		if err := dec.Decode(&role); err == io.EOF {
-			t.Fatal("no ClusterRole in 10-rbac.yaml")
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if role.Kind != "ClusterRole" {
-			continue
-		}
-		var out []rbacv1.PolicyRule
-		for _, r := range role.Rules {
-			if slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods") {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
-}
 
 // TestRBAC runs the source as a user holding only the install's rules for
 // DNSPolicy objects and pods, on an API server with RBAC on: they let it
@@ -86,21 +52,13 @@ func TestRBAC(t *testing.T) {
 	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const user = "system:serviceaccount:meshdns-system:meshdns-controlplane"
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "meshdns-policysource-test"}, Rules: installRules(t)}
-	if len(role.Rules) != 3 {
-		t.Fatalf("install rules for policies and pods: %v", role.Rules)
+	rules := kubetest.InstallRules(t, "../../examples/kubernetes/10-rbac.yaml", func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods")
+	})
+	if len(rules) != 3 {
+		t.Fatalf("install rules for policies and pods: %v", rules)
 	}
-	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	asUser := c.AsUserWith(t, "system:serviceaccount:meshdns-system:meshdns-controlplane", "meshdns-policysource-test", rules)
 	ns := c.Namespace(t, "rbac")
 	createPod(t, ctx, c, ns, "checkout", map[string]string{"app": "checkout"})
 	for {
@@ -117,8 +75,6 @@ func TestRBAC(t *testing.T) {
 	u := apply(t, dyn, ns, "apiVersion: meshdns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: checkout}\n"+
 		"spec: {podSelector: {matchLabels: {app: checkout}}, rules: [{pattern: a.example, action: Deny}]}")
 
-	asUser := rest.CopyConfig(c.Config)
-	asUser.Impersonate = rest.ImpersonationConfig{UserName: user}
 	store := NewStore()
 	src, err := NewKube(KubeConfig{Config: asUser, Store: store})
 	if err != nil {
