@@ -215,16 +215,24 @@ func MapEntry(b []byte) (key, value []byte, err error) {
 			}
 			key = v
 		case FieldMapValue:
-			switch {
-			case value == nil:
+			if value == nil {
 				value = v
-			case merged:
-				value = append(value, v...)
-			default:
-				// A second value merges into the first, as proto
-				// merges a repeated embedded message.
-				value, merged = append(append(make([]byte, 0, len(value)+len(v)), value...), v...), true
+				return nil
 			}
+			// A second value merges into the first, as proto merges a
+			// repeated embedded message: proto decodes each on its own,
+			// so each must be valid alone (two invalid halves can
+			// concatenate to a valid whole).
+			if !merged {
+				if err := CheckNameInfo(value); err != nil {
+					return fmt.Errorf("map value: %w", err)
+				}
+				value, merged = append(make([]byte, 0, len(value)+len(v)), value...), true
+			}
+			if err := CheckNameInfo(v); err != nil {
+				return fmt.Errorf("map value: %w", err)
+			}
+			value = append(value, v...)
 		}
 		return nil
 	})
