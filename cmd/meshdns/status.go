@@ -49,13 +49,9 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if *kubeconfig != "" {
 		return runStatusFleet(ctx, stdout, *kubeconfig, *timeout, *output, fleetOptions{system: *system, selector: *selector, namespace: *namespace})
 	}
-	base := *addr
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	agents, err := fetchAgents(ctx, strings.TrimSuffix(base, "/")+"/debug/agents")
+	agents, err := fetchAgents(ctx, *addr)
 	if err != nil {
 		return err
 	}
@@ -76,9 +72,13 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	return printStatus(stdout, agents, *addr)
 }
 
-// fetchAgents reads the control plane's list of connected agents.
-func fetchAgents(ctx context.Context, url string) ([]server.AgentInfo, error) {
-	return fetchAgentsWith(ctx, http.DefaultClient, url)
+// fetchAgents reads the list of connected agents from the control plane
+// whose admin address is addr (host:port, or an http:// or https:// URL).
+func fetchAgents(ctx context.Context, addr string) ([]server.AgentInfo, error) {
+	if !strings.HasPrefix(addr, "http://") && !strings.HasPrefix(addr, "https://") {
+		addr = "http://" + addr
+	}
+	return fetchAgentsWith(ctx, http.DefaultClient, strings.TrimSuffix(addr, "/")+"/debug/agents")
 }
 
 // fetchAgentsWith is fetchAgents over client (a port-forward's).

@@ -71,14 +71,11 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		*addrs = ""
 	}
 	for _, addr := range strings.Split(*addrs, ",") {
-		base := strings.TrimSpace(addr)
-		if base == "" {
+		addr = strings.TrimSpace(addr)
+		if addr == "" {
 			continue
 		}
-		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-			base = "http://" + base
-		}
-		as, err := fetchAgents(ctx, strings.TrimSuffix(base, "/")+"/debug/agents")
+		as, err := fetchAgents(ctx, addr)
 		if err != nil {
 			errs = append(errs, err)
 			continue
