@@ -14,18 +14,19 @@ LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 help: ## show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# The sidecar's build of cmd/meshdns (bin/meshdns-agent, commands agent and
-# version): every pod maps its pages, so it leaves out the control plane
-# (agentonly), cgo (libc's pages) and the symbol table and DWARF (-s -w:
-# the file only; stack traces come from the pclntab, which stays).
-# internal/archtest checks AGENT_TAGS against what the build must not link.
-AGENT_TAGS := agentonly
-AGENT_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags $(AGENT_TAGS) -ldflags "-s -w $(LDFLAGS)"
+# The sidecar's binary (bin/meshdns-agent, commands agent and version):
+# every pod maps its pages, so its package leaves out the control plane and
+# the build leaves out cgo (libc's pages) and the symbol table and DWARF
+# (-s -w: the file only; stack traces come from the pclntab, which stays).
+# internal/archtest checks AGENT_PKG and AGENT_BUILD against what the
+# sidecar must not link.
+AGENT_PKG := ./cmd/meshdns-agent
+AGENT_BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)"
 
 .PHONY: build
 build: ## build bin/meshdns and bin/meshdns-agent (the sidecar's small build: agent and version only)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/meshdns ./cmd/meshdns
-	$(AGENT_BUILD) -o $(BIN)/meshdns-agent ./cmd/meshdns
+	$(AGENT_BUILD) -o $(BIN)/meshdns-agent $(AGENT_PKG)
 
 IMAGE ?= ghcr.io/meshdns/meshdns
 PLATFORMS ?= linux/amd64 linux/arm64
@@ -37,7 +38,7 @@ image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, stat
 	@for p in $(PLATFORMS); do \
 	  echo "go build $$p"; \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(IMAGE_DIR)/$${p/\//_}/meshdns ./cmd/meshdns || exit 1; \
-	  GOOS=$${p%/*} GOARCH=$${p#*/} $(AGENT_BUILD) -o $(IMAGE_DIR)/$${p/\//_}/meshdns-agent ./cmd/meshdns || exit 1; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(AGENT_BUILD) -o $(IMAGE_DIR)/$${p/\//_}/meshdns-agent $(AGENT_PKG) || exit 1; \
 	done
 	$(GO) run ./hack/image -name $(IMAGE):$(VERSION) -revision "$(REVISION)" \
 	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns -agent-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns-agent) \

@@ -42,12 +42,11 @@ func workDir(t testing.TB) string {
 // removes it.
 var meshdnsBuild = &buildtest.Binary{Pkg: "github.com/meshdns/meshdns/cmd/meshdns"}
 
-// agentBuild is the sidecar's build of cmd/meshdns, as the Makefile makes
-// bin/meshdns-agent: the injected agent container runs it.
+// agentBuild is the sidecar's binary, cmd/meshdns-agent, as the Makefile
+// makes bin/meshdns-agent: the injected agent container runs it.
 var agentBuild = &buildtest.Binary{
-	Pkg:  "github.com/meshdns/meshdns/cmd/meshdns",
-	Args: []string{"-tags", archtest.AgentBuildTags},
-	Env:  []string{"CGO_ENABLED=0"},
+	Pkg: archtest.AgentMain,
+	Env: []string{"CGO_ENABLED=0"},
 }
 
 // buildMeshdns returns the path of cmd/meshdns, built on first use into a

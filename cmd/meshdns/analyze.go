@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -16,18 +14,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 )
 
 func init() {
-	commands["analyze"] = command{
-		summary: "check a live cluster for what breaks meshdns: webhook CA, Pod Security, Istio clashes, old agents, CNI nodes, refused DNSPolicy",
-		usage: `usage: meshdns analyze [--kubeconfig FILE] [--system-namespace meshdns-system] [--output table|json]
+	cli.Register("analyze", cli.Command{
+		Summary: "check a live cluster for what breaks meshdns: webhook CA, Pod Security, Istio clashes, old agents, CNI nodes, refused DNSPolicy",
+		Usage: `usage: meshdns analyze [--kubeconfig FILE] [--system-namespace meshdns-system] [--output table|json]
 
 Reads the cluster through the API server, as kubectl does, and reports each problem with a code, a message
 and a fix, like istioctl analyze. Exits 0 when nothing is an Error (warnings are printed), 1 when an Error
 is found or the API server cannot be read, 2 for a mistake in the command line.`,
-		run: runAnalyze,
-	}
+		Run: runAnalyze,
+	})
 }
 
 func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -37,11 +37,11 @@ func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	system := fs.String("system-namespace", "meshdns-system", "the namespace meshdns is installed in")
 	output := fs.String("output", "table", "table or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the API server")
-	if err := parseFlags(fs, args, nil); err != nil {
+	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {
-		return usagef("--output %q: want table or json", *output)
+		return cli.Usagef("--output %q: want table or json", *output)
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig

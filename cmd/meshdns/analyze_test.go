@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/cni"
 	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -112,7 +111,7 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 	refused := brokenPolicies(ctx, t, c, "mesh")
 
 	var stdout bytes.Buffer
-	err = dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig, "--output", "json"}, &stdout, &stdout)
+	err = cli.Dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig, "--output", "json"}, &stdout, &stdout)
 	if err == nil || !strings.Contains(err.Error(), "errors") {
 		t.Errorf("analyze of a broken cluster: err %v, want the errors counted (exit 1)", err)
 	}
@@ -142,7 +141,7 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 		t.Errorf("findings (-want +got):\n%s", diff)
 	}
 	var table bytes.Buffer
-	_ = dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig}, &table, &table)
+	_ = cli.Dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig}, &table, &table)
 	t.Logf("meshdns analyze on the broken cluster:\n%s", table.String())
 
 	// Repaired: both caBundles the Secret's CA, the namespace privileged,
@@ -176,7 +175,7 @@ func TestAnalyzeBrokenCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout.Reset()
-	if err := dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig}, &stdout, &stdout); err != nil || !strings.Contains(stdout.String(), "No problems found") {
+	if err := cli.Dispatch(ctx, []string{"analyze", "--kubeconfig", c.Kubeconfig}, &stdout, &stdout); err != nil || !strings.Contains(stdout.String(), "No problems found") {
 		t.Errorf("analyze of the repaired cluster: err %v\n%s", err, stdout.String())
 	}
 }

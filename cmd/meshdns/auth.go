@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -8,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/auth"
 )
@@ -58,7 +57,7 @@ func (f *authFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.C
 		as = append(as, auth.Insecure())
 	}
 	if len(as) == 0 {
-		return usagef("no way to authenticate agents: run with the Kubernetes source (ServiceAccount tokens, TokenReview), " +
+		return cli.Usagef("no way to authenticate agents: run with the Kubernetes source (ServiceAccount tokens, TokenReview), " +
 			"--client-ca (SPIFFE client certificates), or --insecure-allow-unauthenticated")
 	}
 	cfg.Authenticator = auth.Chain(as...)

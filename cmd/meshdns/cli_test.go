@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -18,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -93,7 +92,7 @@ func TestExitCodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tc.args, &stdout, &stderr)
+			code := cli.Run(context.Background(), tc.args, &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit status %d, want %d (stderr %q)", code, tc.code, stderr.String())
 			}
@@ -145,7 +144,7 @@ func TestStatusAndBuildInfo(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code := run(ctx, args, io.Discard, log); code != 0 {
+			if code := cli.Run(ctx, args, io.Discard, log); code != 0 {
 				t.Errorf("%s exited with %d", name, code)
 			}
 		}()
@@ -159,7 +158,7 @@ func TestStatusAndBuildInfo(t *testing.T) {
 
 	status := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), append([]string{"status", "--admin-addr", cpAdmin}, args...), &stdout, &stderr)
+		code := cli.Run(context.Background(), append([]string{"status", "--admin-addr", cpAdmin}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	synced := regexp.MustCompile(`(?m)^team-a\s+web-0\s+SYNCED\s+\S+\s+\S+\s+0\s+-\s+-\s+dev\s`) // no NACK, no settings
@@ -228,7 +227,7 @@ func TestStatusErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"status"}, tc.args...), &stdout, &stderr)
+			code := cli.Run(context.Background(), append([]string{"status"}, tc.args...), &stdout, &stderr)
 			if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr.String(), tc.code, tc.stderr)
 			}
@@ -313,7 +312,7 @@ func TestValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"validate"}, tc.args...), &stdout, &stderr)
+			code := cli.Run(context.Background(), append([]string{"validate"}, tc.args...), &stdout, &stderr)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
 			}

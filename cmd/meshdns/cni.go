@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -18,14 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/cni"
 )
 
 func init() {
-	commands["cni"] = command{
-		summary: "install or uninstall the chained CNI plugin on a node (the DaemonSet's container)",
-		run:     runCNI,
-	}
+	cli.Register("cni", cli.Command{
+		Summary: "install or uninstall the chained CNI plugin on a node (the DaemonSet's container)",
+		Run:     runCNI,
+	})
 	personalities[cni.PluginType] = runCNIPlugin
 }
 
@@ -84,7 +83,7 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return fmt.Errorf("cni: unknown action %q (want install or uninstall)", action)
 	}
-	if err := parseFlags(fs, args[1:], map[string][]string{"namespace": {"POD_NAMESPACE"}}); err != nil {
+	if err := cli.ParseFlags(fs, args[1:], map[string][]string{"namespace": {"POD_NAMESPACE"}}); err != nil {
 		return err
 	}
 	if f.server == "" {

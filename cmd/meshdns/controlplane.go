@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/webhook"
@@ -24,10 +23,10 @@ import (
 )
 
 func init() {
-	commands["controlplane"] = command{
-		summary: "serve name tables to agents (gRPC), from entry files and Kubernetes",
-		run:     runControlPlane,
-	}
+	cli.Register("controlplane", cli.Command{
+		Summary: "serve name tables to agents (gRPC), from entry files and Kubernetes",
+		Run:     runControlPlane,
+	})
 }
 
 // controlPlaneFlags are the flags of `meshdns controlplane`; each also
@@ -37,11 +36,11 @@ type controlPlaneFlags struct {
 	probeAddr                          string
 	grpcSelfTLS                        bool
 	stateDir                           string
-	entries, vipCIDRs                  stringList
+	entries, vipCIDRs                  cli.StringList
 	tlsCert, tlsKey, clientCA          string
 	debounce                           time.Duration
 	maxAdmissions, maxConnsPerPeer     int
-	logs                               *logFlags
+	logs                               *cli.LogFlags
 }
 
 func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
@@ -60,7 +59,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.DurationVar(&f.debounce, "debounce", 100*time.Millisecond, "wait for more source changes before building a version")
 	fs.IntVar(&f.maxAdmissions, "max-admissions", 128, "agent streams served their first table at once; more wait their turn (paces reconnect storms)")
 	fs.IntVar(&f.maxConnsPerPeer, "max-connections-per-peer", 256, "gRPC connections one IP address may hold open; raise it where many agents share an address (VMs behind NAT)")
-	f.logs = newLogFlags(fs, "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
+	f.logs = cli.NewLogFlags(fs, "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
 	return f
 }
 
@@ -84,14 +83,14 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 		Level:                 level,
 	}
 	for flag, a := range map[string]string{"--grpc-addr": f.grpcAddr, "--admin-addr": f.adminAddr} {
-		if err := hostPort(flag, a); err != nil {
+		if err := cli.HostPort(flag, a); err != nil {
 			return cfg, err
 		}
 	}
 	for _, s := range f.vipCIDRs {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return cfg, usagef("--vip-cidr %q: want a CIDR prefix such as 240.240.0.0/16", s)
+			return cfg, cli.Usagef("--vip-cidr %q: want a CIDR prefix such as 240.240.0.0/16", s)
 		}
 		cfg.VIPCIDRs = append(cfg.VIPCIDRs, p)
 	}
@@ -111,10 +110,10 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	ff := newFailingFlags(fs)
 	pf := newPolicyFlags(fs)
 	fwd := newForwardingFlags(fs)
-	if err := parseFlags(fs, args, nil); err != nil {
+	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
-	log, level, err := f.logs.logger(stderr)
+	log, level, err := f.logs.Logger(stderr)
 	if err != nil {
 		return err
 	}
@@ -148,9 +147,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if len(cfg.Entries) == 0 && len(cfg.Sources) == 0 {
 		if len(pf.files) > 0 {
-			return usagef("--policy-file governs names; give --entries FILE_OR_FOLDER, or --kubeconfig, for names to serve")
+			return cli.Usagef("--policy-file governs names; give --entries FILE_OR_FOLDER, or --kubeconfig, for names to serve")
 		}
-		return usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
+		return cli.Usagef("no names to serve: give --entries FILE_OR_FOLDER, or --kubeconfig (in a pod, its service account is used)")
 	}
 	if err := pf.apply(&cfg, log, rc); err != nil {
 		return err
@@ -187,13 +186,13 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 // bad content is the file source's business too.
 func controlPlanePreflight(cfg controlplane.Config, wf *webhookFlags) error {
 	for _, p := range cfg.Entries {
-		err := readable("--entries", p)
+		err := cli.Readable("--entries", p)
 		if err != nil && !(cfg.StateDir != "" && errors.Is(err, fs.ErrNotExist)) {
 			return err
 		}
 	}
 	if wf.template != "" {
-		if err := readable("--inject-template", wf.template); err != nil {
+		if err := cli.Readable("--inject-template", wf.template); err != nil {
 			return err
 		}
 		data, err := os.ReadFile(wf.template)

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/internal/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -72,7 +71,7 @@ func TestControlPlaneFlags(t *testing.T) {
 			fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			f := newControlPlaneFlags(fs)
-			err := parseFlags(fs, tc.args, nil)
+			err := cli.ParseFlags(fs, tc.args, nil)
 			var got controlplane.Config
 			if err == nil {
 				got, err = f.config(nil, nil)
@@ -101,7 +100,7 @@ func TestControlPlaneCommandServesAgents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
+		done <- cli.Dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--debounce", "10ms", "--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {

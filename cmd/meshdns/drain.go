@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -13,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 )
 
@@ -40,7 +39,7 @@ const kubeProxyGrace = 3 * time.Second
 
 func (f *drainFlags) apply(cfg *controlplane.Config, rc *rest.Config) error {
 	if f.timeout < 0 {
-		return usagef("--drain-timeout %v is negative", f.timeout)
+		return cli.Usagef("--drain-timeout %v is negative", f.timeout)
 	}
 	cfg.DrainTimeout = f.timeout
 	pod, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (

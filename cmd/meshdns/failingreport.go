@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -9,6 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/failingreport"
 )
@@ -33,21 +32,21 @@ func newFailingFlags(fs *flag.FlagSet) *failingFlags {
 func (f *failingFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) error {
 	mode, err := failingreport.ParseMode(f.mode)
 	if err != nil {
-		return usagef("--failing-report: %v", err)
+		return cli.Usagef("--failing-report: %v", err)
 	}
 	if f.window < 0 || f.window%time.Second != 0 {
-		return usagef("--failing-report-window %s: want whole seconds", f.window)
+		return cli.Usagef("--failing-report-window %s: want whole seconds", f.window)
 	}
 	if mode == failingreport.Off {
 		return nil
 	}
 	if mode == failingreport.Namespaces && rc == nil {
-		return usagef("--failing-report namespaces reads namespace labels: give --kubeconfig (in a pod, its service account is used)")
+		return cli.Usagef("--failing-report namespaces reads namespace labels: give --kubeconfig (in a pod, its service account is used)")
 	}
 	p, err := failingreport.New(failingreport.Config{Mode: mode, TopN: uint32(min(f.topN, 1<<31)), Window: f.window, Kube: rc,
 		Logger: log.With("component", "failing-report")})
 	if err != nil {
-		return usagef("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	// In namespaces mode the control plane runs the part's watch (it is
 	// an agentsettings.Runner); streams do not wait for it (the report is

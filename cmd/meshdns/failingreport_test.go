@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -28,7 +29,7 @@ func TestFailingReportReachesTop(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code := run(ctx, args, io.Discard, io.Discard); code != 0 {
+			if code := cli.Run(ctx, args, io.Discard, io.Discard); code != 0 {
 				t.Errorf("%s exited with %d", name, code)
 			}
 		}()
@@ -47,7 +48,7 @@ func TestFailingReportReachesTop(t *testing.T) {
 		synced := regexp.MustCompile(`(?m)^team-a\s+` + pod + `\s+SYNCED\s`)
 		testenv.Eventually(t, pod+" SYNCED", time.Minute, func() bool {
 			var out bytes.Buffer
-			return run(context.Background(), []string{"status", "--admin-addr", cpAdmin}, &out, io.Discard) == 0 && synced.MatchString(out.String())
+			return cli.Run(context.Background(), []string{"status", "--admin-addr", cpAdmin}, &out, io.Discard) == 0 && synced.MatchString(out.String())
 		})
 		return cpAdmin, dnsAddr
 	}
@@ -66,7 +67,7 @@ func TestFailingReportReachesTop(t *testing.T) {
 	top := func(cpAdmin string, args ...string) []admin.PodFailing {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		if code := run(context.Background(), append([]string{"top", "--admin-addr", cpAdmin, "--output", "json"}, args...), &out, &errOut); code != 0 {
+		if code := cli.Run(context.Background(), append([]string{"top", "--admin-addr", cpAdmin, "--output", "json"}, args...), &out, &errOut); code != 0 {
 			t.Fatalf("top: exit %d: %s", code, errOut.String())
 		}
 		var pods []admin.PodFailing
@@ -95,7 +96,7 @@ func TestFailingReportReachesTop(t *testing.T) {
 		t.Errorf("top: %+v, want web-0 with nope.corp.example. 4 and gone.corp.example. 2", all)
 	}
 	var table bytes.Buffer
-	if code := run(context.Background(), []string{"top", "--admin-addr", onAdmin}, &table, io.Discard); code != 0 ||
+	if code := cli.Run(context.Background(), []string{"top", "--admin-addr", onAdmin}, &table, io.Discard); code != 0 ||
 		!regexp.MustCompile(`(?m)^team-a\s+web-0\s+NXDOMAIN\s+4\s+nope\.corp\.example\.\s+5s\s`).MatchString(table.String()) {
 		t.Errorf("top table: exit %d\n%s", code, table.String())
 	}
@@ -106,7 +107,7 @@ func TestFailingReportReachesTop(t *testing.T) {
 		t.Errorf("a report without opt-in: %+v", got)
 	}
 	var agents bytes.Buffer
-	if code := run(context.Background(), []string{"status", "--admin-addr", offAdmin, "--output", "json"}, &agents, io.Discard); code != 0 ||
+	if code := cli.Run(context.Background(), []string{"status", "--admin-addr", offAdmin, "--output", "json"}, &agents, io.Discard); code != 0 ||
 		strings.Contains(agents.String(), `"failing"`) {
 		t.Errorf("status of the control plane without opt-in: exit %d\n%s", code, agents.String())
 	}
@@ -126,7 +127,7 @@ func TestFailingReportFlags(t *testing.T) {
 			var stderr bytes.Buffer
 			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 				"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, tc.args...)
-			if code := run(context.Background(), args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.stderr) {
+			if code := cli.Run(context.Background(), args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.stderr) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.stderr)
 			}
 		})

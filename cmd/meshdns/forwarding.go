@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -8,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/forwardsource"
 )
@@ -31,7 +30,7 @@ func (f *forwardingFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *
 	if f.path == "" {
 		return nil
 	}
-	if err := readable("--forwarding-rules", f.path); err != nil {
+	if err := cli.Readable("--forwarding-rules", f.path); err != nil {
 		return err
 	}
 	log = log.With("component", "forwarding")

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -11,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 )
 
 // injectCA hands injected agents the CA bundle of --inject-ca: the CA that
@@ -35,14 +35,14 @@ func loadInjectCA(path string, log *slog.Logger) (*injectCA, error) {
 	c := &injectCA{path: path, log: log}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("--inject-ca %s: %w", path, pathError(err))
+		return nil, fmt.Errorf("--inject-ca %s: %w", path, cli.PathError(err))
 	}
 	data, err := os.ReadFile(path)
 	if err == nil {
 		err = checkCABundle(data)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--inject-ca %s: %w", path, pathError(err))
+		return nil, fmt.Errorf("--inject-ca %s: %w", path, cli.PathError(err))
 	}
 	c.mod, c.size, c.pem = fi.ModTime(), fi.Size(), data
 	return c, nil

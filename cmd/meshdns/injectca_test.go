@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -44,7 +43,7 @@ func TestMountedCertHandsAgentsCA(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := dispatch(ctx, args, io.Discard, io.Discard); err != nil && ctx.Err() == nil {
+			if err := cli.Dispatch(ctx, args, io.Discard, io.Discard); err != nil && ctx.Err() == nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}()
@@ -163,7 +162,7 @@ func TestInjectCAFlagErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 				"--grpc-addr", testenv.FreeAddr(t), "--admin-addr", testenv.FreeAddr(t), "--log-level", "error"}, tc.args...)
-			err := dispatch(context.Background(), args, io.Discard, io.Discard)
+			err := cli.Dispatch(context.Background(), args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
 			}

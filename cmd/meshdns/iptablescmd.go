@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -8,20 +6,22 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/meshdns/meshdns/cmd/internal/captureflags"
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/iptables"
 )
 
 // The iptables command is the init container's, which runs the full
-// binary: the agent's build (-tags agentonly) leaves it out, and with it the
-// nftables code of the native backend (iptables/nft) that every pod's agent
-// would otherwise map for nothing. The agent's own drift check (ruleFlags,
-// iptables.go) reads the rules with the iptables tools.
+// binary: meshdns-agent leaves it out, and with it the nftables code of the
+// native backend (iptables/nft) that every pod's agent would otherwise map
+// for nothing. The agent's own drift check (captureflags.Rules, as here)
+// reads the rules with the iptables tools.
 func init() {
-	commands["iptables"] = command{
-		summary: "install (apply), remove (clean) or show (print) the DNS capture rules",
-		usage:   iptablesUsage,
-		run:     runIPTables,
-	}
+	cli.Register("iptables", cli.Command{
+		Summary: "install (apply), remove (clean) or show (print) the DNS capture rules",
+		Usage:   iptablesUsage,
+		Run:     runIPTables,
+	})
 }
 
 const iptablesUsage = `usage: meshdns iptables apply|clean|print [flags]
@@ -34,7 +34,7 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("iptables", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	var (
-		uids, gids stringList
+		uids, gids cli.StringList
 		port       = fs.Uint("proxy-port", iptables.DefaultProxyPort, "the agent's DNS port on 127.0.0.1 and ::1 (UDP and TCP)")
 		resolvConf = fs.String("resolv-conf", "/etc/resolv.conf", "only DNS to the nameservers listed here is redirected")
 		captureAll = fs.Bool("capture-all-dns", false, "redirect all port 53 traffic, whatever the destination")
@@ -42,39 +42,39 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		dryRun     = fs.Bool("dry-run", false, "print what apply or clean would run instead of running it")
 		noIPv6     = fs.Bool("disable-ipv6", false, "write IPv4 rules only (hosts without ip6tables)")
 	)
-	logs := newLogFlags(fs, "debug, info, warn or error")
+	logs := cli.NewLogFlags(fs, "debug, info, warn or error")
 	fs.Var(&uids, "proxy-uid", "the agent's uid; its own queries bypass the redirect (repeatable)")
 	fs.Var(&gids, "proxy-gid", "the agent's gid; its own queries bypass the redirect (repeatable)")
 
 	if len(args) == 0 {
-		return usagef("no action given (want apply, clean or print)")
+		return cli.Usagef("no action given (want apply, clean or print)")
 	}
 	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
-		printHelp(stdout, fs)
+		cli.PrintHelp(stdout, fs)
 		return flag.ErrHelp
 	}
 	action := args[0]
 	if action != "apply" && action != "clean" && action != "print" {
-		return usagef("unknown action %q (want apply, clean or print)", action)
+		return cli.Usagef("unknown action %q (want apply, clean or print)", action)
 	}
-	if err := parseFlags(fs, args[1:], nil); err != nil {
+	if err := cli.ParseFlags(fs, args[1:], nil); err != nil {
 		return err
 	}
 	if *port == 0 || *port > 65535 {
-		return usagef("--proxy-port %d out of range", *port)
+		return cli.Usagef("--proxy-port %d out of range", *port)
 	}
-	rf := ruleFlags{port: uint16(*port), uids: uids, gids: gids, resolvConf: *resolvConf,
-		captureAll: *captureAll, backend: *backend, noIPv6: *noIPv6}
+	rf := captureflags.Rules{Port: uint16(*port), UIDs: uids, GIDs: gids, ResolvConf: *resolvConf,
+		CaptureAll: *captureAll, Backend: *backend, NoIPv6: *noIPv6}
 	if action == "clean" {
 		// Clean needs no nameservers; apply and print do unless every port
 		// 53 packet is captured anyway.
-		rf.resolvConf = ""
+		rf.ResolvConf = ""
 	}
-	cfg, err := rf.config()
+	cfg, err := rf.Config()
 	if err != nil {
 		return err
 	}
-	if cfg.Logger, _, err = logs.logger(stderr); err != nil {
+	if cfg.Logger, _, err = logs.Logger(stderr); err != nil {
 		return err
 	}
 	if action == "clean" {

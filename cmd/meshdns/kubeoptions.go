@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -9,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 )
 
@@ -114,9 +113,9 @@ func (f *fallthroughFlag) covers(clusterDomain string) (bool, error) {
 			covered = true
 		case dns.IsSubDomain("in-addr.arpa.", z), dns.IsSubDomain("ip6.arpa.", z):
 		case dns.IsSubDomain(domain, z):
-			return false, usagef("--fallthrough %s: only the whole cluster domain %s can fall through", z, clusterDomain)
+			return false, cli.Usagef("--fallthrough %s: only the whole cluster domain %s can fall through", z, clusterDomain)
 		default:
-			return false, usagef("--fallthrough %s: not a zone of the Kubernetes source (%s or a reverse zone)", z, clusterDomain)
+			return false, cli.Usagef("--fallthrough %s: not a zone of the Kubernetes source (%s or a reverse zone)", z, clusterDomain)
 		}
 	}
 	return covered, nil

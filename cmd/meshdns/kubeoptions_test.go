@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -16,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -110,7 +109,7 @@ func TestControlPlaneKubeOptions(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(runCtx, []string{"controlplane", "--kubeconfig", c.Kubeconfig,
+		done <- cli.Dispatch(runCtx, []string{"controlplane", "--kubeconfig", c.Kubeconfig,
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--log-level", "error",
 			"--namespace-labels", "dns=on", "--ignore-empty-service", "--endpoint-pod-names",
 			"--fallthrough", "--startup-timeout", "30s"}, io.Discard, io.Discard)

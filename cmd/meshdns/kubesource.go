@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -9,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 )
@@ -17,7 +16,7 @@ import (
 // The source is on with --kubeconfig, or inside a pod (in-cluster config).
 type kubeFlags struct {
 	kubeconfig    string
-	namespaces    stringList
+	namespaces    cli.StringList
 	labelSelector string
 	opts          *kubeOptionFlags
 }
@@ -38,7 +37,7 @@ func newKubeFlags(fs *flag.FlagSet) *kubeFlags {
 func (f *kubeFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) error {
 	if rc == nil {
 		if len(f.namespaces) > 0 || f.labelSelector != "" || f.opts.set() {
-			return usagef("--namespaces, --label-selector and the kubernetes plugin options need --kubeconfig or an in-cluster service account")
+			return cli.Usagef("--namespaces, --label-selector and the kubernetes plugin options need --kubeconfig or an in-cluster service account")
 		}
 		log.Info("no kubeconfig and not in a pod: Kubernetes source off")
 		return nil

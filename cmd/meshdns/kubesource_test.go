@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -15,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -35,7 +34,7 @@ func TestKubeFlagErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 				"--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, tt.args...)
-			err := dispatch(context.Background(), args, io.Discard, io.Discard)
+			err := cli.Dispatch(context.Background(), args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want one containing %q", err, tt.want)
 			}
@@ -68,7 +67,7 @@ func TestControlPlaneWatchesKubernetes(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(runCtx, []string{"controlplane", "--kubeconfig", c.Kubeconfig,
+		done <- cli.Dispatch(runCtx, []string{"controlplane", "--kubeconfig", c.Kubeconfig,
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -8,6 +6,7 @@ import (
 	"log/slog"
 	"os/exec"
 
+	"github.com/meshdns/meshdns/cmd/internal/captureflags"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/iptables/nft"
 )
@@ -19,7 +18,7 @@ import (
 // backends, whose errors say what is wrong.
 func useNative(backend string) bool {
 	switch backend {
-	case backendNative:
+	case captureflags.BackendNative:
 		return true
 	case "", string(iptables.Auto):
 		for _, tool := range []string{"iptables-legacy-save", "iptables-nft-save"} {

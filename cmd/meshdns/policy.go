@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -8,13 +6,14 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/policysource"
 )
 
 // policyFlags are the DNS policy flags of `meshdns controlplane`.
 type policyFlags struct {
-	files     stringList
+	files     cli.StringList
 	watch     bool
 	podLabels bool
 	status    bool
@@ -38,7 +37,7 @@ func (f *policyFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest
 		return nil
 	}
 	for _, p := range f.files {
-		if err := readable("--policy-file", p); err != nil {
+		if err := cli.Readable("--policy-file", p); err != nil {
 			return err
 		}
 	}

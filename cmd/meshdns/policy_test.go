@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -11,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -28,7 +27,7 @@ func TestControlPlanePolicyFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
+		done <- cli.Dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 			"--policy-file", policies, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--debounce", "10ms", "--log-level", "error"},
 			io.Discard, io.Discard)
 	}()

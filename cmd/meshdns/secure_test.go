@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -18,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -68,7 +67,7 @@ func TestSecureStream(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if code := run(ctx, args, io.Discard, io.Discard); code != 0 && ctx.Err() == nil {
+			if code := cli.Run(ctx, args, io.Discard, io.Discard); code != 0 && ctx.Err() == nil {
 				t.Errorf("%s exited with %d", name, code)
 			}
 		}()

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -16,14 +14,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/server"
 )
 
 func init() {
-	commands["status"] = command{
-		summary: "list the agents connected to the control plane (every replica, through the API server, with --kubeconfig): acked vs current version, last NACK, injected pods not connected",
-		run:     runStatus,
-	}
+	cli.Register("status", cli.Command{
+		Summary: "list the agents connected to the control plane (every replica, through the API server, with --kubeconfig): acked vs current version, last NACK, injected pods not connected",
+		Run:     runStatus,
+	})
 }
 
 // statusHint says how to reach the admin API, which listens on localhost.
@@ -40,11 +39,11 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server (port-forward, as kubectl does) instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
 	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
 	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
-	if err := parseFlags(fs, args, nil); err != nil {
+	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {
-		return usagef("--output %q: want table or json", *output)
+		return cli.Usagef("--output %q: want table or json", *output)
 	}
 	if *kubeconfig != "" {
 		return runStatusFleet(ctx, stdout, *kubeconfig, *timeout, *output, fleetOptions{system: *system, selector: *selector, namespace: *namespace})
@@ -85,7 +84,7 @@ func fetchAgents(ctx context.Context, addr string) ([]server.AgentInfo, error) {
 func fetchAgentsWith(ctx context.Context, client *http.Client, url string) ([]server.AgentInfo, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, usagef("--admin-addr: %v", err)
+		return nil, cli.Usagef("--admin-addr: %v", err)
 	}
 	res, err := client.Do(req)
 	if err != nil {

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -16,15 +14,16 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/controlplane/server"
 )
 
 func init() {
-	commands["top"] = command{
-		summary: "show the names that fail most for each pod (NXDOMAIN, SERVFAIL, REFUSED), from the agents' reports to the control plane",
-		run:     runTop,
-	}
+	cli.Register("top", cli.Command{
+		Summary: "show the names that fail most for each pod (NXDOMAIN, SERVFAIL, REFUSED), from the agents' reports to the control plane",
+		Run:     runTop,
+	})
 }
 
 // runTop reads /debug/agents of every control plane replica given (the
@@ -43,19 +42,19 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server, as status --kubeconfig does, instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
 	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
 	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
-	if err := parseFlags(fs, args, nil); err != nil {
+	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {
-		return usagef("--output %q: want table or json", *output)
+		return cli.Usagef("--output %q: want table or json", *output)
 	}
 	switch strings.ToUpper(*rcode) {
 	case "", "NXDOMAIN", "SERVFAIL", "REFUSED":
 	default:
-		return usagef("--rcode %q: want NXDOMAIN, SERVFAIL or REFUSED", *rcode)
+		return cli.Usagef("--rcode %q: want NXDOMAIN, SERVFAIL or REFUSED", *rcode)
 	}
 	if *limit < 0 {
-		return usagef("--limit %d: want 0 or more", *limit)
+		return cli.Usagef("--limit %d: want 0 or more", *limit)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -86,7 +85,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errors.Join(errs...)
 	}
 	if len(lists) == 0 && *kubeconfig == "" {
-		return usagef("--admin-addr: no address")
+		return cli.Usagef("--admin-addr: no address")
 	}
 	for _, err := range errs {
 		// Some replicas answered: show theirs, say which did not.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -52,7 +53,7 @@ func TestTopMergesReplicas(t *testing.T) {
 	)
 	top := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), append([]string{"top", "--admin-addr", r1 + "," + r2}, args...), &stdout, &stderr)
+		code := cli.Run(context.Background(), append([]string{"top", "--admin-addr", r1 + "," + r2}, args...), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 
@@ -100,7 +101,7 @@ func TestTopErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"top"}, tc.args...), &stdout, &stderr)
+			code := cli.Run(context.Background(), append([]string{"top"}, tc.args...), &stdout, &stderr)
 			if code != tc.code || !strings.Contains(stderr.String(), tc.stderr) || !strings.Contains(stdout.String(), tc.stdout) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q and %q", code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)
 			}

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -11,38 +9,39 @@ import (
 	"os"
 	"strings"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/webhook"
 )
 
 func init() {
-	commands["validate"] = command{
-		summary: "check entries files and an injection template before they are applied (exit 0 valid, 1 invalid)",
-		usage: `usage: meshdns validate [--entries] FILE_OR_FOLDER... [--inject-template FILE]
+	cli.Register("validate", cli.Command{
+		Summary: "check entries files and an injection template before they are applied (exit 0 valid, 1 invalid)",
+		Usage: `usage: meshdns validate [--entries] FILE_OR_FOLDER... [--inject-template FILE]
 
 Checks what the control plane would load, with the same rules, without running it: every entries file
 (a folder's *.yaml, *.yml and *.json files, as --entries reads them) and the injection template. Every
 argument that is not a flag is an entries path, so --entries a.yaml b.yaml and a shell glob work. Prints
 one line per file; exits 0 when all are valid, 1 when one is not (the errors name the file and the entry),
 2 for a mistake in the command line. For CI and for a validating step before kubectl apply.`,
-		run: runValidate,
-	}
+		Run: runValidate,
+	})
 }
 
 func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	var entries stringList
+	var entries cli.StringList
 	fs.Var(&entries, "entries", "entries YAML file or folder of them (repeatable)")
 	template := fs.String("inject-template", "", "injection template file (YAML or JSON)")
 	quiet := fs.Bool("quiet", false, "print only the invalid files")
 	flagArgs, paths := splitPaths(fs, args)
-	if err := parseFlags(fs, flagArgs, nil); err != nil {
+	if err := cli.ParseFlags(fs, flagArgs, nil); err != nil {
 		return err
 	}
 	entries = append(entries, paths...)
 	if len(entries) == 0 && *template == "" {
-		return usagef("nothing to validate: give --entries or --inject-template")
+		return cli.Usagef("nothing to validate: give --entries or --inject-template")
 	}
 	bad := 0
 	report := func(path, what string, err error) {
@@ -61,7 +60,7 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 		files, err := filesource.Files(p)
 		if err != nil {
 			total++
-			report(p, "", pathError(err))
+			report(p, "", cli.PathError(err))
 			continue
 		}
 		if len(files) == 0 {
@@ -73,7 +72,7 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 			total++
 			data, err := os.ReadFile(f)
 			if err != nil {
-				report(f, "", pathError(err))
+				report(f, "", cli.PathError(err))
 				continue
 			}
 			es, zones, err := filesource.Parse(data)
@@ -87,7 +86,7 @@ func runValidate(_ context.Context, args []string, stdout, _ io.Writer) error {
 		total++
 		data, err := os.ReadFile(*template)
 		if err != nil {
-			report(*template, "", pathError(err))
+			report(*template, "", cli.PathError(err))
 		} else {
 			t, err := webhook.ParseTemplate(data)
 			report(*template, "injection template, image "+t.Image, err)

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -10,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/filesource"
 	"github.com/meshdns/meshdns/controlplane/policysource"
 )
@@ -18,17 +17,17 @@ import (
 // of validate.go: Go runs a package's init functions in file-name order,
 // so validate.go's has registered the command by now (checked).
 func init() {
-	c, ok := commands["validate"]
+	c, ok := cli.Lookup("validate")
 	if !ok {
 		panic("validatepolicy.go: the validate command is not registered yet")
 	}
-	c.usage += `
+	c.Usage += `
 
 --policy FILE_OR_FOLDER (repeatable) checks DNSPolicy objects, the YAML kubectl would apply (a folder's
 *.yaml, *.yml and *.json files), with the control plane's rules: the CRD's schema and what it cannot see,
 such as one pattern twice in another case.`
-	entries := c.run
-	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	entries := c.Run
+	c.Run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		policies, rest, quiet := splitPolicyArgs(args)
 		if len(policies) == 0 {
 			return entries(ctx, args, stdout, stderr)
@@ -39,7 +38,7 @@ such as one pattern twice in another case.`
 		}
 		return err
 	}
-	commands["validate"] = c
+	cli.Register("validate", c)
 }
 
 // splitPolicyArgs takes the --policy flags (-policy, --policy=X) out of
@@ -86,13 +85,13 @@ func validatePolicies(paths []string, quiet bool, stdout io.Writer) error {
 			err = errors.New("folder holds no *.yaml, *.yml or *.json file")
 		}
 		if err != nil {
-			report(p, "", pathError(err))
+			report(p, "", cli.PathError(err))
 			continue
 		}
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {
-				report(f, "", pathError(err))
+				report(f, "", cli.PathError(err))
 				continue
 			}
 			ps, err := policysource.ParseFile(data)

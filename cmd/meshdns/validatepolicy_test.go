@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -9,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 )
 
 func TestValidatePolicy(t *testing.T) {
@@ -44,7 +44,7 @@ func TestValidatePolicy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"validate"}, tc.args...), &stdout, &stderr)
+			code := cli.Run(context.Background(), append([]string{"validate"}, tc.args...), &stdout, &stderr)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
 			}

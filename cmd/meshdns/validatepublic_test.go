@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 )
 
 func TestValidateWarnsOfPublicNames(t *testing.T) {
@@ -21,7 +23,7 @@ func TestValidateWarnsOfPublicNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"validate", "--entries", path}, &stdout, &stderr); code != 0 {
+	if code := cli.Run(context.Background(), []string{"validate", "--entries", path}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, want 0 (warnings do not fail): %s%s", code, stdout.String(), stderr.String())
 	}
 	want := "ok      " + path + " (4 entries, 0 zones)\n" +
@@ -32,7 +34,7 @@ func TestValidateWarnsOfPublicNames(t *testing.T) {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
 	stdout.Reset()
-	if code := run(context.Background(), []string{"validate", "--quiet", "--entries", path}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
+	if code := cli.Run(context.Background(), []string{"validate", "--quiet", "--entries", path}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
 		t.Errorf("--quiet: exit %d, stdout %q; want 0 and nothing", code, stdout.String())
 	}
 }

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -15,6 +13,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/webhook"
@@ -51,15 +50,15 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (func(context.Context) error, error) {
 	if f.cert == "" && f.key == "" && f.secret == "" {
 		if f.template != "" || f.failClosed || f.injectCA != "" {
-			return nil, usagef("--inject-template, --inject-ca and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
+			return nil, cli.Usagef("--inject-template, --inject-ca and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
 		}
 		return nil, nil
 	}
 	if f.cert == "" != (f.key == "") {
-		return nil, usagef("--webhook-cert and --webhook-key go together")
+		return nil, cli.Usagef("--webhook-cert and --webhook-key go together")
 	}
 	if f.cert != "" && f.secret != "" {
-		return nil, usagef("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
+		return nil, cli.Usagef("--webhook-secret and --webhook-cert exclude each other: the certificate is self-managed or mounted")
 	}
 	// The injected agents trust the CA of --inject-ca, else the
 	// self-managed CA (the manager is made below, after the webhook it
@@ -133,10 +132,10 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 func (f *webhookFlags) selfManaged(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (*selfcert.Manager, error) {
 	ns, name, ok := strings.Cut(f.secret, "/")
 	if !ok || ns == "" || name == "" {
-		return nil, usagef("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
+		return nil, cli.Usagef("--webhook-secret %q: want NAMESPACE/NAME", f.secret)
 	}
 	if rc == nil {
-		return nil, usagef("--webhook-secret needs --kubeconfig or an in-cluster service account")
+		return nil, cli.Usagef("--webhook-secret needs --kubeconfig or an in-cluster service account")
 	}
 	api, err := selfcert.NewAPI(rc)
 	if err != nil {

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package main
 
 import (
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
@@ -38,7 +37,7 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
+		done <- cli.Dispatch(ctx, []string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 			"--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--webhook-addr", webhookAddr,
 			"--webhook-cert", certFile, "--webhook-key", keyFile,
 			"--inject-template", tmpl, "--log-level", "error"}, io.Discard, io.Discard)
@@ -135,7 +134,7 @@ func TestWebhookFlagErrors(t *testing.T) {
 			defer cancel()
 			args := append([]string{"controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries", "--grpc-addr", testenv.FreeAddr(t),
 				"--admin-addr", testenv.FreeAddr(t), "--webhook-addr", testenv.FreeAddr(t), "--log-level", "error"}, tt.args...)
-			err := dispatch(ctx, args, io.Discard, io.Discard)
+			err := cli.Dispatch(ctx, args, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
+	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
@@ -55,7 +56,7 @@ func setup(t *testing.T) *env {
 	}
 	meshdns, agent, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "meshdns-agent"), filepath.Join(dir, "testapp")
 	buildStatic(t, "./cmd/meshdns", meshdns)
-	buildStatic(t, "./cmd/meshdns", agent, agentBuildFlags...)
+	buildStatic(t, archtest.AgentMain, agent, agentBuildFlags...)
 	buildStatic(t, "./e2e/node/testapp", app)
 
 	// Pod Security: every namespace enforces baseline unless labelled

@@ -27,15 +27,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/meshdns/meshdns/internal/archtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/nodetest"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// agentBuildFlags make the sidecar's build of cmd/meshdns, as the
+// agentBuildFlags make the sidecar's binary (archtest.AgentMain) as the
 // Makefile's AGENT_BUILD does (with CGO_ENABLED=0, which buildStatic sets).
-var agentBuildFlags = []string{"-tags", archtest.AgentBuildTags, "-ldflags", "-s -w"}
+var agentBuildFlags = []string{"-ldflags", "-s -w"}
 
 // buildStatic builds a package of this module as a static binary, as the
 // image would carry it, with the go build flags extra.

@@ -162,18 +162,18 @@ func testUpgrade(t, parent *testing.T, e *env) {
 }
 
 // buildVersion builds the meshdns binary as `make image` does, stamped
-// with version; with agent, the sidecar's build of it (the Makefile's
-// AGENT_BUILD).
+// with version; with agent, the sidecar's binary (archtest.AgentMain, as
+// the Makefile's AGENT_BUILD).
 func buildVersion(t *testing.T, out, version string, agent bool) {
 	t.Helper()
 	goTool := testenv.RequireTool(t, "go")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args := []string{"build", "-trimpath", "-ldflags", "-X main.version=" + version}
+	args := []string{"build", "-trimpath", "-ldflags", "-X main.version=" + version, "-o", out, "./cmd/meshdns"}
 	if agent {
-		args = []string{"build", "-trimpath", "-tags", archtest.AgentBuildTags, "-ldflags", "-s -w -X main.version=" + version}
+		args = []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", out, archtest.AgentMain}
 	}
-	cmd := exec.CommandContext(ctx, goTool, append(args, "-o", out, "./cmd/meshdns")...)
+	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

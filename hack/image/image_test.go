@@ -81,11 +81,11 @@ var meshdnsBuild = &buildtest.Binary{
 	Env:  []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
 }
 
-// agentBuild is the sidecar's build of cmd/meshdns, as the Makefile's
-// AGENT_BUILD makes it.
+// agentBuild is the sidecar's binary, cmd/meshdns-agent, as the
+// Makefile's AGENT_BUILD makes it.
 var agentBuild = &buildtest.Binary{
-	Pkg:  "github.com/meshdns/meshdns/cmd/meshdns",
-	Args: []string{"-trimpath", "-tags", archtest.AgentBuildTags, "-ldflags", "-s -w -X main.version=imagetest"},
+	Pkg:  archtest.AgentMain,
+	Args: []string{"-trimpath", "-ldflags", "-s -w -X main.version=imagetest"},
 	Env:  []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH},
 }
 
@@ -215,8 +215,8 @@ func TestImage(t *testing.T) {
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value
 	}
-	if settings["-tags"] != archtest.AgentBuildTags || settings["CGO_ENABLED"] != "0" {
-		t.Errorf("%s built with -tags %q CGO_ENABLED=%q, want -tags %q CGO_ENABLED=0", ociimage.AgentBinary, settings["-tags"], settings["CGO_ENABLED"], archtest.AgentBuildTags)
+	if info.Path != archtest.AgentMain || settings["CGO_ENABLED"] != "0" {
+		t.Errorf("%s is %s built with CGO_ENABLED=%q, want %s with CGO_ENABLED=0", ociimage.AgentBinary, info.Path, settings["CGO_ENABLED"], archtest.AgentMain)
 	}
 	if len(data[ociimage.AgentBinary]) >= len(data[ociimage.MeshdnsBinary])/2 {
 		t.Errorf("%s is %d bytes, meshdns %d: want less than half", ociimage.AgentBinary, len(data[ociimage.AgentBinary]), len(data[ociimage.MeshdnsBinary]))

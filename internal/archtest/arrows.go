@@ -212,12 +212,12 @@ func isStdPath(path string) bool {
 	return !strings.Contains(first, ".")
 }
 
-// AgentBuildTags are the build tags of the sidecar's binary, the
-// Makefile's AGENT_TAGS (built with CGO_ENABLED=0): agentonly leaves out the
-// control plane, the webhook, the Kubernetes client code and the init
-// container's iptables command. Every pod's agent maps the pages of what
-// its binary links and initialises.
-const AgentBuildTags = "agentonly"
+// AgentMain is the main package of the sidecar's binary, meshdns-agent,
+// which the Makefile's AGENT_BUILD builds with CGO_ENABLED=0: the agent and
+// version commands only, without the control plane, the webhook, the
+// Kubernetes client code and the init container's iptables command. Every
+// pod's agent maps the pages of what its binary links and initialises.
+const AgentMain = Module + "/cmd/meshdns-agent"
 
 // agentBuildNot lists what the agent build must not link: a package path
 // and what is below it, or, ending in "/", every module of a host; with
@@ -241,13 +241,16 @@ var agentBuildNot = []struct{ path, what string }{
 	{"golang.org/x/net/http2", "x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)"},
 }
 
+// agentBin names the agent build in failure messages.
+const agentBin = "cmd/meshdns-agent"
+
 // protobufWhy is why the agent build must not link the protobuf runtime:
 // its reflection, registry and JSON packages are megabytes of the binary
 // for the few messages internal/namewire encodes on protowire.
 const protobufWhy = "the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
 
 // AgentBuildViolations checks the packages of the agent build (go list
-// -tags AgentBuildTags -deps ./cmd/meshdns) and returns one line per
+// -deps AgentMain, without cgo) and returns one line per
 // package the agent does not need, sorted.
 //
 // The protobuf module is allowed only as protowire; the module's own
@@ -259,19 +262,19 @@ func AgentBuildViolations(pkgs []Package) []string {
 	var out []string
 	for _, p := range pkgs {
 		if runtime(p.ImportPath) {
-			out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s, %s: the sidecar carries only what the agent needs", AgentBuildTags, p.ImportPath, protobufWhy))
+			out = append(out, fmt.Sprintf("the agent build (%s) links %s, %s: the sidecar carries only what the agent needs", agentBin, p.ImportPath, protobufWhy))
 		}
 		if own(p.ImportPath) != "" {
 			for _, imp := range p.Imports {
 				if runtime(imp) {
-					out = append(out, fmt.Sprintf("the agent build (-tags %s): %s imports %s, %s", AgentBuildTags, p.ImportPath, imp, protobufWhy))
+					out = append(out, fmt.Sprintf("the agent build (%s): %s imports %s, %s", agentBin, p.ImportPath, imp, protobufWhy))
 				}
 			}
 		}
 		for _, bad := range agentBuildNot {
 			host := strings.HasSuffix(bad.path, "/") && strings.HasPrefix(p.ImportPath, bad.path)
 			if host || under(p.ImportPath, bad.path) {
-				out = append(out, fmt.Sprintf("the agent build (-tags %s) links %s, %s: the sidecar carries only what the agent needs", AgentBuildTags, p.ImportPath, bad.what))
+				out = append(out, fmt.Sprintf("the agent build (%s) links %s, %s: the sidecar carries only what the agent needs", agentBin, p.ImportPath, bad.what))
 				break
 			}
 		}

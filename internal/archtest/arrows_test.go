@@ -155,16 +155,19 @@ func goList(t *testing.T, env []string, args ...string) []Package {
 	return pkgs
 }
 
-// TestAgentBuild checks that the sidecar's build of the binary, made as
-// the Makefile makes it, links none of agentBuildNot.
+// TestAgentBuild checks that the sidecar's binary, cmd/meshdns-agent
+// built as the Makefile builds it (without cgo), links none of
+// agentBuildNot: no grpc-go, protobuf runtime, Kubernetes client or YAML.
 func TestAgentBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	pkgs := goList(t, []string{"CGO_ENABLED=0"}, "-tags", AgentBuildTags, "./cmd/meshdns")
+	pkgs := goList(t, []string{"CGO_ENABLED=0"}, AgentMain)
 	// Guard against a listing that lost the agent: then nothing is checked.
-	if !slices.ContainsFunc(pkgs, func(p Package) bool { return p.ImportPath == Module+"/agent" }) {
-		t.Fatalf("go list -tags %s ./cmd/meshdns does not reach the agent package (%d packages)", AgentBuildTags, len(pkgs))
+	for _, want := range []string{Module + "/agent", Module + "/cmd/internal/agentcmd"} {
+		if !slices.ContainsFunc(pkgs, func(p Package) bool { return p.ImportPath == want }) {
+			t.Fatalf("go list -deps %s does not reach %s (%d packages)", AgentMain, want, len(pkgs))
+		}
 	}
 	if v := AgentBuildViolations(pkgs); len(v) > 0 {
 		t.Errorf("%s", strings.Join(v, "\n"))
@@ -172,23 +175,34 @@ func TestAgentBuild(t *testing.T) {
 }
 
 // TestAgentBuildIsTheMakefiles: TestAgentBuild checks what make builds,
-// so the Makefile's agent build must use AgentBuildTags without cgo.
+// so the Makefile's agent build must build AgentMain without cgo, and
+// every rule that uses it must build that package.
 func TestAgentBuildIsTheMakefiles(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]string{}
+	uses := 0
 	for line := range strings.Lines(string(b)) {
 		if name, value, ok := strings.Cut(line, " := "); ok {
 			vars[name] = strings.TrimSpace(value)
 		}
+		if strings.Contains(line, "$(AGENT_BUILD)") {
+			uses++
+			if !strings.Contains(line, "$(AGENT_PKG)") {
+				t.Errorf("Makefile line %q uses $(AGENT_BUILD) on another package than $(AGENT_PKG)", strings.TrimSpace(line))
+			}
+		}
 	}
-	if got := vars["AGENT_TAGS"]; got != AgentBuildTags {
-		t.Errorf("Makefile AGENT_TAGS = %q, want %q (archtest.AgentBuildTags)", got, AgentBuildTags)
+	if want := "./" + strings.TrimPrefix(AgentMain, Module+"/"); vars["AGENT_PKG"] != want {
+		t.Errorf("Makefile AGENT_PKG = %q, want %q (archtest.AgentMain)", vars["AGENT_PKG"], want)
 	}
-	if got := vars["AGENT_BUILD"]; !strings.Contains(got, "CGO_ENABLED=0") || !strings.Contains(got, "-tags $(AGENT_TAGS)") {
-		t.Errorf("Makefile AGENT_BUILD = %q, want CGO_ENABLED=0 and -tags $(AGENT_TAGS)", got)
+	if got := vars["AGENT_BUILD"]; !strings.Contains(got, "CGO_ENABLED=0") || strings.Contains(got, "-tags") {
+		t.Errorf("Makefile AGENT_BUILD = %q, want CGO_ENABLED=0 and no build tags (the package is the agent build)", got)
+	}
+	if uses < 2 {
+		t.Errorf("Makefile uses $(AGENT_BUILD) %d times, want build and image", uses)
 	}
 }
 
@@ -203,16 +217,16 @@ func TestAgentBuildViolations(t *testing.T) {
 	}
 	const tail = ": the sidecar carries only what the agent needs"
 	want := []string{
-		"the agent build (-tags agentonly) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
-		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
-		"the agent build (-tags agentonly) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
-		"the agent build (-tags agentonly) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
-		"the agent build (-tags agentonly) links golang.org/x/net/http2, x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)" + tail,
-		"the agent build (-tags agentonly) links golang.org/x/net/trace, request tracing and the templates it pulls in" + tail,
-		"the agent build (-tags agentonly) links google.golang.org/grpc, grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)" + tail,
-		"the agent build (-tags agentonly) links html/template, templates (nothing the agent serves is a template)" + tail,
-		"the agent build (-tags agentonly) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
-		"the agent build (-tags agentonly) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
+		"the agent build (cmd/meshdns-agent) links github.com/mdlayher/netlink, netlink, for the native nftables backend" + tail,
+		"the agent build (cmd/meshdns-agent) links github.com/meshdns/meshdns/controlplane/webhook, the control plane" + tail,
+		"the agent build (cmd/meshdns-agent) links github.com/meshdns/meshdns/iptables/nft, the init container's native nftables backend" + tail,
+		"the agent build (cmd/meshdns-agent) links github.com/prometheus/client_golang/prometheus, the Prometheus client and its protobuf data model (the agent's metrics are internal/metrics)" + tail,
+		"the agent build (cmd/meshdns-agent) links golang.org/x/net/http2, x/net's HTTP/2, a second copy of what net/http bundles (grpc-go's transport used it)" + tail,
+		"the agent build (cmd/meshdns-agent) links golang.org/x/net/trace, request tracing and the templates it pulls in" + tail,
+		"the agent build (cmd/meshdns-agent) links google.golang.org/grpc, grpc-go, and the protobuf runtime it links (the agent's stream is internal/grpcstream, on net/http's HTTP/2)" + tail,
+		"the agent build (cmd/meshdns-agent) links html/template, templates (nothing the agent serves is a template)" + tail,
+		"the agent build (cmd/meshdns-agent) links k8s.io/apimachinery/pkg/runtime, Kubernetes client code" + tail,
+		"the agent build (cmd/meshdns-agent) links runtime/cgo, cgo, and with it libc's pages (build with CGO_ENABLED=0)" + tail,
 	}
 	if diff := cmp.Diff(want, AgentBuildViolations(pkgs)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -223,7 +237,7 @@ func TestAgentBuildViolations(t *testing.T) {
 // more; the module's packages import no more.
 func TestAgentBuildProtobuf(t *testing.T) {
 	const tail = ", the protobuf runtime (the agent's messages are internal/namewire, on protowire only)"
-	const pre = "the agent build (-tags agentonly)"
+	const pre = "the agent build (cmd/meshdns-agent)"
 	tests := []struct {
 		name string
 		pkgs []Package

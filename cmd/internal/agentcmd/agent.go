@@ -1,4 +1,9 @@
-package main
+// Package agentcmd is the agent command, `meshdns agent`: its flags
+// (each also read from MESHDNS_<FLAG>), the checks before the agent
+// starts, and the supervisor that keeps the DNS sockets across a crash.
+// Both binaries register it: cmd/meshdns-agent (the sidecar's, which has
+// nothing else) and cmd/meshdns (VMs run `meshdns agent`).
+package agentcmd
 
 import (
 	"context"
@@ -11,6 +16,8 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/cmd/internal/captureflags"
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/certfile"
 	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/iptables"
@@ -18,14 +25,13 @@ import (
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
-func init() {
-	commands["agent"] = command{
-		summary: "run the per-pod DNS agent (see agent/README.md)",
-		run:     runAgent,
-	}
+// Command is `meshdns agent`.
+var Command = cli.Command{
+	Summary: "run the per-pod DNS agent (see agent/README.md)",
+	Run:     run,
 }
 
-func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	args, supervised := cutSupervise(args)
 	cfg, err := agentConfig(args, stdout, stderr)
 	if err != nil {
@@ -54,10 +60,10 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	var (
-		dnsAddrs, upstreams, controlPlanes stringList
+		dnsAddrs, upstreams, controlPlanes cli.StringList
 		cfg                                agent.Config
 		ttl                                uint
-		rules                              ruleFlags
+		rules                              captureflags.Rules
 	)
 	fs.Var(&dnsAddrs, "dns-addr", "address served over UDP and TCP, repeatable (default 127.0.0.1:15053)")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:15020", `admin HTTP address, loopback only: /debug/*, /metrics, probes ("-" turns it off)`)
@@ -80,7 +86,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "bearer token presented to the control plane (the pod's projected ServiceAccount token, audience meshdns), re-read at every reconnect; needs --ca-cert")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory keeping the last control plane table across restarts")
 	fs.DurationVar(&cfg.ReadyGrace, "ready-grace", 10*time.Second, "with a restored table and no control plane, report ready after this long")
-	logs := newLogFlags(fs, "debug, info, warn or error (changeable at /debug/loglevel)")
+	logs := cli.NewLogFlags(fs, "debug, info, warn or error (changeable at /debug/loglevel)")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time a try to an upstream waits alone before the next goes out (earlier tries keep listening until the resolv.conf timeout)")
 	fs.BoolVar(&cfg.Takeover, "takeover", false, "join the DNS sockets of a running agent (graceful upgrade: stop the old one once this one is ready)")
 	fs.BoolVar(&cfg.ParallelUpstreams, "parallel-upstreams", false, "race every upstream instead of trying them in turn")
@@ -96,12 +102,12 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.Dnstap, "dnstap", "", "send the answers the query log writes as dnstap frames to unix:///path or tcp://host:port")
 	fs.DurationVar(&cfg.IPTablesCheckInterval, "iptables-check-interval", 0, "re-check the DNS capture rules this often and report drift in metrics (0: never; reading them needs NET_ADMIN)")
 	fs.BoolVar(&cfg.IPTablesRepair, "iptables-repair", false, "re-apply the capture rules when drift is found (needs NET_ADMIN)")
-	fs.StringVar(&rules.backend, "iptables-backend", "auto", "backend of the capture rules: auto, legacy or nft")
-	fs.Var(&rules.uids, "iptables-proxy-uid", "uid the capture rules exempt, repeatable (default: the agent's own uid and gid, when neither this nor --iptables-proxy-gid is given)")
-	fs.Var(&rules.gids, "iptables-proxy-gid", "gid the capture rules exempt, repeatable")
-	fs.BoolVar(&rules.captureAll, "iptables-capture-all-dns", false, "the capture rules redirect all port 53 traffic (as iptables apply --capture-all-dns)")
-	fs.BoolVar(&rules.noIPv6, "iptables-disable-ipv6", false, "the capture rules are IPv4 only (as iptables apply --disable-ipv6)")
-	if err := parseFlags(fs, args, map[string][]string{
+	fs.StringVar(&rules.Backend, "iptables-backend", "auto", "backend of the capture rules: auto, legacy or nft")
+	fs.Var(&rules.UIDs, "iptables-proxy-uid", "uid the capture rules exempt, repeatable (default: the agent's own uid and gid, when neither this nor --iptables-proxy-gid is given)")
+	fs.Var(&rules.GIDs, "iptables-proxy-gid", "gid the capture rules exempt, repeatable")
+	fs.BoolVar(&rules.CaptureAll, "iptables-capture-all-dns", false, "the capture rules redirect all port 53 traffic (as iptables apply --capture-all-dns)")
+	fs.BoolVar(&rules.NoIPv6, "iptables-disable-ipv6", false, "the capture rules are IPv4 only (as iptables apply --disable-ipv6)")
+	if err := cli.ParseFlags(fs, args, map[string][]string{
 		"namespace": {"POD_NAMESPACE"},
 		"pod-name":  {"POD_NAME"},
 	}); err != nil {
@@ -110,15 +116,15 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	cfg.QueryLogNoLines = !*queryLogStderr
 	cfg.IgnorePodZone = !*zoneAware
 	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
-		return cfg, usagef("--query-log-sample and --query-log-rate take numbers >= 0")
+		return cfg, cli.Usagef("--query-log-sample and --query-log-rate take numbers >= 0")
 	}
 	if cfg.Prefetch < 0 || cfg.PrefetchPercent < 1 || cfg.PrefetchPercent > 100 {
-		return cfg, usagef("--prefetch takes a number >= 0 and --prefetch-percent 1 to 100")
+		return cfg, cli.Usagef("--prefetch takes a number >= 0 and --prefetch-percent 1 to 100")
 	}
 	if ttl == 0 || ttl > 1<<31-1 {
-		return cfg, usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)
+		return cfg, cli.Usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)
 	}
-	log, level, err := logs.logger(stderr)
+	log, level, err := logs.Logger(stderr)
 	if err != nil {
 		return cfg, err
 	}
@@ -128,18 +134,18 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		}
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return cfg, usagef("--tls-cert and --tls-key go together")
+		return cfg, cli.Usagef("--tls-cert and --tls-key go together")
 	}
 	if cfg.NameTableFile != "" && len(controlPlanes) > 0 {
-		return cfg, usagef("--nametable-file and --control-plane exclude each other: the table comes from a file or from the control plane")
+		return cfg, cli.Usagef("--nametable-file and --control-plane exclude each other: the table comes from a file or from the control plane")
 	}
 	for _, a := range dnsAddrs {
-		if err := hostPort("--dns-addr", a); err != nil {
+		if err := cli.HostPort("--dns-addr", a); err != nil {
 			return cfg, err
 		}
 	}
 	if cfg.AdminAddr != "-" {
-		if err := hostPort("--admin-addr", cfg.AdminAddr); err != nil {
+		if err := cli.HostPort("--admin-addr", cfg.AdminAddr); err != nil {
 			return cfg, err
 		}
 	}
@@ -151,12 +157,12 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		cfg.IPTables = rc
 	}
 	reg := metrics.NewRegistry()
-	reg.MustRegister(metrics.GoCollector{}, metrics.ProcessCollector{}, agentBuildInfo())
+	reg.MustRegister(metrics.GoCollector{}, metrics.ProcessCollector{}, buildInfoGauge())
 	cfg.DNSAddrs = dnsAddrs
 	cfg.Upstreams = upstreams
 	cfg.ControlPlanes = controlPlanes
 	cfg.TTL = uint32(ttl)
-	cfg.Version = buildInfo().Version
+	cfg.Version = cli.BuildInfo().Version
 	cfg.LogLevel = level
 	cfg.Logger = log
 	cfg.Registry = reg
@@ -166,27 +172,27 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 // agentRules describes the capture rules the agent checks: those `meshdns
 // iptables apply` wrote with the same resolv.conf, the agent's DNS port and
 // the agent's own uid and gid (which the injected init container is given).
-func agentRules(rf ruleFlags, dnsAddrs []string, resolvConf string) (iptables.Config, error) {
-	rf.prefix = "iptables-"
-	rf.resolvConf = resolvConf
-	rf.port = iptables.DefaultProxyPort
+func agentRules(rf captureflags.Rules, dnsAddrs []string, resolvConf string) (iptables.Config, error) {
+	rf.Prefix = "iptables-"
+	rf.ResolvConf = resolvConf
+	rf.Port = iptables.DefaultProxyPort
 	if len(dnsAddrs) > 0 {
 		// The rules redirect to one port: the first address's.
 		_, p, err := net.SplitHostPort(dnsAddrs[0])
 		if err != nil {
-			return iptables.Config{}, usagef("--dns-addr %q: want host:port", dnsAddrs[0])
+			return iptables.Config{}, cli.Usagef("--dns-addr %q: want host:port", dnsAddrs[0])
 		}
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
-			return iptables.Config{}, usagef("--dns-addr %q: the iptables check needs a fixed port", dnsAddrs[0])
+			return iptables.Config{}, cli.Usagef("--dns-addr %q: the iptables check needs a fixed port", dnsAddrs[0])
 		}
-		rf.port = uint16(n)
+		rf.Port = uint16(n)
 	}
-	if len(rf.uids) == 0 && len(rf.gids) == 0 {
-		rf.uids = stringList{strconv.Itoa(os.Getuid())}
-		rf.gids = stringList{strconv.Itoa(os.Getgid())}
+	if len(rf.UIDs) == 0 && len(rf.GIDs) == 0 {
+		rf.UIDs = cli.StringList{strconv.Itoa(os.Getuid())}
+		rf.GIDs = cli.StringList{strconv.Itoa(os.Getgid())}
 	}
-	return rf.config()
+	return rf.Config()
 }
 
 // podRecordsFlag is --pod-records: insecure or forward.
@@ -217,7 +223,7 @@ func (f podRecordsFlag) Set(s string) error {
 func upstreamAddr(s string) (string, error) {
 	a, err := upstream.ParseAddr(s)
 	if err != nil {
-		return "", usagef("--upstream %q: want an IP address, optionally with a port (10.0.0.10, 10.0.0.10:5353, fd00::10, [fd00::10]:5353), or tls://IP[:port][@server.name] for DNS over TLS", s)
+		return "", cli.Usagef("--upstream %q: want an IP address, optionally with a port (10.0.0.10, 10.0.0.10:5353, fd00::10, [fd00::10]:5353), or tls://IP[:port][@server.name] for DNS over TLS", s)
 	}
 	return a.String(), nil
 }
@@ -228,17 +234,17 @@ func upstreamAddr(s string) (string, error) {
 // is not refused: the agent keeps serving and takes the next good version.)
 func agentPreflight(cfg agent.Config) error {
 	if cfg.NameTableFile != "" {
-		if err := readable("--nametable-file", cfg.NameTableFile); err != nil {
+		if err := cli.Readable("--nametable-file", cfg.NameTableFile); err != nil {
 			return err
 		}
 	}
 	if cfg.UpstreamCA != "" {
-		if err := readable("--upstream-tls-ca", cfg.UpstreamCA); err != nil {
+		if err := cli.Readable("--upstream-tls-ca", cfg.UpstreamCA); err != nil {
 			return err
 		}
 	}
 	if cfg.ResolvConf != "" { // its search list is read even with --upstream
-		if err := readable("--resolv-conf", cfg.ResolvConf); err != nil {
+		if err := cli.Readable("--resolv-conf", cfg.ResolvConf); err != nil {
 			return err
 		}
 	}
@@ -252,4 +258,12 @@ func agentPreflight(cfg agent.Config) error {
 		}
 	}
 	return nil
+}
+
+// buildInfoGauge is meshdns_build_info for the agent's registry.
+func buildInfoGauge() *metrics.GaugeFunc {
+	b := cli.BuildInfo()
+	return metrics.NewConstLabelGaugeFunc(metrics.Opts{Name: cli.BuildInfoName, Help: cli.BuildInfoHelp},
+		[]string{"version", "revision", "goversion"}, []string{b.Version, b.Revision, b.GoVersion},
+		func() float64 { return 1 })
 }

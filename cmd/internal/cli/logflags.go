@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"flag"
@@ -6,12 +6,12 @@ import (
 	"log/slog"
 )
 
-// logFlags are --log-level and --log-format, shared by the long-running
+// LogFlags are --log-level and --log-format, shared by the long-running
 // commands.
-type logFlags struct{ level, format string }
+type LogFlags struct{ level, format string }
 
-func newLogFlags(fs *flag.FlagSet, levelHelp string) *logFlags {
-	f := &logFlags{}
+func NewLogFlags(fs *flag.FlagSet, levelHelp string) *LogFlags {
+	f := &LogFlags{}
 	fs.StringVar(&f.level, "log-level", "info", levelHelp)
 	fs.StringVar(&f.format, "log-format", "text", "text (key=value lines) or json (one object per line, for log collectors)")
 	return f
@@ -19,10 +19,10 @@ func newLogFlags(fs *flag.FlagSet, levelHelp string) *logFlags {
 
 // logger returns a logger writing to w at a level that can change at run
 // time. A bad level or format is a usage error.
-func (f *logFlags) logger(w io.Writer) (*slog.Logger, *slog.LevelVar, error) {
+func (f *LogFlags) Logger(w io.Writer) (*slog.Logger, *slog.LevelVar, error) {
 	level := new(slog.LevelVar)
 	if err := level.UnmarshalText([]byte(f.level)); err != nil {
-		return nil, nil, usagef("--log-level %q: want debug, info, warn or error", f.level)
+		return nil, nil, Usagef("--log-level %q: want debug, info, warn or error", f.level)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch f.format {
@@ -31,5 +31,5 @@ func (f *logFlags) logger(w io.Writer) (*slog.Logger, *slog.LevelVar, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), level, nil
 	}
-	return nil, nil, usagef("--log-format %q: want text or json", f.format)
+	return nil, nil, Usagef("--log-format %q: want text or json", f.format)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -10,29 +10,29 @@ import (
 	"time"
 )
 
-// parseFlags parses args into fs, then fills every flag not given on the
+// ParseFlags parses args into fs, then fills every flag not given on the
 // command line from the environment variable MESHDNS_<NAME> (upper case,
 // dashes as underscores). extraEnv maps a flag name to further variables
 // consulted after MESHDNS_<NAME>, such as POD_NAMESPACE from the downward API.
 //
 // --help prints the command's help to fs.Output() (set it to stdout) and
 // returns flag.ErrHelp; a flag that does not parse, a stray argument, a
-// bad environment value or a negative duration is a usageError, reported
+// bad environment value or a negative duration is a UsageError, reported
 // in one line rather than with the whole flag list.
-func parseFlags(fs *flag.FlagSet, args []string, extraEnv map[string][]string) error {
+func ParseFlags(fs *flag.FlagSet, args []string, extraEnv map[string][]string) error {
 	out := fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(out)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printHelp(out, fs)
+			PrintHelp(out, fs)
 			return flag.ErrHelp
 		}
-		return &usageError{err: flagError(fs, err)}
+		return &UsageError{Err: flagError(fs, err)}
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %q", fs.Args())
+		return Usagef("unexpected arguments: %q", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -48,7 +48,7 @@ func parseFlags(fs *flag.FlagSet, args []string, extraEnv map[string][]string) e
 				continue
 			}
 			if e := setFromEnv(f, v); e != nil {
-				err = usagef("environment variable %s=%q (--%s): %w", n, v, f.Name, e)
+				err = Usagef("environment variable %s=%q (--%s): %w", n, v, f.Name, e)
 			}
 			return
 		}
@@ -59,14 +59,14 @@ func parseFlags(fs *flag.FlagSet, args []string, extraEnv map[string][]string) e
 	return noNegativeDurations(fs)
 }
 
-// printHelp is a command's --help: what it does, then its flags.
-func printHelp(w io.Writer, fs *flag.FlagSet) {
-	if c, ok := commands[fs.Name()]; ok && c.usage != "" {
-		fmt.Fprintf(w, "%s\n\n", c.usage)
+// PrintHelp is a command's --help: what it does, then its flags.
+func PrintHelp(w io.Writer, fs *flag.FlagSet) {
+	if c, ok := commands[fs.Name()]; ok && c.Usage != "" {
+		fmt.Fprintf(w, "%s\n\n", c.Usage)
 	} else {
 		fmt.Fprintf(w, "usage: meshdns %s [flags]\n\n", fs.Name())
 		if ok {
-			fmt.Fprintf(w, "%s\n\n", c.summary)
+			fmt.Fprintf(w, "%s\n\n", c.Summary)
 		}
 	}
 	fmt.Fprintln(w, "flags (each also read from MESHDNS_<FLAG_NAME>, e.g. --admin-addr from MESHDNS_ADMIN_ADDR):")
@@ -133,7 +133,7 @@ func noNegativeDurations(fs *flag.FlagSet) error {
 			return
 		}
 		if d, ok := g.Get().(time.Duration); ok && d < 0 {
-			err = usagef("--%s %v: a duration must not be negative", f.Name, d)
+			err = Usagef("--%s %v: a duration must not be negative", f.Name, d)
 		}
 	})
 	return err
@@ -141,7 +141,7 @@ func noNegativeDurations(fs *flag.FlagSet) error {
 
 // setFromEnv sets f from v; a repeatable flag takes a comma-separated list.
 func setFromEnv(f *flag.Flag, v string) error {
-	if _, ok := f.Value.(*stringList); ok {
+	if _, ok := f.Value.(*StringList); ok {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s != "" {
 				if err := f.Value.Set(s); err != nil {
@@ -158,12 +158,12 @@ func envName(flagName string) string {
 	return "MESHDNS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// stringList is a repeatable flag; each value may also be comma-separated.
-type stringList []string
+// StringList is a repeatable flag; each value may also be comma-separated.
+type StringList []string
 
-func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *StringList) String() string { return strings.Join(*l, ",") }
 
-func (l *stringList) Set(v string) error {
+func (l *StringList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			*l = append(*l, s)

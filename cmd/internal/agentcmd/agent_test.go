@@ -1,4 +1,4 @@
-package main
+package agentcmd
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent"
+	"github.com/meshdns/meshdns/cmd/internal/captureflags"
+	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
@@ -207,8 +209,8 @@ func TestAgentCommandServesExample(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, []string{"agent", "--nametable-file", "../../examples/nametable.json", "--namespace", "demo",
-			"--resolv-conf", "../../examples/resolv.conf", "--dns-addr", dnsAddr, "--admin-addr", adminAddr,
+		done <- run(ctx, []string{"--nametable-file", "../../../examples/nametable.json", "--namespace", "demo",
+			"--resolv-conf", "../../../examples/resolv.conf", "--dns-addr", dnsAddr, "--admin-addr", adminAddr,
 			"--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
@@ -249,7 +251,7 @@ func TestAgentFlagsDocumented(t *testing.T) {
 	if _, err := agentConfig([]string{"-h"}, &usage, io.Discard); err == nil {
 		t.Fatal("-h did not stop parsing")
 	}
-	readme, err := os.ReadFile("../../agent/README.md")
+	readme, err := os.ReadFile("../../../agent/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestAgentFlagsDocumented(t *testing.T) {
 // TestAgentRejectsNativeDriftCheck: the drift check reads rules with the
 // iptables tools, so the agent refuses to check native rules.
 func TestAgentRejectsNativeDriftCheck(t *testing.T) {
-	rf := ruleFlags{backend: backendNative, uids: stringList{"1337"}}
+	rf := captureflags.Rules{Backend: captureflags.BackendNative, UIDs: cli.StringList{"1337"}}
 	if _, err := agentRules(rf, nil, ""); err == nil || !strings.Contains(err.Error(), "--iptables-backend native") {
 		t.Errorf("agentRules(native) = %v, want an error naming --iptables-backend native", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"strconv"
 )
 
-// readable checks that path, given with flag, can be read now: a file
+// Readable checks that path, given with flag, can be read now: a file
 // opens, a folder lists. The error speaks of the flag and the path, not
 // of the syscall ("--entries /etc/meshdns/entries: no such file or
 // directory").
-func readable(flag, path string) error {
+func Readable(flag, path string) error {
 	if path == "" {
 		return fmt.Errorf("%s is empty", flag)
 	}
@@ -29,12 +29,12 @@ func readable(flag, path string) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s %s: %w", flag, path, pathError(err))
+	return fmt.Errorf("%s %s: %w", flag, path, PathError(err))
 }
 
-// pathError drops the operation and path from an *fs.PathError, for
+// PathError drops the operation and path from an *fs.PathError, for
 // messages that name the path already.
-func pathError(err error) error {
+func PathError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
@@ -42,15 +42,15 @@ func pathError(err error) error {
 	return err
 }
 
-// hostPort checks a listen address given with flag: host:port with a
+// HostPort checks a listen address given with flag: host:port with a
 // numeric port ("" host means every address).
-func hostPort(flag, addr string) error {
+func HostPort(flag, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		_, err = strconv.ParseUint(port, 10, 16)
 	}
 	if err != nil {
-		return usagef("%s %q: want host:port, such as 127.0.0.1:15053 or :15014", flag, addr)
+		return Usagef("%s %q: want host:port, such as 127.0.0.1:15053 or :15014", flag, addr)
 	}
 	return nil
 }

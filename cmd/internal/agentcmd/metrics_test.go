@@ -1,4 +1,4 @@
-package main
+package agentcmd
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestAgentMetricsGolden(t *testing.T) {
 		args   []string // beyond the addresses
 		golden string
 	}{
-		{name: "file", args: []string{"--nametable-file", "../../examples/nametable.json"}, golden: "testdata/agent_metrics_file.golden"},
+		{name: "file", args: []string{"--nametable-file", "../../../examples/nametable.json"}, golden: "testdata/agent_metrics_file.golden"},
 		// A control plane that is not there: the client's metrics are
 		// registered and their fixed series exist from the start.
 		{name: "controlplane", args: []string{"--control-plane", testenv.FreeAddr(t)}, golden: "testdata/agent_metrics_controlplane.golden"},
@@ -66,7 +66,7 @@ func scrapeAgentMetrics(t *testing.T, args []string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dispatch(ctx, append([]string{"agent", "--namespace", "demo", "--resolv-conf", "../../examples/resolv.conf",
+		done <- run(ctx, append([]string{"--namespace", "demo", "--resolv-conf", "../../../examples/resolv.conf",
 			"--dns-addr", dnsAddr, "--admin-addr", adminAddr, "--log-level", "error"}, args...), io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
