@@ -36,17 +36,15 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	output := fs.String("output", "table", "table or json")
 	namespace := fs.String("namespace", "", "only the agents of this namespace")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
-	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server (port-forward, as kubectl does) instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
-	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
-	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
+	fleet := newFleetFlags(fs)
 	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {
 		return cli.Usagef("--output %q: want table or json", *output)
 	}
-	if *kubeconfig != "" {
-		return runStatusFleet(ctx, stdout, *kubeconfig, *timeout, *output, fleetOptions{system: *system, selector: *selector, namespace: *namespace})
+	if fleet.on() {
+		return runStatusFleet(ctx, stdout, fleet, *namespace, *timeout, *output)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

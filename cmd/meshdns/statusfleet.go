@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshdns/meshdns/controlplane/server"
 )
@@ -55,7 +54,8 @@ type unsyncedPod struct {
 	Reason    string `json:"reason"`
 }
 
-// fleetOptions are status's flags for the fleet view.
+// fleetOptions say where readFleet finds the replicas (fleetFlags) and
+// whose agents it reads.
 type fleetOptions struct {
 	system, selector, namespace string
 }
@@ -300,18 +300,10 @@ func printFleet(w io.Writer, fs *fleetStatus, output string) error {
 
 // runStatusFleet is status --kubeconfig. It fails (exit 1), after printing
 // what it read, when a replica could not be read: the view is incomplete.
-func runStatusFleet(ctx context.Context, stdout io.Writer, kubeconfig string, timeout time.Duration, output string, o fleetOptions) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "-" {
-		rules.ExplicitPath = kubeconfig
-	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
+func runStatusFleet(ctx context.Context, stdout io.Writer, fleet *fleetFlags, namespace string, timeout time.Duration, output string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	fs, err := readFleet(ctx, rc, o)
+	fs, err := fleet.read(ctx, namespace)
 	if err != nil {
 		return err
 	}

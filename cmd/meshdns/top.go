@@ -12,8 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/controlplane/server"
@@ -39,9 +37,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rcode := fs.String("rcode", "", "only this response code: NXDOMAIN, SERVFAIL or REFUSED")
 	limit := fs.Int("limit", 10, "at most this many names per pod in the table (0: all)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
-	kubeconfig := fs.String("kubeconfig", "", "read every control plane replica through this cluster's API server, as status --kubeconfig does, instead of --admin-addr; \"-\" for the default ($KUBECONFIG, ~/.kube/config, the pod's service account)")
-	system := fs.String("system-namespace", "meshdns-system", "with --kubeconfig: the control plane's namespace")
-	selector := fs.String("selector", "app.kubernetes.io/name=meshdns-controlplane", "with --kubeconfig: the labels of the control plane's pods")
+	fleet := newFleetFlags(fs)
 	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -61,10 +57,10 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var lists [][]server.AgentInfo
 	var errs []error
 	where := *addrs
-	if *kubeconfig != "" {
-		where = "the control plane replicas of " + *system
+	if fleet.on() {
+		where = "the control plane replicas of " + fleet.system
 		var err error
-		if lists, errs, err = fleetAgents(ctx, *kubeconfig, fleetOptions{system: *system, selector: *selector, namespace: *namespace}); err != nil {
+		if lists, errs, err = fleetAgents(ctx, fleet, *namespace); err != nil {
 			return err
 		}
 		*addrs = ""
@@ -84,7 +80,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(lists) == 0 && len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if len(lists) == 0 && *kubeconfig == "" {
+	if len(lists) == 0 && !fleet.on() {
 		return cli.Usagef("--admin-addr: no address")
 	}
 	for _, err := range errs {
@@ -103,16 +99,8 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // fleetAgents reads the agents of every replica as status --kubeconfig
 // does, one list per replica; a replica that could not be read is an
 // error of errs.
-func fleetAgents(ctx context.Context, kubeconfig string, o fleetOptions) (lists [][]server.AgentInfo, errs []error, err error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "-" {
-		rules.ExplicitPath = kubeconfig
-	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	fs, err := readFleet(ctx, rc, o)
+func fleetAgents(ctx context.Context, fleet *fleetFlags, namespace string) (lists [][]server.AgentInfo, errs []error, err error) {
+	fs, err := fleet.read(ctx, namespace)
 	if err != nil {
 		return nil, nil, err
 	}
