@@ -21,7 +21,7 @@ import (
 )
 
 // Config configures an Agent. Zero fields take the default named beside
-// them; the command line (cmd/meshdns/agent.go) maps one flag to one field.
+// them; the command line (cmd/internal/agentcmd/agent.go) maps one flag to one field.
 type Config struct {
 	// DNSAddrs are the addresses served over UDP and TCP;
 	// 127.0.0.1:15053, plus [::1]:15053 when the upstreams include an IPv6
