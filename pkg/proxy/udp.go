@@ -39,12 +39,14 @@ type fwdJob struct {
 	buf []byte
 }
 
-// serveUDP reads queries from c until it is closed. Table answers and
-// Resolver cache hits are written from this goroutine, without handing
-// over: that is the path whose CPU per query is held next to a plain UDP
-// reflector. Requests that must wait (upstream, ExternalName) go, parsed,
-// to workers so a slow upstream never delays a table answer.
-func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
+// serveUDPConn reads queries from c until it is closed, through the net
+// package: serveUDP's loop where raw system calls are not available (see
+// udp_linux.go). Table answers and Resolver cache hits are written from
+// this goroutine, without handing over: that is the path whose CPU per
+// query is held next to a plain UDP reflector. Requests that must wait
+// (upstream, ExternalName) go, parsed, to workers so a slow upstream never
+// delays a table answer.
+func (s *Server) serveUDPConn(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
 	s.readers.Add(1)
 	defer s.readers.Add(-1)
 	buf := make([]byte, maxUDPPacket) // a query of any size is read whole
@@ -53,28 +55,50 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	for {
 		n, addr, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+			if s.udpReadDone(ctx, err) {
 				return
 			}
-			if s.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-				return // the queue is read: nothing more comes (drain.go)
-			}
-			s.log.Warn("read udp", "err", err)
 			continue
 		}
-		r.client = addr
-		reply, wait := s.h.answer(out, buf[:n], UDP, &r)
-		if wait {
-			s.dispatch(ctx, wg, c, addr, &r)
-			continue
-		}
-		if reply != nil {
+		if reply := s.answerUDP(ctx, wg, c, addr, buf[:n], out, &r); reply != nil {
 			s.writeUDP(c, reply, addr)
-			if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
-				out = reply[:0] // keep the grown buffer
-			}
+			out = keepGrown(out, reply)
 		}
 	}
+}
+
+// answerUDP answers one datagram read from c: the reply to send now, or
+// nil when there is none or a worker sends it (dispatch).
+func (s *Server) answerUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt, out []byte, r *request) []byte {
+	r.client = addr
+	reply, wait := s.h.answer(out, pkt, UDP, r)
+	if wait {
+		s.dispatch(ctx, wg, c, addr, r)
+		return nil
+	}
+	return reply
+}
+
+// udpReadDone reports whether a reader's read error ends it: the socket
+// closed, ctx done, or (drain.go) the queue read after the divert.
+func (s *Server) udpReadDone(ctx context.Context, err error) bool {
+	if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+		return true
+	}
+	if s.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return true // the queue is read: nothing more comes (drain.go)
+	}
+	s.log.Warn("read udp", "err", err)
+	return false
+}
+
+// keepGrown returns the reply buffer to use next: reply's storage when an
+// answer grew it (up to the largest packet), else out.
+func keepGrown(out, reply []byte) []byte {
+	if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
+		return reply[:0]
+	}
+	return out
 }
 
 func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
@@ -119,9 +143,7 @@ func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
 		reply := s.h.resolve(ctx, out, &j.req)
 		s.writeUDP(j.conn, reply, j.addr)
 		s.pending.Add(-1)
-		if cap(reply) > cap(out) && cap(reply) <= maxUDPPacket {
-			out = reply[:0] // keep the grown buffer
-		}
+		out = keepGrown(out, reply)
 		j.conn, j.req.chase = nil, nil
 		s.jobPool.Put(j)
 		idle.Reset(workerIdle)

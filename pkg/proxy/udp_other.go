@@ -1,0 +1,15 @@
+//go:build !linux
+
+package proxy
+
+import (
+	"context"
+	"net"
+	"sync"
+)
+
+// serveUDP reads queries from c until it is closed (serveUDPConn; Linux
+// reads and writes with system calls of its own, udp_linux.go).
+func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
+	s.serveUDPConn(ctx, wg, c)
+}
