@@ -42,6 +42,9 @@ type runConfig struct {
 	ab []string
 	// only filters the scenarios of -policy by name, or "".
 	only string
+	// profile is where -ab writes a perf profile of each agent per
+	// scenario, or "".
+	profile string
 }
 
 func runBench(args []string) error {
@@ -60,6 +63,7 @@ func runBench(args []string) error {
 	fs.StringVar(&cfg.clientCPU, "client-cpu", "0", "taskset cpu list for dnsperf")
 	fs.StringVar(&cfg.agent, "agent", "bin/meshdns", "meshdns binary whose agent command is measured too (empty: skip)")
 	ab := fs.String("ab", "", "comma-separated meshdns binaries with an agent command: measure every scenario on each against the first (an older build) and nothing else")
+	fs.StringVar(&cfg.profile, "profile", "", "with -ab: before the rounds, record a perf profile (perf record -g) of each agent on each scenario into this directory")
 	fs.StringVar(&cfg.only, "only", "", "with -policy: the comma-separated scenarios to run (known, cache-hit, forwarded; empty: all)")
 	policyRules := fs.Int("policy", 0, "measure the cost of a DNS policy of this many rules (with against without, for a table answer, a cache hit and a forwarded query) and nothing else")
 	failingTopN := fs.Int("failing", 0, "measure the cost of the failing-names summary reporting this many names (with against without, for a table answer, a table NXDOMAIN and a cache hit) and nothing else")
@@ -630,6 +634,11 @@ func benchAB(cfg *runConfig) error {
 			if _, err := measure(cfg, agents[k], files[i], time.Second, 0); err != nil {
 				return fmt.Errorf("%s warm-up of %s: %w", scs[i].name, bin, err)
 			}
+		}
+	}
+	if cfg.profile != "" {
+		if err := profileAgents(cfg, agents, scs, files); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("# benchdns -ab: %d services, %d names per scenario, %d rounds of %s runs, agents on cpu %s, dnsperf on cpu %s\n",
