@@ -64,7 +64,7 @@ func runBench(args []string) error {
 	fs.StringVar(&cfg.agent, "agent", "bin/meshdns", "meshdns binary whose agent command is measured too (empty: skip)")
 	ab := fs.String("ab", "", "comma-separated meshdns binaries with an agent command: measure every scenario on each against the first (an older build) and nothing else")
 	fs.StringVar(&cfg.profile, "profile", "", "with -ab: before the rounds, record a perf profile (perf record -g) of each agent on each scenario into this directory")
-	fs.StringVar(&cfg.only, "only", "", "with -policy: the comma-separated scenarios to run (known, cache-hit, forwarded; empty: all)")
+	fs.StringVar(&cfg.only, "only", "", "with -policy or -failing: the comma-separated scenarios to run (-policy: known, cache-hit, forwarded; -failing: known, nxdomain, cache-hit; empty: all)")
 	policyRules := fs.Int("policy", 0, "measure the cost of a DNS policy of this many rules (with against without, for a table answer, a cache hit and a forwarded query) and nothing else")
 	failingTopN := fs.Int("failing", 0, "measure the cost of the failing-names summary reporting this many names (with against without, for a table answer, a table NXDOMAIN and a cache hit) and nothing else")
 	rt := fs.Bool("rt", true, "run the fixed-rate latency runs at SCHED_FIFO priority (root), so other load on the machine does not set the p99")
@@ -91,10 +91,10 @@ func runBench(args []string) error {
 		return benchAB(&cfg)
 	}
 	if *policyRules > 0 {
-		return benchPolicyRatio(&cfg, *policyRules)
+		return benchFeatureRatio(&cfg, policyBench(*policyRules))
 	}
 	if *failingTopN > 0 {
-		return benchFailingRatio(&cfg, *failingTopN)
+		return benchFeatureRatio(&cfg, failingBench(*failingTopN))
 	}
 	return bench(&cfg)
 }
