@@ -128,60 +128,28 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Views == nil {
 		return nil, errors.New("server: Views is required")
 	}
-	if cfg.MaxAdmissions <= 0 {
-		cfg.MaxAdmissions = 128
-	}
-	if cfg.KeepaliveTime <= 0 {
-		cfg.KeepaliveTime = 30 * time.Second
-	}
-	if cfg.KeepaliveTimeout <= 0 {
-		cfg.KeepaliveTimeout = 10 * time.Second
-	}
-	if cfg.KeepaliveMinTime <= 0 {
-		cfg.KeepaliveMinTime = 10 * time.Second
-	}
+	positiveOr(&cfg.MaxAdmissions, 128)
+	positiveOr(&cfg.KeepaliveTime, 30*time.Second)
+	positiveOr(&cfg.KeepaliveTimeout, 10*time.Second)
+	positiveOr(&cfg.KeepaliveMinTime, 10*time.Second)
 	if cfg.Authenticator == nil {
 		cfg.Authenticator = auth.Insecure()
 	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
 	}
-	if cfg.MaxStreamsPerIdentity <= 0 {
-		cfg.MaxStreamsPerIdentity = 4
-	}
-	if cfg.ReconnectBurst <= 0 {
-		cfg.ReconnectBurst = 10
-	}
-	if cfg.ReconnectRate <= 0 {
-		cfg.ReconnectRate = 0.2
-	}
-	if cfg.MaxClusterDomains <= 0 {
-		cfg.MaxClusterDomains = 4
-	}
-	if cfg.MaxPendingPerPeer <= 0 {
-		cfg.MaxPendingPerPeer = 8
-	}
-	if cfg.FailedAuthBurst <= 0 {
-		cfg.FailedAuthBurst = 20
-	}
-	if cfg.FailedAuthRate <= 0 {
-		cfg.FailedAuthRate = 1
-	}
-	if cfg.MaxConnections <= 0 {
-		cfg.MaxConnections = 50_000
-	}
-	if cfg.MaxConnectionsPerPeer <= 0 {
-		cfg.MaxConnectionsPerPeer = 256
-	}
-	if cfg.MaxStreamsPerConnection == 0 {
-		cfg.MaxStreamsPerConnection = 8
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
-	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = 64 << 10
-	}
+	positiveOr(&cfg.MaxStreamsPerIdentity, 4)
+	positiveOr(&cfg.ReconnectBurst, 10)
+	positiveOr(&cfg.ReconnectRate, 0.2)
+	positiveOr(&cfg.MaxClusterDomains, 4)
+	positiveOr(&cfg.MaxPendingPerPeer, 8)
+	positiveOr(&cfg.FailedAuthBurst, 20)
+	positiveOr(&cfg.FailedAuthRate, 1)
+	positiveOr(&cfg.MaxConnections, 50_000)
+	positiveOr(&cfg.MaxConnectionsPerPeer, 256)
+	positiveOr(&cfg.MaxStreamsPerConnection, 8)
+	positiveOr(&cfg.HandshakeTimeout, 10*time.Second)
+	positiveOr(&cfg.MaxRequestBytes, 64<<10)
 	if cfg.Settings == nil {
 		cfg.Settings = agentsettings.Compose()
 	}
@@ -273,4 +241,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	s.grpc.Stop()
 	<-errc
 	return nil
+}
+
+// positiveOr sets *v to def when it is not positive: Config's zero values
+// (and nonsense negative ones) take the default its field documents.
+func positiveOr[T ~int | ~uint32 | ~int64 | ~float64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
