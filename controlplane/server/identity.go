@@ -161,8 +161,7 @@ type limits struct {
 
 type idState struct {
 	streams int
-	tokens  float64
-	last    time.Time
+	bucket  // reconnects still allowed
 }
 
 // maxIdentities bounds the per-identity state kept for identities without
@@ -177,11 +176,10 @@ func (l *limits) acquire(key, domain string, now time.Time) (release func(), why
 		if len(l.ids) >= maxIdentities {
 			l.pruneLocked(now)
 		}
-		st = &idState{tokens: l.burst, last: now}
+		st = &idState{bucket: bucket{tokens: l.burst, last: now}}
 		l.ids[key] = st
 	}
-	st.tokens = min(l.burst, st.tokens+now.Sub(st.last).Seconds()*l.rate)
-	st.last = now
+	st.refill(now, l.burst, l.rate)
 	switch {
 	case st.streams >= l.maxStreams:
 		return nil, fmt.Sprintf("identity already has %d streams open (the limit)", st.streams)
@@ -216,17 +214,6 @@ func (l *limits) acquire(key, domain string, now time.Time) (release func(), why
 // full again (they lose nothing); if that is not enough (a flood of
 // identities), every identity without a stream.
 func (l *limits) pruneLocked(now time.Time) {
-	for k, st := range l.ids {
-		if st.streams == 0 && st.tokens+now.Sub(st.last).Seconds()*l.rate >= l.burst {
-			delete(l.ids, k)
-		}
-	}
-	if len(l.ids) < maxIdentities {
-		return
-	}
-	for k, st := range l.ids {
-		if st.streams == 0 {
-			delete(l.ids, k)
-		}
-	}
+	pruneIdle(l.ids, maxIdentities, func(st *idState) bool { return st.streams == 0 },
+		func(st *idState) bool { return st.full(now, l.burst, l.rate) })
 }

@@ -32,8 +32,7 @@ type peers struct {
 
 type peerState struct {
 	pending int
-	tokens  float64 // failed authentications still allowed
-	last    time.Time
+	bucket  // failed authentications still allowed
 }
 
 // maxPeers bounds the peer addresses remembered; beyond it the ones with
@@ -62,12 +61,6 @@ func peerIP(ctx context.Context) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-// refill brings st's bucket up to now; mu must be held.
-func (p *peers) refillLocked(st *peerState, now time.Time) {
-	st.tokens = min(p.burst, st.tokens+now.Sub(st.last).Seconds()*p.rate)
-	st.last = now
-}
-
 // blocked reports whether addr has used up its failed authentications.
 func (p *peers) blocked(addr netip.Addr, now time.Time) bool {
 	if !addr.IsValid() {
@@ -79,7 +72,7 @@ func (p *peers) blocked(addr netip.Addr, now time.Time) bool {
 	if st == nil {
 		return false
 	}
-	p.refillLocked(st, now)
+	st.refill(now, p.burst, p.rate)
 	return st.tokens < 1
 }
 
@@ -97,10 +90,10 @@ func (p *peers) begin(addr netip.Addr, now time.Time) (done func(failed bool, no
 		if len(p.m) >= maxPeers {
 			p.pruneLocked(now)
 		}
-		st = &peerState{tokens: p.burst, last: now}
+		st = &peerState{bucket: bucket{tokens: p.burst, last: now}}
 		p.m[addr] = st
 	}
-	p.refillLocked(st, now)
+	st.refill(now, p.burst, p.rate)
 	switch {
 	case st.tokens < 1:
 		return nil, "too many failed authentications from this address; back off"
@@ -113,26 +106,17 @@ func (p *peers) begin(addr netip.Addr, now time.Time) (done func(failed bool, no
 		defer p.mu.Unlock()
 		st.pending--
 		if failed {
-			p.refillLocked(st, now)
+			st.refill(now, p.burst, p.rate)
 			st.tokens = max(0, st.tokens-1)
 		}
 	}, ""
 }
 
+// pruneLocked forgets addresses with nothing pending and a full bucket;
+// if that is not enough, every address with nothing pending.
 func (p *peers) pruneLocked(now time.Time) {
-	for a, st := range p.m {
-		if st.pending == 0 && st.tokens+now.Sub(st.last).Seconds()*p.rate >= p.burst {
-			delete(p.m, a)
-		}
-	}
-	if len(p.m) < maxPeers {
-		return
-	}
-	for a, st := range p.m {
-		if st.pending == 0 {
-			delete(p.m, a)
-		}
-	}
+	pruneIdle(p.m, maxPeers, func(st *peerState) bool { return st.pending == 0 },
+		func(st *peerState) bool { return st.full(now, p.burst, p.rate) })
 }
 
 // tap refuses a new stream of a peer that used up its failed
