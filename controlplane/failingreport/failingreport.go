@@ -14,16 +14,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
+	"github.com/meshdns/meshdns/controlplane/internal/metawatch"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -173,45 +171,8 @@ func (p *Part) Run(ctx context.Context) error {
 	if p.cfg.Mode != Namespaces {
 		return nil
 	}
-	sel := Label + "=" + Enabled
-	ri := p.meta.Resource(namespacesResource)
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, UID: m.UID,
-				ResourceVersion: m.ResourceVersion, Labels: map[string]string{Label: m.Labels[Label]}}}, nil
-		}
-		return obj, nil
-	})
-	set := func(obj any) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			p.setNamespace(m.Name, m.Labels[Label] == Enabled)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-				p.setNamespace(m.Name, false)
-			}
-		},
-	}); err != nil {
-		return fmt.Errorf("failing report: %w", err)
-	}
-	inf.Run(ctx.Done())
-	return nil
+	lw := metawatch.ListWatch(ctx, p.meta, namespacesResource, "", Label+"="+Enabled)
+	return metawatch.Watch{ListWatch: lw, Keep: metawatch.Label(Label), On: func(m *metav1.PartialObjectMetadata, gone bool) {
+		p.setNamespace(m.Name, !gone && m.Labels[Label] == Enabled)
+	}}.Run(ctx)
 }

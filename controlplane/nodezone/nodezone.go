@@ -12,9 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -22,6 +20,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
+	"github.com/meshdns/meshdns/controlplane/internal/metawatch"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -70,18 +69,10 @@ func ListerWatcher(rc *rest.Config) (cache.ListerWatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodezone: metadata client: %w", err)
 	}
-	nodes := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"})
-	return &cache.ListWatch{
-		// client-go's ListWatch of this version passes no context; the
-		// reflector bounds each call with the options' timeout and stops
-		// a watch through its result.
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			return nodes.List(context.TODO(), o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			return nodes.Watch(context.TODO(), o)
-		},
-	}, nil
+	// client-go's ListWatch of this version passes no context; the
+	// reflector bounds each call with the options' timeout and stops a
+	// watch through its result.
+	return metawatch.ListWatch(context.TODO(), c, schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", ""), nil
 }
 
 // Fill sets the zone of the agent's node, when its credential names one.
@@ -111,50 +102,16 @@ func (z *Zones) Run(ctx context.Context) error {
 		z.log.Warn("cannot list nodes: pod zones off (grant get, list and watch on nodes, or pass --pod-zone=false)", "err", err)
 		return nil
 	}
-	inf := cache.NewSharedIndexInformer(z.cfg.Nodes, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	z.log.Info("watching node zones", "label", Label)
 	// Keep a node's name and zone only: its other labels, annotations and
 	// managed fields are most of its metadata.
-	if err := inf.SetTransform(strip); err != nil {
-		return fmt.Errorf("nodezone: set transform: %w", err)
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { z.set(obj, false) },
-		UpdateFunc: func(_, obj any) { z.set(obj, false) },
-		DeleteFunc: func(obj any) { z.set(obj, true) },
-	}); err != nil {
-		return fmt.Errorf("nodezone: handler: %w", err)
-	}
-	z.log.Info("watching node zones", "label", Label)
-	inf.Run(ctx.Done())
-	return nil
-}
-
-// strip is the informer's transform.
-func strip(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil // a tombstone: its object was stripped before
-	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-	}}
-	if zone, ok := m.Labels[Label]; ok {
-		out.Labels = map[string]string{Label: zone}
-	}
-	return out, nil
+	return metawatch.Watch{ListWatch: z.cfg.Nodes, Keep: metawatch.Label(Label), On: z.set}.Run(ctx)
 }
 
 // set records the zone of the node obj (none when deleted) and announces
 // a change only when the zone changed: node updates are frequent, zone
 // changes rare.
-func (z *Zones) set(obj any, deleted bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj, deleted = t.Obj, true
-	}
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return
-	}
+func (z *Zones) set(m *metav1.PartialObjectMetadata, deleted bool) {
 	zone := ""
 	if !deleted {
 		zone = m.Labels[Label]

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
+	"github.com/meshdns/meshdns/controlplane/internal/metawatch"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -98,11 +99,16 @@ func TestSet(t *testing.T) {
 		{name: "deleted again", obj: node("n1", "zone-c"), deleted: true, n: "n1", want: ""},
 		{name: "not a node", obj: "junk", n: "n1", want: ""},
 	}
+	strip, h := metawatch.Strip(metawatch.Label(Label)), metawatch.Handler(z.set)
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			ch := z.Changed()
 			stripped, _ := strip(st.obj)
-			z.set(stripped, st.deleted)
+			if st.deleted {
+				h.OnDelete(stripped)
+			} else {
+				h.OnUpdate(nil, stripped)
+			}
 			notified := false
 			select {
 			case <-ch:
