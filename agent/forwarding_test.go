@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,17 +17,10 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// dotUpstream is a real DNS-over-TLS server on loopback (miekg's tcp-tls)
-// answering every A question with 192.0.2.53; its certificate is for
-// dns.corp.test, signed by the CA in caFile.
-type dotUpstream struct {
-	addr   string
-	caFile string
-	mu     sync.Mutex
-	names  []string // guarded by mu
-}
-
-func startDoTUpstream(t testing.TB) *dotUpstream {
+// startDoTUpstream starts a namesUpstream over DNS-over-TLS (miekg's
+// tcp-tls), answering 192.0.2.53; its certificate is for dns.corp.test,
+// signed by the CA in its caFile.
+func startDoTUpstream(t testing.TB) *namesUpstream {
 	t.Helper()
 	ca := certtest.NewCA(t, "corp CA")
 	certPEM, keyPEM := ca.Issue(t, "dns.corp.test", true, certtest.DNSNames("dns.corp.test"))
@@ -36,32 +28,9 @@ func startDoTUpstream(t testing.TB) *dotUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &dotUpstream{addr: ln.Addr().String(), caFile: certtest.Write(t, t.TempDir(), "ca.pem", ca.PEM)}
-	srv := &dns.Server{Listener: ln, Net: "tcp-tls", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		q := r.Question[0]
-		u.mu.Lock()
-		u.names = append(u.names, strings.ToLower(q.Name))
-		u.mu.Unlock()
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if q.Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(q.Name + " 300 IN A 192.0.2.53")
-			m.Answer = append(m.Answer, rr)
-		}
-		w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
+	u := &namesUpstream{addr: ln.Addr().String(), caFile: certtest.Write(t, t.TempDir(), "ca.pem", ca.PEM)}
+	u.serve(t, &dns.Server{Listener: ln, Net: "tcp-tls"}, "192.0.2.53")
 	return u
-}
-
-func (u *dotUpstream) asked(name string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Contains(u.names, name)
 }
 
 func forwardSettings(rules ...*meshdnsv1.ForwardRule) *meshdnsv1.AgentSettings {

@@ -19,13 +19,15 @@ import (
 )
 
 // namesUpstream is a real DNS server on loopback that answers every A
-// question with 192.0.2.1 and notes each name it is asked.
+// question with one address and notes each name it is asked.
 type namesUpstream struct {
-	addr  string
-	mu    sync.Mutex
-	names []string // guarded by mu
+	addr   string
+	caFile string // over TLS: the CA that signed its certificate; else ""
+	mu     sync.Mutex
+	names  []string // guarded by mu
 }
 
+// startNamesUpstream starts one over UDP, answering 192.0.2.1.
 func startNamesUpstream(t testing.TB) *namesUpstream {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -33,7 +35,15 @@ func startNamesUpstream(t testing.TB) *namesUpstream {
 		t.Fatal(err)
 	}
 	u := &namesUpstream{addr: pc.LocalAddr().String()}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+	u.serve(t, &dns.Server{PacketConn: pc}, "192.0.2.1")
+	return u
+}
+
+// serve runs srv (its listener set) with u's handler, answering a, until
+// the test ends.
+func (u *namesUpstream) serve(t testing.TB, srv *dns.Server, a string) {
+	t.Helper()
+	srv.Handler = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		q := r.Question[0]
 		u.mu.Lock()
 		u.names = append(u.names, strings.ToLower(q.Name))
@@ -41,17 +51,16 @@ func startNamesUpstream(t testing.TB) *namesUpstream {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		if q.Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(q.Name + " 300 IN A 192.0.2.1")
+			rr, _ := dns.NewRR(q.Name + " 300 IN A " + a)
 			m.Answer = append(m.Answer, rr)
 		}
 		w.WriteMsg(m)
-	})}
+	})
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
 	go srv.ActivateAndServe()
 	<-started
 	t.Cleanup(func() { srv.Shutdown() })
-	return u
 }
 
 func (u *namesUpstream) asked(name string) bool {
