@@ -2,13 +2,7 @@ package kube
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,15 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/meshdns/meshdns/agent"
-	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
-	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/nodezone"
-	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
@@ -201,27 +190,6 @@ func askA(t *testing.T, dnsAddr, name string) []string {
 // address.
 func startZoneStack(t *testing.T, c *kubetest.Cluster, ns, token string, zoneAware bool) string {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	dir := t.TempDir()
-	ca := certtest.NewCA(t, "meshdns-test")
-	caFile := certtest.Write(t, dir, "ca.crt", ca.PEM)
-	certPEM, keyPEM := ca.Issue(t, "controlplane", true)
-	certFile, keyFile := certtest.WritePair(t, dir, certPEM, keyPEM)
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubesource.NewClientForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Namespaces: []string{ns}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rv, err := auth.NewReviewer(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -234,52 +202,12 @@ func startZoneStack(t *testing.T, c *kubetest.Cluster, ns, token string, zoneAwa
 	if err != nil {
 		t.Fatal(err)
 	}
-	zones, err := nodezone.New(nodezone.Config{Nodes: lw, Logger: log})
+	zones, err := nodezone.New(nodezone.Config{Nodes: lw, Logger: kubestack.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	al, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.New(controlplane.Config{
-		GRPCListener: gl, AdminListener: al, Sources: []registry.Source{src},
-		TLSCert: certFile, TLSKey: keyFile, Authenticator: ta, SettingsParts: []agentsettings.Part{zones},
-		Debounce: 20 * time.Millisecond, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolv := filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch "+strings.Join(kubestack.SearchList(ns), " ")+"\noptions ndots:5\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(agent.Config{
-		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{"127.0.0.1:1"},
-		Namespace: ns, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		CACert: caFile, TokenFile: tokenFile, IgnorePodZone: !zoneAware, CacheSize: -1, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	cpDone, agentDone := make(chan error, 1), make(chan error, 1)
-	go func() { cpDone <- cp.Run(runCtx) }()
-	go func() { agentDone <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		for name, ch := range map[string]chan error{"agent": agentDone, "control plane": cpDone} {
-			if err := <-ch; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		}
-	})
-	return a.DNSAddr().String()
+	return kubestack.StartWith(t, c, ns, "127.0.0.1:1", kubestack.Options{
+		Namespaces: []string{ns}, Token: token, Authenticator: ta, IgnorePodZone: !zoneAware,
+		SettingsParts: []agentsettings.Part{zones},
+	}).DNS
 }

@@ -5,7 +5,6 @@ package kubestack
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -19,8 +18,10 @@ import (
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
+	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/internal/certtest"
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
@@ -44,6 +45,25 @@ type Options struct {
 	ForwardPods bool
 	// Sources run beside the Kubernetes source (the multi-cluster one).
 	Sources []registry.Source
+	// Namespaces limits the Kubernetes source to these namespaces; nil
+	// watches all.
+	Namespaces []string
+	// Token, when set, is the agent's credential (its token file); the
+	// control plane then serves gRPC over TLS, with a certificate of a
+	// test CA the agent trusts, and verifies the token with Authenticator.
+	Token         string
+	Authenticator auth.Authenticator
+	// IgnorePodZone is the agent's --zone-aware=false.
+	IgnorePodZone bool
+}
+
+// Logger is the log of the stack's parts: discarded, or warnings and
+// errors on stderr with -v.
+func Logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Start runs the control plane, watching c with the production client as
@@ -59,17 +79,13 @@ func Start(t testing.TB, c *kubetest.Cluster, podNS, upstream string, ttl uint32
 // StartWith is Start with options.
 func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Options) *Stack {
 	t.Helper()
-	ttl := o.TTL
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	log := Logger()
 	reg := prometheus.NewRegistry()
 	client, err := kubesource.NewClientForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg, Options: o.Source})
+	src, err := kubesource.New(kubesource.Config{Client: client, Logger: log, Registerer: reg, Options: o.Source, Namespaces: o.Namespaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,22 +97,36 @@ func StartWith(t testing.TB, c *kubetest.Cluster, podNS, upstream string, o Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := controlplane.New(controlplane.Config{
+	cpc := controlplane.Config{
 		GRPCListener: gl, AdminListener: al, Sources: append([]registry.Source{src}, o.Sources...),
 		Debounce: 20 * time.Millisecond, Logger: log, Registerer: reg, Gatherer: reg, SettingsParts: o.SettingsParts,
-	})
+		Authenticator: o.Authenticator,
+	}
+	ac := agent.Config{
+		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", Upstreams: []string{upstream},
+		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
+		TTL: o.TTL, CacheSize: -1, ForwardPods: o.ForwardPods, IgnorePodZone: o.IgnorePodZone, Logger: log,
+	}
+	dir := t.TempDir()
+	if o.Token != "" {
+		ca := certtest.NewCA(t, "meshdns-test")
+		ac.CACert = certtest.Write(t, dir, "ca.crt", ca.PEM)
+		certPEM, keyPEM := ca.Issue(t, "controlplane", true)
+		cpc.TLSCert, cpc.TLSKey = certtest.WritePair(t, dir, certPEM, keyPEM)
+		ac.TokenFile = filepath.Join(dir, "token")
+		if err := os.WriteFile(ac.TokenFile, []byte(o.Token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, err := controlplane.New(cpc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolv := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch "+strings.Join(SearchList(podNS), " ")+"\noptions ndots:5\n"), 0o644); err != nil {
+	ac.ResolvConf = filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(ac.ResolvConf, []byte("nameserver 127.0.0.1\nsearch "+strings.Join(SearchList(podNS), " ")+"\noptions ndots:5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
-		DNSAddrs: []string{"127.0.0.1:0"}, AdminAddr: "-", ResolvConf: resolv, Upstreams: []string{upstream},
-		Namespace: podNS, PodName: "client-0", ControlPlanes: []string{gl.Addr().String()},
-		TTL: ttl, CacheSize: -1, ForwardPods: o.ForwardPods, Logger: log,
-	})
+	a, err := agent.New(ac)
 	if err != nil {
 		t.Fatal(err)
 	}
