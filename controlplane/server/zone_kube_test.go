@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -27,28 +25,7 @@ func TestPodZoneAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := c.Namespace(t, "zone")
-	node, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "node-", Labels: map[string]string{nodezone.Label: "zone-a"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
-	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.PodSpec{ServiceAccountName: "default", NodeName: node.Name,
-			Containers: []corev1.Container{{Name: "app", Image: "app"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-		Audiences: []string{"meshdns"}, ExpirationSeconds: ptr(int64(600)),
-		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, token := c.PodOnNode(t, ns, "web", map[string]string{nodezone.Label: "zone-a"}, "meshdns")
 	rv, err := auth.NewReviewer(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -57,9 +34,9 @@ func TestPodZoneAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := ta.Authenticate(ctx, auth.Request{Token: tr.Status.Token})
-	if err != nil || id.Node != node.Name {
-		t.Fatalf("identity %+v, %v: want node %q from the token's node-name claim", id, err, node.Name)
+	id, err := ta.Authenticate(ctx, auth.Request{Token: token})
+	if err != nil || id.Node != node {
+		t.Fatalf("identity %+v, %v: want node %q from the token's node-name claim", id, err, node)
 	}
 
 	lw, err := nodezone.ListerWatcher(c.Config)
@@ -74,14 +51,14 @@ func TestPodZoneAPIServer(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- zones.Run(zctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	waitFor(t, "the node's zone known", func() bool { return zones.Zone(node.Name) == "zone-a" })
+	waitFor(t, "the node's zone known", func() bool { return zones.Zone(node) == "zone-a" })
 
 	h := newHarness(t, harnessOpts{server: func(cfg *server.Config) {
 		cfg.Authenticator = ta
 		cfg.Settings = agentsettings.Compose(zones)
 	}})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: ns, Pod: pod.Name, Token: tr.Status.Token,
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: ns, Pod: "web", Token: token,
 		Features: []string{agentsettings.FeaturePodZone}})
 	if r := a.Next(); cptest.Kind(r) != "full" || a.Settings.GetPodZone() != "zone-a" {
 		t.Fatalf("first response %s with settings %v, want a full table with pod_zone zone-a", cptest.Kind(r), a.Settings)
@@ -93,7 +70,7 @@ func TestPodZoneAPIServer(t *testing.T) {
 
 	// A relabelled node: a delta with the new zone, no name changes.
 	patch := `{"metadata":{"labels":{"` + nodezone.Label + `":"zone-b"}}}`
-	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r := a.Next()
@@ -105,7 +82,7 @@ func TestPodZoneAPIServer(t *testing.T) {
 	// response is that of the next zone change.
 	for _, labels := range []string{`"unrelated":"x"`, `"` + nodezone.Label + `":"zone-c"`} {
 		patch := `{"metadata":{"labels":{` + labels + `}}}`
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

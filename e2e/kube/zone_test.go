@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,30 +30,8 @@ func TestPodZoneOrdersAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := c.Namespace(t, "zone")
+	node, token := c.PodOnNode(t, ns, "client-0", map[string]string{nodezone.Label: "zone-a"}, "meshdns")
 	nodes := c.Client.CoreV1().Nodes()
-	node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "node-", Labels: map[string]string{nodezone.Label: "zone-a"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nodes.Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
-	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client-0"},
-		Spec: corev1.PodSpec{ServiceAccountName: "default", NodeName: node.Name,
-			Containers: []corev1.Container{{Name: "app", Image: "app"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expiry := int64(3600)
-	tr, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-		Audiences: []string{"meshdns"}, ExpirationSeconds: &expiry,
-		BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// db: two endpoints in zone-a, two in zone-b, one without a zone.
 	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
@@ -76,11 +53,12 @@ func TestPodZoneOrdersAnswers(t *testing.T) {
 		s.Endpoints = append(s.Endpoints, ep)
 	}
 	slicesAPI := c.Client.DiscoveryV1().EndpointSlices(ns)
-	if s, err = slicesAPI.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+	s, err := slicesAPI.Create(ctx, s, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 
-	dnsAddr := startZoneStack(t, c, ns, tr.Status.Token, true)
+	dnsAddr := startZoneStack(t, c, ns, token, true)
 	name := "db." + ns + ".svc.cluster.local."
 	// The table's order is by address; each zone's group keeps it.
 	groupA := []string{"10.30.0.2", "10.30.0.5"}
@@ -88,7 +66,7 @@ func TestPodZoneOrdersAnswers(t *testing.T) {
 	awaitGroup(t, dnsAddr, name, groupA)
 
 	patch := `{"metadata":{"labels":{"` + nodezone.Label + `":"zone-b"}}}`
-	if _, err := nodes.Patch(ctx, node.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := nodes.Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	awaitGroup(t, dnsAddr, name, groupB)
@@ -109,7 +87,7 @@ func TestPodZoneOrdersAnswers(t *testing.T) {
 
 	// Turned off, the same pod's agent answers in the table's order:
 	// every endpoint takes its turn first.
-	off := startZoneStack(t, c, ns, tr.Status.Token, false)
+	off := startZoneStack(t, c, ns, token, false)
 	firsts := map[string]bool{}
 	for len(firsts) < len(zoneOf) {
 		got := askA(t, off, name)
