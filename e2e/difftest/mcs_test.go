@@ -15,12 +15,8 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -33,8 +29,6 @@ import (
 // (kubernetes plugin, CoreDNS 1.12.2+) and meshdns's multi-cluster source,
 // on ServiceImports and their EndpointSlices written to the same API
 // server, asked the same clusterset.local questions.
-
-const mcsCRDFile = "../../controlplane/mcssource/testdata/multicluster.x-k8s.io_serviceimports.yaml"
 
 // Question forms of the clusterset.local corpus.
 const (
@@ -117,30 +111,6 @@ func TestMultiClusterClassesDocumented(t *testing.T) {
 	}
 }
 
-// installServiceImportCRD creates the ServiceImport CRD from the MCS API's
-// published YAML (once per cluster) and waits until ServiceImports can be
-// created in ns.
-func installServiceImportCRD(ctx context.Context, t testing.TB, c *kubetest.Cluster) dynamic.Interface {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(mcsCRDFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(gvr).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	return dyn
-}
-
 // mcsImport is one ServiceImport of the generated set.
 type mcsImport struct {
 	name     string
@@ -189,31 +159,12 @@ var mcsImports = []mcsImport{
 // createImports writes mcsImports into ns.
 func createImports(ctx context.Context, t testing.TB, c *kubetest.Cluster, dyn dynamic.Interface, ns string) {
 	t.Helper()
-	imports := dyn.Resource(schema.GroupVersionResource{Group: mcssource.Group, Version: mcssource.Version, Resource: mcssource.Resource}).Namespace(ns)
 	for _, im := range mcsImports {
 		typ := "ClusterSetIP"
 		if im.headless {
 			typ = "Headless"
 		}
-		spec := map[string]any{"type": typ, "ports": im.ports}
-		if len(im.ips) > 0 {
-			spec["ips"] = []any{im.ips[0]}
-		}
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": mcssource.Group + "/" + mcssource.Version, "kind": "ServiceImport",
-			"metadata": map[string]any{"name": im.name, "namespace": ns}, "spec": spec,
-		}}
-		for {
-			_, err := imports.Create(ctx, obj, metav1.CreateOptions{})
-			if err == nil {
-				break
-			}
-			// The CRD takes a moment to be established.
-			if ctx.Err() != nil || !apierrors.IsNotFound(err) {
-				t.Fatalf("create ServiceImport %s: %v", im.name, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		kubestack.CreateServiceImport(ctx, t, dyn, kubestack.ServiceImport(ns, im.name, typ, im.ips, im.ports))
 		for j, sl := range im.slices {
 			portName, portNum, proto := "db", int32(5432), corev1.ProtocolTCP
 			s := &discoveryv1.EndpointSlice{
@@ -331,7 +282,7 @@ func TestDifferentialMultiCluster(t *testing.T) {
 	c := cluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dyn := installServiceImportCRD(ctx, t, c)
+	dyn, _ := kubestack.InstallServiceImportCRD(ctx, t, c)
 	ns := c.Namespace(t, "mcs")
 	createImports(ctx, t, c, dyn, ns)
 

@@ -2,46 +2,25 @@ package kube
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
 )
 
-const crdFile = "../../controlplane/mcssource/testdata/multicluster.x-k8s.io_serviceimports.yaml"
-
-var (
-	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	importGVR = schema.GroupVersionResource{Group: mcssource.Group, Version: mcssource.Version, Resource: mcssource.Resource}
-)
+var importGVR = schema.GroupVersionResource{Group: mcssource.Group, Version: mcssource.Version, Resource: mcssource.Resource}
 
 func serviceImport(ns, name, typ string, ips []string, port int64) *unstructured.Unstructured {
-	spec := map[string]any{"type": typ, "ports": []any{map[string]any{"name": "http", "port": port, "protocol": "TCP"}}}
-	if ips != nil {
-		l := make([]any, len(ips))
-		for i, ip := range ips {
-			l[i] = ip
-		}
-		spec["ips"] = l
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": mcssource.Group + "/" + mcssource.Version, "kind": "ServiceImport",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
+	return kubestack.ServiceImport(ns, name, typ, ips, []any{map[string]any{"name": "http", "port": port, "protocol": "TCP"}})
 }
 
 // TestMultiClusterEndToEnd: clusterset.local names follow the ServiceImport
@@ -52,10 +31,6 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ns := c.Namespace(t, "mcs")
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client, err := mcssource.NewClientForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -77,29 +52,9 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 		t.Fatalf("%s without the ServiceImport CRD was answered locally, want forwarded", web)
 	}
 
-	data, err := os.ReadFile(crdFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	dyn, crd := kubestack.InstallServiceImportCRD(ctx, t, c)
 	imports := dyn.Resource(importGVR).Namespace(ns)
-	// The CRD takes a moment to be established: retry the first create.
-	for {
-		_, err := imports.Create(ctx, serviceImport(ns, "web", "ClusterSetIP", []string{"10.200.0.1"}, 80), metav1.CreateOptions{})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || !apierrors.IsNotFound(err) {
-			t.Fatalf("create ServiceImport: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kubestack.CreateServiceImport(ctx, t, dyn, serviceImport(ns, "web", "ClusterSetIP", []string{"10.200.0.1"}, 80))
 	s.await(t, web, dns.TypeA, "NOERROR A 10.200.0.1")
 	s.await(t, "_http._tcp."+web, dns.TypeSRV, "NOERROR SRV 0 100 80 "+web+".")
 	// The zone is authoritative now: an unknown name is NXDOMAIN here.
@@ -158,7 +113,7 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 	s.await(t, web, dns.TypeA, "NXDOMAIN ")
 
 	// Without the CRD the zone goes back upstream.
-	if err := dyn.Resource(crdGVR).Delete(ctx, crd.GetName(), metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kubestack.CRDs).Delete(ctx, crd.GetName(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Deleting the CRD deletes the imports first (the old answer, then an
