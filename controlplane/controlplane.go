@@ -24,6 +24,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/filesource"
+	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/server"
@@ -99,6 +100,10 @@ type Config struct {
 	// agentsettings.Runner (their informers); streams wait for those that
 	// implement agentsettings.Readier.
 	SettingsParts []agentsettings.Part
+	// Pods is the pod label cache that settings parts and sources share
+	// (forwarding rules, DNS policies: package podmeta); Run runs it. Nil
+	// when none needs pod labels.
+	Pods *podmeta.Pods
 	// ExpectSources are source names that must report before the first
 	// version is served. The file source, and every source of Sources
 	// with a Name() string method, are added: no agent ever gets a table
@@ -285,6 +290,9 @@ func (c *ControlPlane) Run(parent context.Context) error {
 	}
 	for _, r := range c.settings.Runners() {
 		g.run(ctx, cancel, "settings", r.Run)
+	}
+	if c.cfg.Pods != nil {
+		g.run(ctx, cancel, "pods", c.cfg.Pods.Run)
 	}
 	g.run(ctx, cancel, "grpc", func(ctx context.Context) error {
 		if c.cfg.GRPCListener != nil {

@@ -33,10 +33,9 @@ func (f *forwardingFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *
 	if err := cli.Readable("--forwarding-rules", f.path); err != nil {
 		return err
 	}
-	log = log.With("component", "forwarding")
-	fc := forwardsource.FileConfig{Path: f.path, Logger: log}
+	fc := forwardsource.FileConfig{Path: f.path, Logger: log.With("component", "forwarding")}
 	if rc != nil {
-		pods, err := forwardsource.NewPods(rc, log)
+		pods, err := sharedPods(cfg, log, rc)
 		if err != nil {
 			return err
 		}

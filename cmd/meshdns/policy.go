@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/controlplane/policysource"
 )
 
@@ -43,8 +44,15 @@ func (f *policyFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest
 	}
 	store := policysource.NewStore()
 	if rc != nil && f.watch {
-		src, err := policysource.NewKube(policysource.KubeConfig{Config: rc, Store: store, NoPodLabels: !f.podLabels,
-			NoStatus: !f.status, Logger: log.With("component", "policysource")})
+		kc := policysource.KubeConfig{Config: rc, Store: store, NoPodLabels: !f.podLabels,
+			NoStatus: !f.status, Logger: log.With("component", "policysource")}
+		if f.podLabels {
+			var err error
+			if kc.Pods, err = sharedPods(cfg, log, rc); err != nil {
+				return err
+			}
+		}
+		src, err := policysource.NewKube(kc)
 		if err != nil {
 			return err
 		}
@@ -59,4 +67,17 @@ func (f *policyFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest
 	}
 	cfg.SettingsParts = append(cfg.SettingsParts, store)
 	return nil
+}
+
+// sharedPods returns the control plane's pod label cache, made on first
+// use: the forwarding rules and the policies share one.
+func sharedPods(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (*podmeta.Pods, error) {
+	if cfg.Pods == nil {
+		p, err := podmeta.New(podmeta.Config{Config: rc, Logger: log.With("component", "podmeta")})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Pods = p
+	}
+	return cfg.Pods, nil
 }

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/internal/filewatch"
 )
 
@@ -20,10 +22,11 @@ type FileConfig struct {
 	// ConfigMap's key. Required.
 	Path string
 	// PodLabels lets rules with a podSelector select pods (see NewPart);
-	// nil: such rules select none. Pods, when set, is run with the file
-	// and used instead.
+	// nil: such rules select none. Pods, when set, is used instead: the
+	// control plane's shared pod label cache, run by its owner, asked for
+	// the namespaces the rules with a podSelector name.
 	PodLabels PodLabels
-	Pods      *Pods
+	Pods      *podmeta.Pods
 	// Interval is how often the file is polled besides file system
 	// events; zero means 30s.
 	Interval time.Duration
@@ -43,10 +46,11 @@ type File struct {
 	log   *slog.Logger
 	ready chan struct{} // closed at the first good version, pods synced
 
-	readyMu    sync.Mutex    // guards good; serialises closing ready
-	good       bool          // a good version is in
-	podsSynced chan struct{} // closed once the pods synced, or at Run without Pods
-	last       []byte        // the content of the last good version; only Run's goroutine
+	pods *podmeta.Need // or nil without Pods
+
+	readyMu sync.Mutex // guards good; serialises closing ready
+	good    bool       // a good version is in
+	last    []byte     // the content of the last good version; only Run's goroutine
 }
 
 // NewFile returns a File; Run reads and follows it.
@@ -66,10 +70,10 @@ func NewFile(cfg FileConfig) (*File, error) {
 		podLabels = cfg.Pods.Labels
 	}
 	f := &File{Part: NewPart(podLabels), cfg: cfg, ready: make(chan struct{}),
-		podsSynced: make(chan struct{}), log: log.With("source", "forwarding-file", "path", cfg.Path)}
+		log: log.With("source", "forwarding-file", "path", cfg.Path)}
 	if cfg.Pods != nil {
 		// A pod's labels decide which rules its agent gets.
-		cfg.Pods.onChange(f.Notify)
+		f.pods = cfg.Pods.Need(func(string, string, labels.Set) { f.Notify() })
 	}
 	return f, nil
 }
@@ -81,16 +85,11 @@ func (f *File) Ready() <-chan struct{} { return f.ready }
 // Run reads the file, then again whenever it may have changed, until ctx
 // ends.
 func (f *File) Run(ctx context.Context) error {
-	if f.cfg.Pods == nil {
-		close(f.podsSynced)
-	}
 	g, ctx := errgroup.WithContext(ctx)
-	if f.cfg.Pods != nil {
-		g.Go(func() error { return f.cfg.Pods.Run(ctx) })
+	if f.pods != nil {
 		g.Go(func() error {
 			select {
-			case <-f.cfg.Pods.Synced():
-				close(f.podsSynced)
+			case <-f.pods.Synced():
 				f.maybeReady()
 			case <-ctx.Done():
 			}
@@ -106,7 +105,8 @@ func (f *File) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// maybeReady closes ready once a good version is in and the pods synced.
+// maybeReady closes ready once a good version is in and the pods its
+// rules select from are listed.
 func (f *File) maybeReady() {
 	f.readyMu.Lock()
 	defer f.readyMu.Unlock()
@@ -115,13 +115,17 @@ func (f *File) maybeReady() {
 		return
 	default:
 	}
-	select {
-	case <-f.podsSynced:
-		if f.good {
-			close(f.ready)
-		}
-	default:
+	if !f.good {
+		return
 	}
+	if f.pods != nil {
+		select {
+		case <-f.pods.Synced():
+		default:
+			return
+		}
+	}
+	close(f.ready)
 }
 
 func (f *File) reload() {
@@ -139,10 +143,30 @@ func (f *File) reload() {
 		return
 	}
 	f.last = data
+	if f.pods != nil {
+		f.pods.Set(selectorNamespaces(rules))
+	}
 	f.Set(rules)
 	f.readyMu.Lock()
 	f.good = true
 	f.readyMu.Unlock()
 	f.maybeReady()
 	f.log.Info("forwarding rules loaded", "rules", len(rules))
+}
+
+// selectorNamespaces returns the namespaces whose pods' labels the rules
+// need: those of the rules with a podSelector (every namespace for such a
+// rule without namespaces). Fill looks a pod's labels up only for those.
+func selectorNamespaces(rules []Rule) []string {
+	var out []string
+	for _, r := range rules {
+		switch {
+		case r.Selector == nil:
+		case len(r.Namespaces) == 0:
+			return []string{podmeta.AllNamespaces}
+		default:
+			out = append(out, r.Namespaces...)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
+	"github.com/meshdns/meshdns/controlplane/podmeta"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -44,7 +45,7 @@ func TestFilePods(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pods, err := NewPods(c.Config, nil)
+	pods, err := podmeta.New(podmeta.Config{Config: c.Config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,13 @@ func TestFilePods(t *testing.T) {
 	}
 	rctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := f.Run(rctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	for name, run := range map[string]func(context.Context) error{"File": f.Run, "Pods": pods.Run} {
+		wg.Go(func() {
+			if err := run(rctx); err != nil {
+				t.Errorf("%s.Run: %v", name, err)
+			}
+		})
+	}
 	t.Cleanup(func() { stop(); wg.Wait() })
 	<-f.Ready()
 

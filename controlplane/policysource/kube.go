@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
+	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
@@ -36,8 +36,12 @@ type KubeConfig struct {
 	// Name is the source name given to the registry; zero means
 	// "dnspolicies".
 	Name string
-	// NoPodLabels turns the pod label watches off: pods are judged with
-	// no labels (a control plane whose agents are VMs, not pods).
+	// Pods is the control plane's shared pod label cache, run by its
+	// owner; Kube asks it for the namespaces where a policy selects pods
+	// by label. Nil: Kube makes its own from Config and runs it.
+	Pods *podmeta.Pods
+	// NoPodLabels turns the pod labels off: pods are judged with no
+	// labels (a control plane whose agents are VMs, not pods).
 	NoPodLabels bool
 	// NoStatus leaves the objects' status alone (a second control plane
 	// beside one that writes it, without the RBAC to write).
@@ -50,18 +54,18 @@ type KubeConfig struct {
 
 // Kube watches DNSPolicy objects in every namespace, writes each one's
 // Accepted status condition, and keeps the Store's "kubernetes" policies
-// the valid ones. It also watches the labels of the pods of the
-// namespaces where a policy selects pods by label (Pods).
+// the valid ones. It also has the labels of the pods of the namespaces
+// where a policy selects pods by label given to the Store (KubeConfig.Pods).
 //
 // It is a registry.Source that sends one empty snapshot once the first
 // list is in the Store, so the control plane serves no agent a version
 // before it knows which policies apply (a version without a policy would
 // lift the one the agent restored from its state dir).
 type Kube struct {
-	cfg  KubeConfig
-	log  *slog.Logger
-	dyn  dynamic.Interface
-	meta metadata.Interface
+	cfg     KubeConfig
+	log     *slog.Logger
+	dyn     dynamic.Interface
+	ownPods bool // cfg.Pods was made here and Run runs it
 
 	mu    sync.Mutex          // guards following
 	dirty map[string]struct{} // object keys (ns/name) to look at
@@ -101,11 +105,14 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policysource: %w", err)
 	}
-	meta, err := metadata.NewForConfig(cfg.Config)
-	if err != nil {
-		return nil, fmt.Errorf("policysource: %w", err)
+	log := deps.Logger(cfg.Logger).With("source", cfg.Name)
+	own := cfg.Pods == nil && !cfg.NoPodLabels
+	if own {
+		if cfg.Pods, err = podmeta.New(podmeta.Config{Config: cfg.Config, Logger: log}); err != nil {
+			return nil, fmt.Errorf("policysource: %w", err)
+		}
 	}
-	return &Kube{cfg: cfg, log: deps.Logger(cfg.Logger).With("source", cfg.Name), dyn: dyn, meta: meta,
+	return &Kube{cfg: cfg, log: log, dyn: dyn, ownPods: own,
 		dirty: map[string]struct{}{}, kick: make(chan struct{}, 1), seen: map[string]checked{}}, nil
 }
 
@@ -140,7 +147,14 @@ func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
 	}
 	wg.Go(func() { inf.Run(ctx.Done()) })
 	if !k.cfg.NoPodLabels {
-		wg.Go(func() { k.runPods(ctx) })
+		wg.Go(func() { k.needPods(ctx) })
+		if k.ownPods {
+			wg.Go(func() {
+				if err := k.cfg.Pods.Run(ctx); err != nil {
+					k.log.Error("pod labels", "err", err)
+				}
+			})
+		}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil

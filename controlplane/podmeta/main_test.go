@@ -1,0 +1,13 @@
+package podmeta
+
+import (
+	"testing"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
+)
+
+// cluster is one real etcd + kube-apiserver for the package's tests,
+// started by the first test that needs it.
+var cluster = kubetest.NewShared()
+
+func TestMain(m *testing.M) { cluster.Main(m) }
