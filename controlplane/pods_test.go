@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/internal/kubetest"
 	"github.com/meshdns/meshdns/internal/testenv"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // TestSharedPodLabels: forwarding rules and DNS policies that select the
@@ -78,32 +80,17 @@ func TestSharedPodLabels(t *testing.T) {
 	r := start(t, controlplane.Config{Entries: []string{t.TempDir()}, Sources: []registry.Source{kube, files},
 		SettingsParts: []agentsettings.Part{store, fwd}, Pods: shared})
 
-	a := cptest.Dial(t, r.grpc, cptest.DialOpts{Namespace: ns, Pod: "web", Features: []string{"policy", "forwarding"}})
-	settings := func() string {
-		var fw []string
-		for _, f := range a.Settings.GetForwarding() {
-			fw = append(fw, f.GetSource())
-		}
-		return fmt.Sprintf("policy %q, forwarding %v", a.Settings.GetPolicy().GetSource(), fw)
-	}
-	until := func(want string) {
-		t.Helper()
-		for a.Version == "" || settings() != want {
-			select {
-			case resp, ok := <-a.Resps:
-				if !ok {
-					t.Fatalf("stream ended waiting for %s: %v", want, <-a.Errs)
-				}
-				if err := a.Apply(resp); err != nil {
-					t.Fatal(err)
-				}
-				a.Ack(resp)
-			case <-ctx.Done():
-				t.Fatalf("agent has %s, want %s", settings(), want)
+	a := &policyAgent{Agent: cptest.Dial(t, r.grpc, cptest.DialOpts{Namespace: ns, Pod: "web", Features: []string{"policy", "forwarding"}})}
+	forwarding := func(want ...string) func(*meshdnsv1.DNSPolicy) bool {
+		return func(*meshdnsv1.DNSPolicy) bool {
+			var got []string
+			for _, f := range a.Settings.GetForwarding() {
+				got = append(got, f.GetSource())
 			}
+			return slices.Equal(got, want)
 		}
 	}
-	until(fmt.Sprintf("policy %q, forwarding [file/web-corp]", ns+"/web"))
+	a.until(t, ctx, ns+"/web", forwarding("file/web-corp"))
 	if n := strings.Count(log.String(), "pod label watch started"); n != 1 {
 		t.Errorf("%d pod label watches started for one namespace both need, want 1:\n%s", n, log.String())
 	}
@@ -112,5 +99,5 @@ func TestSharedPodLabels(t *testing.T) {
 	if _, err := pods.Update(ctx, web, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	until(`policy "", forwarding []`)
+	a.until(t, ctx, "none", forwarding())
 }
