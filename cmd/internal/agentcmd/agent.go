@@ -1,8 +1,8 @@
 // Package agentcmd is the agent command, `meshdns agent`: its flags
 // (each also read from MESHDNS_<FLAG>), the checks before the agent
 // starts, and the supervisor that keeps the DNS sockets across a crash.
-// Both binaries register it: cmd/meshdns-agent (the sidecar's, which has
-// nothing else) and cmd/meshdns (VMs run `meshdns agent`).
+// Both binaries register it: cmd/meshdns-agent (the sidecar's: this and
+// version only) and cmd/meshdns (VMs run `meshdns agent`).
 package agentcmd
 
 import (
