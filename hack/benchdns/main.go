@@ -7,6 +7,8 @@
 //
 //	benchdns memory [flags]          (what `make bench-memory` runs: memory.go)
 //
+//	benchdns starts [flags]          (agents' starts compared, interleaved: memstart.go)
+//
 //	benchdns reflector|upstream|serve [flags]   (the processes run starts)
 //
 // dnsperf and the servers are pinned to different cores with taskset, so a
@@ -35,8 +37,10 @@ func main() {
 		err = runServe(args)
 	case "memory":
 		err = runMemory(args)
+	case "starts":
+		err = runStarts(args)
 	default:
-		err = fmt.Errorf("unknown command %q (run, memory, reflector, upstream, serve)", cmd)
+		err = fmt.Errorf("unknown command %q (run, memory, starts, reflector, upstream, serve)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchdns: %v\n", err)
