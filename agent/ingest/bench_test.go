@@ -1,9 +1,14 @@
 package ingest
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -74,4 +79,142 @@ func benchApply(b *testing.B, changed int) {
 		}
 		i++
 	}
+}
+
+// clusterJSON is n services shaped like a cluster, in the table file's
+// protojson form: 5% ExternalName, 10% headless with 3-10 endpoints, the
+// rest ClusterIP with 1-2 named ports (hack/benchdns's cluster shape).
+func clusterJSON(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"authoritativeZones": ["cluster.local"], "table": {`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		ns := fmt.Sprintf("ns-%d", i%100)
+		fmt.Fprintf(&b, "\n%q: {\"registry\": \"Kubernetes\", \"shortname\": \"svc-%d\", \"namespace\": %q, ",
+			fmt.Sprintf("svc-%d.%s.svc.cluster.local", i, ns), i, ns)
+		switch {
+		case i%20 == 7:
+			fmt.Fprintf(&b, "\"canonicalName\": \"ext-%d.example.com\"}", i)
+		case i%10 == 3:
+			b.WriteString(`"ports": [{"name": "http", "port": 8080, "protocol": "TCP"}], "endpoints": [`)
+			for e := range 3 + i%8 {
+				if e > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `{"hostname": "pod-%d", "ips": ["10.%d.%d.%d"]}`, e, 128+e, byte(i>>8), byte(i))
+			}
+			b.WriteString("]}")
+		default:
+			fmt.Fprintf(&b, `"ips": ["10.%d.%d.%d"], "ports": [{"name": "http", "port": 80, "protocol": "TCP"}`, byte(i>>16), byte(i>>8), byte(i))
+			if i%2 == 0 {
+				b.WriteString(`, {"name": "grpc", "port": 9090, "protocol": "TCP"}`)
+			}
+			b.WriteString("]}")
+		}
+	}
+	b.WriteString("\n}}\n")
+	return []byte(b.String())
+}
+
+// plainJSON is n names with one address each, in the table file's form.
+func plainJSON(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"authoritativeZones": ["cluster.local"], "table": {`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "\n\"svc-%d.ns-%d.svc.cluster.local\": {\"ips\": [\"10.%d.%d.%d\"]}", i, i%100, byte(i>>16), byte(i>>8), byte(i))
+	}
+	b.WriteString("\n}}\n")
+	return []byte(b.String())
+}
+
+// BenchmarkStartFile is an agent's start from a table file of 100,000
+// services shaped like a cluster (or plain names): the conversion to the
+// wire form and the first build.
+func BenchmarkStartFile(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		json []byte
+	}{{"cluster", clusterJSON(100_000)}, {"plain", plainJSON(100_000)}} {
+		b.Run(c.name, func(b *testing.B) {
+			sum := sha256.Sum256(c.json)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				in := newBenchIngest(b)
+				v := NewFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sum)
+				if err := v.Convert(b.TempDir()); err != nil {
+					b.Fatal(err)
+				}
+				if err := in.Apply(SourceFile, v); err != nil {
+					b.Fatal(err)
+				}
+				v.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkStartWire is a start from the stream's wire form of the same
+// tables: the first build.
+func BenchmarkStartWire(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		json []byte
+	}{{"cluster", clusterJSON(100_000)}, {"plain", plainJSON(100_000)}} {
+		b.Run(c.name, func(b *testing.B) {
+			var wire []byte
+			fv := NewFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sha256.Sum256(c.json))
+			err := fv.Walk(func(host, info []byte) error {
+				wire = namewire.AppendEntry(wire, host, info)
+				return nil
+			}, func(z string) error {
+				wire = namewire.AppendZone(wire, z)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := memVersion("v", wire)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				if err := newBenchIngest(b).Apply(SourceControlPlane, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func newBenchIngest(b *testing.B) *Ingest {
+	in, err := New(Config{Pod: nametable.Context{Namespace: "ns-0"}, Publish: func(*nametable.Table) {},
+		Logger: slog.New(slog.DiscardHandler), Registry: meshmetrics.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return in
+}
+
+// reportCPU reports the CPU time of the process (every goroutine: the
+// collector's, a pipeline's) per operation, from now to the call of the
+// function it returns: on a shared machine the wall time per operation
+// says more about the neighbours than about the code.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime(b)
+	return func() {
+		b.ReportMetric((cpuTime(b)-start).Seconds()/float64(b.N), "cpu-s/op")
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -226,7 +226,7 @@ func FuzzConvert(f *testing.F) {
 		entries, zones, err := convertTable(nt, Limits{})
 		// Building the table as the client keeps it (marshalled again:
 		// one entry per name), name by name, gives the table New gives.
-		built, n, berr := build(memVersion("v", nt.Marshal()), Limits{}.withDefaults(), nametable.Context{Namespace: "demo"})
+		built, n, berr := build(memVersion("v", nt.Marshal()), Limits{}.withDefaults(), nametable.Context{Namespace: "demo"}, false)
 		var want *nametable.Table
 		if err == nil {
 			want, err = nametable.New(entries, zones, nametable.Context{Namespace: "demo"})
@@ -289,7 +289,7 @@ func FuzzTableFile(f *testing.F) {
 		// reads.
 		v := NewFileVersion(bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
 		pod := nametable.Context{Namespace: "demo"}
-		built, n, berr := build(v, Limits{}.withDefaults(), pod)
+		built, n, berr := build(v, Limits{}.withDefaults(), pod, true)
 		var pt meshdnsv1.NameTable
 		perr := protojson.Unmarshal(data, &pt)
 		if perr == nil && pt.GetSettings() != nil {
@@ -321,6 +321,64 @@ func FuzzTableFile(f *testing.F) {
 		}
 		if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
 			t.Fatalf("dump (-protojson +file version):\n%s", diff)
+		}
+	})
+}
+
+// FuzzTableFileConverted is FuzzTableFile's check for a version that
+// Convert readied: its zones skimmed ahead, its first walk converting on
+// a goroutine of its own, the later walks reading the wire form.
+func FuzzTableFileConverted(f *testing.F) {
+	f.Add([]byte(`{"authoritativeZones": ["Cluster.Local."], "table": {"a.example": {"ips": ["10.0.0.1"], "altHosts": ["b.example"]}}}`))
+	f.Add([]byte(`{"table": {"a.example": {"ips": ["10.0.0.1"]}}, "authoritative_zones": ["example"]}`))
+	f.Add([]byte(`{"table": {"a.example": {"ips": ["10.0.0.1"]}}, "authoritativeZones": ["example"], "authoritativeZones": ["other"]}`))
+	f.Add([]byte(`{"table": {"a.example": {"ips": [}}, "authoritativeZones": ["example"]}`))
+	f.Add([]byte(`{"table": {"a.example": {}, "A.example": {}}}`))
+	f.Add([]byte(`{"table": {}} {}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var pt meshdnsv1.NameTable
+		perr := protojson.Unmarshal(data, &pt)
+		if perr == nil && pt.GetSettings() != nil {
+			perr = errors.New("settings in a table file") // refused by design
+		}
+		pod := nametable.Context{Namespace: "demo"}
+		var want *nametable.Table
+		if perr == nil {
+			entries, zones, err := convertTable(fromProto(t, &pt), Limits{})
+			if perr = err; err == nil {
+				want, perr = nametable.New(entries, zones, pod)
+			}
+		}
+		v := NewFileVersion(bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
+		defer v.Close()
+		cerr := v.Convert(dir)
+		if perr == nil && cerr != nil {
+			t.Fatalf("Convert of a valid file: %v", cerr)
+		}
+		// Twice: the first walk converts, the second reads the wire form
+		// (or converts again, after a first that failed).
+		for walk := range 2 {
+			built, _, berr := build(v, Limits{}.withDefaults(), pod, walk == 0)
+			if (perr == nil) != (berr == nil) {
+				t.Fatalf("walk %d: protojson+convert+New error %v, converted file version build error %v", walk, perr, berr)
+			}
+			if perr != nil {
+				continue
+			}
+			if diff := cmp.Diff(want.Names(), built.Names()); diff != "" {
+				t.Fatalf("walk %d: names (-protojson +converted file version):\n%s", walk, diff)
+			}
+		}
+		if perr != nil {
+			return
+		}
+		nt, err := (&Served{v: v}).Dump()
+		if err != nil {
+			t.Fatalf("dump of a valid file: %v", err)
+		}
+		if diff := cmp.Diff(fromProto(t, &pt), nt, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(namewire.NameInfo{})); diff != "" {
+			t.Fatalf("dump (-protojson +converted file version):\n%s", diff)
 		}
 	})
 }

@@ -1,12 +1,12 @@
 package ingest
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -20,22 +20,28 @@ import (
 // comparison serve the file and the stream. A walk fails when the content
 // is no longer the one hashed (the file rewritten in place).
 //
-// Convert does that conversion once, into a temporary file in the wire
-// form: the walks of a comparison, a patch and a build then read that
+// Convert readies the conversion into a temporary file in the wire form,
+// which the first walk of the names writes while it yields them: the
+// walks after it (a patch after a comparison, /debug/nametable) read that
 // instead of decoding the JSON again each time (which took 1.4x the time
 // of a start and 1.8x that of a small change).
 type FileVersion struct {
 	r    io.ReaderAt
 	size int64
 	sum  [sha256.Size]byte
-	// wire, or nil, is the content in wire form (Convert), of wireSize
-	// bytes, unlinked: it goes with the version.
-	wire     *os.File
-	wireSize int64
 	// zones are the content's zones, read by Convert: its walks yield
 	// them first, so a build needs one walk, not three (it needs the
 	// zones before the names, which a file holds after them).
 	zones []string
+	names int // counted by Convert
+
+	mu sync.Mutex // guards the following; held by a walk that converts
+	// pending, or nil, is the unlinked temporary file (Convert) that the
+	// first complete walk of the names fills with the wire form; wire is
+	// that file once filled, of wireSize bytes. They go with the version.
+	pending  *os.File
+	wire     *os.File
+	wireSize int64
 }
 
 // NewFileVersion returns the version of the size bytes of r, whose
@@ -50,79 +56,74 @@ func (v *FileVersion) ID() string { return "file-" + hex.EncodeToString(v.sum[:6
 // errFileChanged: the file's content changed while it was walked.
 var errFileChanged = errors.New("the table file changed since it was read")
 
-// Convert writes the version's wire form into an unlinked temporary file
-// in dir ("" for the system's) that later walks read. On error the
-// version walks the JSON as before; a file that does not convert is
-// rejected by the build that walks it. Convert before the version is
-// applied (walks may run from other goroutines after that); Close
-// releases the file.
+// Convert readies the version's conversion to the wire form: it reads the
+// file's zones (a pass over its brackets, nothing decoded; the walk that
+// converts checks the file strictly and against them) and makes an
+// unlinked temporary file in dir ("" for the system's) for the wire form,
+// which the first walk of the names fills. On error the version walks the
+// JSON every time; a file that does not convert is rejected by the build
+// that walks it. Convert before the version is applied (walks may run
+// from other goroutines after that); Close releases the file.
 func (v *FileVersion) Convert(dir string) error {
-	// The decoder's garbage (a string per field of every name) is
-	// collected as it goes, under the limit of a change in place, not
-	// left to grow the heap by GOGC's headroom beside the table served.
-	defer changeLimit()()
+	zones, names, err := namewire.SkimJSONTable(io.NewSectionReader(v.r, 0, v.size))
+	if err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(dir, "meshdns-nametable-*.pb")
 	if err != nil {
 		return err
 	}
 	os.Remove(f.Name()) // the descriptor keeps it while the version lives
-	w := bufio.NewWriterSize(f, 32<<10)
-	var zones []string
-	var b []byte
-	err = v.walkJSON(func(host, info []byte) error {
-		b = namewire.AppendEntry(b[:0], host, info)
-		_, err := w.Write(b)
-		return err
-	}, func(z string) error {
-		zones = append(zones, z)
-		return nil
-	})
-	for _, z := range zones {
-		if err == nil {
-			_, err = w.Write(namewire.AppendZone(b[:0], z))
-		}
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	var size int64
-	if err == nil {
-		size, err = f.Seek(0, io.SeekCurrent)
-	}
-	if err != nil {
-		f.Close()
-		return err
-	}
-	v.wire, v.wireSize, v.zones = f, size, zones
+	v.zones, v.names, v.pending = zones, names, f
 	return nil
 }
+
+// Names is the number of names Convert counted (0 before it): what a
+// build expects to add (startPace).
+func (v *FileVersion) Names() int { return v.names }
 
 // Close releases what Convert made, once the version is no longer served:
 // its walks fail afterwards.
 func (v *FileVersion) Close() error {
-	if v.wire == nil {
-		return nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var err error
+	for _, f := range []*os.File{v.pending, v.wire} {
+		if f != nil {
+			err = errors.Join(err, f.Close())
+		}
 	}
-	return v.wire.Close()
+	v.pending, v.wire = nil, nil
+	return err
 }
 
 // Walk walks the names of the file, each in its wire form.
 func (v *FileVersion) Walk(name func(host, info []byte) error, zone func(string) error) error {
-	if v.wire != nil {
-		for _, z := range v.zones {
-			if zone == nil {
-				break
-			}
-			if err := zone(z); err != nil {
-				return err
-			}
-		}
-		if name == nil {
-			return nil
-		}
-		return namewire.EachNameFrom(io.NewSectionReader(v.wire, 0, v.wireSize), name, nil)
+	v.mu.Lock()
+	if v.wire == nil && v.pending == nil {
+		v.mu.Unlock()
+		return v.walkJSON(name, zone)
 	}
-	return v.walkJSON(name, zone)
+	for _, z := range v.zones {
+		if zone == nil {
+			break
+		}
+		if err := zone(z); err != nil {
+			v.mu.Unlock()
+			return err
+		}
+	}
+	if name == nil {
+		v.mu.Unlock()
+		return nil
+	}
+	if v.wire == nil {
+		defer v.mu.Unlock()
+		return v.convertWalk(name)
+	}
+	r := io.NewSectionReader(v.wire, 0, v.wireSize)
+	v.mu.Unlock()
+	return namewire.EachNameFrom(r, name, nil)
 }
 
 // walkJSON walks the file's JSON, converting each name as it goes.

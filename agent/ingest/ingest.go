@@ -176,9 +176,10 @@ func (in *Ingest) Apply(source string, v Version) error {
 			return fmt.Errorf("table %s from %s: %w", id, source, err)
 		}
 	}
-	defer buildMemory(prev != nil)()
+	restore, lowered := buildMemory(prev != nil)
+	defer restore()
 	start := in.cfg.Now()
-	t, names, err := in.plan(prev, id, v)
+	t, names, err := in.plan(prev, id, v, lowered && prev == nil)
 	if err != nil {
 		in.m.rejections.WithLabelValues(source).Inc()
 		return fmt.Errorf("table %s from %s: %w", id, source, err)

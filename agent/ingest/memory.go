@@ -149,7 +149,10 @@ const buildPeak = 1.3
 //     pages not yet returned cannot add to the two tables and the
 //     build's scratch. A lower GOMEMLIMIT (or debug.SetMemoryLimit) wins
 //     and is restored afterwards.
-func buildMemory(replacing bool) func() {
+//
+// lowered reports whether it lowered GOGC (a build may then pace it,
+// startPace).
+func buildMemory(replacing bool) (restore func(), lowered bool) {
 	if replacing {
 		runtime.GC()
 	}
@@ -157,24 +160,61 @@ func buildMemory(replacing bool) func() {
 	if oldGC >= 0 && oldGC <= buildGCPercent || oldGC < 0 {
 		debug.SetGCPercent(oldGC)
 	}
+	lowered = oldGC > buildGCPercent
 	restoreGC := func() {
-		if oldGC > buildGCPercent {
+		if lowered {
 			debug.SetGCPercent(oldGC)
 		}
 	}
 	if !replacing {
-		return restoreGC
+		return restoreGC, lowered
 	}
 	userLimit := debug.SetMemoryLimit(-1)
 	held, live := readHeld()
 	limit := int64(held) + int64(float64(live)*buildPeak) + 4<<20
 	if held == 0 || limit >= userLimit {
-		return restoreGC
+		return restoreGC, lowered
 	}
 	debug.SetMemoryLimit(limit)
 	return func() {
 		debug.SetMemoryLimit(userLimit)
 		restoreGC()
+	}, lowered
+}
+
+// startPeak is the heap a start's build may reach, over the live heap of
+// the finished build: that of buildGCPercent at the end of a build.
+const startPeak = 1 + buildGCPercent/100.0
+
+// startGCPercent is the highest GOGC startPace sets.
+const startGCPercent = 100
+
+// startPace paces GOGC over the build of a first table (none is served
+// beside it) expected to hold names names, and returns the function the
+// build calls with the names it added so far. Run at buildGCPercent
+// throughout, a start from 100,000 cluster-shaped services marked about
+// ten times the finished table's heap, from nothing up by a quarter at a
+// time: a third of the start's CPU time. A start's peak is the heap at the
+// end of its build, so early on the heap may grow further between
+// collections: at a share p of the names added, whose live heap is about p
+// times the finished build's, GOGC is 100*(startPeak/p - 1) (between
+// buildGCPercent and startGCPercent), which keeps the heap goal within
+// startPeak times the finished build's heap, the bound buildGCPercent
+// keeps at the end. Use it only where buildMemory lowered GOGC (whose
+// restore sets it back), and not for a replacement, whose old table is
+// live beside the build (its limit bounds it instead).
+func startPace(names int) func(added int) {
+	last := -1
+	return func(added int) {
+		g := startGCPercent
+		if added > 0 {
+			g = int(100 * (startPeak*float64(names)/float64(added) - 1))
+		}
+		g = min(max(g, buildGCPercent), startGCPercent)
+		if g != last {
+			debug.SetGCPercent(g)
+			last = g
+		}
 	}
 }
 

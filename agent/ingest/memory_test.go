@@ -108,19 +108,23 @@ func TestBuildMemory(t *testing.T) {
 		replacing bool
 		wantGC    int
 		lowered   bool // a limit under userLimit during the build
+		gcLowered bool // buildMemory says it lowered GOGC
 	}{
-		{name: "first table", gogc: 100, userLimit: noLimit, wantGC: buildGCPercent},
-		{name: "replacement", gogc: 100, userLimit: noLimit, replacing: true, wantGC: buildGCPercent, lowered: true},
+		{name: "first table", gogc: 100, userLimit: noLimit, wantGC: buildGCPercent, gcLowered: true},
+		{name: "replacement", gogc: 100, userLimit: noLimit, replacing: true, wantGC: buildGCPercent, lowered: true, gcLowered: true},
 		{name: "GOGC already lower", gogc: 10, userLimit: noLimit, replacing: true, wantGC: 10, lowered: true},
 		{name: "GOGC off", gogc: -1, userLimit: noLimit, replacing: true, wantGC: -1, lowered: true},
 		// A limit under what the build would set: kept as it is.
-		{name: "lower GOMEMLIMIT", gogc: 100, userLimit: 1 << 20, replacing: true, wantGC: buildGCPercent},
+		{name: "lower GOMEMLIMIT", gogc: 100, userLimit: 1 << 20, replacing: true, wantGC: buildGCPercent, gcLowered: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			debug.SetGCPercent(tt.gogc)
 			debug.SetMemoryLimit(tt.userLimit)
-			done := buildMemory(tt.replacing)
+			done, gcLowered := buildMemory(tt.replacing)
+			if gcLowered != tt.gcLowered {
+				t.Errorf("buildMemory says it lowered GOGC: %v, want %v", gcLowered, tt.gcLowered)
+			}
 			gc := debug.SetGCPercent(tt.gogc)
 			debug.SetGCPercent(gc)
 			limit := debug.SetMemoryLimit(-1)
@@ -142,5 +146,38 @@ func TestBuildMemory(t *testing.T) {
 				t.Errorf("limit after = %d, want %d restored", got, tt.userLimit)
 			}
 		})
+	}
+}
+
+// TestStartPace checks the GOGC a start's build runs at as its names come:
+// the highest while the heap is far from the finished build's, down to
+// buildGCPercent at the end, the heap goal within startPeak of the end's
+// throughout.
+func TestStartPace(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const names = 100_000
+	pace := startPace(names)
+	gogc := func() int {
+		g := debug.SetGCPercent(-1)
+		debug.SetGCPercent(g)
+		return g
+	}
+	for _, tt := range []struct {
+		added  int
+		wantGC int
+	}{
+		{added: 0, wantGC: startGCPercent},
+		{added: names / 2, wantGC: startGCPercent},
+		{added: names * 4 / 5, wantGC: 56},
+		{added: names, wantGC: buildGCPercent},
+		{added: 2 * names, wantGC: buildGCPercent}, // more than counted
+	} {
+		pace(tt.added)
+		if got := gogc(); got != tt.wantGC {
+			t.Errorf("GOGC at %d of %d names = %d, want %d", tt.added, names, got, tt.wantGC)
+		}
+		if goal := float64(tt.added) / names * (1 + float64(gogc())/100); tt.added <= names && goal > startPeak+1e-9 {
+			t.Errorf("heap goal at %d of %d names = %.3f of the finished build's, more than %.2f", tt.added, names, goal, startPeak)
+		}
 	}
 }

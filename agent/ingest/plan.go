@@ -39,7 +39,9 @@ const maxGarbage = 0.25
 //     stages were served, the old version is built whole again.
 //
 // The decision and its reason are logged, and counted by strategy.
-func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, int, error) {
+//
+// paced: a start, whose build paces GOGC (startPace).
+func (in *Ingest) plan(prev *Served, id string, v Version, paced bool) (*nametable.Table, int, error) {
 	if v == nil {
 		t, err := nametable.New(nil, nil, in.cfg.Pod)
 		in.m.applies.WithLabelValues(strategyBuild).Inc()
@@ -94,7 +96,7 @@ func (in *Ingest) plan(prev *Served, id string, v Version) (*nametable.Table, in
 		collect() // the comparison's hashes, before the whole build
 	}
 	in.decided(strategyBuild, id, reason)
-	return build(v, in.lim, in.pod(v))
+	return build(v, in.lim, in.pod(v), paced)
 }
 
 // pod is the context v's table is built for: Config.Pod in the zone
@@ -113,13 +115,13 @@ func (in *Ingest) pod(v Version) nametable.Context {
 func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*nametable.Table, int, error) {
 	collect()
 	in.decided(strategyBuild, id, "staged patches failed: "+err.Error())
-	t, n, err := build(v, in.lim, in.pod(v))
+	t, n, err := build(v, in.lim, in.pod(v), false)
 	if err == nil {
 		return t, n, nil
 	}
 	collect()
 	in.decided(strategyBuild, keep.Version, "the last good version again: "+id+" is not valid")
-	old, _, oerr := build(keep.v, in.lim, in.pod(keep.v))
+	old, _, oerr := build(keep.v, in.lim, in.pod(keep.v), false)
 	if oerr != nil {
 		in.log.Error("the table of the last version could not be built again; a mix of it and the rejected one serves",
 			"version", keep.Version, "err", oerr)
@@ -247,16 +249,30 @@ func converter(lim Limits) func(host string, raw []byte) (nametable.Entry, error
 // and ~25 MB beside the table being built, the pod's peak).
 //
 // The builder needs the zones before the first name. A version whose
-// zones come first (the state files the discovery client writes) is built
-// in one walk; otherwise (the control plane's order, and protojson's: the
-// zones follow the names) a walk for the zones comes first.
-func build(v Version, lim Limits, pod nametable.Context) (*nametable.Table, int, error) {
+// zones come first (the state files the discovery client writes, a
+// converted table file) is built in one walk; otherwise (the control
+// plane's order, and protojson's: the zones follow the names) a walk for
+// the zones comes first, which also counts the names.
+//
+// paced (a start) paces GOGC over the build (startPace) by the names the
+// version holds: a converted table file counted them, the walk for the
+// zones counts them; a version that says neither is built at
+// buildGCPercent throughout.
+func build(v Version, lim Limits, pod nametable.Context, paced bool) (*nametable.Table, int, error) {
 	var zones []string
 	var c *collector
+	var pace func(added int)
+	if n, ok := v.(interface{ Names() int }); ok && paced && n.Names() > 0 {
+		pace = startPace(n.Names())
+		pace(0)
+	}
 	info := new(namewire.NameInfo)
 	add := func(host, raw []byte) error {
 		if err := info.Unmarshal(raw); err != nil {
 			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
+		}
+		if pace != nil && c.n&paceEvery == 0 {
+			pace(c.n)
 		}
 		return c.add(string(host), info)
 	}
@@ -286,8 +302,17 @@ func build(v Version, lim Limits, pod nametable.Context) (*nametable.Table, int,
 		}
 	case err == errZonesLater:
 		zones = zones[:0]
-		if err := v.Walk(nil, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+		var count func(host, info []byte) error
+		names := 0
+		if paced && pace == nil {
+			count = func(_, _ []byte) error { names++; return nil }
+		}
+		if err := v.Walk(count, func(z string) error { zones = append(zones, z); return nil }); err != nil {
 			return nil, 0, err
+		}
+		if names > 0 {
+			pace = startPace(names)
+			pace(0)
 		}
 		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
 			return nil, 0, err
@@ -298,8 +323,15 @@ func build(v Version, lim Limits, pod nametable.Context) (*nametable.Table, int,
 	case err != nil:
 		return nil, 0, err
 	}
+	if pace != nil {
+		pace(c.n) // the table's finish at buildGCPercent, the end's
+	}
 	return c.into.Table(), c.n, nil
 }
+
+// paceEvery+1 is how many names a build adds between two calls of its
+// pace.
+const paceEvery = 1<<10 - 1
 
 // errZonesLater stops a one-walk build at a name before any zone, or a
 // zone after names.

@@ -185,7 +185,7 @@ func TestPlanner(t *testing.T) {
 				}
 				return
 			}
-			wantTable, _, err := build(protoVersion(t, "v2", tt.next), w.in.lim, w.in.cfg.Pod)
+			wantTable, _, err := build(protoVersion(t, "v2", tt.next), w.in.lim, w.in.cfg.Pod, false)
 			if err != nil {
 				t.Fatal(err)
 			}

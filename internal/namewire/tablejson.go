@@ -20,9 +20,28 @@ const maxJSONUnit = 64 << 20
 // come from the control plane). It calls name with each name of
 // the table and its NameInfo decoded into info (reused: valid during the
 // call only), and zones with the zone list where it appears. A nil name
-// skips the NameInfos without decoding them (a first pass for the zones).
+// skips the NameInfos by their brackets and strings only, without
+// checking them (a first pass for the zones: the pass that decodes the
+// names checks them).
 func WalkJSONTable(r io.Reader, info *NameInfo, name func(host string, info *NameInfo) error, zones func([]string) error) error {
 	st := &jstream{r: r, b: make([]byte, 0, 32<<10)}
+	return st.table(info, name, zones)
+}
+
+// SkimJSONTable reads the zones of the JSON form of a NameTable from r
+// and counts its names, as WalkJSONTable does without name: the
+// NameInfos are skipped by their brackets and strings only, unchecked.
+func SkimJSONTable(r io.Reader) (zones []string, names int, err error) {
+	st := &jstream{r: r, b: make([]byte, 0, 32<<10), count: &names}
+	err = st.table(nil, nil, func(z []string) error {
+		zones = z
+		return nil
+	})
+	return zones, names, err
+}
+
+// table reads the table object (WalkJSONTable).
+func (st *jstream) table(info *NameInfo, name func(host string, info *NameInfo) error, zones func([]string) error) error {
 	if err := st.unit(func(s *jscan) error {
 		if s.peek() != '{' {
 			return s.unexpected("an object")
@@ -103,22 +122,19 @@ func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) err
 		return nil
 	}
 	for first := true; ; first = false {
-		var host string
+		var host []byte
 		var raw []byte
 		end := false
 		if err := st.unit(func(s *jscan) (err error) {
-			if host, end, err = s.member(first, '}'); err != nil || end {
+			if host, end, err = s.memberBytes(first, '}'); err != nil || end {
 				return err
 			}
 			start := s.i
-			// Only the object's end is looked for when it is decoded
-			// next (DecodeJSON reads it strictly): scanning its syntax
-			// twice took a third of a table file's conversion.
-			skip := s.skip
-			if name != nil {
-				skip = s.skipObject
-			}
-			if err := skip(); err != nil {
+			// Only the object's end is looked for: DecodeJSON reads it
+			// strictly next (scanning its syntax twice took a third of
+			// a table file's conversion), or, without name, the pass
+			// that decodes the names will.
+			if err := s.skipObject(); err != nil {
 				return err
 			}
 			raw = s.b[start:s.i]
@@ -129,13 +145,16 @@ func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) err
 		if end {
 			return nil
 		}
+		if st.count != nil {
+			*st.count++
+		}
 		if name == nil {
 			continue
 		}
 		if err := info.DecodeJSON(raw); err != nil {
 			return fmt.Errorf("table[%q]: %w", host, err)
 		}
-		if err := name(host, info); err != nil {
+		if err := name(string(host), info); err != nil {
 			return err
 		}
 	}
@@ -144,25 +163,31 @@ func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) err
 // member reads what comes before an object's member: "," unless first,
 // the key and ":"; or the object's closing brace (end).
 func (s *jscan) member(first bool, closing byte) (key string, end bool, err error) {
+	b, end, err := s.memberBytes(first, closing)
+	return string(b), end, err
+}
+
+// memberBytes is member returning the key's bytes (see strBytes).
+func (s *jscan) memberBytes(first bool, closing byte) (key []byte, end bool, err error) {
 	c := s.peek()
 	if c == closing {
 		s.i++
-		return "", true, nil
+		return nil, true, nil
 	}
 	if !first {
 		if c != ',' {
-			return "", false, s.unexpected(`"," or "}"`)
+			return nil, false, s.unexpected(`"," or "}"`)
 		}
 		s.i++
 	}
 	if s.peek() != '"' {
-		return "", false, s.unexpected("a field name")
+		return nil, false, s.unexpected("a field name")
 	}
-	if key, err = s.str(); err != nil {
-		return "", false, err
+	if key, err = s.strBytes(); err != nil {
+		return nil, false, err
 	}
 	if s.peek() != ':' {
-		return "", false, s.unexpected(`":"`)
+		return nil, false, s.unexpected(`":"`)
 	}
 	s.i++
 	return key, false, nil
@@ -229,6 +254,9 @@ type jstream struct {
 	b   []byte
 	i   int
 	eof bool
+	s   jscan // the scanner of unit
+	// count, or nil, counts the names the table's walk reads.
+	count *int
 }
 
 // unit runs read on what is buffered. A read that fails near the end of
@@ -236,7 +264,10 @@ type jstream struct {
 // ran out of input: more is read and it runs again from the same place.
 func (st *jstream) unit(read func(s *jscan) error) error {
 	for {
-		s := &jscan{b: st.b[st.i:]}
+		// One scanner, reused: a new one per name was 100,000 small
+		// allocations per pass over a large file.
+		st.s = jscan{b: st.b[st.i:]}
+		s := &st.s
 		err := read(s)
 		if st.eof {
 			if err == nil {
