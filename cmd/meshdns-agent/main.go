@@ -17,6 +17,7 @@ import (
 var version, revision string
 
 func init() {
+	cli.SetProgram("meshdns-agent")
 	cli.Register("agent", agentcmd.Command)
 }
 

@@ -26,6 +26,7 @@ var version, revision string
 
 // The subcommand files register their commands from init functions.
 func init() {
+	cli.SetProgram("meshdns")
 	cli.Register("agent", agentcmd.Command)
 }
 

@@ -3,8 +3,9 @@
 // errors with exit status 2, --help and the version command.
 //
 // cmd/meshdns registers every command; cmd/meshdns-agent, the sidecar's
-// binary, only the agent (cmd/internal/agentcmd). Each main registers its
-// commands from init functions and calls Main.
+// binary, only the agent (cmd/internal/agentcmd). Each main names itself
+// (SetProgram) and registers its commands from init functions, then calls
+// Main.
 package cli
 
 import (
@@ -24,7 +25,7 @@ import (
 // owns its flag set (and its README section).
 type Command struct {
 	Summary string
-	// Usage, when set, replaces "usage: meshdns <name> [flags]" and the
+	// Usage, when set, replaces "usage: <program> <name> [flags]" and the
 	// summary at the top of --help.
 	Usage string
 	Run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -33,6 +34,17 @@ type Command struct {
 // commands are the commands of this binary, filled by Register from the
 // init functions of its main package (and version, by this package).
 var commands = map[string]Command{}
+
+// program is the binary's name in usage, error and version lines; its
+// main package sets it with SetProgram.
+var program = "meshdns"
+
+// SetProgram names the binary in what the command line prints: usage,
+// usage errors, failures and the version line ("meshdns-agent v1.2.3
+// ..."). Only the text for people changes: the version the agent reports
+// to the control plane and on /metrics is BuildInfo's, without a name.
+// Call it from an init function, before Run.
+func SetProgram(name string) { program = name }
 
 // Register makes c the command name of this binary. A command registered
 // before under the same name is replaced: a file of the main package may
@@ -66,14 +78,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		name := "meshdns"
+		name := program
 		if ue.Cmd != "" {
 			name += " " + ue.Cmd
 		}
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, ue.Err, name)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "meshdns: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", program, err)
 		return 1
 	}
 }
@@ -81,7 +93,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // UsageError is a mistake in the command line: an unknown command or
 // flag, a flag value out of range, flags that exclude each other.
 type UsageError struct {
-	Cmd string // the subcommand, "" for meshdns itself
+	Cmd string // the subcommand, "" for the program itself
 	Err error
 }
 
@@ -128,7 +140,7 @@ func Dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: meshdns <command> [flags]\n\ncommands:")
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", program)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -137,5 +149,5 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].Summary)
 	}
-	fmt.Fprintln(w, "\nRun 'meshdns <command> --help' for the flags of a command; 'meshdns --version' for the version.")
+	fmt.Fprintf(w, "\nRun '%s <command> --help' for the flags of a command; '%s --version' for the version.\n", program, program)
 }

@@ -64,7 +64,7 @@ func PrintHelp(w io.Writer, fs *flag.FlagSet) {
 	if c, ok := commands[fs.Name()]; ok && c.Usage != "" {
 		fmt.Fprintf(w, "%s\n\n", c.Usage)
 	} else {
-		fmt.Fprintf(w, "usage: meshdns %s [flags]\n\n", fs.Name())
+		fmt.Fprintf(w, "usage: %s %s [flags]\n\n", program, fs.Name())
 		if ok {
 			fmt.Fprintf(w, "%s\n\n", c.Summary)
 		}

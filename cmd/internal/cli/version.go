@@ -80,10 +80,11 @@ var BuildInfo = sync.OnceValue(func() Build {
 	return b
 })
 
-// printVersion is `meshdns version` and `meshdns --version`.
+// printVersion is `meshdns version` and `meshdns --version`: one line,
+// the program's name then the version, as `meshdns v1.2.3 (revision ...)`.
 func printVersion(w io.Writer) error {
 	b := BuildInfo()
-	_, err := fmt.Fprintf(w, "meshdns %s (revision %s, %s %s/%s)\n", b.Version, b.Revision, b.GoVersion, runtime.GOOS, runtime.GOARCH)
+	_, err := fmt.Fprintf(w, "%s %s (revision %s, %s %s/%s)\n", program, b.Version, b.Revision, b.GoVersion, runtime.GOOS, runtime.GOARCH)
 	return err
 }
 
