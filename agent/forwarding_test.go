@@ -17,10 +17,10 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// startDoTUpstream starts a namesUpstream over DNS-over-TLS (miekg's
+// startDoTUpstream starts an upstreamServer over DNS-over-TLS (miekg's
 // tcp-tls), answering 192.0.2.53; its certificate is for dns.corp.test,
 // signed by the CA in its caFile.
-func startDoTUpstream(t testing.TB) *namesUpstream {
+func startDoTUpstream(t testing.TB) *upstreamServer {
 	t.Helper()
 	ca := certtest.NewCA(t, "corp CA")
 	certPEM, keyPEM := ca.Issue(t, "dns.corp.test", true, certtest.DNSNames("dns.corp.test"))
@@ -28,8 +28,8 @@ func startDoTUpstream(t testing.TB) *namesUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &namesUpstream{addr: ln.Addr().String(), caFile: certtest.Write(t, t.TempDir(), "ca.pem", ca.PEM)}
-	u.serve(t, &dns.Server{Listener: ln, Net: "tcp-tls"}, "192.0.2.53")
+	u := &upstreamServer{addr: ln.Addr().String(), caFile: certtest.Write(t, t.TempDir(), "ca.pem", ca.PEM)}
+	u.serve(t, &dns.Server{Listener: ln, Net: "tcp-tls"}, answerAll("192.0.2.53"))
 	return u
 }
 

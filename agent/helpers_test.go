@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,43 +30,90 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// upstreamServer is a real DNS server on 127.0.0.1:0 standing in for the
-// pod's nameserver: example.com A 192.0.2.80, www.example.com A
-// 192.0.2.81, NXDOMAIN for the rest. It counts the queries it gets.
+// upstreamServer is a real DNS server on loopback standing in for the
+// pod's nameserver or a forwarding rule's upstream. It counts the queries
+// it gets and notes each name it is asked (lower case).
 type upstreamServer struct {
 	addr    string
+	caFile  string // over TLS: the CA that signed its certificate; else ""
 	queries atomic.Int64
+	mu      sync.Mutex
+	names   []string // guarded by mu
 }
 
+// startUpstream starts one over UDP as the pod's nameserver: example.com
+// A 192.0.2.80, www.example.com A 192.0.2.81, NXDOMAIN for the rest.
 func startUpstream(t testing.TB) *upstreamServer {
+	t.Helper()
+	ips := map[string]string{"example.com.": "192.0.2.80", "www.example.com.": "192.0.2.81"}
+	u := &upstreamServer{}
+	u.addr = u.serveUDP(t, func(name string) (string, bool) {
+		ip, ok := ips[name]
+		return ip, ok
+	})
+	return u
+}
+
+// startNamesUpstream starts one over UDP that answers every A question
+// with 192.0.2.1.
+func startNamesUpstream(t testing.TB) *upstreamServer {
+	t.Helper()
+	u := &upstreamServer{}
+	u.addr = u.serveUDP(t, answerAll("192.0.2.1"))
+	return u
+}
+
+// answerAll answers every name with the address a.
+func answerAll(a string) func(string) (string, bool) {
+	return func(string) (string, bool) { return a, true }
+}
+
+// serveUDP serves u on a new UDP socket on 127.0.0.1 and returns its
+// address.
+func (u *upstreamServer) serveUDP(t testing.TB, answer func(name string) (a string, ok bool)) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstreamServer{addr: pc.LocalAddr().String()}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+	u.serve(t, &dns.Server{PacketConn: pc}, answer)
+	return pc.LocalAddr().String()
+}
+
+// serve runs srv (its listener set) with u's handler until the test ends.
+// answer gives the A address of a name (lower case); not ok is NXDOMAIN.
+// Other types of a name it knows get no answer (NODATA).
+func (u *upstreamServer) serve(t testing.TB, srv *dns.Server, answer func(name string) (a string, ok bool)) {
+	t.Helper()
+	srv.Handler = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
+		q := r.Question[0]
+		name := strings.ToLower(q.Name)
+		u.mu.Lock()
+		u.names = append(u.names, name)
+		u.mu.Unlock()
 		m := new(dns.Msg)
 		m.SetReply(r)
-		q := r.Question[0]
-		ips := map[string]string{"example.com.": "192.0.2.80", "www.example.com.": "192.0.2.81"}
-		if ip, ok := ips[strings.ToLower(q.Name)]; ok {
-			if q.Qtype == dns.TypeA {
-				rr, _ := dns.NewRR(q.Name + " 300 IN A " + ip)
-				m.Answer = append(m.Answer, rr)
-			}
-		} else {
+		if a, ok := answer(name); !ok {
 			m.Rcode = dns.RcodeNameError
+		} else if q.Qtype == dns.TypeA {
+			rr, _ := dns.NewRR(q.Name + " 300 IN A " + a)
+			m.Answer = append(m.Answer, rr)
 		}
 		w.WriteMsg(m)
-	})}
+	})
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
 	go srv.ActivateAndServe()
 	<-started
 	t.Cleanup(func() { srv.Shutdown() })
-	return u
+}
+
+// asked reports whether u was asked name (lower case, fully qualified).
+func (u *upstreamServer) asked(name string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Contains(u.names, name)
 }
 
 // quietLogger discards logs unless -v is given.

@@ -3,11 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,57 +15,6 @@ import (
 	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
-
-// namesUpstream is a real DNS server on loopback that answers every A
-// question with one address and notes each name it is asked.
-type namesUpstream struct {
-	addr   string
-	caFile string // over TLS: the CA that signed its certificate; else ""
-	mu     sync.Mutex
-	names  []string // guarded by mu
-}
-
-// startNamesUpstream starts one over UDP, answering 192.0.2.1.
-func startNamesUpstream(t testing.TB) *namesUpstream {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &namesUpstream{addr: pc.LocalAddr().String()}
-	u.serve(t, &dns.Server{PacketConn: pc}, "192.0.2.1")
-	return u
-}
-
-// serve runs srv (its listener set) with u's handler, answering a, until
-// the test ends.
-func (u *namesUpstream) serve(t testing.TB, srv *dns.Server, a string) {
-	t.Helper()
-	srv.Handler = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		q := r.Question[0]
-		u.mu.Lock()
-		u.names = append(u.names, strings.ToLower(q.Name))
-		u.mu.Unlock()
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if q.Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(q.Name + " 300 IN A " + a)
-			m.Answer = append(m.Answer, rr)
-		}
-		w.WriteMsg(m)
-	})
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
-}
-
-func (u *namesUpstream) asked(name string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Contains(u.names, name)
-}
 
 func rule(pattern string, action meshdnsv1.PolicyAction) *meshdnsv1.PolicyRule {
 	return &meshdnsv1.PolicyRule{Pattern: pattern, Action: action, Source: "demo/egress"}
