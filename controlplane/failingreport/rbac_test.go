@@ -20,23 +20,15 @@ import (
 // rules for namespaces, on an API server with RBAC on: they let it see a
 // namespace opt in.
 func TestRBAC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a second API server (RBAC)")
-	}
-	c := kubetest.Start(t, kubetest.WithRBAC())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rules := kubetest.InstallRules(t, "../../examples/kubernetes/10-rbac.yaml", func(r rbacv1.PolicyRule) bool {
+	c, asUser := kubetest.StartAsControlPlane(t, "../../examples/kubernetes/10-rbac.yaml", 1, func(r rbacv1.PolicyRule) bool {
 		return slices.Contains(r.Resources, "namespaces")
 	})
-	if len(rules) != 1 {
-		t.Fatalf("install rules for namespaces: %v", rules)
-	}
-	asUser := c.AsUserWith(t, "system:serviceaccount:meshdns-system:meshdns-controlplane", "meshdns-failingreport-test", rules)
 	p, err := New(Config{Mode: Namespaces, Kube: asUser})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

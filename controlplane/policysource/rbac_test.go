@@ -18,10 +18,9 @@ import (
 // DNSPolicy objects and pods, on an API server with RBAC on: they let it
 // read policies and pod labels and write the status.
 func TestRBAC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a second API server (RBAC)")
-	}
-	c := kubetest.Start(t, kubetest.WithRBAC())
+	c, asUser := kubetest.StartAsControlPlane(t, "../../examples/kubernetes/10-rbac.yaml", 3, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods")
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dyn, err := dynamic.NewForConfig(c.Config)
@@ -52,13 +51,6 @@ func TestRBAC(t *testing.T) {
 	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rules := kubetest.InstallRules(t, "../../examples/kubernetes/10-rbac.yaml", func(r rbacv1.PolicyRule) bool {
-		return slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods")
-	})
-	if len(rules) != 3 {
-		t.Fatalf("install rules for policies and pods: %v", rules)
-	}
-	asUser := c.AsUserWith(t, "system:serviceaccount:meshdns-system:meshdns-controlplane", "meshdns-policysource-test", rules)
 	ns := c.Namespace(t, "rbac")
 	createPod(t, ctx, c, ns, "checkout", map[string]string{"app": "checkout"})
 	for {

@@ -95,3 +95,26 @@ func (c *Cluster) AsUserWith(t testing.TB, user, name string, rules []rbacv1.Pol
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	return cfg
 }
+
+// ControlPlaneUser is the install's control plane as the API server names
+// it: ServiceAccount meshdns-controlplane of namespace meshdns-system.
+const ControlPlaneUser = "system:serviceaccount:meshdns-system:meshdns-controlplane"
+
+// StartAsControlPlane starts a cluster with RBAC on and returns it with a
+// config acting as ControlPlaneUser, granted only the rules of the
+// install's ClusterRole (the YAML file at path) that keep selects
+// (InstallRules, AsUserWith). want is how many rules the test expects
+// keep to select, so a rule the install gains or loses is noticed. Under
+// -short the test is skipped: it starts an API server of its own.
+func StartAsControlPlane(t testing.TB, path string, want int, keep func(rbacv1.PolicyRule) bool) (*Cluster, *rest.Config) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an API server of its own (RBAC)")
+	}
+	c := Start(t, WithRBAC())
+	rules := InstallRules(t, path, keep)
+	if len(rules) != want {
+		t.Fatalf("%d rules of %s for the test, want %d: %v", len(rules), path, want, rules)
+	}
+	return c, c.AsUserWith(t, ControlPlaneUser, "meshdns-controlplane-test", rules)
+}
