@@ -48,37 +48,43 @@ func TestUDPReaders(t *testing.T) {
 			defer c.Close()
 
 			names := []string{"web.demo.svc.cluster.local.", "www.example.org."} // table, forwarded
-			const n = 200 // more than a wake-up of the reader answers (udpBurst)
-			for i := range n {
-				q := newQuery(names[i%2], dns.TypeA)
-				q.Id = uint16(i)
-				pkt, err := q.Pack()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := c.Write(pkt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got := make(map[uint16]bool)
+			// Waves of 96 queries: more than one wake-up of a reader
+			// answers (udpBurst, 64), few enough that neither socket's
+			// default receive buffer (about 160 small datagrams) drops one.
+			const wave, waves = 96, 2
 			buf := make([]byte, 4096)
-			for len(got) < n {
-				// Each reply is on its way: the deadline only ends a
-				// test that would otherwise hang.
-				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-				m, err := c.Read(buf)
-				if err != nil {
-					t.Fatalf("%d of %d replies: %v", len(got), n, err)
+			for w := range waves {
+				for i := range wave {
+					q := newQuery(names[i%2], dns.TypeA)
+					q.Id = uint16(w*wave + i)
+					pkt, err := q.Pack()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := c.Write(pkt); err != nil {
+						t.Fatal(err)
+					}
 				}
-				var r dns.Msg
-				if err := r.Unpack(buf[:m]); err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
-					t.Fatalf("reply %v: %v", &r, err)
+				got := make(map[uint16]bool)
+				for len(got) < wave {
+					// Each reply is on its way: the deadline only ends a
+					// test that would otherwise hang.
+					_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+					m, err := c.Read(buf)
+					if err != nil {
+						t.Fatalf("wave %d: %d of %d replies: %v", w, len(got), wave, err)
+					}
+					var r dns.Msg
+					if err := r.Unpack(buf[:m]); err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+						t.Fatalf("reply %v: %v", &r, err)
+					}
+					if want := names[r.Id%2]; r.Question[0].Name != want {
+						t.Fatalf("reply %d for %s, want %s", r.Id, r.Question[0].Name, want)
+					}
+					got[r.Id] = true
 				}
-				if want := names[r.Id%2]; r.Question[0].Name != want {
-					t.Fatalf("reply %d for %s, want %s", r.Id, r.Question[0].Name, want)
-				}
-				got[r.Id] = true
 			}
+			const n = wave * waves
 
 			client := netip.MustParseAddrPort(c.LocalAddr().String())
 			if tc.mapped {
