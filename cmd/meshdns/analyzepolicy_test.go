@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/policysource"
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -33,29 +31,8 @@ func brokenPolicies(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns s
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("../../examples/kubernetes/15-dnspolicy-crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create CRD: %v", err)
-	}
+	c.InstallCRD(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml")
 	policies := dyn.Resource(dnsPolicyResource).Namespace(ns)
-	for { // served once the CRD is established: wait for that event, polled
-		if _, err = policies.List(ctx, metav1.ListOptions{}); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("DNSPolicy never served: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 	write := func(name string, status metav1.ConditionStatus, observed int64, edit bool) {
 		t.Helper()
 		p := &unstructured.Unstructured{Object: map[string]any{

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -47,23 +45,9 @@ func TestRBAC(t *testing.T) {
 		t.Errorf("Run without the CRD: %v", err)
 	}
 
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.InstallCRD(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml")
 	ns := c.Namespace(t, "rbac")
 	createPod(t, ctx, c, ns, "checkout", map[string]string{"app": "checkout"})
-	for {
-		_, err := dyn.Resource(Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("DNSPolicy not served: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 	u := apply(t, dyn, ns, "apiVersion: meshdns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: checkout}\n"+
 		"spec: {podSelector: {matchLabels: {app: checkout}}, rules: [{pattern: a.example, action: Deny}]}")
 

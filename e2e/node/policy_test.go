@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,18 +29,7 @@ func testPolicy(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("../../examples/kubernetes/15-dnspolicy-crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	e.c.InstallCRD(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml")
 	ri := dyn.Resource(dnsPolicies).Namespace("demo")
 	// The parts after this one run without its pods and policies.
 	t.Cleanup(func() {
