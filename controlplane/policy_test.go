@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -76,18 +74,7 @@ func TestPolicyFromAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := &unstructured.Unstructured{}
-	data, err := os.ReadFile("../examples/kubernetes/15-dnspolicy-crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.InstallCRD(t, "../examples/kubernetes/15-dnspolicy-crd.yaml")
 	ns := c.Namespace(t, "shop")
 	pods := c.Client.CoreV1().Pods(ns)
 	for name, app := range map[string]string{"checkout": "checkout", "web": "web"} {

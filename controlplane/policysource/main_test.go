@@ -2,14 +2,12 @@ package policysource
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -26,31 +24,12 @@ func TestMain(m *testing.M) { cluster.Main(m) }
 func withCRD(t *testing.T) (*kubetest.Cluster, dynamic.Interface) {
 	t.Helper()
 	c := cluster.Get(t)
+	c.InstallCRD(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml")
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crds).Create(ctx, readYAML(t, "../../examples/kubernetes/15-dnspolicy-crd.yaml"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	// The resource is served a moment after the CRD is created.
-	for {
-		_, err := dyn.Resource(Resource).List(ctx, metav1.ListOptions{Limit: 1})
-		if err == nil {
-			return c, dyn
-		}
-		if !strings.Contains(err.Error(), "the server could not find the requested resource") {
-			t.Fatalf("list DNSPolicy objects: %v", err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the DNSPolicy resource is not served: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return c, dyn
 }
 
 // apply creates or updates a DNSPolicy from YAML in namespace ns.
