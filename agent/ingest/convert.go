@@ -3,7 +3,6 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"net/netip"
 	"sort"
 	"strings"
@@ -88,87 +87,31 @@ func convertZones(in []string) ([]string, error) {
 }
 
 // collector converts names one at a time into entries, rejecting names
-// that appear twice in any case.
+// that appear twice in any case (convertTable; a build converts with
+// converting, buildpipe.go).
 type collector struct {
 	lim     Limits
 	seen    map[string]struct{}
 	entries []nametable.Entry
-	n       int
-	// into, when set, takes each entry instead of entries, and hashes
-	// (under seed) replaces seen.
-	into   *nametable.Builder
-	hashes map[uint64]struct{}
-	seed   maphash.Seed
-	// scratch is the entry converted last, whose slices the next
-	// conversion reuses (building only).
-	scratch nametable.Entry
 }
 
 func newCollector(n int, lim Limits) *collector {
 	return &collector{lim: lim, seen: make(map[string]struct{}, n), entries: make([]nametable.Entry, 0, n)}
 }
 
-// newBuildingCollector converts the zone names and returns a collector
-// that feeds each name into a table builder for pod with those zones, and
-// the zones: the streaming builds of both table formats start this way.
-func newBuildingCollector(zoneNames []string, lim Limits, pod nametable.Context) (*collector, []string, error) {
-	zones, err := convertZones(zoneNames)
-	if err != nil {
-		return nil, nil, err
-	}
-	tb, err := nametable.NewBuilder(zones, pod, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := &collector{lim: lim, into: tb, hashes: make(map[uint64]struct{}), seed: maphash.MakeSeed()}
-	return c, zones, nil
-}
-
 func (c *collector) add(host string, info *namewire.NameInfo) error {
-	if c.n >= c.lim.MaxNames {
+	if len(c.entries) >= c.lim.MaxNames {
 		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
 	}
 	var e nametable.Entry
-	if c.into != nil {
-		// The builder copies what it keeps, so one entry's slices
-		// serve every name: converted anew, they were a third of a
-		// build's garbage.
-		e = c.scratch
-	}
-	err := convertInto(&e, host, info, c.lim)
-	if c.into != nil {
-		c.scratch = e
-	}
-	if err != nil {
+	if err := convertInto(&e, host, info, c.lim); err != nil {
 		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 	}
 	// Two keys differing only in case: the agent matches names
 	// case-insensitively, so one would silently shadow the other.
-	dup := func() error {
-		return fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
-	}
 	key := strings.ToLower(e.Hostname)
-	c.n++
-	if c.into != nil {
-		// Building, the names are remembered by a hash only: a set of
-		// the names themselves held them all (~6 MB at 100,000 names)
-		// beside the table being built, at the build's peak. Two names
-		// sharing a 64-bit hash under a per-build random seed (about
-		// one build in 10^9 at 100,000 names) would reject the table
-		// as a duplicate; the previous table keeps serving and the next
-		// build draws another seed.
-		h := maphash.String(c.seed, key)
-		if _, ok := c.hashes[h]; ok {
-			return dup()
-		}
-		c.hashes[h] = struct{}{}
-		if err := c.into.Add(&e); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidTable, err)
-		}
-		return nil
-	}
 	if _, ok := c.seen[key]; ok {
-		return dup()
+		return fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
 	}
 	c.seen[key] = struct{}{}
 	c.entries = append(c.entries, e)

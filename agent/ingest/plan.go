@@ -246,7 +246,8 @@ func converter(lim Limits) func(host string, raw []byte) (nametable.Entry, error
 // build builds the table of v for pod, feeding each converted name
 // straight into the table's builder: neither the decoded table nor the
 // converted entries are ever held whole (at 100,000 names they were ~40
-// and ~25 MB beside the table being built, the pod's peak).
+// and ~25 MB beside the table being built, the pod's peak). The names are
+// converted on a goroutine of their own (pipeBuild).
 //
 // The builder needs the zones before the first name. A version whose
 // zones come first (the state files the discovery client writes, a
@@ -259,74 +260,28 @@ func converter(lim Limits) func(host string, raw []byte) (nametable.Entry, error
 // zones counts them; a version that says neither is built at
 // buildGCPercent throughout.
 func build(v Version, lim Limits, pod nametable.Context, paced bool) (*nametable.Table, int, error) {
-	var zones []string
-	var c *collector
 	var pace func(added int)
-	if n, ok := v.(interface{ Names() int }); ok && paced && n.Names() > 0 {
-		pace = startPace(n.Names())
-		pace(0)
+	counted, hasCount := v.(interface{ Names() int })
+	if paced && hasCount && counted.Names() > 0 {
+		pace = startPace(counted.Names())
 	}
-	info := new(namewire.NameInfo)
-	add := func(host, raw []byte) error {
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
-		}
-		if pace != nil && c.n&paceEvery == 0 {
-			pace(c.n)
-		}
-		return c.add(string(host), info)
+	t, n, err := pipeBuild(v, nil, false, lim, pod, pace)
+	if err != errZonesLater {
+		return t, n, err
 	}
-	err := v.Walk(func(host, raw []byte) error {
-		if c == nil {
-			if len(zones) == 0 {
-				return errZonesLater
-			}
-			var err error
-			if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
-				return err
-			}
-		}
-		return add(host, raw)
-	}, func(z string) error {
-		if c != nil {
-			return errZonesLater
-		}
-		zones = append(zones, z)
-		return nil
-	})
-	switch {
-	case err == nil && c == nil:
-		// Zones and no names (or nothing at all).
-		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
-			return nil, 0, err
-		}
-	case err == errZonesLater:
-		zones = zones[:0]
-		var count func(host, info []byte) error
-		names := 0
-		if paced && pace == nil {
-			count = func(_, _ []byte) error { names++; return nil }
-		}
-		if err := v.Walk(count, func(z string) error { zones = append(zones, z); return nil }); err != nil {
-			return nil, 0, err
-		}
-		if names > 0 {
-			pace = startPace(names)
-			pace(0)
-		}
-		if c, _, err = newBuildingCollector(zones, lim, pod); err != nil {
-			return nil, 0, err
-		}
-		if err := v.Walk(add, nil); err != nil {
-			return nil, 0, err
-		}
-	case err != nil:
+	var zones []string
+	var count func(host, info []byte) error
+	names := 0
+	if paced && !hasCount {
+		count = func(_, _ []byte) error { names++; return nil }
+	}
+	if err := v.Walk(count, func(z string) error { zones = append(zones, z); return nil }); err != nil {
 		return nil, 0, err
 	}
-	if pace != nil {
-		pace(c.n) // the table's finish at buildGCPercent, the end's
+	if names > 0 {
+		pace = startPace(names)
 	}
-	return c.into.Table(), c.n, nil
+	return pipeBuild(v, zones, true, lim, pod, pace)
 }
 
 // paceEvery+1 is how many names a build adds between two calls of its
