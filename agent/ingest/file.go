@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"unsafe"
 
 	"github.com/meshdns/meshdns/internal/namewire"
 )
@@ -130,15 +129,7 @@ func (v *FileVersion) Walk(name func(host, info []byte) error, zone func(string)
 func (v *FileVersion) walkJSON(name func(host, info []byte) error, zone func(string) error) error {
 	h := sha256.New()
 	r := io.TeeReader(io.NewSectionReader(v.r, 0, v.size), h)
-	var each func(string, *namewire.NameInfo) error
-	if name != nil {
-		var buf []byte
-		each = func(host string, info *namewire.NameInfo) error {
-			buf = info.Append(buf[:0])
-			return name(unsafe.Slice(unsafe.StringData(host), len(host)), buf)
-		}
-	}
-	err := namewire.WalkJSONTable(r, new(namewire.NameInfo), each, func(zones []string) error {
+	zones := func(zones []string) error {
 		if zone == nil {
 			return nil
 		}
@@ -148,7 +139,13 @@ func (v *FileVersion) walkJSON(name func(host, info []byte) error, zone func(str
 			}
 		}
 		return nil
-	})
+	}
+	var err error
+	if name != nil {
+		err = namewire.WalkJSONTableWire(r, name, zones)
+	} else {
+		err = namewire.WalkJSONTable(r, nil, nil, zones)
+	}
 	if err != nil {
 		return err
 	}

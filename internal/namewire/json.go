@@ -60,9 +60,13 @@ func (s *jscan) fields(names map[string]int, read func(num int) error) error {
 
 // DecodeJSON decodes the JSON form of a NameInfo (one object, nothing but
 // white space after it) into m, which it resets first.
-func (m *NameInfo) DecodeJSON(b []byte) error {
+func (m *NameInfo) DecodeJSON(b []byte) error { return m.decodeJSON(b, false) }
+
+// decodeJSON is DecodeJSON; with borrow, m's strings share b's bytes
+// (jscan.borrow).
+func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
 	m.Reset()
-	s := &jscan{b: b}
+	s := &jscan{b: b, borrow: borrow}
 	err := s.fields(jsonField, func(num int) (err error) {
 		switch num {
 		case fieldInfoIPs:

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // jscan reads JSON held whole in memory, strictly (RFC 8259, but for one
@@ -14,6 +15,9 @@ import (
 type jscan struct {
 	b []byte
 	i int
+	// borrow makes str return strings that share b's bytes (valid while b
+	// is): for a NameInfo appended to the wire form at once.
+	borrow bool
 }
 
 var errEOF = errors.New("unexpected end of JSON")
@@ -140,6 +144,9 @@ func (s *jscan) unexpected(want string) error {
 // surrogates only in pairs.
 func (s *jscan) str() (string, error) {
 	b, err := s.strBytes()
+	if s.borrow && len(b) > 0 {
+		return unsafe.String(&b[0], len(b)), err
+	}
 	return string(b), err
 }
 

@@ -25,7 +25,23 @@ const maxJSONUnit = 64 << 20
 // names checks them).
 func WalkJSONTable(r io.Reader, info *NameInfo, name func(host string, info *NameInfo) error, zones func([]string) error) error {
 	st := &jstream{r: r, b: make([]byte, 0, 32<<10)}
-	return st.table(info, name, zones)
+	var each func([]byte, *NameInfo) error
+	if name != nil {
+		each = func(host []byte, info *NameInfo) error { return name(string(host), info) }
+	}
+	return st.table(info, each, zones)
+}
+
+// WalkJSONTableWire is WalkJSONTable yielding each name's NameInfo in wire
+// form (host and info valid during the call only): the conversion of a
+// table file, without a string allocated per field or per name.
+func WalkJSONTableWire(r io.Reader, name func(host, info []byte) error, zones func([]string) error) error {
+	st := &jstream{r: r, b: make([]byte, 0, 32<<10), borrow: true}
+	var buf []byte
+	return st.table(new(NameInfo), func(host []byte, info *NameInfo) error {
+		buf = info.Append(buf[:0])
+		return name(host, buf)
+	}, zones)
 }
 
 // SkimJSONTable reads the zones of the JSON form of a NameTable from r
@@ -41,7 +57,7 @@ func SkimJSONTable(r io.Reader) (zones []string, names int, err error) {
 }
 
 // table reads the table object (WalkJSONTable).
-func (st *jstream) table(info *NameInfo, name func(host string, info *NameInfo) error, zones func([]string) error) error {
+func (st *jstream) table(info *NameInfo, name func(host []byte, info *NameInfo) error, zones func([]string) error) error {
 	if err := st.unit(func(s *jscan) error {
 		if s.peek() != '{' {
 			return s.unexpected("an object")
@@ -104,7 +120,7 @@ func (st *jstream) table(info *NameInfo, name func(host string, info *NameInfo) 
 
 // names reads the table field's value: null (no names, as protojson reads
 // it) or an object of names.
-func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) error {
+func (st *jstream) names(info *NameInfo, name func([]byte, *NameInfo) error) error {
 	isNull := false
 	if err := st.unit(func(s *jscan) error {
 		if isNull = s.null(); isNull {
@@ -151,10 +167,10 @@ func (st *jstream) names(info *NameInfo, name func(string, *NameInfo) error) err
 		if name == nil {
 			continue
 		}
-		if err := info.DecodeJSON(raw); err != nil {
+		if err := info.decodeJSON(raw, st.borrow); err != nil {
 			return fmt.Errorf("table[%q]: %w", host, err)
 		}
-		if err := name(string(host), info); err != nil {
+		if err := name(host, info); err != nil {
 			return err
 		}
 	}
@@ -257,6 +273,8 @@ type jstream struct {
 	s   jscan // the scanner of unit
 	// count, or nil, counts the names the table's walk reads.
 	count *int
+	// borrow decodes the NameInfos with jscan.borrow.
+	borrow bool
 }
 
 // unit runs read on what is buffered. A read that fails near the end of

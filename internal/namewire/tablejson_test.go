@@ -60,6 +60,20 @@ func compareJSONTable(t *testing.T, in []byte) {
 		if diff := cmp.Diff(fromTable(pb), nt, equate); diff != "" {
 			t.Fatalf("%q: (-protojson +namewire):\n%s", in, diff)
 		}
+		// The wire form walk yields what the decoded walk marshals.
+		wire := map[string][]byte{}
+		err = namewire.WalkJSONTableWire(bytes.NewReader(in), func(host, info []byte) error {
+			wire[string(host)] = append([]byte(nil), info...)
+			return nil
+		}, func([]string) error { return nil })
+		if err != nil {
+			t.Fatalf("%q: WalkJSONTableWire: %v, WalkJSONTable: nil", in, err)
+		}
+		for host, info := range nt.Table {
+			if want := info.Append(nil); !bytes.Equal(wire[host], want) {
+				t.Fatalf("%q: name %q in wire form %x, want %x", in, host, wire[host], want)
+			}
+		}
 	}
 }
 
