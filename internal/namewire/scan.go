@@ -291,6 +291,11 @@ func (s *jscan) number() ([]byte, error) {
 			if s.i++; s.i == len(s.b) {
 				return nil, errEOF
 			}
+			// The leniency ends at a sign: protojson reads "1e" but
+			// not "1e+".
+			if digits() == 0 {
+				return nil, s.errorf("invalid number")
+			}
 		}
 		digits()
 	}
