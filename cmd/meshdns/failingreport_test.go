@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,10 +96,17 @@ func TestFailingReportReachesTop(t *testing.T) {
 	if len(all) != 1 || len(all[0].Names) != 2 || all[0].Names[1].Name != "gone.corp.example." || all[0].Names[1].Count != 2 {
 		t.Errorf("top: %+v, want web-0 with nope.corp.example. 4 and gone.corp.example. 2", all)
 	}
+	// The window a report covers is at least the configured one, longer
+	// when the agent's report came late (a loaded machine).
 	var table bytes.Buffer
-	if code := cli.Run(context.Background(), []string{"top", "--admin-addr", onAdmin}, &table, io.Discard); code != 0 ||
-		!regexp.MustCompile(`(?m)^team-a\s+web-0\s+NXDOMAIN\s+4\s+nope\.corp\.example\.\s+5s\s`).MatchString(table.String()) {
-		t.Errorf("top table: exit %d\n%s", code, table.String())
+	code := cli.Run(context.Background(), []string{"top", "--admin-addr", onAdmin}, &table, io.Discard)
+	row := regexp.MustCompile(`(?m)^team-a\s+web-0\s+NXDOMAIN\s+4\s+nope\.corp\.example\.\s+(\d+)s\s`).FindStringSubmatch(table.String())
+	window := -1
+	if row != nil {
+		window, _ = strconv.Atoi(row[1])
+	}
+	if code != 0 || window < 5 {
+		t.Errorf("top table: exit %d, want a row of nope.corp.example. with a window of 5s or more\n%s", code, table.String())
 	}
 
 	// Off: the agent got a window's worth of time and more since its
