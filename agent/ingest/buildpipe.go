@@ -102,7 +102,7 @@ func pipeBuild(v Version, zones []string, known bool, lim Limits, pod nametable.
 	var err error
 	for b := range full {
 		if err == nil && tb == nil {
-			tb, err = newBuilder(b.zones, pod)
+			tb, err = newBuilder(b.zones, pod, namesOf(v))
 		}
 		for i := 0; err == nil && i < b.n; i++ {
 			if aerr := tb.Add(&b.es[i]); aerr != nil {
@@ -128,12 +128,21 @@ func pipeBuild(v Version, zones []string, known bool, lim Limits, pod nametable.
 
 // newBuilder converts the zone names and returns a table builder for pod
 // with those zones.
-func newBuilder(zoneNames []string, pod nametable.Context) (*nametable.Builder, error) {
+func newBuilder(zoneNames []string, pod nametable.Context, names int) (*nametable.Builder, error) {
 	zones, err := convertZones(zoneNames)
 	if err != nil {
 		return nil, err
 	}
-	return nametable.NewBuilder(zones, pod, 0)
+	return nametable.NewBuilder(zones, pod, names)
+}
+
+// namesOf is the number of names of v when it knows it, else 0: sized
+// for them, the table's index is not rehashed at every doubling.
+func namesOf(v Version) int {
+	if c, ok := v.(interface{ Names() int }); ok {
+		return min(max(c.Names(), 0), 1<<24) // no index holds more
+	}
+	return 0
 }
 
 // converting converts the names of one build, rejecting names that

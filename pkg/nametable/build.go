@@ -495,20 +495,29 @@ func (b *builder) addVersion() {
 func (b *builder) addEmptyNonTerminals() {
 	t := b.t
 	ents := make(map[string]string) // name -> zone
+	// last is where the previous walk stopped: the names come in the
+	// order they were added, a service's endpoints after it, so most
+	// walks stop where the one before did.
+	last := ""
 	walk := func(name string, includeSelf bool) {
-		z := b.zoneOf(name)
-		if z == "" {
-			return
-		}
 		p := name
 		if !includeSelf {
 			p = parent(name)
 		}
+		if p == last && p != "" {
+			return
+		}
+		z := b.zoneOf(name)
+		if z == "" {
+			return
+		}
 		for ; len(p) > len(z); p = parent(p) {
-			if b.lookup(p) != nil || b.isReverse(p) {
+			if p == last || b.lookup(p) != nil || b.isReverse(p) {
+				last = p
 				return // a defined name: its own walk covers what is above it
 			}
 			if _, ok := ents[p]; ok {
+				last = p
 				return
 			}
 			ents[p] = z
