@@ -150,6 +150,9 @@ type builder struct {
 	// owners is the entry that defined a node not named after it (an
 	// endpoint name, an alt host), to report a name defined twice.
 	owners map[*node]string
+	// ofParent has a bit per node ID: the entry that defined the node is
+	// named after its parent (the node of a service's endpoint).
+	ofParent []uint64
 	// placed collects the stored names added, for Patch; nil in New.
 	placed *[]string
 	slabs  slabs
@@ -166,6 +169,10 @@ type builder struct {
 	// local counts the records of hlA and hlAAAA in the pod's zone.
 	local [2]uint16
 	ipBuf []netip.Addr // an entry's addresses
+	// portBuf is srvPorts' scratch; portLabels its labels by port name
+	// and protocol.
+	portBuf    []srvPort
+	portLabels map[[2]string]string
 }
 
 func (b *builder) addZones(zones []string) error {
@@ -252,7 +259,27 @@ func (b *builder) ownerOf(n *node) string {
 	if o, ok := b.owners[n]; ok {
 		return o
 	}
-	return b.t.st.Key(n.Name)
+	key := b.t.st.Key(n.Name)
+	if id, ok := b.t.st.IDOf(n); ok && int(id/64) < len(b.ofParent) && b.ofParent[id/64]&(1<<(id%64)) != 0 {
+		return parent(key)
+	}
+	return key
+}
+
+// setOwner records that the entry named owner defined node id, n.
+func (b *builder) setOwner(id arena.ID, n *node, owner string) {
+	key := b.t.st.Key(n.Name)
+	switch {
+	case owner == key:
+	case owner == parent(key): // an endpoint, a bit where a map took ~50 bytes
+		w := int(id / 64)
+		if w >= len(b.ofParent) {
+			b.ofParent = slices.Grow(b.ofParent, w+1-len(b.ofParent))[:w+1]
+		}
+		b.ofParent[w] |= 1 << (id % 64)
+	default:
+		b.owners[n] = owner
+	}
 }
 
 // spec describes a node to place: its records, shape and flags.
@@ -319,9 +346,7 @@ func (b *builder) place(s *spec, names []string) error {
 		n.tail = uint8(len(s.txt)<<4 | len(soa))
 	}
 	b.setShape(n, s.shape)
-	if s.owner != b.t.st.Key(s.ref) {
-		b.owners[n] = s.owner
-	}
+	b.setOwner(s.id, n, s.owner)
 	for i, name := range names {
 		if w, ok := strings.CutPrefix(name, "*."); ok {
 			if t.wild == nil {
@@ -353,7 +378,7 @@ func (b *builder) place(s *spec, names []string) error {
 		if n.shape == bigShape {
 			t.bigShape[c] = t.bigShape[n]
 		}
-		b.owners[c] = s.owner
+		b.setOwner(id, c, s.owner)
 		t.st.Insert(id)
 		b.track(c)
 	}
@@ -548,7 +573,7 @@ func (b *builder) addEmptyNonTerminals() {
 func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []string, extra []dns.RR) int {
 	t := b.t
 	if targets != nil {
-		sh := &shape{ns: *b.soa(apex), ttl: ttl, ports: ports, targets: targets, extra: extra}
+		sh := &shape{ns: *b.soa(apex), ttl: ttl, ports: slices.Clone(ports), targets: targets, extra: extra}
 		if k := len(t.freeShapes); k > 0 {
 			i := t.freeShapes[k-1]
 			t.freeShapes = t.freeShapes[:k-1]
@@ -563,7 +588,7 @@ func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []s
 	if i, ok := b.shapes[string(key)]; ok {
 		return i
 	}
-	sh := &shape{ns: *b.soa(apex), ports: ports}
+	sh := &shape{ns: *b.soa(apex), ports: slices.Clone(ports)}
 	if len(ports) > 0 {
 		sh.ttl = ttl
 	}

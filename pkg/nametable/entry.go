@@ -93,7 +93,7 @@ func (b *builder) addEntry(e *Entry) error {
 		// stays unused.
 		return nil
 	}
-	ports, err := srvPorts(e.Ports, host)
+	ports, err := b.srvPorts(e.Ports, host)
 	if err != nil {
 		return err
 	}
@@ -273,8 +273,12 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 // on the service name; a named port also answers on
 // _name._proto.<service>. The ports are grouped by that owner name, so a
 // port name's records are one run.
-func srvPorts(ports []Port, host string) ([]srvPort, error) {
-	all := make([]srvPort, 0, len(ports))
+//
+// The result is b's scratch, valid until the next call: shapeFor copies
+// the ports of a shape it makes, and most services share one.
+func (b *builder) srvPorts(ports []Port, host string) ([]srvPort, error) {
+	all := b.portBuf[:0]
+	defer func() { b.portBuf = all[:0] }()
 	for _, p := range ports {
 		if p.Port == 0 {
 			return nil, fmt.Errorf("port %q: number 0", p.Name)
@@ -289,11 +293,10 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 		}
 		label := ""
 		if p.Name != "" {
-			name := strings.ToLower(p.Name)
-			if err := dnsname.CheckLabel(name); err != nil {
-				return nil, fmt.Errorf("port %q: %w", p.Name, err)
+			var err error
+			if label, err = b.portLabel(p.Name, proto); err != nil {
+				return nil, err
 			}
-			label = "_" + name + "._" + proto + "."
 			if len(label)+len(host) > maxName { // the name only said in the error
 				return nil, checkGenerated(label + host)
 			}
@@ -326,6 +329,30 @@ func srvPorts(ports []Port, host string) ([]srvPort, error) {
 	}
 	return out, nil
 }
+
+// portLabel returns the checked label _name._proto. of a port, the same
+// string for every service with the port (a cluster has few port names).
+func (b *builder) portLabel(name, proto string) (string, error) {
+	if l, ok := b.portLabels[[2]string{name, proto}]; ok {
+		return l, nil
+	}
+	lower := strings.ToLower(name)
+	if err := dnsname.CheckLabel(lower); err != nil {
+		return "", fmt.Errorf("port %q: %w", name, err)
+	}
+	l := "_" + lower + "._" + proto + "."
+	if b.portLabels == nil {
+		b.portLabels = make(map[[2]string]string)
+	}
+	if len(b.portLabels) < maxPortLabels {
+		b.portLabels[[2]string{name, proto}] = l
+	}
+	return l, nil
+}
+
+// maxPortLabels bounds builder.portLabels, should every service name
+// its ports differently.
+const maxPortLabels = 1024
 
 // endpointNames validates endpoints and groups their addresses by name: an
 // endpoint with a hostname is one name with all its IPs (dual-stack
