@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -307,9 +306,6 @@ func bench(cfg *runConfig) error {
 		fmt.Printf("meshdns (serve) with %d services: %s\n", cfg.large, memReport(big.cmd.Process.Pid))
 	}
 	if agent != nil {
-		if floor, err := peakRSSMB(cfg.agent, "version"); err == nil {
-			fmt.Printf("binary floor: %s version peaks at %.1f MB RSS (start-up of every linked package, no table)\n", cfg.agent, floor)
-		}
 		rss, err := rssMB(agent.cmd.Process.Pid)
 		if err != nil {
 			return fmt.Errorf("agent gone before the RSS reading: %w (%v)", err, agent.exitStatus())
@@ -546,19 +542,6 @@ func cpuSeconds(pid int) (float64, error) {
 		return 0, err
 	}
 	return float64(ut+st) / clockTick, nil
-}
-
-// peakRSSMB runs a command to completion and returns its peak RSS in MB.
-func peakRSSMB(name string, args ...string) (float64, error) {
-	cmd := exec.Command(name, args...)
-	if err := cmd.Run(); err != nil {
-		return 0, err
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, errors.New("no rusage")
-	}
-	return float64(ru.Maxrss) / 1024, nil // Maxrss is in kB on Linux
 }
 
 // rssMB returns VmRSS of pid in MB.
