@@ -47,6 +47,7 @@ func TestNewRejects(t *testing.T) {
 		{name: "hostname duplicates an entry's own subdomain", entries: []Entry{{Hostname: "s.com", IPs: ip}, {Hostname: "p.s.com", IPs: ip}, {Hostname: "P.s.com", IPs: ip}}, wantErr: `already defined by entry "p.s.com"`},
 		{name: "duplicate wildcard", entries: []Entry{{Hostname: "*.a.com", IPs: ip}, {Hostname: "*.A.com", IPs: ip}}, wantErr: "already defined"},
 		{name: "port zero", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "http"}}}}, wantErr: "number 0"},
+		{name: "protocol folding to sctp only in Unicode", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "x", Port: 80, Protocol: "ſctp"}}}}, wantErr: "unknown protocol"},
 		{name: "unknown protocol", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "http", Port: 80, Protocol: "QUIC"}}}}, wantErr: "unknown protocol"},
 		{name: "bad port name", entries: []Entry{{Hostname: "a.com", IPs: ip, Ports: []Port{{Name: "h.ttp", Port: 80}}}}, wantErr: `port "h.ttp"`},
 		{name: "bad endpoint hostname", entries: []Entry{{Hostname: "a.com", Endpoints: []Endpoint{{Hostname: "x.y", IPs: ip}}}}, wantErr: "endpoint hostname"},

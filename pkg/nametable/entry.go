@@ -283,11 +283,14 @@ func (b *builder) srvPorts(ports []Port, host string) ([]srvPort, error) {
 		if p.Port == 0 {
 			return nil, fmt.Errorf("port %q: number 0", p.Name)
 		}
-		proto := strings.ToLower(p.Protocol)
-		switch proto {
-		case "":
-			proto = "tcp"
-		case "tcp", "udp", "sctp":
+		proto := ""
+		switch {
+		case p.Protocol == "" || isLetters(p.Protocol, "tcp"):
+			proto = "tcp" // no lowered copy of Kubernetes' "TCP" per port
+		case isLetters(p.Protocol, "udp"):
+			proto = "udp"
+		case isLetters(p.Protocol, "sctp"):
+			proto = "sctp"
 		default:
 			return nil, fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 		}
@@ -328,6 +331,20 @@ func (b *builder) srvPorts(ports []Port, host string) ([]srvPort, error) {
 		}
 	}
 	return out, nil
+}
+
+// isLetters reports whether s is lower, the ASCII letters a-z, in any
+// case (strings.EqualFold would also take Unicode's long s for "s").
+func isLetters(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i]|0x20 != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // portLabel returns the checked label _name._proto. of a port, the same
