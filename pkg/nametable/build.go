@@ -305,14 +305,22 @@ type spec struct {
 func (b *builder) place(s *spec, names []string) error {
 	t := b.t
 	var soa []dns.RR
-	for _, name := range names {
+	// The first name is stored where its lookup found room: Reserve
+	// keeps that spot until then.
+	t.st.Reserve(len(names))
+	var first arena.Spot
+	for i, name := range names {
 		if w, ok := strings.CutPrefix(name, "*."); ok {
 			if old, dup := t.wild[w]; dup {
 				return fmt.Errorf("name %q already defined by entry %q", name, b.ownerOf(old))
 			}
 			continue
 		}
-		if old := b.lookup(name); old != nil {
+		sp, old := t.st.SpotOf(name)
+		if i == 0 {
+			first = sp
+		}
+		if old != nil {
 			// The names a table defines itself give way to an entry:
 			// zone apexes, empty non-terminals and dns-version
 			// (which only Patch meets: New adds it last).
@@ -360,7 +368,7 @@ func (b *builder) place(s *spec, names []string) error {
 			continue
 		}
 		if i == 0 {
-			t.st.Insert(s.id)
+			t.st.Put(first, s.id)
 			b.track(n)
 			continue
 		}

@@ -254,3 +254,47 @@ func TestRefCountsOthers(t *testing.T) {
 		t.Error("the first node chunk was kept after its last reference went")
 	}
 }
+
+// TestSpotPut checks that a name looked up with SpotOf and stored with Put
+// is found like one stored with Insert, replacing the node there before,
+// across the growth Reserve makes, and that Each visits every stored name
+// once.
+func TestSpotPut(t *testing.T) {
+	s := New[tnode, int](0)
+	const n = 3000
+	ids := make(map[string]ID)
+	for i := range n {
+		name := fmt.Sprintf("n%d.example", i%(n/2)) // each name twice
+		s.Reserve(1)
+		sp, old := s.SpotOf(name)
+		if prev, ok := ids[name]; (old != nil) != ok || ok && old.v != prev {
+			t.Fatalf("SpotOf(%q) found %v, want the node of ID %d (stored: %v)", name, old, prev, ok)
+		}
+		id, nd, err := s.NewNode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.Name, _ = s.PutText("", name)
+		nd.v = id
+		s.Put(sp, id)
+		ids[name] = id
+	}
+	if s.Len() != len(ids) {
+		t.Fatalf("Len = %d, want %d", s.Len(), len(ids))
+	}
+	for name, id := range ids {
+		if nd := s.Lookup([]byte(name)); nd == nil || nd.v != id {
+			t.Fatalf("Lookup(%q) = %v, want the node of ID %d", name, nd, id)
+		}
+	}
+	seen := make(map[string]bool)
+	s.Each(func(key string, nd *tnode) {
+		if seen[key] || ids[key] != nd.v {
+			t.Fatalf("Each gave %q (node %d) twice or not its stored node (%d)", key, nd.v, ids[key])
+		}
+		seen[key] = true
+	})
+	if len(seen) != len(ids) {
+		t.Fatalf("Each visited %d names, want %d", len(seen), len(ids))
+	}
+}

@@ -98,6 +98,48 @@ func (s *Store[N, R]) Insert(id ID) {
 	s.slots[i] = slotTag(h) | (id + 1)
 }
 
+// A Spot is where a name is or would go in the index: Find's slot with
+// the name's hash, so that a caller that looked a name up can store it
+// without hashing and probing again.
+type Spot struct {
+	slot  int
+	tag   uint32
+	found bool
+}
+
+// Reserve makes room for n more names: Spots taken after it stay valid
+// for n Puts, until something else changes the index.
+func (s *Store[N, R]) Reserve(n int) {
+	if (s.count+n)*4 > len(s.slots)*3 {
+		s.Grow(max(16, 2*len(s.slots), (s.count+n)*4/3+1))
+	}
+}
+
+// SpotOf returns the spot of name and the node stored there, or nil.
+// len(s.slots) must be > 0 (Reserve).
+func (s *Store[N, R]) SpotOf(name string) (Spot, *N) {
+	key := stringBytes(name)
+	h := maphash.Bytes(s.seed, key)
+	i, ok := s.probe(key, h)
+	sp := Spot{slot: i, tag: slotTag(h), found: ok}
+	if !ok {
+		return sp, nil
+	}
+	return sp, s.Node(s.At(i))
+}
+
+// Put stores node id, which must be named as the spot's name, at sp, as
+// Insert does.
+func (s *Store[N, R]) Put(sp Spot, id ID) {
+	if !sp.found {
+		s.count++
+	} else {
+		s.Ref(s.At(sp.slot), -1)
+	}
+	s.Ref(id, 1)
+	s.slots[sp.slot] = sp.tag | (id + 1)
+}
+
 // Replace puts node id, which must have the same name, in slot i in
 // place of the node there (to give a name a changed copy of its node).
 func (s *Store[N, R]) Replace(i int, id ID) {
