@@ -172,6 +172,7 @@ type builder struct {
 	// portBuf is srvPorts' scratch; portLabels its labels by port name
 	// and protocol.
 	portBuf    []srvPort
+	epNames    []endpointName // endpointNames' scratch
 	portLabels map[[2]string]string
 }
 

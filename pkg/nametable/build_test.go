@@ -2,6 +2,7 @@ package nametable
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,5 +386,38 @@ func TestConcurrentLookupsAndSwaps(t *testing.T) {
 func TestNodeSize(t *testing.T) {
 	if got := unsafe.Sizeof(node{}); got != 16 {
 		t.Errorf("node is %d bytes, want 16", got)
+	}
+}
+
+// TestEndpointsOfOneEntryOnly checks that a service's endpoints answer
+// with their own addresses only, whatever the entries added before them
+// had (the builder reuses their scratch from entry to entry).
+func TestEndpointsOfOneEntryOnly(t *testing.T) {
+	entries := []Entry{
+		{Hostname: "a.ns.svc.cluster.local", Endpoints: []Endpoint{
+			{Hostname: "p", IPs: addrs("10.0.0.1", "10.0.0.2")}, {Hostname: "q", IPs: addrs("10.0.0.3")}, {IPs: addrs("10.0.0.4")}}},
+		{Hostname: "b.ns.svc.cluster.local", Endpoints: []Endpoint{{Hostname: "q", IPs: addrs("10.0.1.1")}}},
+		{Hostname: "c.ns.svc.cluster.local", Endpoints: []Endpoint{{Hostname: "p", IPs: addrs("10.0.2.1")}, {Hostname: "P", IPs: addrs("10.0.2.2")}}},
+	}
+	tbl, err := New(entries, []string{"cluster.local"}, Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{
+		"p.a.ns.svc.cluster.local.":        {"10.0.0.1", "10.0.0.2"},
+		"q.a.ns.svc.cluster.local.":        {"10.0.0.3"},
+		"10-0-0-4.a.ns.svc.cluster.local.": {"10.0.0.4"},
+		"q.b.ns.svc.cluster.local.":        {"10.0.1.1"},
+		"b.ns.svc.cluster.local.":          {"10.0.1.1"},
+		"p.c.ns.svc.cluster.local.":        {"10.0.2.1", "10.0.2.2"},
+	} {
+		var lines []string
+		for _, a := range want {
+			lines = append(lines, name+" 30 IN A "+a)
+		}
+		got := viewOf(tbl.Lookup(dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET}), name).Answer
+		if !slices.Equal(got, rrs(t, lines...)) {
+			t.Errorf("%s A = %v, want %v", name, got, want)
+		}
 	}
 }

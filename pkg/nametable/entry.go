@@ -81,10 +81,11 @@ func (b *builder) addEntry(e *Entry) error {
 	// The entry's addresses go into the reverse index before its
 	// endpoints', which are placed first.
 	at4, at6 := len(b.pend4), len(b.pend6)
-	eps, err := endpointNames(e.Endpoints, b.pod.Zone)
+	eps, err := endpointNames(b.epNames, e.Endpoints, b.pod.Zone)
 	if err != nil {
 		return err
 	}
+	b.epNames = eps[:0]
 	headless := len(ips) == 0
 	if headless && len(eps) == 0 {
 		// A headless service without ready endpoints has no records:
@@ -378,8 +379,12 @@ const maxPortLabels = 1024
 //
 // Names in the pod's zone (inPodZone) come first, each group in the order
 // the endpoints came.
-func endpointNames(eps []Endpoint, zone string) ([]endpointName, error) {
-	var out []endpointName
+//
+// out is scratch (length 0) whose entries, and their addresses' arrays,
+// are reused: the names and addresses of every endpoint were a quarter
+// of the garbage of a build.
+func endpointNames(out []endpointName, eps []Endpoint, zone string) ([]endpointName, error) {
+	out = out[:0]
 	// A few names are found by a scan: a map per entry was a tenth of
 	// the garbage of building a table of headless services.
 	const scanMax = 16
@@ -400,7 +405,12 @@ func endpointNames(eps []Endpoint, zone string) ([]endpointName, error) {
 		i, ok := find(label)
 		if !ok {
 			i = len(out)
-			out = append(out, endpointName{label: label})
+			if i < cap(out) {
+				out = out[:i+1]
+				out[i] = endpointName{label: label, ips: out[i].ips[:0]}
+			} else {
+				out = append(out, endpointName{label: label})
+			}
 			if index != nil {
 				index[label] = i
 			} else if len(out) > scanMax {
@@ -418,9 +428,11 @@ func endpointNames(eps []Endpoint, zone string) ([]endpointName, error) {
 		}
 		out[i].ips = append(out[i].ips, a)
 	}
+	var ips []netip.Addr // one endpoint's, reused by the next
 	for _, ep := range eps {
 		local := inPodZone(&ep, zone)
-		ips, err := uniqueAddrs(ep.IPs)
+		var err error
+		ips, err = appendUniqueAddrs(ips[:0], ep.IPs)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %q: %w", ep.Hostname, err)
 		}

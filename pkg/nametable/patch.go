@@ -399,7 +399,7 @@ func definedNames(e *Entry) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	eps, err := endpointNames(e.Endpoints, "")
+	eps, err := endpointNames(nil, e.Endpoints, "")
 	if err != nil {
 		return nil, err
 	}
