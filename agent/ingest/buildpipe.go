@@ -140,7 +140,8 @@ func newBuilder(zoneNames []string, pod nametable.Context, names int) (*nametabl
 // for them, the table's index is not rehashed at every doubling.
 func namesOf(v Version) int {
 	if c, ok := v.(interface{ Names() int }); ok {
-		return min(max(c.Names(), 0), 1<<24) // no index holds more
+		n := min(max(c.Names(), 0), 1<<24) // no index holds more
+		return n + n/8                     // and the names a table adds (parents, ...)
 	}
 	return 0
 }
