@@ -6,11 +6,14 @@ import (
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/dnstap"
 	"github.com/meshdns/meshdns/pkg/proxy"
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // dnstapTap turns the answers the query log writes into dnstap frames: a
 // CLIENT_QUERY and a CLIENT_RESPONSE each, the query from the pod's
-// address to the agent's socket. Identity names the pod, so a collector
+// address to the agent's socket, and between them, for an answer this
+// query fetched upstream, FORWARDER_QUERY and FORWARDER_RESPONSE from the
+// agent's socket to the upstream. Identity names the pod, so a collector
 // shared by many pods tells them apart.
 type dnstapTap struct {
 	w                 *dnstap.Writer
@@ -31,7 +34,7 @@ func newDnstapTap(cfg Config) (*dnstapTap, error) {
 	return &dnstapTap{w: w, identity: id, version: "meshdns " + cfg.Version}, nil
 }
 
-// TapAnswer encodes two frames (allocating: only answers the query log
+// TapAnswer encodes two or four frames (allocating: only answers the query log
 // admits get here) and queues them; a full queue drops them.
 func (d *dnstapTap) TapAnswer(a *proxy.TapAnswer) {
 	proto := dnstap.UDP
@@ -41,8 +44,29 @@ func (d *dnstapTap) TapAnswer(a *proxy.TapAnswer) {
 	m := dnstap.Message{Type: dnstap.ClientQuery, Protocol: proto, QueryAddr: a.Client, ResponseAddr: a.Server,
 		QueryTime: a.Received, QueryMessage: a.Query}
 	d.w.Send(dnstap.AppendPayload(make([]byte, 0, 96+len(d.identity)+len(a.Query)), d.identity, d.version, &m))
+	if f := a.Forwarded; f != nil {
+		d.tapForwarded(f)
+	}
 	m.Type, m.QueryMessage, m.ResponseTime, m.ResponseMessage = dnstap.ClientResponse, nil, a.Answered, a.Reply
 	d.w.Send(dnstap.AppendPayload(make([]byte, 0, 96+len(d.identity)+len(a.Reply)), d.identity, d.version, &m))
+}
+
+// forwarderProtocols maps an upstream transport to dnstap's socket
+// protocol.
+var forwarderProtocols = [...]dnstap.Protocol{upstream.TransportUDP: dnstap.UDP, upstream.TransportTCP: dnstap.TCP,
+	upstream.TransportDoT: dnstap.DOT}
+
+// tapForwarded queues the FORWARDER_QUERY and FORWARDER_RESPONSE of f.
+func (d *dnstapTap) tapForwarded(f *upstream.Forwarded) {
+	var proto dnstap.Protocol
+	if int(f.Transport) < len(forwarderProtocols) {
+		proto = forwarderProtocols[f.Transport]
+	}
+	m := dnstap.Message{Type: dnstap.ForwarderQuery, Protocol: proto, QueryAddr: f.Local, ResponseAddr: f.Upstream,
+		QueryTime: f.Sent, QueryMessage: f.Query}
+	d.w.Send(dnstap.AppendPayload(make([]byte, 0, 96+len(d.identity)+len(f.Query)), d.identity, d.version, &m))
+	m.Type, m.QueryMessage, m.ResponseTime, m.ResponseMessage = dnstap.ForwarderResponse, nil, f.Received, f.Reply
+	d.w.Send(dnstap.AppendPayload(make([]byte, 0, 96+len(d.identity)+len(f.Reply)), d.identity, d.version, &m))
 }
 
 // dnstapCollector exports a Writer's counters (registered only with

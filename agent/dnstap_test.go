@@ -42,6 +42,8 @@ type dnstapFrame struct {
 		Type            string `json:"type"`
 		SocketProtocol  string `json:"socket_protocol"`
 		QueryAddress    string `json:"query_address"`
+		QueryPort       int    `json:"query_port"`
+		ResponseAddress string `json:"response_address"`
 		ResponsePort    int    `json:"response_port"`
 		QueryTime       string `json:"query_time"`
 		ResponseTime    string `json:"response_time"`
@@ -107,7 +109,10 @@ func startDnstapReader(t *testing.T, network string) (string, <-chan dnstapFrame
 // The agent's dnstap stream, read by the dnstap command of golang-dnstap
 // over a unix socket and over TCP: a CLIENT_QUERY and a CLIENT_RESPONSE
 // per answer the query log selects, naming the pod, with the question and
-// the rcode the client got.
+// the rcode the client got; between them, for an answer fetched upstream
+// (not for a table answer), the FORWARDER_QUERY and FORWARDER_RESPONSE
+// from the agent's socket to the upstream, with the message it sent and
+// the one it got back.
 func TestDnstapReadByDnstapCommand(t *testing.T) {
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
@@ -120,6 +125,7 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 				QueryLogNoLines: true, Dnstap: addr})
 			eventually(t, "ready", a.Ready)
 			_, port, _ := net.SplitHostPort(a.dns)
+			_, upPort, _ := net.SplitHostPort(up.addr)
 
 			exchange(t, "udp", a.dns, "web.demo.svc.cluster.local", dns.TypeA) // NOERROR: not selected
 			exchange(t, "udp", a.dns, "nope.demo.svc.cluster.local", dns.TypeA)
@@ -127,22 +133,34 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 
 			type seen struct{ typ, proto, question, status string }
 			var got []seen
-			for range 4 {
+			var fwd []dnstapFrame
+			for range 6 {
 				var f dnstapFrame
 				select {
 				case f = <-frames:
 				case <-time.After(patience(t)):
-					t.Fatalf("dnstap printed %d frames, want 4: %+v", len(got), got)
+					t.Fatalf("dnstap printed %d frames, want 6: %+v", len(got), got)
 				}
 				m := f.Message
-				if f.Identity != "demo/web-0" || m.QueryAddress != "127.0.0.1" || port != itoa(m.ResponsePort) || m.QueryTime == "" {
-					t.Errorf("frame %+v: want identity demo/web-0, query from 127.0.0.1, response port %s, a query time", f, port)
+				if f.Identity != "demo/web-0" || m.QueryAddress != "127.0.0.1" || m.QueryTime == "" {
+					t.Errorf("frame %+v: want identity demo/web-0, query from 127.0.0.1, a query time", f)
 				}
 				msg := m.QueryMessage
-				if m.Type == "CLIENT_RESPONSE" {
+				switch m.Type {
+				case "CLIENT_QUERY", "CLIENT_RESPONSE":
+					if port != itoa(m.ResponsePort) {
+						t.Errorf("frame %+v: want response port %s (the agent's)", f, port)
+					}
+				case "FORWARDER_QUERY", "FORWARDER_RESPONSE":
+					fwd = append(fwd, f)
+					if m.ResponseAddress != "127.0.0.1" || upPort != itoa(m.ResponsePort) || m.QueryPort == 0 {
+						t.Errorf("frame %+v: want response address 127.0.0.1 port %s (the upstream's), a query port", f, upPort)
+					}
+				}
+				if strings.HasSuffix(m.Type, "_RESPONSE") {
 					msg = m.ResponseMessage
-					if m.ResponseTime == "" {
-						t.Errorf("response without a time: %+v", f)
+					if m.ResponseTime == "" || m.QueryMessage != "" {
+						t.Errorf("response without a time, or with the query: %+v", f)
 					}
 				}
 				got = append(got, seen{m.Type, m.SocketProtocol, question(msg), status(msg)})
@@ -151,6 +169,8 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 				{"CLIENT_QUERY", "UDP", "nope.demo.svc.cluster.local. A", "NOERROR"},
 				{"CLIENT_RESPONSE", "UDP", "nope.demo.svc.cluster.local. A", "NXDOMAIN"},
 				{"CLIENT_QUERY", "TCP", "missing.example.com. AAAA", "NOERROR"},
+				{"FORWARDER_QUERY", "UDP", "missing.example.com. AAAA", "NOERROR"},
+				{"FORWARDER_RESPONSE", "UDP", "missing.example.com. AAAA", "NXDOMAIN"},
 				{"CLIENT_RESPONSE", "TCP", "missing.example.com. AAAA", "NXDOMAIN"},
 			}
 			for i := range want {
@@ -158,8 +178,15 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 					t.Errorf("frame %d: %+v, want %+v", i, got[i], want[i])
 				}
 			}
-			eventually(t, "4 frames counted sent", func() bool {
-				return counter(t, a.reg, "meshdns_agent_dnstap_connects_total", "result", "ok") >= 1 && sentFrames(t, a) == 4
+			if len(fwd) == 2 {
+				q, r := fwd[0].Message, fwd[1].Message
+				if q.QueryPort != r.QueryPort || q.QueryTime != r.QueryTime || msgID(q.QueryMessage) != msgID(r.ResponseMessage) || msgID(q.QueryMessage) == "" {
+					t.Errorf("forwarder frames do not match: query port %d/%d, time %s/%s, id %q/%q", q.QueryPort, r.QueryPort,
+						q.QueryTime, r.QueryTime, msgID(q.QueryMessage), msgID(r.ResponseMessage))
+				}
+			}
+			eventually(t, "6 frames counted sent", func() bool {
+				return counter(t, a.reg, "meshdns_agent_dnstap_connects_total", "result", "ok") >= 1 && sentFrames(t, a) == 6
 			})
 			if s := lines.String(); s != "" {
 				t.Errorf("JSON lines written with --query-log-stderr=false: %q", s)
@@ -188,6 +215,16 @@ func question(msg string) string {
 		return ""
 	}
 	return f[0] + " " + f[2]
+}
+
+// msgID returns the ID of the header line of miekg's text form.
+func msgID(msg string) string {
+	_, after, ok := strings.Cut(msg, ", id: ")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(after, "\n")
+	return id
 }
 
 func status(msg string) string {

@@ -35,6 +35,8 @@ type Protocol uint8
 const (
 	UDP Protocol = 1
 	TCP Protocol = 2
+	// DOT is DNS over TLS.
+	DOT Protocol = 3
 )
 
 // Message is one dnstap.Message. Zero fields are left out of the

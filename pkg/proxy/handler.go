@@ -238,6 +238,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 		return h.chase(ctx, dst, r)
 	}
 	r.upstream = ""
+	h.recordForwards(r)
 	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.qwire(), r.qkey(), &r.probe)
 	if err != nil || len(out) < r.qEnd {
 		rcode := dns.RcodeServerFailure

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // Tap receives the answers the query log writes, after its classes,
@@ -27,6 +29,19 @@ type TapAnswer struct {
 	// Received is when the query was read, Answered when its reply was
 	// ready.
 	Received, Answered time.Time
+	// Forwarded is the upstream exchange that produced Reply, when this
+	// query sent one (not for a table or cache answer, nor for a query
+	// that joined another client's exchange in flight), else nil.
+	Forwarded *upstream.Forwarded
+}
+
+// recordForwards asks the Resolve about r's cache miss to note its
+// upstream exchange when a Tap may write it: the sampling is decided only
+// once the answer is known, so every miss is noted while a Tap is set.
+func (h *Handler) recordForwards(r *request) {
+	if ql := h.qlog.Load(); ql != nil && ql.out != nil {
+		r.probe.Record()
+	}
 }
 
 // tap hands the answer to the Tap; its times come from the handler's
@@ -34,7 +49,7 @@ type TapAnswer struct {
 func (l *queryLogger) tap(h *Handler, r *request, out []byte, elapsed time.Duration) {
 	received := h.epoch.Add(r.start - 1)
 	a := TapAnswer{Query: r.pkt, Reply: out, Protocol: r.proto, Client: r.client, Server: r.server,
-		Received: received, Answered: received.Add(elapsed)}
+		Received: received, Answered: received.Add(elapsed), Forwarded: r.probe.Forwarded()}
 	l.out.TapAnswer(&a)
 }
 

@@ -6,8 +6,11 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // recordingTap keeps copies of what it was handed.
@@ -80,5 +83,55 @@ func TestQueryTap(t *testing.T) {
 	}
 	if n := len(tap.answers()); n != 2 {
 		t.Errorf("tap got %d answers, want 2 (the NXDOMAINs)", n)
+	}
+}
+
+// With the real Resolver against a real upstream, an answer fetched
+// upstream carries the exchange (from the agent's socket to the upstream,
+// the reply answering the query sent); a table answer and a cache hit
+// carry none.
+func TestQueryTapForwarded(t *testing.T) {
+	up, _ := startUpstream(t)
+	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: 5 * time.Second, Registry: newTestRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	tap := &recordingTap{}
+	cfg := testConfig(r)
+	cfg.QueryLog = QueryLogConfig{Classes: LogAll}
+	cfg.QueryTap = tap
+	cfg.QueryLogger = slog.New(slog.DiscardHandler)
+	s := startServer(t, cfg)
+	s.SetTable(realTable(t))
+
+	for _, name := range []string{"example.org.", "example.org.", "web.demo.svc.cluster.local."} {
+		exchange(t, "udp", udpAddr(s), newQuery(name, dns.TypeA))
+	}
+	got := tap.answers()
+	if len(got) != 3 {
+		t.Fatalf("tap got %d answers, want 3", len(got))
+	}
+	f := got[0].Forwarded
+	if f == nil {
+		t.Fatal("upstream answer without its exchange")
+	}
+	if f.Transport != upstream.TransportUDP || f.Upstream != netip.MustParseAddrPort(up) || !f.Local.IsValid() {
+		t.Errorf("exchange transport %d local %v upstream %v, want UDP from a socket to %s", f.Transport, f.Local, f.Upstream, up)
+	}
+	var qm, rm dns.Msg
+	if err := qm.Unpack(f.Query); err != nil || qm.Question[0].Name != "example.org." {
+		t.Errorf("forwarded query %v: %v", &qm, err)
+	}
+	if err := rm.Unpack(f.Reply); err != nil || rm.Id != qm.Id || len(rm.Answer) != 1 {
+		t.Errorf("forwarded reply %v: %v", &rm, err)
+	}
+	if f.Sent.Before(got[0].Received) || f.Received.Before(f.Sent) || got[0].Answered.Before(f.Received) {
+		t.Errorf("times out of order: received %v, sent %v, got back %v, answered %v", got[0].Received, f.Sent, f.Received, got[0].Answered)
+	}
+	for i, what := range []string{"cache hit", "table answer"} {
+		if f := got[i+1].Forwarded; f != nil {
+			t.Errorf("%s carries an exchange: %+v", what, f)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -24,7 +25,8 @@ const ednsSize = dnswire.EDNSSize
 
 // upstream is one configured server with its metric children.
 type upstream struct {
-	addr     string // Addr.String(): host:port for plain DNS
+	addr     string         // Addr.String(): host:port for plain DNS
+	ip       netip.AddrPort // the server's IP and port
 	dot      *dotPool
 	duration *metrics.Histogram
 	errs     map[string]*metrics.Counter // by kind; fixed after New
@@ -35,6 +37,7 @@ type upstream struct {
 func (r *Resolver) newUpstream(a Addr) *upstream {
 	up := &upstream{
 		addr:     a.String(),
+		ip:       netip.MustParseAddrPort(a.HostPort),
 		duration: r.metrics.duration.WithLabelValues(a.String()),
 		errs:     make(map[string]*metrics.Counter, len(errorKinds)),
 	}
@@ -119,13 +122,19 @@ type reply struct {
 	e         *cache.Entry
 	cacheable bool
 	rcode     int
-	from      string // the upstream's address
+	from      string     // the upstream's address
+	fwd       *Forwarded // the exchange, or nil when not recorded
 }
 
 // try runs one try against up: UDP from a fresh socket, TCP when truncated.
 // A reply that cannot be turned into a servable entry counts as garbage.
-func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int) (*reply, error) {
+// With record, the reply carries the exchange it came from.
+func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int, record bool) (*reply, error) {
 	start := time.Now()
+	var rec *Forwarded
+	if record {
+		rec = new(Forwarded)
+	}
 	// One deadline for the whole try, TCP retry included: the end of the
 	// forward's window, so a late reply is still taken.
 	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
@@ -134,17 +143,17 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 	if up.dot != nil {
 		exchange = r.exchangeDoT
 	}
-	m, err := exchange(ctx, up, q, nameLen, true)
+	m, err := exchange(ctx, up, q, nameLen, true, rec)
 	if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
 		// RFC 6891 section 7: a server that does not know EDNS answers
 		// FORMERR without OPT; ask again without it, in the same try.
 		up.errs[kindFormerr].Inc()
-		m, err = exchange(ctx, up, q, nameLen, false)
+		m, err = exchange(ctx, up, q, nameLen, false, rec)
 	}
 	var te *tryError
 	if errors.As(err, &te) && te.kind == kindTruncated {
 		up.errs[kindTruncated].Inc()
-		m, err = r.exchangeTCP(ctx, up, q, nameLen)
+		m, err = r.exchangeTCP(ctx, up, q, nameLen, rec)
 	}
 	up.duration.Observe(time.Since(start).Seconds())
 	var rep *reply
@@ -152,7 +161,7 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int)
 		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
 		} else {
-			rep = &reply{rcode: m.Rcode, from: up.addr}
+			rep = &reply{rcode: m.Rcode, from: up.addr, fwd: rec}
 			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}
@@ -197,8 +206,9 @@ func ioError(op string, up *upstream, err error) error {
 // exchangeUDP sends the query (with OPT when edns) from a new socket (so a new random source port,
 // RFC 5452 section 9.2) and reads until a matching reply or the deadline.
 // Replies with the wrong ID or question are counted and ignored: a spoofer
-// racing the real server does not end the wait.
-func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool) (*dns.Msg, error) {
+// racing the real server does not end the wait. rec, when not nil, gets
+// the exchange.
+func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (*dns.Msg, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "udp", up.addr)
 	if err != nil {
@@ -216,9 +226,11 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 	defer bufPool.Put(bp)
 	buf := *bp
 	id := uint16(rand.Uint32())
-	if _, err := conn.Write(appendQuery(buf[:0], id, q, edns)); err != nil {
+	query := appendQuery(buf[:0], id, q, edns)
+	if _, err := conn.Write(query); err != nil {
 		return nil, ioError("write udp", up, err)
 	}
+	rec.sent(TransportUDP, conn, up, query)
 	for {
 		n, err := conn.Read(buf)
 		if err != nil {
@@ -250,14 +262,15 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 			r.debug("ignored upstream reply", q, "upstream", up.addr, "err", kindGarbage)
 			continue
 		}
+		rec.received(buf[:n])
 		return m, nil
 	}
 }
 
 // exchangeTCP asks up over TCP, for a reply that did not fit in UDP. The
 // connection is not reused: truncation is rare and a fresh one needs no
-// pipelining bookkeeping.
-func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, nameLen int) (*dns.Msg, error) {
+// pipelining bookkeeping. rec, when not nil, gets the exchange.
+func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, nameLen int, rec *Forwarded) (*dns.Msg, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", up.addr)
 	if err != nil {
@@ -279,6 +292,7 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 	if _, err := conn.Write(msg); err != nil {
 		return nil, ioError("write tcp", up, err)
 	}
+	rec.sent(TransportTCP, conn, up, msg[2:])
 	if _, err := io.ReadFull(conn, buf[:2]); err != nil {
 		return nil, ioError("read tcp", up, err)
 	}
@@ -300,13 +314,17 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 	if err != nil {
 		return nil, &tryError{kindGarbage, fmt.Errorf("tcp reply from %s: %w", up.addr, err)}
 	}
+	rec.received(buf[:n])
 	return m, nil
 }
 
 // exchangeDoT asks up over its DNS-over-TLS connections. As over TCP,
 // nobody can race the server, so a reply to another question fails the try.
-func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool) (*dns.Msg, error) {
-	b, err := up.dot.exchange(ctx, appendQuery(make([]byte, 0, 12+len(q)+11), 0, q, edns))
+// rec, when not nil, gets the exchange.
+func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (*dns.Msg, error) {
+	query := appendQuery(make([]byte, 0, 12+len(q)+11), 0, q, edns)
+	rec.sent(TransportDoT, nil, up, query)
+	b, err := up.dot.exchange(ctx, query)
 	if err != nil {
 		var te *tryError
 		switch {
@@ -327,6 +345,11 @@ func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, name
 	m, err := unpackReply(b)
 	if err != nil {
 		return nil, &tryError{kindGarbage, fmt.Errorf("tls reply from %s: %w", up.addr, err)}
+	}
+	rec.received(b)
+	if rec != nil {
+		// The pool wrote its own ID on the wire: the reply's.
+		copy(rec.Query, b[:2])
 	}
 	return m, nil
 }

@@ -18,6 +18,8 @@ type answer struct {
 	err error
 	// from is the upstream that answered (src SourceUpstream), or "".
 	from string
+	// fwd is the exchange, when the flight was asked to record it.
+	fwd *Forwarded
 }
 
 // call is one in-flight question.

@@ -25,8 +25,9 @@ type result struct {
 // starts: every socket stays open until the window ends, so a slow reply to
 // the first try is still taken after the second went out. The window is
 // the client's timeout less a margin, so the client hears our answer (or
-// our SERVFAIL) before it gives up on us.
-func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, error) {
+// our SERVFAIL) before it gives up on us. With record the reply carries
+// the exchange it came from.
+func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bool) (*reply, error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
 	ups, attempts := r.ups, r.cfg.Attempts
 	if ro := r.routes.Load().routeFor(q, nameLen); ro != nil {
@@ -39,7 +40,7 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, 
 		wg.Wait()
 	}()
 	if r.cfg.Parallel && len(ups) > 1 {
-		return r.race(ctx, ups, q, nameLen, results, &wg)
+		return r.race(ctx, ups, q, nameLen, record, results, &wg)
 	}
 	order := r.perm(len(ups))
 	launched, pending := 0, 0
@@ -48,7 +49,7 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int) (*reply, 
 		launched++
 		pending++
 		wg.Go(func() {
-			m, err := r.try(ctx, up, q, nameLen)
+			m, err := r.try(ctx, up, q, nameLen, record)
 			results <- result{m, err}
 		})
 	}
@@ -97,10 +98,10 @@ func windowError(ctx context.Context, err error, errs []error) error {
 // race sends one try to every upstream at once and returns the first good
 // reply; each listens until the window ends. The losers are cancelled and
 // waited for by forward, so no goroutine outlives the call.
-func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen int, results chan result, wg *sync.WaitGroup) (*reply, error) {
+func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen int, record bool, results chan result, wg *sync.WaitGroup) (*reply, error) {
 	for _, up := range ups {
 		wg.Go(func() {
-			m, err := r.try(ctx, up, q, nameLen)
+			m, err := r.try(ctx, up, q, nameLen, record)
 			results <- result{m, err}
 		})
 	}

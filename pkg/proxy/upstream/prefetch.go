@@ -36,7 +36,7 @@ func (r *Resolver) maybePrefetch(e *cache.Entry, ttl uint32, key []byte, now int
 	k := string(key)
 	started := r.flights.start(r.ctx, &r.wg, k, func(ctx context.Context) answer {
 		defer r.prefetching.Add(-1)
-		a := r.resolve(ctx, []byte(k), len(k)-4)
+		a := r.resolve(ctx, []byte(k), len(k)-4, false)
 		if a.err == nil && a.e != e {
 			a.e.InheritHeat(e)
 		}

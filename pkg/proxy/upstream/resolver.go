@@ -130,7 +130,22 @@ type Probe struct {
 	stale *cache.Entry
 	// from is the upstream that answered Resolve, or "".
 	from string
+	// record asks Resolve for fwd: the upstream exchange it started.
+	record bool
+	fwd    *Forwarded
 }
+
+// Record asks the Resolve given p to note the upstream exchange it starts
+// (Forwarded), for a dnstap output. Call it after AppendCached, which
+// clears p. Recording copies the messages; without it Resolve pays
+// nothing.
+func (p *Probe) Record() { p.record = true }
+
+// Forwarded returns the upstream exchange whose reply the Resolve given p
+// returned, when p asked for it (Record) and this Resolve sent the query:
+// nil for an answer from the cache or a stale entry, a failure, or a
+// query that joined another caller's exchange (that caller reports it).
+func (p *Probe) Forwarded() *Forwarded { return p.fwd }
 
 // Upstream returns the address of the upstream whose reply the Resolve
 // given p returned: "" when the reply came from the cache (a coalesced
@@ -189,8 +204,9 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 		defer t.Stop()
 		giveUp = t.C
 	}
-	res, _ := r.flights.do(ctx, r.ctx, &r.wg, key, giveUp, func(ctx context.Context) answer {
-		return r.resolve(ctx, []byte(key), nameLen)
+	record := p.record
+	res, shared := r.flights.do(ctx, r.ctx, &r.wg, key, giveUp, func(ctx context.Context) answer {
+		return r.resolve(ctx, []byte(key), nameLen, record)
 	})
 	if errors.Is(res.err, errSlow) {
 		r.metrics.stale.Inc()
@@ -200,12 +216,16 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 		return dst, res.src, res.err
 	}
 	p.from = res.from
+	if !shared {
+		p.fwd = res.fwd
+	}
 	return res.e.AppendTo(dst, qwire, res.ttl), res.src, nil
 }
 
 // resolve is the work of one flight: ask upstream within the concurrency
-// bound, cache what may be cached, fall back to a stale entry.
-func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
+// bound, cache what may be cached, fall back to a stale entry. With record
+// the answer carries the upstream exchange.
+func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int, record bool) answer {
 	start := time.Now()
 	gen := r.routes.Load().gen
 	var (
@@ -217,7 +237,7 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 		err = ErrOverloaded
 	} else {
 		r.metrics.inflight.Inc()
-		rep, err = r.forward(ctx, q, nameLen)
+		rep, err = r.forward(ctx, q, nameLen, record)
 		r.metrics.inflight.Dec()
 	}
 	r.inflight.Add(-1)
@@ -230,7 +250,7 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int) answer {
 			r.metrics.evictions.Inc()
 		}
 		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
-		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream, from: rep.from}
+		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream, from: rep.from, fwd: rep.fwd}
 	}
 	// RFC 8767 section 4: when resolution fails (or cannot start: the
 	// in-flight bound), an expired answer within the stale window beats
