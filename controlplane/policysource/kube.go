@@ -44,8 +44,12 @@ type KubeConfig struct {
 	// labels (a control plane whose agents are VMs, not pods).
 	NoPodLabels bool
 	// NoStatus leaves the objects' status alone (a second control plane
-	// beside one that writes it, without the RBAC to write).
+	// beside one that writes it, without the RBAC to write), and records
+	// no events either: they go with the status write.
 	NoStatus bool
+	// Instance names this process in the events it records (events/v1
+	// reportingInstance); zero means the host name.
+	Instance string
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now stamps status conditions; nil means time.Now.
@@ -62,10 +66,11 @@ type KubeConfig struct {
 // before it knows which policies apply (a version without a policy would
 // lift the one the agent restored from its state dir).
 type Kube struct {
-	cfg     KubeConfig
-	log     *slog.Logger
-	dyn     dynamic.Interface
-	ownPods bool // cfg.Pods was made here and Run runs it
+	cfg      KubeConfig
+	log      *slog.Logger
+	dyn      dynamic.Interface
+	ownPods  bool   // cfg.Pods was made here and Run runs it
+	instance string // the events' reportingInstance, set by Run
 
 	mu    sync.Mutex          // guards following
 	dirty map[string]struct{} // object keys (ns/name) to look at
@@ -125,6 +130,7 @@ func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	k.instance = instanceName(k.cfg.Instance)
 
 	inf := cache.NewSharedIndexInformer(k.listWatch(ctx), &unstructured.Unstructured{}, 0, cache.Indexers{})
 	enqueue := func(obj any) {
@@ -248,7 +254,11 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 		if k.cfg.NoStatus {
 			continue
 		}
-		if err := k.writeStatus(ctx, u, c); err != nil {
+		rejected, err := k.writeStatus(ctx, u, c)
+		if rejected {
+			k.recordInvalid(ctx, u, c.err)
+		}
+		if err != nil {
 			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				k.log.Warn("write DNSPolicy status", "policy", key, "err", err)
 			}
@@ -280,7 +290,10 @@ func (k *Kube) valid() []Policy {
 // writeStatus sets the object's Accepted condition, observedGeneration
 // and rule count, unless they already say so: several replicas compute
 // the same status, and only the first write of a change goes through.
-func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) error {
+// rejected is true when this write is the first to say the object's
+// generation is refused: the one time its event is recorded, whichever
+// replica (or restart) gets there first.
+func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) (rejected bool, err error) {
 	want := Condition(u.GetGeneration(), c.err, k.cfg.Now())
 	if c.err != nil && c.served {
 		want.Message = fmt.Sprintf("generation %d is still served; %s", c.policy.Generation, want.Message)
@@ -304,8 +317,11 @@ func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c 
 		og, _, _ := unstructured.NestedInt64(m, "observedGeneration")
 		if m["status"] == string(want.Status) && m["reason"] == want.Reason && m["message"] == want.Message &&
 			og == want.ObservedGeneration && gen == u.GetGeneration() && have == rules {
-			return nil
+			return false, nil
 		}
+		// Refused before at this generation (the message may differ):
+		// its event is recorded already.
+		rejected = c.err != nil && !(m["status"] == string(metav1.ConditionFalse) && og == want.ObservedGeneration)
 		if m["status"] == string(want.Status) {
 			if t, ok := m["lastTransitionTime"].(string); ok {
 				if pt, err := time.Parse(time.RFC3339, t); err == nil {
@@ -313,10 +329,12 @@ func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c 
 				}
 			}
 		}
+	} else {
+		rejected = c.err != nil
 	}
 	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if i >= 0 {
 		conds = slices.Clone(conds)
@@ -326,14 +344,16 @@ func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c 
 	}
 	u = u.DeepCopy()
 	if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
-		return err
+		return false, err
 	}
 	if err := unstructured.SetNestedField(u.Object, u.GetGeneration(), "status", "observedGeneration"); err != nil {
-		return err
+		return false, err
 	}
 	if err := unstructured.SetNestedField(u.Object, rules, "status", "rules"); err != nil {
-		return err
+		return false, err
 	}
-	_, err = k.dyn.Resource(Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	return err
+	if _, err := k.dyn.Resource(Resource).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return false, err
+	}
+	return rejected, nil
 }

@@ -13,11 +13,13 @@ import (
 )
 
 // TestRBAC runs the source as a user holding only the install's rules for
-// DNSPolicy objects and pods, on an API server with RBAC on: they let it
-// read policies and pod labels and write the status.
+// DNSPolicy objects, pods and events, on an API server with RBAC on: they
+// let it read policies and pod labels, write the status and record the
+// event of a refused policy.
 func TestRBAC(t *testing.T) {
-	c, asUser := kubetest.StartAsControlPlane(t, "../../examples/kubernetes/10-rbac.yaml", 3, func(r rbacv1.PolicyRule) bool {
-		return slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods")
+	c, asUser := kubetest.StartAsControlPlane(t, "../../examples/kubernetes/10-rbac.yaml", 4, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, Resource.Group) || slices.Contains(r.Resources, "pods") ||
+			slices.Contains(r.APIGroups, "events.k8s.io")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -67,4 +69,15 @@ func TestRBAC(t *testing.T) {
 	}()
 	eventually(t, ctx, store, "policy by pod label", expect(store, ns, "checkout", ns+"/checkout requires [policy]"))
 	waitStatus(t, ctx, dyn, ns, "checkout", u.GetGeneration(), "True")
+
+	bad := apply(t, dyn, ns, "apiVersion: meshdns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: bad}\n"+
+		"spec: {rules: [{pattern: a.example, action: Allow}, {pattern: A.Example., action: Deny}]}")
+	waitStatus(t, ctx, dyn, ns, "bad", bad.GetGeneration(), "False")
+	for len(policyEvents(t, ctx, c, ns, "bad")) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no event recorded on a refused DNSPolicy with the install's rules")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
