@@ -168,23 +168,7 @@ func TestFileStagedReplacement(t *testing.T) {
 func TestFileSymlinkSwap(t *testing.T) {
 	up := startUpstream(t)
 	dir := t.TempDir()
-	v1 := filepath.Join(dir, "..2026_01")
-	v2 := filepath.Join(dir, "..2026_02")
-	for _, d := range []string{v1, v2} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, v1, "nametable.json", tableJSON("old.demo.svc.cluster.local", "10.0.1.1"))
-	writeFile(t, v2, "nametable.json", tableJSON("new.demo.svc.cluster.local", "10.0.1.2"))
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.Symlink("..2026_01", filepath.Join(dir, "..data")))
-	must(os.Symlink("..data/nametable.json", filepath.Join(dir, "nametable.json")))
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"nametable.json": tableJSON("old.demo.svc.cluster.local", "10.0.1.1")})
 
 	// A long poll interval: the directory events must do it alone.
 	a := startAgent(t, Config{NameTableFile: filepath.Join(dir, "nametable.json"), Upstreams: []string{up.addr}, FilePollInterval: time.Hour})
@@ -193,9 +177,7 @@ func TestFileSymlinkSwap(t *testing.T) {
 		t.Fatalf("old name not served: %v", got)
 	}
 
-	must(os.Symlink("..2026_02", filepath.Join(dir, "..data_tmp")))
-	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-	must(os.RemoveAll(v1))
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"nametable.json": tableJSON("new.demo.svc.cluster.local", "10.0.1.2")})
 
 	want := []string{"new.demo.svc.cluster.local. A 10.0.1.2"}
 	eventually(t, "new table after the swap", func() bool {

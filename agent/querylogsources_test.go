@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -93,27 +93,7 @@ func writeAnnotations(t testing.TB, dir string, ann map[string]string) {
 	for k, v := range ann {
 		fmt.Fprintf(&b, "%s=%s\n", k, strconv.Quote(v))
 	}
-	data := filepath.Join(dir, fmt.Sprintf("..data_%d", len(b.String())+len(ann)*1000+int(os.Getpid())))
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "annotations"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	os.Remove(tmp)
-	if err := os.Symlink(filepath.Base(data), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "annotations")
-	if _, err := os.Lstat(link); err != nil {
-		if err := os.Symlink("..data/annotations", link); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"annotations": b.String()})
 }
 
 // The pod's annotations switch the query log of a running agent, over

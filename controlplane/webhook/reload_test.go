@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -84,20 +83,21 @@ func TestNewRejectsBadTemplate(t *testing.T) {
 // Webhook as a handler with its own TLS and runs WatchTemplate beside it.
 func TestWatchTemplate(t *testing.T) {
 	dir := t.TempDir()
-	vol := configMapVolume{t: t, dir: dir}
-	tmplFile := vol.update("template.yaml", "image: example/meshdns:a\n")
+	// A ConfigMap volume: the file never changes, its ..data link does.
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"template.yaml": "image: example/meshdns:a\n"})
+	tmplFile := filepath.Join(dir, "template.yaml")
 	w, _ := newTestWebhook(t, Config{TemplateFile: tmplFile, PollInterval: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.WatchTemplate(ctx) }()
 	eventually(t, "template a", func() bool { return w.Template().Image == "example/meshdns:a" })
-	vol.update("template.yaml", "image: example/meshdns:b\n")
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"template.yaml": "image: example/meshdns:b\n"})
 	eventually(t, "template b", func() bool { return w.Template().Image == "example/meshdns:b" })
 	resp := decodeResponse(t, post(t, w, "/inject", reviewBody(t, &corev1.Pod{})))
 	if !strings.Contains(string(resp.Patch), `"image":"example/meshdns:b"`) {
 		t.Errorf("patch does not use the reloaded template: %s", resp.Patch)
 	}
-	vol.update("template.yaml", "imgae: typo\n")
+	testenv.UpdateConfigMapVolume(t, dir, map[string]string{"template.yaml": "imgae: typo\n"})
 	eventually(t, "bad template counted", func() bool {
 		return testutil.ToFloat64(w.metrics.reloads.WithLabelValues("error")) >= 1
 	})
@@ -114,40 +114,4 @@ func TestWatchTemplate(t *testing.T) {
 	if err := w2.WatchTemplate(context.Background()); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Fatalf("WatchTemplate with a bad file: %v", err)
 	}
-}
-
-// configMapVolume lays files out the way the kubelet does in a ConfigMap
-// volume: name -> ..data/name, ..data -> ..<version>, and an update swaps
-// the ..data symlink by rename. The file itself never changes: a watch on
-// it would miss the update.
-type configMapVolume struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func (v *configMapVolume) update(name, content string) string {
-	v.t.Helper()
-	v.n++
-	version := fmt.Sprintf("..2026_11_22_%d", v.n)
-	if err := os.Mkdir(filepath.Join(v.dir, version), 0o755); err != nil {
-		v.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(v.dir, version, name), []byte(content), 0o644); err != nil {
-		v.t.Fatal(err)
-	}
-	tmp := filepath.Join(v.dir, "..data_tmp")
-	if err := os.Symlink(version, tmp); err != nil {
-		v.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
-		v.t.Fatal(err)
-	}
-	path := filepath.Join(v.dir, name)
-	if _, err := os.Lstat(path); os.IsNotExist(err) {
-		if err := os.Symlink(filepath.Join("..data", name), path); err != nil {
-			v.t.Fatal(err)
-		}
-	}
-	return path
 }
