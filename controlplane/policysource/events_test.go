@@ -2,6 +2,7 @@ package policysource
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -136,10 +137,27 @@ func TestInvalidEvent(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	// A replica started now does not know generation 2 was served: it
-	// words the refusal otherwise and rewrites the status, but the
+	// A replica started now does not know the last valid generation is
+	// still served by the others: it would word the refusal otherwise,
+	// and the replicas would rewrite each other's status for as long as
+	// the object stays broken. It leaves the refusal as written, and the
 	// generation's refusal is not news.
-	startKube(t, ctx, c, "replica-c")()
+	before := waitStatus(t, ctx, dyn, ns, "bad", broken.GetGeneration(), "False")
+	if msg, _ := before["message"].(string); !strings.Contains(msg, fmt.Sprintf("generation %d is still served", fixed.GetGeneration())) {
+		t.Fatalf("refusal %q, want the served generation %d named", msg, fixed.GetGeneration())
+	}
+	rv := func() string {
+		cur, err := dyn.Resource(Resource).Namespace(ns).Get(ctx, "bad", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur.GetResourceVersion()
+	}
+	had := rv()
+	startKube(t, ctx, c, "replica-c")() // returns after its first pass, writes included
+	if now := rv(); now != had {
+		t.Errorf("a replica started after the break rewrote the refusal (resource version %s -> %s)", had, now)
+	}
 	if got := policyEvents(t, ctx, c, ns, "bad"); len(got) != 2 {
 		t.Errorf("%d events after a restart, want 2: %+v", len(got), got)
 	}

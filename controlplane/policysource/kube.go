@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,6 +288,22 @@ func (k *Kube) valid() []Policy {
 	return out
 }
 
+// stillServed starts the message of a refusal written by a replica that
+// serves an earlier generation.
+const stillServed = "is still served; "
+
+// rewordRefusal reports whether a replica should rewrite a refusal already
+// written for this generation. Replicas word it differently: one that
+// saw the last valid generation says it is still served, one started
+// since the break cannot know it. If each rewrote the other's words, the
+// status would flip between them for as long as the object stays broken,
+// a write per watch round trip. So the first "still served" stands, and
+// a plain refusal gives way only to one.
+func rewordRefusal(have map[string]any, c checked) bool {
+	msg, _ := have["message"].(string)
+	return c.served && !strings.Contains(msg, stillServed)
+}
+
 // writeStatus sets the object's Accepted condition, observedGeneration
 // and rule count, unless they already say so: several replicas compute
 // the same status, and only the first write of a change goes through.
@@ -296,7 +313,7 @@ func (k *Kube) valid() []Policy {
 func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) (rejected bool, err error) {
 	want := Condition(u.GetGeneration(), c.err, k.cfg.Now())
 	if c.err != nil && c.served {
-		want.Message = fmt.Sprintf("generation %d is still served; %s", c.policy.Generation, want.Message)
+		want.Message = fmt.Sprintf("generation %d %s%s", c.policy.Generation, stillServed, want.Message)
 		if len(want.Message) > 32768 {
 			want.Message = want.Message[:32765] + "..."
 		}
@@ -317,6 +334,10 @@ func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c 
 		og, _, _ := unstructured.NestedInt64(m, "observedGeneration")
 		if m["status"] == string(want.Status) && m["reason"] == want.Reason && m["message"] == want.Message &&
 			og == want.ObservedGeneration && gen == u.GetGeneration() && have == rules {
+			return false, nil
+		}
+		if c.err != nil && m["status"] == string(metav1.ConditionFalse) && m["reason"] == want.Reason &&
+			og == want.ObservedGeneration && gen == u.GetGeneration() && !rewordRefusal(m, c) {
 			return false, nil
 		}
 		// Refused before at this generation (the message may differ):
