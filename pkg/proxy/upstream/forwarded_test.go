@@ -118,3 +118,30 @@ func TestForwardedCoalesced(t *testing.T) {
 		t.Errorf("exchanges reported %v and %v, want exactly one", a, b)
 	}
 }
+
+// BenchmarkResolveMissRecorded is BenchmarkAppendReplyMiss through
+// AppendCached and Resolve, with the Probe recording (record) or not: the
+// cost of the dnstap forwarder frames' copies on a miss.
+func BenchmarkResolveMissRecorded(b *testing.B) {
+	srv := newServer(b, answerWith(b, 0, []string{"$QNAME 300 IN A 192.0.2.1"}, nil))
+	r, _ := newTestResolver(b, Config{Upstreams: []string{srv.Addr}, CacheSize: -1})
+	q := qwire(b, "www.example.com.", dns.TypeA)
+	key := append([]byte(nil), q...)
+	ctx := context.Background()
+	buf := make([]byte, 0, 512)
+	for _, record := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "recorded"}[record], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var p Probe
+				r.AppendCached(buf[:0], q, key, &p)
+				if record {
+					p.Record()
+				}
+				if _, _, err := r.Resolve(ctx, buf[:0], q, key, &p); err != nil || (p.Forwarded() != nil) != record {
+					b.Fatalf("err %v, recorded %v", err, p.Forwarded() != nil)
+				}
+			}
+		})
+	}
+}
