@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,19 +92,7 @@ func TestQueryTap(t *testing.T) {
 // the reply answering the query sent); a table answer and a cache hit
 // carry none.
 func TestQueryTapForwarded(t *testing.T) {
-	up, _ := startUpstream(t)
-	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: 5 * time.Second, Registry: newTestRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	tap := &recordingTap{}
-	cfg := testConfig(r)
-	cfg.QueryLog = QueryLogConfig{Classes: LogAll}
-	cfg.QueryTap = tap
-	cfg.QueryLogger = slog.New(slog.DiscardHandler)
-	s := startServer(t, cfg)
-	s.SetTable(realTable(t))
+	s, tap, up := tappedRealStack(t)
 
 	for _, name := range []string{"example.org.", "example.org.", "web.demo.svc.cluster.local."} {
 		exchange(t, "udp", udpAddr(s), newQuery(name, dns.TypeA))
@@ -133,5 +122,46 @@ func TestQueryTapForwarded(t *testing.T) {
 		if f := got[i+1].Forwarded; f != nil {
 			t.Errorf("%s carries an exchange: %+v", what, f)
 		}
+	}
+}
+
+// tappedRealStack runs a Server with a real nametable and the real
+// Resolver against a real upstream, its query log (every answer) going to
+// the returned Tap only.
+func tappedRealStack(t *testing.T) (*Server, *recordingTap, string) {
+	t.Helper()
+	up, _ := startUpstream(t)
+	r, err := upstream.New(upstream.Config{Upstreams: []string{up}, Timeout: 5 * time.Second, Registry: newTestRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	tap := &recordingTap{}
+	cfg := testConfig(r)
+	cfg.QueryLog = QueryLogConfig{Classes: LogAll}
+	cfg.QueryTap = tap
+	cfg.QueryLogger = slog.New(slog.DiscardHandler)
+	s := startServer(t, cfg)
+	s.SetTable(realTable(t))
+	return s, tap, up
+}
+
+// The forwarder exchange follows the client answer's sampling: a sampled
+// answer carries its exchange, an unsampled one reaches the Tap not at all.
+func TestQueryTapForwardedSampled(t *testing.T) {
+	s, tap, _ := tappedRealStack(t)
+	var draws atomic.Int64
+	// Read only by SetQueryLog, on this goroutine: odd draws sample out.
+	s.h.qlogIntN = func(int) int { return int(draws.Add(1) % 2) }
+	s.SetQueryLog(QueryLogConfig{Classes: LogAll, Sample: 2})
+	exchange(t, "udp", udpAddr(s), newQuery("out.example.org.", dns.TypeA))
+	exchange(t, "udp", udpAddr(s), newQuery("in.example.org.", dns.TypeA))
+	got := tap.answers()
+	if len(got) != 1 || got[0].Forwarded == nil {
+		t.Fatalf("tap got %+v, want the second answer with its exchange", got)
+	}
+	var qm dns.Msg
+	if err := qm.Unpack(got[0].Forwarded.Query); err != nil || qm.Question[0].Name != "in.example.org." {
+		t.Errorf("exchange of %v (%v), want in.example.org.'s", &qm, err)
 	}
 }
