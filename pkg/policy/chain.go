@@ -25,16 +25,22 @@ func (p *Policy) DecideChain(qname string, answer []dns.RR) (Decision, string) {
 	}
 	cur := qname
 	for range maxChain {
-		next := ""
+		next, found := "", false
 		for _, rr := range answer {
 			c, ok := rr.(*dns.CNAME)
 			if ok && equalName(c.Hdr.Name, cur) {
-				next = c.Target
+				next, found = c.Target, true
 				break
 			}
 		}
-		if next == "" {
+		if !found {
 			break
+		}
+		if next == "" {
+			// A CNAME without data (miekg leaves its target empty) is
+			// judged as the root, an outside name: the default for
+			// outside names decides.
+			next = "."
 		}
 		if d := p.Decide(next, false); d.Action == Deny {
 			return d, next

@@ -179,9 +179,16 @@ func (h *Handler) judgeChain(msg []byte, r *request) bool {
 			if !ok || string(own) != string(cur) {
 				continue
 			}
-			if t, _, ok := readName(tgtBuf[:0], msg, rr.rdata); ok {
-				target = t
+			// A target that is not exactly the record's data (none, or
+			// a name that does not end where the data does) is judged
+			// as the root, an outside name, so the default for outside
+			// names decides, as pkg/policy does for miekg's empty one;
+			// read past the data, it would be the next record's owner.
+			t, end, ok := readName(tgtBuf[:0], msg, rr.rdata)
+			if !ok || end != rr.rdata+rr.rdlen {
+				t = append(tgtBuf[:0], 0)
 			}
+			target = t
 			break
 		}
 		if target == nil {
