@@ -11,13 +11,22 @@ import (
 )
 
 // mergeReverse builds the new table's reverse index: the old one without
-// the records of removed names, merged with the added ones (sorted, after
-// the old records of the same address, as New has them when the added
-// entries come last).
+// the records of removed names, merged with the added ones, in New's
+// order (address, then cmpPTR).
 func (p *patcher) mergeReverse() {
 	t, b := p.nt, p.b
-	slices.SortStableFunc(b.pend4, func(x, y pending4) int { return cmp.Compare(x.addr, y.addr) })
-	slices.SortStableFunc(b.pend6, func(x, y pending6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
+	slices.SortFunc(b.pend4, func(x, y pending4) int {
+		if c := cmp.Compare(x.addr, y.addr); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
+	slices.SortFunc(b.pend6, func(x, y pending6) int {
+		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
 	add4 := make([]uint32, len(b.pend4))
 	for i, e := range b.pend4 {
 		add4[i] = e.ref
@@ -41,6 +50,15 @@ func (p *patcher) mergeReverse() {
 	// Each family's addresses came in address order, so an address
 	// touched more than once shows up in a row.
 	p.addrs = slices.Compact(p.addrs)
+}
+
+// cmpRef orders two records of the reverse index: by address, then
+// cmpPTR.
+func cmpRef[A any](t *Table, x, y uint32, addr func(uint32) A, compare func(A, A) int) int {
+	if c := compare(addr(x), addr(y)); c != 0 {
+		return c
+	}
+	return t.cmpPTR(x, y)
 }
 
 // mergeRev merges the sorted reverse index old, without the records in
@@ -82,7 +100,7 @@ func mergeRev[A comparable](t *Table, old, add []uint32, drop map[uint32]struct{
 				continue
 			}
 		}
-		if j == len(add) || (i < len(old) && compare(addr(old[i]), addr(add[j])) <= 0) {
+		if j == len(add) || (i < len(old) && cmpRef(t, old[i], add[j], addr, compare) <= 0) {
 			push(old[i], addr(old[i]))
 			i++
 			continue

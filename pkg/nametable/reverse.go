@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -106,7 +107,7 @@ func (t *Table) addr6(ref uint32) (k [16]byte) {
 }
 
 // revRange returns the references of the records of indexed address k, in
-// the order the entries gave them.
+// the index's order (see cmpPTR).
 func (t *Table) revRange(k [16]byte) []uint32 {
 	if netip.AddrFrom16(k).Is4In6() {
 		x := binary.BigEndian.Uint32(k[12:])
@@ -168,7 +169,7 @@ func (t *Table) eachReverse(f func(k [16]byte)) {
 }
 
 // ptrs builds the PTR records of indexed address k, one per name in the
-// order the entries gave them, with each entry's TTL (its address
+// index's order (see cmpPTR), with each entry's TTL (its address
 // records'). It allocates.
 func (t *Table) ptrs(k [16]byte) []dns.RR {
 	refs := t.revRange(k)
@@ -213,12 +214,36 @@ func (b *builder) addPTRs(n *node, at4, at6 int) {
 	b.pend6 = slices.Insert(b.pend6, at6, add6...)
 }
 
-// finishReverse sorts the reverse index (stably: the PTR records of an
-// address keep the order of the entries) and keeps one record per owner
-// name of an address, the first.
+// cmpPTR orders the records of one address in the reverse index: by
+// owner name (the PTR record's target), then TTL. The order depends on
+// nothing but the records, so a table answers PTR the same whatever the
+// order of its entries and of the patches that made it: a replacement
+// staged by position adds entries in another order than one patch does.
+func (t *Table) cmpPTR(x, y uint32) int {
+	hx, hy := t.rrAt(x).Header(), t.rrAt(y).Header()
+	if c := strings.Compare(hx.Name, hy.Name); c != 0 {
+		return c
+	}
+	return cmp.Compare(hx.Ttl, hy.Ttl)
+}
+
+// finishReverse sorts the reverse index by address, then cmpPTR, and
+// keeps one record per owner name of an address, the first (the lowest
+// TTL).
 func (b *builder) finishReverse() {
-	slices.SortStableFunc(b.pend4, func(x, y pending4) int { return cmp.Compare(x.addr, y.addr) })
-	slices.SortStableFunc(b.pend6, func(x, y pending6) int { return bytes.Compare(x.addr[:], y.addr[:]) })
+	t := b.t
+	slices.SortFunc(b.pend4, func(x, y pending4) int {
+		if c := cmp.Compare(x.addr, y.addr); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
+	slices.SortFunc(b.pend6, func(x, y pending6) int {
+		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
 	b.t.rev4 = uniqueRev(b.t, b.pend4, func(e pending4) (uint32, uint32) { return e.addr, e.ref })
 	b.t.rev6 = uniqueRev(b.t, b.pend6, func(e pending6) ([16]byte, uint32) { return e.addr, e.ref })
 	b.pend4, b.pend6 = nil, nil
