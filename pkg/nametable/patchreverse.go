@@ -15,18 +15,7 @@ import (
 // order (address, then cmpPTR).
 func (p *patcher) mergeReverse() {
 	t, b := p.nt, p.b
-	slices.SortFunc(b.pend4, func(x, y pending4) int {
-		if c := cmp.Compare(x.addr, y.addr); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
-	slices.SortFunc(b.pend6, func(x, y pending6) int {
-		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
+	b.sortPending(t)
 	add4 := make([]uint32, len(b.pend4))
 	for i, e := range b.pend4 {
 		add4[i] = e.ref

@@ -231,19 +231,7 @@ func (t *Table) cmpPTR(x, y uint32) int {
 // keeps one record per owner name of an address, the first (the lowest
 // TTL).
 func (b *builder) finishReverse() {
-	t := b.t
-	slices.SortFunc(b.pend4, func(x, y pending4) int {
-		if c := cmp.Compare(x.addr, y.addr); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
-	slices.SortFunc(b.pend6, func(x, y pending6) int {
-		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
+	b.sortPending(b.t)
 	b.t.rev4 = uniqueRev(b.t, b.pend4, func(e pending4) (uint32, uint32) { return e.addr, e.ref })
 	b.t.rev6 = uniqueRev(b.t, b.pend6, func(e pending6) ([16]byte, uint32) { return e.addr, e.ref })
 	b.pend4, b.pend6 = nil, nil
@@ -285,4 +273,21 @@ func (t *Table) revNS(key []byte, k [16]byte) []dns.RR {
 		return t.revNs[0]
 	}
 	return t.revNs[1]
+}
+
+// sortPending sorts the pending reverse records by address, then cmpPTR
+// of t: New and a patch's merge order them alike.
+func (b *builder) sortPending(t *Table) {
+	slices.SortFunc(b.pend4, func(x, y pending4) int {
+		if c := cmp.Compare(x.addr, y.addr); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
+	slices.SortFunc(b.pend6, func(x, y pending6) int {
+		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
+			return c
+		}
+		return t.cmpPTR(x.ref, y.ref)
+	})
 }
