@@ -205,6 +205,7 @@ func TestManifestPolicies(t *testing.T) {
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies/status"}, Verbs: []string{"update"}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
