@@ -282,7 +282,7 @@ func TestDifferentialMultiCluster(t *testing.T) {
 	c := cluster.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dyn, _ := kubestack.InstallServiceImportCRD(ctx, t, c)
+	dyn, _ := kubestack.InstallServiceImportCRD(t, c)
 	ns := c.Namespace(t, "mcs")
 	createImports(ctx, t, c, dyn, ns)
 

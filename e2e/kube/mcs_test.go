@@ -52,7 +52,7 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 		t.Fatalf("%s without the ServiceImport CRD was answered locally, want forwarded", web)
 	}
 
-	dyn, crd := kubestack.InstallServiceImportCRD(ctx, t, c)
+	dyn, crd := kubestack.InstallServiceImportCRD(t, c)
 	imports := dyn.Resource(importGVR).Namespace(ns)
 	kubestack.CreateServiceImport(ctx, t, dyn, serviceImport(ns, "web", "ClusterSetIP", []string{"10.200.0.1"}, 80))
 	s.await(t, web, dns.TypeA, "NOERROR A 10.200.0.1")
@@ -113,7 +113,7 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 	s.await(t, web, dns.TypeA, "NXDOMAIN ")
 
 	// Without the CRD the zone goes back upstream.
-	if err := dyn.Resource(kubestack.CRDs).Delete(ctx, crd.GetName(), metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kubestack.CRDs).Delete(ctx, crd, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Deleting the CRD deletes the imports first (the old answer, then an

@@ -2,7 +2,6 @@ package kubestack
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -22,30 +20,19 @@ import (
 // CRDs is the resource of CustomResourceDefinitions.
 var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// InstallServiceImportCRD creates the ServiceImport CRD of the MCS API
-// (its published YAML, in controlplane/mcssource/testdata) on c, unless it
-// is there already, and returns a dynamic client and the CRD (to delete
-// it). The resource is served a moment later: a test retries its first
-// create.
-func InstallServiceImportCRD(ctx context.Context, t testing.TB, c *kubetest.Cluster) (dynamic.Interface, *unstructured.Unstructured) {
+// InstallServiceImportCRD installs the ServiceImport CRD of the MCS API
+// (its published YAML, in controlplane/mcssource/testdata) on c with
+// kubetest's InstallCRD, which returns once it is served, and returns a
+// dynamic client and the CRD's name (to delete it).
+func InstallServiceImportCRD(t testing.TB, c *kubetest.Cluster) (dynamic.Interface, string) {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, self, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "../../../controlplane/mcssource/testdata/multicluster.x-k8s.io_serviceimports.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(CRDs).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	return dyn, crd
+	c.InstallCRD(t, filepath.Join(filepath.Dir(self), "../../../controlplane/mcssource/testdata/multicluster.x-k8s.io_serviceimports.yaml"))
+	return dyn, mcssource.Resource + "." + mcssource.Group
 }
 
 // ServiceImport is a ServiceImport in ns of type typ ("ClusterSetIP" or
