@@ -100,22 +100,10 @@ func TestAgentFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"POD_NAMESPACE", "POD_NAME", "MESHDNS_NAMESPACE", "MESHDNS_UPSTREAM", "MESHDNS_CONTROL_PLANE", "MESHDNS_TTL", "MESHDNS_READY_GRACE"} {
-				t.Setenv(k, "") // restores the variable after the test
-				os.Unsetenv(k)
-			}
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			got, err := agentConfig(tt.args, io.Discard, io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			got, ok := configFrom(t, tt.args, tt.env, tt.wantErr,
+				"POD_NAMESPACE", "POD_NAME", "MESHDNS_NAMESPACE", "MESHDNS_UPSTREAM", "MESHDNS_CONTROL_PLANE", "MESHDNS_TTL", "MESHDNS_READY_GRACE")
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got.Logger == nil || got.Registry == nil || got.LogLevel == nil {
 				t.Error("logger, level or registry not set")
@@ -178,22 +166,9 @@ func TestAgentIPTablesFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"MESHDNS_IPTABLES_CHECK_INTERVAL", "MESHDNS_IPTABLES_PROXY_GID"} {
-				t.Setenv(k, "")
-				os.Unsetenv(k)
-			}
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			cfg, err := agentConfig(tt.args, io.Discard, io.Discard)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			cfg, ok := configFrom(t, tt.args, tt.env, tt.wantErr, "MESHDNS_IPTABLES_CHECK_INTERVAL", "MESHDNS_IPTABLES_PROXY_GID")
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := checkConfig{Interval: cfg.IPTablesCheckInterval, Repair: cfg.IPTablesRepair, Rules: cfg.IPTables}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateComparable(netip.Addr{})); diff != "" {
@@ -279,4 +254,29 @@ func TestAgentRejectsNativeDriftCheck(t *testing.T) {
 	if _, err := agentRules(rf, nil, ""); err == nil || !strings.Contains(err.Error(), "--iptables-backend native") {
 		t.Errorf("agentRules(native) = %v, want an error naming --iptables-backend native", err)
 	}
+}
+
+// configFrom runs agentConfig on args with the variables unset cleared
+// and env set (both restored after the test). With wantErr it checks that
+// the error contains it and returns false; otherwise it fails on an error.
+func configFrom(t *testing.T, args []string, env map[string]string, wantErr string, unset ...string) (agent.Config, bool) {
+	t.Helper()
+	for _, k := range unset {
+		t.Setenv(k, "") // restores the variable after the test
+		os.Unsetenv(k)
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	cfg, err := agentConfig(args, io.Discard, io.Discard)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want %q", err, wantErr)
+		}
+		return agent.Config{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, true
 }
