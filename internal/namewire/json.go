@@ -11,37 +11,74 @@ import (
 // DecodeJSON implements exactly that, so table files protojson accepted
 // still load and those it rejected are still rejected.
 
-// jsonField is a NameInfo field's number by each name protojson accepts.
-var jsonField = map[string]int{
-	"ips":            fieldInfoIPs,
-	"registry":       fieldInfoRegistry,
-	"shortname":      fieldInfoShortname,
-	"namespace":      fieldInfoNamespace,
-	"altHosts":       fieldInfoAltHosts,
-	"alt_hosts":      fieldInfoAltHosts,
-	"ports":          fieldInfoPorts,
-	"endpoints":      fieldInfoEndpoints,
-	"canonicalName":  fieldInfoCanonical,
-	"canonical_name": fieldInfoCanonical,
-	"ttl":            fieldInfoTTL,
+// infoField is a NameInfo field's number by each name protojson accepts,
+// or 0 for none: a switch, not a map, for a table file's millions of keys.
+func infoField(key []byte) int {
+	switch string(key) {
+	case "ips":
+		return fieldInfoIPs
+	case "registry":
+		return fieldInfoRegistry
+	case "shortname":
+		return fieldInfoShortname
+	case "namespace":
+		return fieldInfoNamespace
+	case "altHosts", "alt_hosts":
+		return fieldInfoAltHosts
+	case "ports":
+		return fieldInfoPorts
+	case "endpoints":
+		return fieldInfoEndpoints
+	case "canonicalName", "canonical_name":
+		return fieldInfoCanonical
+	case "ttl":
+		return fieldInfoTTL
+	}
+	return 0
 }
 
-// Port's and Endpoint's fields by each name protojson accepts (their
-// JSON and proto names are the same).
-var (
-	jsonPortField     = map[string]int{"name": fieldPortName, "port": fieldPortPort, "protocol": fieldPortProtocol}
-	jsonEndpointField = map[string]int{"hostname": fieldEndpointHostname, "ips": fieldEndpointIPs,
-		"zone": fieldEndpointZone, "forZones": fieldEndpointForZones, "for_zones": fieldEndpointForZones}
-)
+// portField and endpointField are infoField for Port's and Endpoint's
+// fields (their JSON and proto names are the same).
+func portField(key []byte) int {
+	switch string(key) {
+	case "name":
+		return fieldPortName
+	case "port":
+		return fieldPortPort
+	case "protocol":
+		return fieldPortProtocol
+	}
+	return 0
+}
+
+func endpointField(key []byte) int {
+	switch string(key) {
+	case "hostname":
+		return fieldEndpointHostname
+	case "ips":
+		return fieldEndpointIPs
+	case "zone":
+		return fieldEndpointZone
+	case "forZones", "for_zones":
+		return fieldEndpointForZones
+	}
+	return 0
+}
 
 // fields reads an object whose keys are the names in names, each at most
 // once, calling read with the field's number for every value but null
 // (which leaves the field unset).
 func (s *jscan) fields(names map[string]int, read func(num int) error) error {
+	return s.fieldsBy(func(key []byte) int { return names[string(key)] }, read)
+}
+
+// fieldsBy is fields with the field numbers (1 to 15; 0 for an unknown
+// key) given by field.
+func (s *jscan) fieldsBy(field func(key []byte) int, read func(num int) error) error {
 	var seen uint16
-	return s.object(func(key string) error {
-		num, ok := names[key]
-		if !ok {
+	return s.object(func(key []byte) error {
+		num := field(key)
+		if num == 0 {
 			return fmt.Errorf("unknown field %q", key)
 		}
 		if seen&(1<<num) != 0 {
@@ -65,9 +102,13 @@ func (m *NameInfo) DecodeJSON(b []byte) error { return m.decodeJSON(b, false) }
 // decodeJSON is DecodeJSON; with borrow, m's strings share b's bytes
 // (jscan.borrow).
 func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
-	m.Reset()
+	if borrow {
+		m.resetDeep()
+	} else {
+		m.Reset()
+	}
 	s := &jscan{b: b, borrow: borrow}
-	err := s.fields(jsonField, func(num int) (err error) {
+	err := s.fieldsBy(infoField, func(num int) (err error) {
 		switch num {
 		case fieldInfoIPs:
 			m.IPs, err = s.strings(m.IPs)
@@ -86,7 +127,13 @@ func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
 			})
 		case fieldInfoEndpoints:
 			err = s.array(func() error {
-				m.Endpoints = append(m.Endpoints, Endpoint{})
+				// An endpoint past the length is zero, or with
+				// resetDeep holds empty lists to reuse.
+				if n := len(m.Endpoints); n < cap(m.Endpoints) {
+					m.Endpoints = m.Endpoints[:n+1]
+				} else {
+					m.Endpoints = append(m.Endpoints, Endpoint{})
+				}
 				return s.endpoint(&m.Endpoints[len(m.Endpoints)-1])
 			})
 		case fieldInfoCanonical:
@@ -107,7 +154,7 @@ func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
 
 // port reads a Port into p, sharing strings through info.
 func (s *jscan) port(p *Port, info *NameInfo) error {
-	return s.fields(jsonPortField, func(num int) (err error) {
+	return s.fieldsBy(portField, func(num int) (err error) {
 		switch num {
 		case fieldPortName:
 			p.Name, err = s.shared(info)
@@ -121,7 +168,7 @@ func (s *jscan) port(p *Port, info *NameInfo) error {
 }
 
 func (s *jscan) endpoint(e *Endpoint) error {
-	return s.fields(jsonEndpointField, func(num int) (err error) {
+	return s.fieldsBy(endpointField, func(num int) (err error) {
 		switch num {
 		case fieldEndpointHostname:
 			e.Hostname, err = s.str()

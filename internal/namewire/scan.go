@@ -28,13 +28,9 @@ func (s *jscan) errorf(format string, args ...any) error {
 
 // ws skips white space.
 func (s *jscan) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	// Most bytes there are above space: one comparison rules them out.
+	for s.i < len(s.b) && s.b[s.i] <= ' ' && isSpace(s.b[s.i]) {
+		s.i++
 	}
 }
 
@@ -59,9 +55,9 @@ func (s *jscan) null() bool {
 	return false
 }
 
-// object reads an object, calling member with each key; member reads the
-// value.
-func (s *jscan) object(member func(key string) error) error {
+// object reads an object, calling member with each key (valid during the
+// call); member reads the value.
+func (s *jscan) object(member func(key []byte) error) error {
 	if c := s.peek(); c != '{' {
 		return s.unexpected("an object")
 	}
@@ -74,7 +70,7 @@ func (s *jscan) object(member func(key string) error) error {
 		if s.peek() != '"' {
 			return s.unexpected("a field name")
 		}
-		key, err := s.str()
+		key, err := s.strBytes()
 		if err != nil {
 			return err
 		}
@@ -152,7 +148,11 @@ func (s *jscan) str() (string, error) {
 
 // shared is str for a field whose values repeat from name to name
 // (NameInfo.sharedStr).
+// Borrowed strings cost nothing to make: they are not looked up.
 func (s *jscan) shared(m *NameInfo) (string, error) {
+	if s.borrow {
+		return s.str()
+	}
 	b, err := s.strBytes()
 	if err != nil {
 		return "", err
@@ -168,7 +168,14 @@ func (s *jscan) strBytes() ([]byte, error) {
 	}
 	s.i++
 	start := s.i
-	// The common case: no escapes, one allocation.
+	// The common case, a string of printable ASCII without escapes, is
+	// found eight bytes at a time and needs no UTF-8 check.
+	s.i = plainASCII(s.b, s.i)
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		s.i++
+		return s.b[start : s.i-1], nil
+	}
+	// Then bytes of any kind up to the first escape or control.
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		if c == '"' {
@@ -336,11 +343,30 @@ func (s *jscan) uint32() (uint32, error) {
 	return n, nil
 }
 
+// smallInteger is integer's fast way for most values (a port, a TTL): up
+// to 9 digits alone, which never overflow.
+func smallInteger(text []byte) (uint32, bool) {
+	if len(text) == 0 || len(text) > 9 {
+		return 0, false
+	}
+	n := uint32(0)
+	for _, c := range text {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint32(c-'0')
+	}
+	return n, true
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // integer returns the value of a JSON number that is a uint32, however it
 // is written: 30, 30.0, 3e1, 300e-1 and -0 all are, 30.5 and -1 are not.
 func integer(text []byte) (uint32, bool) {
+	if n, ok := smallInteger(text); ok {
+		return n, true
+	}
 	neg := text[0] == '-'
 	if neg {
 		text = text[1:]

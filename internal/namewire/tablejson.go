@@ -213,7 +213,7 @@ func (s *jscan) memberBytes(first bool, closing byte) (key []byte, end bool, err
 func (s *jscan) skip() error {
 	switch c := s.peek(); c {
 	case '{':
-		return s.object(func(string) error { return s.skip() })
+		return s.object(func([]byte) error { return s.skip() })
 	case '[':
 		return s.array(s.skip)
 	case '"':
@@ -245,10 +245,14 @@ func (s *jscan) skipObject() error {
 	for i := s.i; i < len(s.b); i++ {
 		switch s.b[i] {
 		case '"':
-			for i++; i < len(s.b) && s.b[i] != '"'; i++ {
-				if s.b[i] == '\\' {
-					i++
+			// To the closing quote: one not escaped, that is, not
+			// after an odd number of backslashes.
+			for {
+				i = quoteOrBackslash(s.b, i+1)
+				if i >= len(s.b) || s.b[i] == '"' {
+					break
 				}
+				i++ // the escaped byte
 			}
 		case '{', '[':
 			depth++

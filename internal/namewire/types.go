@@ -101,6 +101,20 @@ func (m *NameInfo) Reset() {
 	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared}
 }
 
+// resetDeep is Reset keeping the capacity of the endpoints' lists too,
+// for a NameInfo no caller sees (WalkJSONTableWire's): Reset does not,
+// since a caller may keep a shallow copy of an endpoint.
+func (m *NameInfo) resetDeep() {
+	for i := range m.Endpoints {
+		e := &m.Endpoints[i]
+		*e = Endpoint{IPs: e.IPs[:0], ForZones: e.ForZones[:0]}
+	}
+	ends := m.Endpoints
+	m.Endpoints = nil
+	m.Reset()
+	m.Endpoints = ends[:0]
+}
+
 // AgentIdentity is meshdns.v1.AgentIdentity, sent in a stream's first
 // request.
 type AgentIdentity struct {
