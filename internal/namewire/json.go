@@ -102,13 +102,25 @@ func (m *NameInfo) DecodeJSON(b []byte) error { return m.decodeJSON(b, false) }
 // decodeJSON is DecodeJSON; with borrow, m's strings share b's bytes
 // (jscan.borrow).
 func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
-	if borrow {
+	s := &jscan{b: b, borrow: borrow}
+	if err := m.readJSON(s); err != nil {
+		return err
+	}
+	if s.ws(); s.i != len(s.b) {
+		return s.errorf("data after the object")
+	}
+	return nil
+}
+
+// readJSON reads the object at s's position into m, which it resets
+// first (deeply with s.borrow: resetDeep).
+func (m *NameInfo) readJSON(s *jscan) error {
+	if s.borrow {
 		m.resetDeep()
 	} else {
 		m.Reset()
 	}
-	s := &jscan{b: b, borrow: borrow}
-	err := s.fieldsBy(infoField, func(num int) (err error) {
+	return s.fieldsBy(infoField, func(num int) (err error) {
 		switch num {
 		case fieldInfoIPs:
 			m.IPs, err = s.strings(m.IPs)
@@ -143,13 +155,6 @@ func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	if s.ws(); s.i != len(s.b) {
-		return s.errorf("data after the object")
-	}
-	return nil
 }
 
 // port reads a Port into p, sharing strings through info.

@@ -15,6 +15,8 @@ import (
 type jscan struct {
 	b []byte
 	i int
+	// at is the offset of b in the whole input, for errors.
+	at int
 	// borrow makes str return strings that share b's bytes (valid while b
 	// is): for a NameInfo appended to the wire form at once.
 	borrow bool
@@ -23,7 +25,7 @@ type jscan struct {
 var errEOF = errors.New("unexpected end of JSON")
 
 func (s *jscan) errorf(format string, args ...any) error {
-	return fmt.Errorf("offset %d: %s", s.i, fmt.Sprintf(format, args...))
+	return fmt.Errorf("offset %d: %s", s.at+s.i, fmt.Sprintf(format, args...))
 }
 
 // ws skips white space.

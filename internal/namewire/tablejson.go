@@ -139,23 +139,26 @@ func (st *jstream) names(info *NameInfo, name func([]byte, *NameInfo) error) err
 	}
 	for first := true; ; first = false {
 		var host []byte
-		var raw []byte
-		end := false
+		end, decoded := false, false
 		if err := st.unit(func(s *jscan) (err error) {
+			decoded = false
 			if host, end, err = s.memberBytes(first, '}'); err != nil || end {
 				return err
 			}
-			start := s.i
-			// Only the object's end is looked for: DecodeJSON reads it
-			// strictly next (scanning its syntax twice took a third of
-			// a table file's conversion), or, without name, the pass
-			// that decodes the names will.
-			if err := s.skipObject(); err != nil {
-				return err
+			if name == nil {
+				// Only the object's end is looked for: the pass that
+				// decodes the names checks them.
+				return s.skipObject()
 			}
-			raw = s.b[start:s.i]
-			return nil
+			// Decoded where it lies: finding its end first, then
+			// decoding it, took a third of a table file's conversion.
+			s.borrow = st.borrow
+			decoded = true
+			return info.readJSON(s)
 		}); err != nil {
+			if decoded {
+				return fmt.Errorf("table[%q]: %w", host, err)
+			}
 			return fmt.Errorf("table: %w", err)
 		}
 		if end {
@@ -166,9 +169,6 @@ func (st *jstream) names(info *NameInfo, name func([]byte, *NameInfo) error) err
 		}
 		if name == nil {
 			continue
-		}
-		if err := info.decodeJSON(raw, st.borrow); err != nil {
-			return fmt.Errorf("table[%q]: %w", host, err)
 		}
 		if err := name(host, info); err != nil {
 			return err
@@ -273,6 +273,7 @@ type jstream struct {
 	r   io.Reader
 	b   []byte
 	i   int
+	off int // the offset of b in the stream
 	eof bool
 	s   jscan // the scanner of unit
 	// count, or nil, counts the names the table's walk reads.
@@ -288,7 +289,7 @@ func (st *jstream) unit(read func(s *jscan) error) error {
 	for {
 		// One scanner, reused: a new one per name was 100,000 small
 		// allocations per pass over a large file.
-		st.s = jscan{b: st.b[st.i:]}
+		st.s = jscan{b: st.b[st.i:], at: st.off + st.i}
 		s := &st.s
 		err := read(s)
 		if st.eof {
@@ -316,6 +317,7 @@ func (st *jstream) unit(read func(s *jscan) error) error {
 // not consumed fills half of it.
 func (st *jstream) fill() error {
 	n := copy(st.b, st.b[st.i:])
+	st.off += st.i
 	st.b, st.i = st.b[:n], 0
 	if n > cap(st.b)/2 {
 		if cap(st.b) >= maxJSONUnit {
@@ -335,7 +337,7 @@ func (st *jstream) fill() error {
 // end checks that nothing but white space follows the object.
 func (st *jstream) end() error {
 	for {
-		s := &jscan{b: st.b[st.i:]}
+		s := &jscan{b: st.b[st.i:], at: st.off + st.i}
 		if s.ws(); s.i < len(s.b) { // not peek: a NUL byte is data too
 			return s.errorf("data after the table object")
 		}

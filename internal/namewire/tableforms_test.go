@@ -1,0 +1,79 @@
+package namewire_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshdns/meshdns/internal/namewire"
+)
+
+// compareTableForms checks the table file's three readers against one
+// another on in (compareJSONTable checks WalkJSONTable against protojson):
+// WalkJSONTableWire fails exactly when WalkJSONTable does, read whole or
+// one byte at a time, and yields each name marshalled as WalkJSONTable
+// decodes it; on a table they accept, SkimJSONTable finds the same zones
+// and names.
+func compareTableForms(t *testing.T, in []byte) {
+	type walked struct {
+		Names []string
+		Zones []string
+	}
+	var want walked
+	info := new(namewire.NameInfo)
+	werr := namewire.WalkJSONTable(bytes.NewReader(in), info, func(host string, info *namewire.NameInfo) error {
+		want.Names = append(want.Names, fmt.Sprintf("%s=%x", host, info.Append(nil)))
+		return nil
+	}, func(z []string) error {
+		want.Zones = z
+		return nil
+	})
+	for _, oneByte := range []bool{false, true} {
+		var got walked
+		r := iotest.OneByteReader(bytes.NewReader(in))
+		if !oneByte {
+			r = bytes.NewReader(in)
+		}
+		err := namewire.WalkJSONTableWire(r, func(host, info []byte) error {
+			got.Names = append(got.Names, fmt.Sprintf("%s=%x", host, info))
+			return nil
+		}, func(z []string) error {
+			got.Zones = z
+			return nil
+		})
+		if (werr == nil) != (err == nil) {
+			t.Fatalf("%q (one byte at a time %v): WalkJSONTable error %v, WalkJSONTableWire error %v", in, oneByte, werr, err)
+		}
+		if diff := cmp.Diff(want, got); err == nil && diff != "" {
+			t.Fatalf("%q (one byte at a time %v): (-WalkJSONTable +WalkJSONTableWire):\n%s", in, oneByte, diff)
+		}
+	}
+	if werr != nil {
+		return // the skim checks nothing: the walk that follows it fails
+	}
+	zones, names, err := namewire.SkimJSONTable(iotest.HalfReader(bytes.NewReader(in)))
+	if err != nil || names != len(want.Names) || !cmp.Equal(zones, want.Zones) {
+		t.Fatalf("%q: skim found zones %q and %d names (error %v), want %q and %d", in, zones, names, err, want.Zones, len(want.Names))
+	}
+}
+
+func TestJSONTableForms(t *testing.T) {
+	for i, c := range jsonTableCases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { compareTableForms(t, []byte(c)) })
+	}
+	// Endpoints of several sizes one after another: the wire walk reuses
+	// their lists.
+	t.Run("cluster", func(t *testing.T) { compareTableForms(t, clusterTable(300)) })
+}
+
+func FuzzJSONTableForms(f *testing.F) {
+	for _, c := range jsonTableCases {
+		f.Add([]byte(c))
+	}
+	f.Add(clusterTable(12))
+	f.Add([]byte(`{"table": {"a": {"endpoints": [{"ips": ["1", "2"], "forZones": ["z"]}]}, "b": {"endpoints": [{}, {"ips": null}]}}}`))
+	f.Fuzz(compareTableForms)
+}
