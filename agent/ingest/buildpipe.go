@@ -30,8 +30,9 @@ const batchEntries = 128
 // pipeBuild builds the table of v for pod, with zones when known, else
 // with v's zones as its walk yields them before the first name: then a
 // name before any zone or a zone after a name stops it with
-// errZonesLater. pace, or nil, is called with the names converted so far.
-func pipeBuild(v Version, zones []string, known bool, lim Limits, pod nametable.Context, pace func(int)) (*nametable.Table, int, error) {
+// errZonesLater. names is how many names v holds, or 0 when unknown. pace,
+// or nil, is called with the names converted so far.
+func pipeBuild(v Version, zones []string, known bool, names int, lim Limits, pod nametable.Context, pace func(int)) (*nametable.Table, int, error) {
 	full := make(chan *entryBatch, pipeDepth)
 	free := make(chan *entryBatch, pipeDepth+1)
 	for range pipeDepth + 1 {
@@ -45,7 +46,9 @@ func pipeBuild(v Version, zones []string, known bool, lim Limits, pod nametable.
 	done := make(chan result, 1)
 	go func() {
 		defer close(full)
-		conv := &converting{lim: lim, hashes: make(map[uint64]struct{}), seed: maphash.MakeSeed()}
+		// Sized for the names the version holds: grown by doubling, the
+		// set was rehashed 17 times on the way to 100,000 names.
+		conv := &converting{lim: lim, hashes: make(map[uint64]struct{}, min(names, lim.MaxNames)), seed: maphash.MakeSeed()}
 		if pace != nil {
 			pace(0)
 		}
@@ -102,7 +105,7 @@ func pipeBuild(v Version, zones []string, known bool, lim Limits, pod nametable.
 	var err error
 	for b := range full {
 		if err == nil && tb == nil {
-			tb, err = newBuilder(b.zones, pod, namesOf(v))
+			tb, err = newBuilder(b.zones, pod, names+names/8) // and the names a table adds (parents, ...)
 		}
 		for i := 0; err == nil && i < b.n; i++ {
 			if aerr := tb.Add(&b.es[i]); aerr != nil {
@@ -136,12 +139,10 @@ func newBuilder(zoneNames []string, pod nametable.Context, names int) (*nametabl
 	return nametable.NewBuilder(zones, pod, names)
 }
 
-// namesOf is the number of names of v when it knows it, else 0: sized
-// for them, the table's index is not rehashed at every doubling.
+// namesOf is the number of names of v when it knows it, else 0.
 func namesOf(v Version) int {
 	if c, ok := v.(interface{ Names() int }); ok {
-		n := min(max(c.Names(), 0), 1<<24) // no index holds more
-		return n + n/8                     // and the names a table adds (parents, ...)
+		return min(max(c.Names(), 0), 1<<24) // no index holds more
 	}
 	return 0
 }

@@ -255,33 +255,33 @@ func converter(lim Limits) func(host string, raw []byte) (nametable.Entry, error
 // plane's order, and protojson's: the zones follow the names) a walk for
 // the zones comes first, which also counts the names.
 //
-// paced (a start) paces GOGC over the build (startPace) by the names the
-// version holds: a converted table file counted them, the walk for the
-// zones counts them; a version that says neither is built at
-// buildGCPercent throughout.
+// The names the version holds (a converted table file and a table the
+// discovery client received count them; else the walk for the zones does)
+// size the table's index, and for a paced build (a start) pace GOGC over
+// it (startPace); a version that says neither is built at buildGCPercent
+// throughout.
 func build(v Version, lim Limits, pod nametable.Context, paced bool) (*nametable.Table, int, error) {
+	names := namesOf(v)
 	var pace func(added int)
-	counted, hasCount := v.(interface{ Names() int })
-	if paced && hasCount && counted.Names() > 0 {
-		pace = startPace(counted.Names())
+	if paced && names > 0 {
+		pace = startPace(names)
 	}
-	t, n, err := pipeBuild(v, nil, false, lim, pod, pace)
+	t, n, err := pipeBuild(v, nil, false, names, lim, pod, pace)
 	if err != errZonesLater {
 		return t, n, err
 	}
 	var zones []string
 	var count func(host, info []byte) error
-	names := 0
-	if paced && !hasCount {
+	if names == 0 {
 		count = func(_, _ []byte) error { names++; return nil }
 	}
 	if err := v.Walk(count, func(z string) error { zones = append(zones, z); return nil }); err != nil {
 		return nil, 0, err
 	}
-	if names > 0 {
+	if paced && names > 0 {
 		pace = startPace(names)
 	}
-	return pipeBuild(v, zones, true, lim, pod, pace)
+	return pipeBuild(v, zones, true, names, lim, pod, pace)
 }
 
 // paceEvery+1 is how many names a build adds between two calls of its
