@@ -256,7 +256,7 @@ func (c *Client) Restore() (bool, error) {
 		err = c.supported(settings)
 	}
 	if err == nil {
-		err = c.apply(version, fileRaw(path), settings)
+		err = c.apply(version, fileRaw(path), nil, settings)
 	}
 	if err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
@@ -266,9 +266,10 @@ func (c *Client) Restore() (bool, error) {
 	return true, nil
 }
 
-// apply hands the table version to Apply.
-func (c *Client) apply(version string, t rawTable, settings *namewire.AgentSettings) error {
-	return c.cfg.Apply(&Version{id: version, walk: t, settings: settings})
+// apply hands the table version to Apply; shape is the table's when
+// known, or nil.
+func (c *Client) apply(version string, t rawTable, shape *tableShape, settings *namewire.AgentSettings) error {
+	return c.cfg.Apply(&Version{id: version, walk: t, shape: shape, settings: settings})
 }
 
 // supported fails settings that require a feature the agent does not

@@ -84,11 +84,14 @@ func readResponse(r io.Reader, stateDir string) (_ *response, err error) {
 			resp.delta, resp.isFull = nil, true
 			if stateDir != "" && sawVersion {
 				started := false
-				pend, err := prepareState(stateDir, resp.version, int(n), func(w io.Writer) error {
+				var shape *tableShape
+				pend, err := prepareState(stateDir, resp.version, int(n), func(w io.Writer) (err error) {
 					started = true
-					return p.copyN(w, n)
+					shape, err = p.copyTable(w, n)
+					return err
 				})
 				if err == nil {
+					pend.shape = shape
 					resp.pending = pend
 					continue
 				}

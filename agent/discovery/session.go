@@ -254,7 +254,7 @@ func (c *Client) applyFull(version string, full []byte, settings *namewire.Agent
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(full), settings); err != nil {
+	if err := c.apply(version, memRaw(full), nil, settings); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false, settings)
@@ -289,7 +289,7 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(next), d.settings); err != nil {
+	if err := c.apply(version, memRaw(next), nil, d.settings); err != nil {
 		return err
 	}
 	c.setCurrent(version, next, false, d.settings)
@@ -322,7 +322,7 @@ func writePending(dir, version string, base rawTable, d *deltaPlan) (*pendingSta
 // file the state when the table was applied.
 func (c *Client) applyPending(version string, p *pendingState, settings *namewire.AgentSettings) error {
 	c.dropBase() // when the base was in memory (a state write failed before)
-	if err := c.apply(version, p.table(), settings); err != nil {
+	if err := c.apply(version, p.table(), p.shape, settings); err != nil {
 		p.abort()
 		return err
 	}

@@ -30,6 +30,8 @@ const stateFile = "nametable.pb"
 type pendingState struct {
 	p   *atomicfile.Pending
 	dir string
+	// shape is the table's, when its copy noted it (copyTable), or nil.
+	shape *tableShape
 	// state is where the file's table is walked: pending, committed (the
 	// state file now), or lost (a failed commit: walks fail, and the agent
 	// builds its next table whole).
@@ -100,6 +102,9 @@ func (p *pendingState) table() rawTable {
 
 // settings reads the settings of the pending file's table.
 func (p *pendingState) settings() (*namewire.AgentSettings, error) {
+	if p.shape != nil {
+		return namewire.TableSettings(p.shape.settings)
+	}
 	return fileSettings(p.p.Name())
 }
 

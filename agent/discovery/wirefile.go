@@ -23,7 +23,17 @@ type rawTable func(name func(host, info []byte) error, zone func(z string) error
 type Version struct {
 	id       string
 	walk     rawTable
+	shape    *tableShape // or nil
 	settings *namewire.AgentSettings
+}
+
+// Names is the number of names of the table when the client counted them
+// as it received the table, else 0.
+func (v *Version) Names() int {
+	if v.shape == nil {
+		return 0
+	}
+	return v.shape.names
 }
 
 // Settings returns the agent settings of the version (the full table's, or
@@ -35,9 +45,24 @@ func (v *Version) Settings() *namewire.AgentSettings { return v.settings }
 func (v *Version) ID() string { return v.id }
 
 // Walk walks the table's names in wire form (see Config.Apply for how
-// long it may).
+// long it may). When the client noted the zones as it received the table,
+// they come first, so a build takes one walk.
 func (v *Version) Walk(name func(host, info []byte) error, zone func(zone string) error) error {
-	return v.walk(name, zone)
+	if v.shape == nil {
+		return v.walk(name, zone)
+	}
+	for _, z := range v.shape.zones {
+		if zone == nil {
+			break
+		}
+		if err := zone(z); err != nil {
+			return err
+		}
+	}
+	if name == nil {
+		return nil
+	}
+	return v.walk(name, nil)
 }
 
 // memRaw is the walk of a wire-form NameTable held in memory.
