@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -59,20 +58,18 @@ func (f *fileSource) load() error {
 	if fi.Size() > maxTableFile {
 		return fmt.Errorf("name table file %s: %d bytes is more than %d", f.path, fi.Size(), maxTableFile)
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(file, maxTableFile))
+	v, convErr, err := ingest.ReadFileVersion(file, fi.Size(), "")
 	if err != nil {
 		return fmt.Errorf("name table file: %w", err)
 	}
-	sum := [sha256.Size]byte(h.Sum(nil))
-	if sum == f.seen {
+	if v.Sum() == f.seen {
+		v.Close()
 		return nil
 	}
-	f.seen = sum
-	v := ingest.NewFileVersion(file, n, sum)
-	if err := v.Convert(""); err != nil {
+	f.seen = v.Sum()
+	if convErr != nil {
 		// Walked as JSON instead: slower, the same table.
-		f.log.Debug("name table file not converted ahead", "path", f.path, "err", err)
+		f.log.Debug("name table file not converted ahead", "path", f.path, "err", convErr)
 	}
 	if err := f.apply(v); err != nil {
 		v.Close()
@@ -86,7 +83,8 @@ func (f *fileSource) load() error {
 }
 
 // reload loads the file and logs a rejection. It runs when the file may
-// have changed; unchanged content costs a read and a hash.
+// have changed; unchanged content costs a read, a hash and the skim of
+// the conversion readied meanwhile (ingest.ReadFileVersion).
 func (f *fileSource) reload() {
 	err := f.load()
 	if err == nil {

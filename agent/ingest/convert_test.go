@@ -326,7 +326,7 @@ func FuzzTableFile(f *testing.F) {
 }
 
 // FuzzTableFileConverted is FuzzTableFile's check for a version that
-// Convert readied: its zones skimmed ahead, its first walk converting on
+// ReadFileVersion hashed and Convert readied: its zones skimmed ahead, its first walk converting on
 // a goroutine of its own, the later walks reading the wire form.
 func FuzzTableFileConverted(f *testing.F) {
 	f.Add([]byte(`{"authoritativeZones": ["Cluster.Local."], "table": {"a.example": {"ips": ["10.0.0.1"], "altHosts": ["b.example"]}}}`))
@@ -350,9 +350,14 @@ func FuzzTableFileConverted(f *testing.F) {
 				want, perr = nametable.New(entries, zones, pod)
 			}
 		}
-		v := NewFileVersion(bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
+		v, cerr, err := ReadFileVersion(bytes.NewReader(data), int64(len(data)), dir)
+		if err != nil {
+			t.Fatalf("ReadFileVersion: %v", err)
+		}
 		defer v.Close()
-		cerr := v.Convert(dir)
+		if v.Sum() != sha256.Sum256(data) {
+			t.Fatalf("Sum = %x, want the SHA-256 of the content", v.Sum())
+		}
 		if perr == nil && cerr != nil {
 			t.Fatalf("Convert of a valid file: %v", cerr)
 		}
@@ -381,4 +386,14 @@ func FuzzTableFileConverted(f *testing.F) {
 			t.Fatalf("dump (-protojson +converted file version):\n%s", diff)
 		}
 	})
+}
+
+// A file shorter than the size it was said to have is an error, and no
+// version.
+func TestReadFileVersionShort(t *testing.T) {
+	data := []byte(`{"table": {"a.example": {"ips": ["10.0.0.1"]}}}`)
+	v, _, err := ReadFileVersion(bytes.NewReader(data), int64(len(data))+10, t.TempDir())
+	if err == nil || v != nil {
+		t.Fatalf("ReadFileVersion of a short file = %v, %v; want an error", v, err)
+	}
 }

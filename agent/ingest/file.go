@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -48,6 +49,34 @@ type FileVersion struct {
 func NewFileVersion(r io.ReaderAt, size int64, sum [sha256.Size]byte) *FileVersion {
 	return &FileVersion{r: r, size: size, sum: sum}
 }
+
+// ReadFileVersion returns the version of the size bytes of r with their
+// SHA-256 computed, and Convert(dir) run meanwhile on another goroutine:
+// the hash and the conversion's first pass each read the whole file, and
+// a start waited for one after the other. For a content the caller has
+// already (the same Sum), the conversion was in vain: Close the version.
+// It fails only when r cannot be read; a conversion that failed is
+// convErr, and the version walks the JSON instead.
+func ReadFileVersion(r io.ReaderAt, size int64, dir string) (v *FileVersion, convErr, err error) {
+	v = &FileVersion{r: r, size: size}
+	converted := make(chan error, 1)
+	go func() { converted <- v.Convert(dir) }()
+	h := sha256.New()
+	n, err := io.Copy(h, io.NewSectionReader(r, 0, size))
+	if err == nil && n != size {
+		err = fmt.Errorf("read %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	convErr = <-converted
+	if err != nil {
+		v.Close()
+		return nil, nil, err
+	}
+	v.sum = [sha256.Size]byte(h.Sum(nil))
+	return v, convErr, nil
+}
+
+// Sum is the SHA-256 of the version's content.
+func (v *FileVersion) Sum() [sha256.Size]byte { return v.sum }
 
 // ID is "file-" and the start of the content's hash.
 func (v *FileVersion) ID() string { return "file-" + hex.EncodeToString(v.sum[:6]) }
