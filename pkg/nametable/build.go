@@ -1,7 +1,6 @@
 package nametable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,6 +67,10 @@ func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 		soas:   make(map[string]*[]dns.RR),
 		shapes: make(map[string]int),
 		owners: make(map[*node]string),
+		// Most entries have an address or endpoints: the reverse
+		// records, grown from nothing, were copied a dozen times.
+		pend4: make([]pending4, 0, sizeHint),
+		walk:  &entWalk{ents: make(map[string]string)},
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -155,6 +158,9 @@ type builder struct {
 	ofParent []uint64
 	// placed collects the stored names added, for Patch; nil in New.
 	placed *[]string
+	// walk notes what New finds out about the stored names (ents.go);
+	// nil in Patch.
+	walk   *entWalk
 	slabs  slabs
 	hasAlt bool
 	// tlds caches isTLD per label (public.go), or nil.
@@ -213,6 +219,7 @@ func (b *builder) addApex(z string) error {
 	*n = node{Head: arena.Head{Name: ref, RR: rr}, tail: uint8(len(soa)), flags: flagNoCanon}
 	b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
 	b.t.st.Insert(id)
+	b.stored(z, false) // no parent inside its zone
 	return nil
 }
 
@@ -296,6 +303,8 @@ type spec struct {
 	cname     dns.RR // the only record of a chase node
 	shape     int
 	flags     uint8
+	// under marks an endpoint: its names lie under its service's.
+	under bool
 }
 
 // place stores s under names: names[0] is the name s.ref holds, the others
@@ -371,6 +380,7 @@ func (b *builder) place(s *spec, names []string) error {
 		if i == 0 {
 			t.st.Put(first, s.id)
 			b.track(n)
+			b.stored(name, !s.under)
 			continue
 		}
 		id, c, err := b.t.st.NewNode()
@@ -390,6 +400,7 @@ func (b *builder) place(s *spec, names []string) error {
 		b.setOwner(id, c, s.owner)
 		t.st.Insert(id)
 		b.track(c)
+		b.stored(name, !s.under)
 	}
 	return nil
 }
@@ -446,38 +457,6 @@ func (b *builder) setAlt() {
 	}
 }
 
-// markReverse flags the stored names (an entry or zone apex named like a
-// reverse name) that are also in the reverse index, so that they answer
-// PTR too.
-func (b *builder) markReverse() {
-	t := b.t
-	if len(t.rev4)+len(t.rev6) == 0 {
-		return
-	}
-	t.st.Each(func(name string, n *node) {
-		if k, ok := parseReverse(name); ok && t.hasReverse(k) {
-			if t.revOf == nil {
-				t.revOf = make(map[uint64][][16]byte)
-			}
-			t.revOf[n.group()] = append(t.revOf[n.group()], k)
-			t.revStored++
-		}
-	})
-	if t.revOf == nil {
-		return
-	}
-	// Every name of the entry answers with them, as it answers with the
-	// same records.
-	t.st.Each(func(_ string, n *node) {
-		if ks, ok := t.revOf[n.group()]; ok {
-			n.flags |= flagRev
-			// Index order is random; any fixed order will do for the
-			// entry in a thousand tables stored under two reverse names.
-			slices.SortFunc(ks, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
-		}
-	})
-}
-
 // zonesHoldReverse reports whether a zone may contain reverse names, whose
 // ancestors are then empty non-terminals.
 func (b *builder) zonesHoldReverse() bool { return zonesHoldReverse(b.zones) }
@@ -516,64 +495,7 @@ func (b *builder) addVersion() {
 	*n = node{Head: arena.Head{Name: ref, RR: rr}, tail: 1 << 4}
 	b.setShape(n, b.shapeFor(b.apexFor(key, b.pod.ClusterDomain), 0, nil, nil, nil))
 	b.t.st.Insert(id)
-}
-
-// addEmptyNonTerminals defines, inside authoritative zones, every ancestor
-// of a defined name that is not defined itself (ns.svc.cluster.local,
-// svc.cluster.local, the domain of a wildcard; _tcp.<service> is derived
-// at query time, see findPort): such names
-// exist and must get NODATA, not NXDOMAIN, or resolvers that trust RFC
-// 8020 would treat the whole subtree as gone. Ancestors outside the zones
-// stay unknown and are forwarded. They are few (one per namespace and a
-// handful more), each a node without records.
-func (b *builder) addEmptyNonTerminals() {
-	t := b.t
-	ents := make(map[string]string) // name -> zone
-	// last is where the previous walk stopped: the names come in the
-	// order they were added, a service's endpoints after it, so most
-	// walks stop where the one before did.
-	last := ""
-	walk := func(name string, includeSelf bool) {
-		p := name
-		if !includeSelf {
-			p = parent(name)
-		}
-		if p == last && p != "" {
-			return
-		}
-		z := b.zoneOf(name)
-		if z == "" {
-			return
-		}
-		for ; len(p) > len(z); p = parent(p) {
-			if p == last || b.lookup(p) != nil || b.isReverse(p) {
-				last = p
-				return // a defined name: its own walk covers what is above it
-			}
-			if _, ok := ents[p]; ok {
-				last = p
-				return
-			}
-			ents[p] = z
-		}
-	}
-	t.st.Each(func(key string, _ *node) { walk(key, false) })
-	if b.zonesHoldReverse() {
-		t.eachReverse(func(k [16]byte) { walk(revKey(k), false) })
-	}
-	for domain := range t.wild {
-		walk(domain, true)
-	}
-	for name, z := range ents {
-		id, n, err := b.t.st.NewNode()
-		if err != nil {
-			return // a table of 16 million names: NXDOMAIN instead of NODATA
-		}
-		ref, _ := b.t.st.PutText("", name)
-		*n = node{Head: arena.Head{Name: ref}, flags: flagNoCanon}
-		b.setShape(n, b.shapeFor(z, 0, nil, nil, nil))
-		t.st.Insert(id)
-	}
+	b.stored(key, true)
 }
 
 // shapeFor returns the index in Table.shapes of the shape of a node in

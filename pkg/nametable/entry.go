@@ -78,9 +78,6 @@ func (b *builder) addEntry(e *Entry) error {
 	}
 
 	s.a, s.aaaa = b.addrSets(ips, fqdn, ttl)
-	// The entry's addresses go into the reverse index before its
-	// endpoints', which are placed first.
-	at4, at6 := len(b.pend4), len(b.pend6)
 	eps, err := endpointNames(b.epNames, e.Endpoints, b.pod.Zone)
 	if err != nil {
 		return err
@@ -125,7 +122,7 @@ func (b *builder) addEntry(e *Entry) error {
 		return err
 	}
 	if !headless {
-		b.addPTRs(s.n, at4, at6)
+		b.addPTRs(s.n)
 	}
 	return nil
 }
@@ -228,7 +225,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 		if err := checkGenerated(fqdn[:len(fqdn)-1]); err != nil {
 			return nil, nil, err
 		}
-		s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0], shape: shape, flags: svc.flags}
+		s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0], shape: shape, flags: svc.flags, under: true}
 		b.epA, b.epAAAA = b.epA[:0], b.epAAAA[:0]
 		for _, a := range ep.ips {
 			rr := b.slabs.addrRR(fqdn, a, ttl)
@@ -264,7 +261,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 		if err := b.place(s, epNames); err != nil {
 			return nil, nil, err
 		}
-		b.addPTRs(n, len(b.pend4), len(b.pend6))
+		b.addPTRs(n)
 	}
 	return targets, slices.Clip(extra), nil
 }

@@ -18,7 +18,7 @@ func (p *patcher) mergeReverse() {
 	b.sortPending(t)
 	add4 := make([]uint32, len(b.pend4))
 	for i, e := range b.pend4 {
-		add4[i] = e.ref
+		add4[i] = e.ref()
 	}
 	add6 := make([]uint32, len(b.pend6))
 	for i, e := range b.pend6 {

@@ -182,38 +182,6 @@ func (t *Table) ptrs(k [16]byte) []dns.RR {
 	return out
 }
 
-// pending4 and pending6 are entries of the reverse index while the table
-// is built: the address beside the record reference, for sorting.
-type pending4 struct {
-	addr uint32
-	ref  uint32
-}
-
-type pending6 struct {
-	addr [16]byte
-	ref  uint32
-}
-
-// addPTRs adds the address records of n to the reverse index, inserted at
-// at4 and at6 in the order of addition (an entry's own addresses come
-// before those of its endpoints, which are placed first).
-func (b *builder) addPTRs(n *node, at4, at6 int) {
-	t := b.t
-	recs := t.addrs(n)
-	var add4 []pending4
-	var add6 []pending6
-	for i := range recs {
-		ref := n.RR + uint32(i)
-		if i < int(n.nA) {
-			add4 = append(add4, pending4{addr: t.addr4(ref), ref: ref})
-		} else {
-			add6 = append(add6, pending6{addr: t.addr6(ref), ref: ref})
-		}
-	}
-	b.pend4 = slices.Insert(b.pend4, at4, add4...)
-	b.pend6 = slices.Insert(b.pend6, at6, add6...)
-}
-
 // cmpPTR orders the records of one address in the reverse index: by
 // owner name (the PTR record's target), then TTL. The order depends on
 // nothing but the records, so a table answers PTR the same whatever the
@@ -225,39 +193,6 @@ func (t *Table) cmpPTR(x, y uint32) int {
 		return c
 	}
 	return cmp.Compare(hx.Ttl, hy.Ttl)
-}
-
-// finishReverse sorts the reverse index by address, then cmpPTR, and
-// keeps one record per owner name of an address, the first (the lowest
-// TTL).
-func (b *builder) finishReverse() {
-	b.sortPending(b.t)
-	b.t.rev4 = uniqueRev(b.t, b.pend4, func(e pending4) (uint32, uint32) { return e.addr, e.ref })
-	b.t.rev6 = uniqueRev(b.t, b.pend6, func(e pending6) ([16]byte, uint32) { return e.addr, e.ref })
-	b.pend4, b.pend6 = nil, nil
-	b.t.revAddrs = 0
-	b.t.eachReverse(func([16]byte) { b.t.revAddrs++ })
-}
-
-// uniqueRev returns the references of the sorted s, without those whose
-// record has the owner of an earlier one of the same address.
-func uniqueRev[E any, A comparable](t *Table, s []E, get func(E) (A, uint32)) []uint32 {
-	out := make([]uint32, 0, len(s))
-	run := 0 // start of the current address's run in out
-	var last A
-	for i, e := range s {
-		addr, ref := get(e)
-		if i > 0 && addr != last {
-			run = len(out)
-		}
-		last = addr
-		owner := t.rrAt(ref).Header().Name
-		if slices.ContainsFunc(out[run:], func(o uint32) bool { return t.rrAt(o).Header().Name == owner }) {
-			continue
-		}
-		out = append(out, ref)
-	}
-	return slices.Clip(out)
 }
 
 // revNS is the SOA of a negative answer for reverse name key: the
@@ -273,21 +208,4 @@ func (t *Table) revNS(key []byte, k [16]byte) []dns.RR {
 		return t.revNs[0]
 	}
 	return t.revNs[1]
-}
-
-// sortPending sorts the pending reverse records by address, then cmpPTR
-// of t: New and a patch's merge order them alike.
-func (b *builder) sortPending(t *Table) {
-	slices.SortFunc(b.pend4, func(x, y pending4) int {
-		if c := cmp.Compare(x.addr, y.addr); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
-	slices.SortFunc(b.pend6, func(x, y pending6) int {
-		if c := bytes.Compare(x.addr[:], y.addr[:]); c != 0 {
-			return c
-		}
-		return t.cmpPTR(x.ref, y.ref)
-	})
 }
