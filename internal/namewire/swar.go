@@ -55,3 +55,10 @@ func quoteOrBackslash(b []byte, i int) int {
 	}
 	return i
 }
+
+// exactZeros flags the zero bytes of x, and only them: no borrow crosses
+// bytes.
+func exactZeros(x uint64) uint64 {
+	const lows = ^uint64(highs)
+	return ^((x&lows + lows) | x | lows)
+}

@@ -2,6 +2,7 @@ package namewire
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -40,6 +41,49 @@ func TestWordScans(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// skipObject finds the end that a byte-by-byte walk of brackets and
+// strings finds, on random text made of what it looks at.
+func TestSkipObject(t *testing.T) {
+	reference := func(b []byte) (int, bool) {
+		depth := 0
+		for i := 0; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				for i++; i < len(b) && b[i] != '"'; i++ {
+					if b[i] == '\\' {
+						i++
+					}
+				}
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return len(b), false
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	// Dense and sparse: words of every mix, words with none (some with
+	// the letters a bracket can pass for in a word).
+	alphabets := []string{`{}[]"\ a{"`, `{}[]"\aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaYy_"""`}
+	for n := range 400_000 {
+		alphabet := alphabets[n%2]
+		b := make([]byte, 1+r.IntN(120))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		b[0] = '{'
+		s := &jscan{b: b}
+		err := s.skipObject()
+		end, ok := reference(b)
+		if s.i != end || (err == nil) != ok {
+			t.Fatalf("%q: skipObject ends at %d (error %v), want %d (%v)", b, s.i, err, end, ok)
 		}
 	}
 }

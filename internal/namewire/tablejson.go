@@ -1,9 +1,11 @@
 package namewire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 )
 
 // The JSON form of a whole NameTable (a table file) is read as protojson
@@ -241,30 +243,84 @@ func (s *jscan) skipObject() error {
 	if s.peek() != '{' {
 		return s.skip()
 	}
-	depth := 0
-	for i := s.i; i < len(s.b); i++ {
-		switch s.b[i] {
-		case '"':
-			// To the closing quote: one not escaped, that is, not
-			// after an odd number of backslashes.
-			for {
-				i = quoteOrBackslash(s.b, i+1)
-				if i >= len(s.b) || s.b[i] == '"' {
-					break
-				}
-				i++ // the escaped byte
+	// Only quotes, backslashes and brackets matter, and most of a table
+	// file is none of them: a word of eight bytes at a time is taken at
+	// once, unless it has a backslash or may close the object.
+	k := skimmer{escaped: -1}
+	i := s.i
+	for ; i+8 <= len(s.b); i += 8 {
+		x := binary.LittleEndian.Uint64(s.b[i:])
+		if k.escaped < i && exactZeros(x^(ones*'\\')) == 0 {
+			// Byte n of quotes is the number of quotes in bytes 0
+			// to n; the bytes after an odd number of them (counting
+			// a string open before) are in a string.
+			quotes := exactZeros(x^(ones*'"')) >> 7 * ones
+			// Without bits 1, 2 and 5, each bracket reads as 'Y' (as
+			// do 'Y', 'y', '_' and DEL): most words have none.
+			if exactZeros(x&^(ones*0x26)^(ones*'Y')) == 0 {
+				k.inStr ^= quotes >> 56 & 1
+				continue
 			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				s.i = i + 1
+			in := (quotes + k.inStr*ones) & ones
+			y := x &^ (ones * 0x20) // '{' and '}' read as '[' and ']'
+			open := bits.OnesCount64(exactZeros(y^(ones*'[')) >> 7 &^ in)
+			closing := bits.OnesCount64(exactZeros(y^(ones*']')) >> 7 &^ in)
+			if closing == 0 || closing < k.depth {
+				k.depth += open - closing
+				k.inStr ^= quotes >> 56 & 1
+				continue
+			}
+		}
+		for j := i; j < i+8; j++ {
+			if k.step(s.b[j], j) {
+				s.i = j + 1
 				return nil
 			}
 		}
 	}
+	for ; i < len(s.b); i++ {
+		if k.step(s.b[i], i) {
+			s.i = i + 1
+			return nil
+		}
+	}
 	s.i = len(s.b)
 	return errEOF
+}
+
+// skimmer is skipObject's state: in a string or not, the depth outside
+// strings.
+type skimmer struct {
+	depth int
+	// escaped is the index of the byte after a backslash in a string,
+	// which ends nothing.
+	escaped int
+	inStr   uint64 // 1 in a string
+}
+
+// step takes the byte c at index j, and reports whether it closed the
+// object.
+func (k *skimmer) step(c byte, j int) bool {
+	if k.inStr == 1 {
+		switch {
+		case j == k.escaped:
+		case c == '"':
+			k.inStr = 0
+		case c == '\\':
+			k.escaped = j + 1
+		}
+		return false
+	}
+	switch c {
+	case '"':
+		k.inStr = 1
+	case '{', '[':
+		k.depth++
+	case '}', ']':
+		k.depth--
+		return k.depth == 0
+	}
+	return false
 }
 
 // jstream is a window on a JSON stream: b[i:] is read but not yet
