@@ -241,7 +241,7 @@ func (c *Client) Restore() (bool, error) {
 		return false, nil
 	}
 	path := filepath.Join(c.cfg.StateDir, stateFile)
-	version, err := stateVersion(path)
+	version, shape, err := stateVersion(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -251,12 +251,17 @@ func (c *Client) Restore() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	settings, err := fileSettings(path)
+	var settings *namewire.AgentSettings
+	if shape != nil {
+		settings, err = namewire.TableSettings(shape.settings)
+	} else {
+		settings, err = fileSettings(path)
+	}
 	if err == nil {
 		err = c.supported(settings)
 	}
 	if err == nil {
-		err = c.apply(version, fileRaw(path), nil, settings)
+		err = c.apply(version, fileRaw(path), shape, settings)
 	}
 	if err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)

@@ -64,7 +64,7 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 	if len(got.Names) != 4 || len(got.Zones) != 1 {
 		t.Errorf("walked %d names and %d zones, want 4 and 1", len(got.Names), len(got.Zones))
 	}
-	if v, err := stateVersion(path); v != "v1" || err != nil {
+	if v, _, err := stateVersion(path); v != "v1" || err != nil {
 		t.Errorf("stateVersion = %q, %v; want v1", v, err)
 	}
 
@@ -84,7 +84,7 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 	if err := os.WriteFile(noTable, full[:4], 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stateVersion(noTable); !errors.Is(err, errNoTable) {
+	if _, _, err := stateVersion(noTable); !errors.Is(err, errNoTable) {
 		t.Errorf("stateVersion of a file without a table: %v, want errNoTable", err)
 	}
 }
@@ -114,7 +114,7 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	if ack := srv.Recv(t); ack.GetErrorDetail() == nil || ack.GetVersionInfo() != "v1" {
 		t.Fatalf("reply to an invalid table = %v, want a NACK keeping v1", ack)
 	}
-	if v, err := stateVersion(filepath.Join(dir, stateFile)); v != "v1" || err != nil {
+	if v, _, err := stateVersion(filepath.Join(dir, stateFile)); v != "v1" || err != nil {
 		t.Errorf("state after a rejected table: %q, %v; want v1", v, err)
 	}
 	ents, err := os.ReadDir(dir)
@@ -275,6 +275,22 @@ func TestReadResponseToStateDir(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pending table (-want +got):\n%s", diff)
+	}
+	// The copy noted the table's shape, and a version of it yields the
+	// zones first (the table has them last), so a build walks it once;
+	// a restart finds the same shape in the file.
+	v := &Version{walk: r.pending.table(), shape: r.pending.shape}
+	var order []string
+	err = v.Walk(func(host, _ []byte) error { order = append(order, string(host)); return nil },
+		func(z string) error { order = append(order, "zone "+z); return nil })
+	if len(order) == 3 {
+		slices.Sort(order[1:]) // proto marshals a map in any order
+	}
+	if err != nil || v.Names() != 2 || !cmp.Equal(order, []string{"zone cluster.local", "a.example", "b.example"}) {
+		t.Errorf("version walks %q (%v) with %d names; want the zone first, then 2 names", order, err, v.Names())
+	}
+	if version, shape, err := stateVersion(r.pending.p.Name()); err != nil || version != "v1" || !cmp.Equal(shape, r.pending.shape, cmp.AllowUnexported(tableShape{})) {
+		t.Errorf("stateVersion = %q, %+v, %v; want v1 and the shape %+v", version, shape, err, r.pending.shape)
 	}
 	r.dropFull()
 	if _, err := readResponse(bytes.NewReader(b[:len(b)-3]), dir); err == nil {

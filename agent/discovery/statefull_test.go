@@ -92,7 +92,7 @@ func TestStateDirFull(t *testing.T) {
 	if len(entries) != 1 || entries[0] != stateFile {
 		t.Errorf("state dir holds %v, want only %s (v1's)", entries, stateFile)
 	}
-	if v, err := stateVersion(dir + "/" + stateFile); err != nil || v != "v1" {
+	if v, _, err := stateVersion(dir + "/" + stateFile); err != nil || v != "v1" {
 		t.Errorf("persisted version = %q, %v; want v1", v, err)
 	}
 }

@@ -163,16 +163,18 @@ func fileSettings(path string) (*namewire.AgentSettings, error) {
 	}
 }
 
-// stateVersion reads the version of the state file at path, checking that
+// stateVersion reads the version of the state file at path and the shape
+// of its table (copyTable, nil for a table not well formed), checking that
 // it holds a table, without reading the table into memory.
-func stateVersion(path string) (string, error) {
+func stateVersion(path string) (string, *tableShape, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
-	r := &pbReader{r: bufio.NewReaderSize(f, 4<<10), left: -1}
+	r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
 	var version string
+	var shape *tableShape
 	found := false
 	for {
 		num, typ, err := r.tag()
@@ -180,25 +182,34 @@ func stateVersion(path string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		if typ == protowire.BytesType && num == fieldResponseVer {
-			b, err := r.bytes()
-			if err != nil {
-				return "", err
-			}
+		switch {
+		case typ != protowire.BytesType:
+			err = r.skip(typ)
+		case num == fieldResponseVer:
+			var b []byte
+			b, err = r.bytes()
 			version = string(b)
-			continue
+		case num == fieldResponseFull && !found:
+			// A repeated table would be merged by proto; the client
+			// never writes one twice, so the first is the table.
+			var n uint64
+			if n, err = r.varint(); err == nil {
+				shape, err = r.copyTable(io.Discard, n)
+			}
+			found = true
+		default:
+			err = r.skip(typ)
 		}
-		found = found || num == fieldResponseFull && typ == protowire.BytesType
-		if err := r.skip(typ); err != nil {
-			return "", err
+		if err != nil {
+			return "", nil, err
 		}
 	}
 	if !found {
-		return "", errNoTable
+		return "", nil, errNoTable
 	}
-	return version, nil
+	return version, shape, nil
 }
 
 // pbReader reads protobuf wire format from a stream. left is how many
