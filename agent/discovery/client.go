@@ -251,12 +251,7 @@ func (c *Client) Restore() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	var settings *namewire.AgentSettings
-	if shape != nil {
-		settings, err = namewire.TableSettings(shape.settings)
-	} else {
-		settings, err = fileSettings(path)
-	}
+	settings, err := shape.tableSettings()
 	if err == nil {
 		err = c.supported(settings)
 	}

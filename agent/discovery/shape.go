@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"fmt"
 	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,12 +23,24 @@ type tableShape struct {
 	names    int
 	zones    []string
 	settings []byte // the settings fields, as a NameTable of them alone
+	// bad says why the table is not well formed, or is nil: such a
+	// table is refused as it is received, with the reason.
+	bad error
+}
+
+// tableSettings returns the settings of the table, or why the table is
+// not well formed.
+func (s *tableShape) tableSettings() (*namewire.AgentSettings, error) {
+	if s.bad != nil {
+		return nil, s.bad
+	}
+	return namewire.TableSettings(s.settings)
 }
 
 // copyTable copies the next n bytes, a NameTable, to w field by field and
-// returns its shape, or a nil shape when the table is not well formed
-// (then it is copied as it is, and the build that walks it rejects it
-// with the reason): only a failure to read or write is an error.
+// returns its shape. A table that is not well formed is copied as it is,
+// and its shape says why (bad): only a failure to read or write is an
+// error.
 func (p *pbReader) copyTable(w io.Writer, n uint64) (*tableShape, error) {
 	if p.left >= 0 && n > uint64(p.left) {
 		return nil, errTruncated
@@ -36,9 +49,9 @@ func (p *pbReader) copyTable(w io.Writer, n uint64) (*tableShape, error) {
 	defer func() { p.left = max(p.left-int64(n)+t.left, -1) }()
 	s := new(tableShape)
 	for t.left > 0 {
-		size, num, typ, ok := t.peekField()
-		if !ok {
-			s = nil
+		size, num, typ, err := t.peekField()
+		if err != nil {
+			s = &tableShape{bad: fmt.Errorf("name table, %d bytes from its end: %w", t.left, err)}
 			break
 		}
 		switch {
@@ -75,15 +88,15 @@ func (p *pbReader) copyTable(w io.Writer, n uint64) (*tableShape, error) {
 }
 
 // peekField returns the size of the next field (tag, length and value)
-// and its number and type, reading nothing; ok is false when the bytes
-// are not a field of a wire type a NameTable may hold, or run past the
+// and its number and type, reading nothing; it fails when the bytes are
+// not a field of a wire type a NameTable may hold, or run past the
 // message.
-func (p *pbReader) peekField() (size int, num protowire.Number, typ protowire.Type, ok bool) {
+func (p *pbReader) peekField() (size int, num protowire.Number, typ protowire.Type, err error) {
 	// A tag (field numbers fit 5 bytes) and a length or a varint (10).
 	head, _ := p.r.Peek(int(min(p.left, 15)))
 	num, typ, m := protowire.ConsumeTag(head)
-	if m < 0 || num < protowire.MinValidNumber {
-		return 0, 0, 0, false
+	if m < 0 {
+		return 0, 0, 0, fmt.Errorf("field tag: %w", protowire.ParseError(m))
 	}
 	var v int
 	switch typ {
@@ -96,16 +109,16 @@ func (p *pbReader) peekField() (size int, num protowire.Number, typ protowire.Ty
 	case protowire.BytesType:
 		l, k := protowire.ConsumeVarint(head[m:])
 		if k < 0 || l > uint64(p.left) {
-			return 0, 0, 0, false
+			return 0, 0, 0, fmt.Errorf("field %d: %w", num, errTruncated)
 		}
 		v = k + int(l)
 	default:
-		return 0, 0, 0, false
+		return 0, 0, 0, fmt.Errorf("field %d: unsupported wire type %d", num, typ)
 	}
 	if v < 0 || int64(m+v) > p.left {
-		return 0, 0, 0, false
+		return 0, 0, 0, fmt.Errorf("field %d: %w", num, errTruncated)
 	}
-	return m + v, num, typ, true
+	return m + v, num, typ, nil
 }
 
 // copyField copies the next size bytes to w, from the reader's buffer when

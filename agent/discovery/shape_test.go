@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -55,8 +58,8 @@ func TestCopyTableShape(t *testing.T) {
 	if !bytes.Equal(got, table) {
 		t.Fatalf("copy differs from the table")
 	}
-	if shape == nil {
-		t.Fatal("no shape for a well-formed table")
+	if shape.bad != nil {
+		t.Fatalf("a well-formed table is bad: %v", shape.bad)
 	}
 	if shape.names != 3 || !slices.Equal(shape.zones, nt.AuthoritativeZones) {
 		t.Errorf("shape = %d names, zones %q; want 3, %q", shape.names, shape.zones, nt.AuthoritativeZones)
@@ -71,26 +74,26 @@ func TestCopyTableShape(t *testing.T) {
 	}
 }
 
-// A table that is not well formed is copied as it is, with no shape: its
-// build rejects it with the reason, and the stream goes on.
+// A table that is not well formed is copied as it is, and its shape says
+// why, which refuses it (a NACK, and the stream goes on).
 func TestCopyTableMalformed(t *testing.T) {
 	entry := namewire.AppendEntry(nil, []byte("a.example"), nil)
 	for _, c := range []struct {
-		name  string
-		table []byte
+		name, why string
+		table     []byte
 	}{
-		{"length past the table", append(slices.Clone(entry), 0x0a, 0x7f, 'x')},
-		{"group wire type", append(slices.Clone(entry), 0x0b)},
-		{"field number 0", append(slices.Clone(entry), 0x02, 0x00)},
-		{"truncated varint", append(slices.Clone(entry), 0x08, 0x80)},
+		{"length past the table", "field 1: truncated", append(slices.Clone(entry), 0x0a, 0x7f, 'x')},
+		{"group wire type", "field 1: unsupported wire type 3", append(slices.Clone(entry), 0x0b)},
+		{"field number 0", "field tag: ", append(slices.Clone(entry), 0x02, 0x00)},
+		{"truncated varint", "field 1: truncated", append(slices.Clone(entry), 0x08, 0x80)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, shape := copyOf(t, c.table)
 			if !bytes.Equal(got, c.table) {
 				t.Errorf("copy differs from the table")
 			}
-			if shape != nil {
-				t.Errorf("shape = %+v; want none", shape)
+			if _, err := shape.tableSettings(); shape.bad == nil || err != shape.bad || !strings.Contains(err.Error(), c.why) {
+				t.Errorf("shape = %+v, settings error %v; want one saying %q", shape, err, c.why)
 			}
 		})
 	}
@@ -105,7 +108,7 @@ func TestCopyTableLongVarints(t *testing.T) {
 	if !bytes.Equal(got, table) {
 		t.Fatalf("copy differs from the table")
 	}
-	if shape == nil || shape.names != 1 || !slices.Equal(shape.zones, []string{"example"}) {
+	if shape.bad != nil || shape.names != 1 || !slices.Equal(shape.zones, []string{"example"}) {
 		t.Errorf("shape = %+v; want 1 name, zone example", shape)
 	}
 }
@@ -121,7 +124,7 @@ func FuzzCopyTable(f *testing.F) {
 		if !bytes.Equal(got, table) {
 			t.Fatalf("copy differs from the table")
 		}
-		if shape == nil {
+		if shape.bad != nil {
 			return
 		}
 		names := 0
@@ -135,4 +138,32 @@ func FuzzCopyTable(f *testing.F) {
 			t.Fatalf("shape = %d names, zones %q; a walk finds %d, %q", shape.names, shape.zones, names, zones)
 		}
 	})
+}
+
+// A full table that is not well formed is refused as it is received, with
+// why (NACK), before a build; the stream goes on, the table applied stays,
+// and the next good one is applied.
+func TestMalformedFullTableNacked(t *testing.T) {
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: t.TempDir()})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack v1 = %v", got)
+	}
+	bad := table("b.example")
+	bad.ProtoReflect().SetUnknown([]byte{0x0b}) // field 1 as a group: no NameTable holds that
+	srv.Send(full("v2", "n2", bad))
+	got := srv.Recv(t)
+	if got.GetVersionInfo() != "v1" || got.GetResponseNonce() != "n2" || !strings.Contains(got.GetErrorDetail().GetMessage(), "unsupported wire type") {
+		t.Fatalf("answer to a malformed table = %v; want a NACK keeping v1 that says why", got)
+	}
+	srv.Send(full("v3", "n3", table("c.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v3" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack v3 = %v", got)
+	}
+	if diff := cmp.Diff([]string{"v1", "v3"}, rec.versions); diff != "" {
+		t.Errorf("applied versions (-want +got):\n%s", diff)
+	}
 }

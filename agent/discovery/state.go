@@ -30,7 +30,8 @@ const stateFile = "nametable.pb"
 type pendingState struct {
 	p   *atomicfile.Pending
 	dir string
-	// shape is the table's, when its copy noted it (copyTable), or nil.
+	// shape is the table's: noted by its copy (copyTable) for a table
+	// received, nil for one written from a delta.
 	shape *tableShape
 	// state is where the file's table is walked: pending, committed (the
 	// state file now), or lost (a failed commit: walks fail, and the agent
@@ -102,10 +103,7 @@ func (p *pendingState) table() rawTable {
 
 // settings reads the settings of the pending file's table.
 func (p *pendingState) settings() (*namewire.AgentSettings, error) {
-	if p.shape != nil {
-		return namewire.TableSettings(p.shape.settings)
-	}
-	return fileSettings(p.p.Name())
+	return p.shape.tableSettings()
 }
 
 // commit puts the pending file in place of the state file (a rename within

@@ -109,63 +109,9 @@ func fileRaw(path string) rawTable {
 	}
 }
 
-// fileSettings reads the settings of the table inside the state file at
-// path (fields 3 of its NameTable, merged as proto merges them), skipping
-// the names: nil when it has none.
-func fileSettings(path string) (*namewire.AgentSettings, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
-	for {
-		num, typ, err := r.tag()
-		if errors.Is(err, io.EOF) {
-			return nil, errNoTable
-		}
-		if err != nil {
-			return nil, err
-		}
-		if num != fieldResponseFull || typ != protowire.BytesType {
-			if err := r.skip(typ); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		n, err := r.varint()
-		if err != nil {
-			return nil, err
-		}
-		t := &pbReader{r: r.r, left: int64(n)}
-		var fields []byte // the settings fields, as a NameTable of them alone
-		for {
-			num, typ, err := t.tag()
-			if errors.Is(err, io.EOF) {
-				return namewire.TableSettings(fields)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("name table: %w", err)
-			}
-			if num != namewire.FieldNameTableSettings || typ != protowire.BytesType {
-				if err := t.skip(typ); err != nil {
-					return nil, fmt.Errorf("name table field %d: %w", num, err)
-				}
-				continue
-			}
-			b, err := t.bytes()
-			if err != nil {
-				return nil, fmt.Errorf("name table settings: %w", err)
-			}
-			fields = protowire.AppendTag(fields, num, typ)
-			fields = protowire.AppendBytes(fields, b)
-		}
-	}
-}
-
 // stateVersion reads the version of the state file at path and the shape
-// of its table (copyTable, nil for a table not well formed), checking that
-// it holds a table, without reading the table into memory.
+// of its table (copyTable), checking that it holds a table, without
+// reading the table into memory.
 func stateVersion(path string) (string, *tableShape, error) {
 	f, err := os.Open(path)
 	if err != nil {
