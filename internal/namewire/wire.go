@@ -312,23 +312,36 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	return appendField(b, num, s)
 }
 
 // appendStrings appends a repeated string field, every element.
 func appendStrings(b []byte, num protowire.Number, ss []string) []byte {
 	for _, s := range ss {
-		b = protowire.AppendTag(b, num, protowire.BytesType)
-		b = protowire.AppendString(b, s)
+		b = appendField(b, num, s)
 	}
 	return b
+}
+
+// appendField appends a string field, even empty. Most are short and of
+// a field number below 16: their tag and length are a byte each, written
+// without protowire's general varint (a table file's conversion writes
+// millions).
+func appendField(b []byte, num protowire.Number, s string) []byte {
+	if num < 16 && len(s) < 0x80 {
+		return append(append(b, byte(num)<<3|byte(protowire.BytesType), byte(len(s))), s...)
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
 }
 
 // appendVarint appends a varint field unless it is zero.
 func appendVarint(b []byte, num protowire.Number, x uint64) []byte {
 	if x == 0 {
 		return b
+	}
+	if num < 16 && x < 0x80 {
+		return append(b, byte(num)<<3|byte(protowire.VarintType), byte(x))
 	}
 	b = protowire.AppendTag(b, num, protowire.VarintType)
 	return protowire.AppendVarint(b, x)
