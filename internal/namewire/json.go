@@ -135,7 +135,7 @@ func (m *NameInfo) readJSON(s *jscan) error {
 		case fieldInfoPorts:
 			err = s.array(func() error {
 				m.Ports = append(m.Ports, Port{})
-				return s.port(&m.Ports[len(m.Ports)-1], m)
+				return s.memoPort(&m.Ports[len(m.Ports)-1], m, len(m.Ports)-1)
 			})
 		case fieldInfoEndpoints:
 			err = s.array(func() error {

@@ -20,6 +20,8 @@ type jscan struct {
 	// borrow makes str return strings that share b's bytes (valid while b
 	// is): for a NameInfo appended to the wire form at once.
 	borrow bool
+	// memo, or nil, remembers port objects (memoPort); with borrow only.
+	memo []portMemo
 }
 
 var errEOF = errors.New("unexpected end of JSON")

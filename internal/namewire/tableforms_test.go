@@ -67,13 +67,27 @@ func TestJSONTableForms(t *testing.T) {
 	// Endpoints of several sizes one after another: the wire walk reuses
 	// their lists.
 	t.Run("cluster", func(t *testing.T) { compareTableForms(t, clusterTable(300)) })
+	t.Run("ports", func(t *testing.T) { compareTableForms(t, []byte(repeatedPorts)) })
 }
+
+// repeatedPorts repeats port objects from name to name, the same bytes
+// or nearly (the wire walk remembers them).
+const repeatedPorts = `{"table": {
+"a": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "h\u0074tp", "port": "8"}, {}]},
+"b": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "h\u0074tp", "port": "8"}, {"port": null}]},
+"c": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "http", "port": 80, "protocol": "TCP"}]},
+"d": {"ports": [{"name": "http", "port": 80, "protocol": "UDP"}, {"name": "http", "port": 80, "protocol": "TCP" }]},
+"e": {"ports": [{"name": "http", "port": 80, "protocol": "UDP"},{"name":"http","port":80,"protocol":"TCP"}, {"port": 1}, {"port": 1}, {"port": 1}]},
+"f": {"ports": [{"protocol": "UDP", "name": "http", "port": 80}, {"name": "", "port": 0, "protocol": ""}, {"port": 10}, {"port": 1}, {"port": 1}]},
+"g": {"ports": [{"protocol": "UDP", "name": "http", "port": 80}, {"name": "", "port": 0, "protocol": ""}, {"port": 1e1}, {"port": 1}, {"port": 2}]}
+}}`
 
 func FuzzJSONTableForms(f *testing.F) {
 	for _, c := range jsonTableCases {
 		f.Add([]byte(c))
 	}
 	f.Add(clusterTable(12))
+	f.Add([]byte(repeatedPorts))
 	f.Add([]byte(`{"table": {"a": {"endpoints": [{"ips": ["1", "2"], "forZones": ["z"]}]}, "b": {"endpoints": [{}, {"ips": null}]}}}`))
 	f.Fuzz(compareTableForms)
 }

@@ -155,6 +155,9 @@ func (st *jstream) names(info *NameInfo, name func([]byte, *NameInfo) error) err
 			// Decoded where it lies: finding its end first, then
 			// decoding it, took a third of a table file's conversion.
 			s.borrow = st.borrow
+			if s.borrow {
+				s.memo = st.memo[:]
+			}
 			decoded = true
 			return info.readJSON(s)
 		}); err != nil {
@@ -334,8 +337,9 @@ type jstream struct {
 	s   jscan // the scanner of unit
 	// count, or nil, counts the names the table's walk reads.
 	count *int
-	// borrow decodes the NameInfos with jscan.borrow.
+	// borrow decodes the NameInfos with jscan.borrow (and jscan.memo).
 	borrow bool
+	memo   [maxPortMemo]portMemo
 }
 
 // unit runs read on what is buffered. A read that fails near the end of
