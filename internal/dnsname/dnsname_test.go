@@ -39,16 +39,27 @@ func TestCheck(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("Check(%q, %v) = %v, want ok %v", tc.name, tc.wildcard, err, tc.ok)
 		}
+		if err := check(tc.name, tc.wildcard); (err == nil) != tc.ok {
+			t.Errorf("check(%q, %v) = %v, want ok %v", tc.name, tc.wildcard, err, tc.ok)
+		}
+		// The one-pass check takes every accepted name but wildcards.
+		if plain(tc.name) != (tc.ok && !strings.HasPrefix(tc.name, "*")) {
+			t.Errorf("plain(%q) = %v", tc.name, plain(tc.name))
+		}
 	}
 }
 
 // FuzzCheck: an accepted name is a valid DNS name to miekg, of the same
-// labels.
+// labels, and the one-pass check accepts only what the label by label
+// one does.
 func FuzzCheck(f *testing.F) {
 	for _, s := range []string{"web.demo", "*.a.b", "a-b_c.d.", "-x", "a..b"} {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, name string, wildcard bool) {
+		if plain(name) && check(name, wildcard) != nil {
+			t.Fatalf("the one-pass check accepted %q, which the label by label one refuses: %v", name, check(name, wildcard))
+		}
 		if Check(name, wildcard) != nil {
 			return
 		}
