@@ -147,9 +147,12 @@ type builder struct {
 	pod   Context
 	zones []string // longest first
 	soas  map[string]*[]dns.RR
-	// shapes indexes Table.shapes by shapeOf's key.
-	shapes map[string]int
-	keyBuf []byte // scratch for shapeOf
+	// shapes indexes Table.shapes by shapeOf's key; recent are the last
+	// shapes shapeFor returned, nextRecent the one to replace next.
+	shapes     map[string]int
+	recent     [4]recentShape
+	nextRecent int
+	keyBuf     []byte // scratch for shapeOf
 	// owners is the entry that defined a node not named after it (an
 	// endpoint name, an alt host), to report a name defined twice.
 	owners map[*node]string
@@ -163,8 +166,10 @@ type builder struct {
 	walk   *entWalk
 	slabs  slabs
 	hasAlt bool
-	// tlds caches isTLD per label (public.go), or nil.
-	tlds map[string]bool
+	// tlds caches isTLD per label (public.go), or nil; nsForms is the
+	// flagPublicNS of each namespace as entries spell it, or nil.
+	tlds    map[string]bool
+	nsForms map[string]uint8
 	// pend4 and pend6 collect the reverse index (finishReverse).
 	pend4 []pending4
 	pend6 []pending6
@@ -179,7 +184,7 @@ type builder struct {
 	// and protocol.
 	portBuf    []srvPort
 	epNames    []endpointName // endpointNames' scratch
-	portLabels map[[2]string]string
+	portLabels map[string]*[len(protos)]string
 }
 
 func (b *builder) addZones(zones []string) error {
@@ -514,18 +519,37 @@ func (b *builder) shapeFor(apex string, ttl uint32, ports []srvPort, targets []s
 		t.shapes = append(t.shapes, sh)
 		return len(t.shapes) - 1
 	}
+	if len(ports) == 0 {
+		ttl = 0 // the key has no TTL without ports
+	}
+	for _, r := range b.recent {
+		if r.i > 0 && r.apex == apex && r.ttl == ttl && slices.Equal(r.ports, ports) {
+			return r.i - 1
+		}
+	}
 	key := appendShapeKey(b.keyBuf[:0], apex, ttl, ports)
 	b.keyBuf = key
-	if i, ok := b.shapes[string(key)]; ok {
-		return i
+	i, ok := b.shapes[string(key)]
+	if !ok {
+		sh := &shape{ns: *b.soa(apex), ports: slices.Clone(ports), ttl: ttl}
+		t.shapes = append(t.shapes, sh)
+		i = len(t.shapes) - 1
+		b.shapes[string(key)] = i
 	}
-	sh := &shape{ns: *b.soa(apex), ports: slices.Clone(ports)}
-	if len(ports) > 0 {
-		sh.ttl = ttl
-	}
-	t.shapes = append(t.shapes, sh)
-	b.shapes[string(key)] = len(t.shapes) - 1
-	return len(t.shapes) - 1
+	b.recent[b.nextRecent] = recentShape{apex: apex, ttl: ttl, ports: t.shapes[i].ports, i: i + 1}
+	b.nextRecent = (b.nextRecent + 1) % len(b.recent)
+	return i
+}
+
+// recentShape is a shape shapeFor found or made lately: most services
+// have one of a few, found so without building and hashing a key. The
+// port labels come from builder.portLabels, the same strings for the
+// same port, so that comparing them compares pointers.
+type recentShape struct {
+	apex  string
+	ttl   uint32
+	ports []srvPort // the shape's own
+	i     int       // index in Table.shapes + 1; 0: none
 }
 
 // appendShapeKey appends the key under which builder.shapes finds the

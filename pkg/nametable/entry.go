@@ -56,7 +56,10 @@ func (b *builder) addEntry(e *Entry) error {
 	}
 	ref, fqdn := b.t.st.PutText("", host)
 	names[0] = b.t.st.Key(ref) // share the canonical name's bytes
-	apex := b.apexFor(host, fallbackApex(e, host))
+	apex := b.zoneOf(host)     // apexFor's first choice, without the fallback's search
+	if apex == "" {
+		apex = b.apexFor(host, fallbackApex(e, host))
+	}
 	s := &spec{id: id, n: n, ref: ref, canonical: fqdn, owner: names[0]}
 	if b.isKubernetes(e, host) {
 		s.flags = flagAlt | b.publicForms(e)
@@ -212,7 +215,11 @@ func (b *builder) addWildcard(e *Entry, names []string, ips []netip.Addr, ttl ui
 // and their address records for the additional section.
 func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, apex string, ttl uint32, headless bool) ([]string, []dns.RR, error) {
 	targets := make([]string, 0, len(eps))
-	var extra []dns.RR
+	n := 0
+	for _, ep := range eps {
+		n += len(ep.ips)
+	}
+	extra := make([]dns.RR, 0, n)
 	b.hlA, b.hlAAAA = b.hlA[:0], b.hlAAAA[:0]
 	b.local = [2]uint16{}
 	shape := b.shapeFor(apex, 0, nil, nil, nil)
@@ -263,7 +270,7 @@ func (b *builder) addEndpoints(svc *spec, eps []endpointName, names []string, ap
 		}
 		b.addPTRs(n)
 	}
-	return targets, slices.Clip(extra), nil
+	return targets, extra, nil
 }
 
 // srvPorts validates the ports of the service host and returns them for
@@ -281,14 +288,13 @@ func (b *builder) srvPorts(ports []Port, host string) ([]srvPort, error) {
 		if p.Port == 0 {
 			return nil, fmt.Errorf("port %q: number 0", p.Name)
 		}
-		proto := ""
+		proto := 0 // in protos: no lowered copy of Kubernetes' "TCP" per port
 		switch {
 		case p.Protocol == "" || isLetters(p.Protocol, "tcp"):
-			proto = "tcp" // no lowered copy of Kubernetes' "TCP" per port
 		case isLetters(p.Protocol, "udp"):
-			proto = "udp"
+			proto = 1
 		case isLetters(p.Protocol, "sctp"):
-			proto = "sctp"
+			proto = 2
 		default:
 			return nil, fmt.Errorf("port %q: unknown protocol %q", p.Name, p.Protocol)
 		}
@@ -345,22 +351,32 @@ func isLetters(s, lower string) bool {
 	return true
 }
 
+// protos are the protocols of ports, lowercase.
+var protos = [...]string{"tcp", "udp", "sctp"}
+
 // portLabel returns the checked label _name._proto. of a port, the same
 // string for every service with the port (a cluster has few port names).
-func (b *builder) portLabel(name, proto string) (string, error) {
-	if l, ok := b.portLabels[[2]string{name, proto}]; ok {
-		return l, nil
+// They are found by name, then protocol: a key of both, hashed per port,
+// cost twice as much.
+func (b *builder) portLabel(name string, proto int) (string, error) {
+	ls := b.portLabels[name]
+	if ls != nil && ls[proto] != "" {
+		return ls[proto], nil
 	}
 	lower := strings.ToLower(name)
 	if err := dnsname.CheckLabel(lower); err != nil {
 		return "", fmt.Errorf("port %q: %w", name, err)
 	}
-	l := "_" + lower + "._" + proto + "."
+	l := "_" + lower + "._" + protos[proto] + "."
 	if b.portLabels == nil {
-		b.portLabels = make(map[[2]string]string)
+		b.portLabels = make(map[string]*[len(protos)]string)
 	}
-	if len(b.portLabels) < maxPortLabels {
-		b.portLabels[[2]string{name, proto}] = l
+	if ls == nil && len(b.portLabels) < maxPortLabels {
+		ls = new([len(protos)]string)
+		b.portLabels[name] = ls
+	}
+	if ls != nil {
+		ls[proto] = l
 	}
 	return l, nil
 }

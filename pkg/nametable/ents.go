@@ -56,6 +56,11 @@ func (b *builder) walkUp(name string, includeSelf bool) {
 	if p == w.last && p != "" {
 		return
 	}
+	// Most parents were noted before (a namespace's): no zone to find.
+	if _, ok := w.ents[p]; ok {
+		w.last = p
+		return
+	}
 	z := b.zoneOf(name)
 	if z == "" {
 		return
