@@ -75,24 +75,19 @@ func (s *jscan) fields(names map[string]int, read func(num int) error) error {
 // fieldsBy is fields with the field numbers (1 to 15; 0 for an unknown
 // key) given by field.
 func (s *jscan) fieldsBy(field func(key []byte) int, read func(num int) error) error {
-	var seen uint16
-	return s.object(func(key []byte) error {
-		num := field(key)
-		if num == 0 {
-			return fmt.Errorf("unknown field %q", key)
-		}
-		if seen&(1<<num) != 0 {
-			return fmt.Errorf("duplicate field %q", key)
-		}
-		seen |= 1 << num
-		if s.null() {
-			return nil
+	var o objectIter
+	if err := s.open(&o); err != nil {
+		return err
+	}
+	for {
+		key, num, err := s.nextField(&o, field)
+		if err != nil || num == 0 {
+			return err
 		}
 		if err := read(num); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
-		return nil
-	})
+	}
 }
 
 // DecodeJSON decodes the JSON form of a NameInfo (one object, nothing but
@@ -113,14 +108,24 @@ func (m *NameInfo) decodeJSON(b []byte, borrow bool) error {
 }
 
 // readJSON reads the object at s's position into m, which it resets
-// first (deeply with s.borrow: resetDeep).
+// first (deeply with s.borrow: resetDeep). It, port and endpoint are
+// fieldsBy written out as loops: a table file's conversion runs them
+// millions of times, and calls through closures were a good part of it.
 func (m *NameInfo) readJSON(s *jscan) error {
 	if s.borrow {
 		m.resetDeep()
 	} else {
 		m.Reset()
 	}
-	return s.fieldsBy(infoField, func(num int) (err error) {
+	var o objectIter
+	if err := s.open(&o); err != nil {
+		return err
+	}
+	for {
+		key, num, err := s.nextField(&o, infoField)
+		if err != nil || num == 0 {
+			return err
+		}
 		switch num {
 		case fieldInfoIPs:
 			m.IPs, err = s.strings(m.IPs)
@@ -133,33 +138,69 @@ func (m *NameInfo) readJSON(s *jscan) error {
 		case fieldInfoAltHosts:
 			m.AltHosts, err = s.strings(m.AltHosts)
 		case fieldInfoPorts:
-			err = s.array(func() error {
-				m.Ports = append(m.Ports, Port{})
-				return s.memoPort(&m.Ports[len(m.Ports)-1], m, len(m.Ports)-1)
-			})
+			err = m.readPorts(s)
 		case fieldInfoEndpoints:
-			err = s.array(func() error {
-				// An endpoint past the length is zero, or with
-				// resetDeep holds empty lists to reuse.
-				if n := len(m.Endpoints); n < cap(m.Endpoints) {
-					m.Endpoints = m.Endpoints[:n+1]
-				} else {
-					m.Endpoints = append(m.Endpoints, Endpoint{})
-				}
-				return s.endpoint(&m.Endpoints[len(m.Endpoints)-1])
-			})
+			err = m.readEndpoints(s)
 		case fieldInfoCanonical:
 			m.CanonicalName, err = s.str()
 		case fieldInfoTTL:
 			m.TTL, err = s.uint32()
 		}
-		return err
-	})
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+}
+
+func (m *NameInfo) readPorts(s *jscan) error {
+	if s.peek() != '[' {
+		return s.unexpected("an array")
+	}
+	s.i++
+	for first := true; ; first = false {
+		if more, err := s.nextElem(first); err != nil || !more {
+			return err
+		}
+		m.Ports = append(m.Ports, Port{})
+		if err := s.memoPort(&m.Ports[len(m.Ports)-1], m, len(m.Ports)-1); err != nil {
+			return err
+		}
+	}
+}
+
+func (m *NameInfo) readEndpoints(s *jscan) error {
+	if s.peek() != '[' {
+		return s.unexpected("an array")
+	}
+	s.i++
+	for first := true; ; first = false {
+		if more, err := s.nextElem(first); err != nil || !more {
+			return err
+		}
+		// An endpoint past the length is zero, or with resetDeep holds
+		// empty lists to reuse.
+		if n := len(m.Endpoints); n < cap(m.Endpoints) {
+			m.Endpoints = m.Endpoints[:n+1]
+		} else {
+			m.Endpoints = append(m.Endpoints, Endpoint{})
+		}
+		if err := s.endpoint(&m.Endpoints[len(m.Endpoints)-1]); err != nil {
+			return err
+		}
+	}
 }
 
 // port reads a Port into p, sharing strings through info.
 func (s *jscan) port(p *Port, info *NameInfo) error {
-	return s.fieldsBy(portField, func(num int) (err error) {
+	var o objectIter
+	if err := s.open(&o); err != nil {
+		return err
+	}
+	for {
+		key, num, err := s.nextField(&o, portField)
+		if err != nil || num == 0 {
+			return err
+		}
 		switch num {
 		case fieldPortName:
 			p.Name, err = s.shared(info)
@@ -168,12 +209,22 @@ func (s *jscan) port(p *Port, info *NameInfo) error {
 		case fieldPortProtocol:
 			p.Protocol, err = s.shared(info)
 		}
-		return err
-	})
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
 }
 
 func (s *jscan) endpoint(e *Endpoint) error {
-	return s.fieldsBy(endpointField, func(num int) (err error) {
+	var o objectIter
+	if err := s.open(&o); err != nil {
+		return err
+	}
+	for {
+		key, num, err := s.nextField(&o, endpointField)
+		if err != nil || num == 0 {
+			return err
+		}
 		switch num {
 		case fieldEndpointHostname:
 			e.Hostname, err = s.str()
@@ -184,8 +235,68 @@ func (s *jscan) endpoint(e *Endpoint) error {
 		case fieldEndpointForZones:
 			e.ForZones, err = s.strings(e.ForZones)
 		}
-		return err
-	})
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+}
+
+// objectIter is the state of a walk of an object's fields (nextField).
+type objectIter struct {
+	started bool
+	seen    uint16 // the field numbers read
+}
+
+// open reads an object's opening brace.
+func (s *jscan) open(o *objectIter) error {
+	if s.peek() != '{' {
+		return s.unexpected("an object")
+	}
+	s.i++
+	*o = objectIter{}
+	return nil
+}
+
+// nextField reads up to the value of the object's next field that is not
+// null (null leaves a field unset), as fieldsBy does: its key and number
+// (by field; each at most once, none unknown), or a number of 0 at the
+// object's end.
+func (s *jscan) nextField(o *objectIter, field func(key []byte) int) (key []byte, num int, err error) {
+	for {
+		key, end, err := s.memberBytes(!o.started, '}')
+		o.started = true
+		if err != nil || end {
+			return nil, 0, err
+		}
+		num := field(key)
+		if num == 0 {
+			return nil, 0, fmt.Errorf("unknown field %q", key)
+		}
+		if o.seen&(1<<num) != 0 {
+			return nil, 0, fmt.Errorf("duplicate field %q", key)
+		}
+		o.seen |= 1 << num
+		if !s.null() {
+			return key, num, nil
+		}
+	}
+}
+
+// nextElem reads what comes before an array's next element: "," unless
+// first; or the closing bracket (more false).
+func (s *jscan) nextElem(first bool) (more bool, err error) {
+	c := s.peek()
+	if c == ']' {
+		s.i++
+		return false, nil
+	}
+	if !first {
+		if c != ',' {
+			return false, s.unexpected(`"," or "]"`)
+		}
+		s.i++
+	}
+	return true, nil
 }
 
 // UnquoteJSON decodes b, one JSON string token with its quotes (and white

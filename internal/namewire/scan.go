@@ -62,37 +62,17 @@ func (s *jscan) null() bool {
 // object reads an object, calling member with each key (valid during the
 // call); member reads the value.
 func (s *jscan) object(member func(key []byte) error) error {
-	if c := s.peek(); c != '{' {
+	if s.peek() != '{' {
 		return s.unexpected("an object")
 	}
 	s.i++
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		if s.peek() != '"' {
-			return s.unexpected("a field name")
-		}
-		key, err := s.strBytes()
-		if err != nil {
+	for first := true; ; first = false {
+		key, end, err := s.memberBytes(first, '}')
+		if err != nil || end {
 			return err
 		}
-		if s.peek() != ':' {
-			return s.unexpected(`":"`)
-		}
-		s.i++
 		if err := member(key); err != nil {
 			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.unexpected(`"," or "}"`)
 		}
 	}
 }
@@ -103,34 +83,32 @@ func (s *jscan) array(elem func() error) error {
 		return s.unexpected("an array")
 	}
 	s.i++
-	if s.peek() == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		if err := elem(); err != nil {
+	for first := true; ; first = false {
+		if more, err := s.nextElem(first); err != nil || !more {
 			return err
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.unexpected(`"," or "]"`)
+		if err := elem(); err != nil {
+			return err
 		}
 	}
 }
 
 // strings reads an array of strings, appending them to into.
 func (s *jscan) strings(into []string) ([]string, error) {
-	err := s.array(func() error {
+	if s.peek() != '[' {
+		return into, s.unexpected("an array")
+	}
+	s.i++
+	for first := true; ; first = false {
+		if more, err := s.nextElem(first); err != nil || !more {
+			return into, err
+		}
 		v, err := s.str()
 		into = append(into, v)
-		return err
-	})
-	return into, err
+		if err != nil {
+			return into, err
+		}
+	}
 }
 
 func (s *jscan) unexpected(want string) error {
