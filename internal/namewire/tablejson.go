@@ -14,7 +14,12 @@ import (
 // that grows to the largest name's object.
 
 // maxJSONUnit bounds the window: one name's object, or the zone list.
-const maxJSONUnit = 64 << 20
+// unitAhead is what the window holds ahead before a unit is read, when
+// the stream has more.
+const (
+	maxJSONUnit = 64 << 20
+	unitAhead   = 4 << 10
+)
 
 // WalkJSONTable reads the JSON form of a NameTable from r: the fields
 // "table" and "authoritative_zones" (or "authoritativeZones"), each at
@@ -346,6 +351,13 @@ type jstream struct {
 // the window, or that ends right at it (a number or literal could go on),
 // ran out of input: more is read and it runs again from the same place.
 func (st *jstream) unit(read func(s *jscan) error) error {
+	// Most units are far smaller than this: with at least as much
+	// ahead they are seldom cut, and seldom read twice.
+	if !st.eof && len(st.b)-st.i < unitAhead {
+		if err := st.fill(); err != nil {
+			return err
+		}
+	}
 	for {
 		// One scanner, reused: a new one per name was 100,000 small
 		// allocations per pass over a large file.
