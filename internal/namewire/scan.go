@@ -129,8 +129,8 @@ func (s *jscan) str() (string, error) {
 }
 
 // shared is str for a field whose values repeat from name to name
-// (NameInfo.sharedStr).
-// Borrowed strings cost nothing to make: they are not looked up.
+// (NameInfo.sharedStr); borrowed strings cost nothing to make, so they
+// are not looked up.
 func (s *jscan) shared(m *NameInfo) (string, error) {
 	if s.borrow {
 		return s.str()

@@ -7,9 +7,10 @@ import (
 
 // Scanning JSON eight bytes at a time: a table file is mostly string
 // bodies, and testing each of their bytes alone was the largest part of
-// reading one. The tests below flag, in a word of eight bytes, each byte
-// equal to (or below) a value; a flag may be wrong only above a byte
-// rightly flagged, so the lowest flag is always right.
+// reading one. The tests below flag, in a word of eight bytes, the high
+// bit of each byte equal to (or below) a value. zeros' flags may be wrong
+// above a byte rightly flagged, so only its lowest flag is sure;
+// exactZeros' are all right.
 
 const (
 	ones  = 0x0101010101010101
@@ -33,23 +34,6 @@ func plainASCII(b []byte, i int) int {
 	}
 	for ; i < len(b); i++ {
 		if c := b[i]; c == '"' || c == '\\' || c < ' ' || c >= 0x80 {
-			return i
-		}
-	}
-	return i
-}
-
-// quoteOrBackslash returns the index of the first quote or backslash of b
-// from i on (len(b) if none).
-func quoteOrBackslash(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		if m := zeros(x^(ones*'"')) | zeros(x^(ones*'\\')); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' {
 			return i
 		}
 	}

@@ -1,14 +1,15 @@
 package namewire
 
 import (
-	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 )
 
-// The word-at-a-time scans find what a byte-by-byte scan finds, for every
-// pair of byte values side by side at every offset of a word (a flag's
-// borrow reaches the byte above it) and in the tail.
+// The word-at-a-time scan finds what a byte-by-byte scan finds, and
+// exactZeros flags what it must, for every pair of byte values side by
+// side at every offset of a word (a flag's borrow reaches the byte above
+// it) and in the tail.
 func TestWordScans(t *testing.T) {
 	naivePlain := func(b []byte, i int) int {
 		for ; i < len(b); i++ {
@@ -17,12 +18,6 @@ func TestWordScans(t *testing.T) {
 			}
 		}
 		return i
-	}
-	naiveQuote := func(b []byte, i int) int {
-		if j := bytes.IndexAny(b[i:], `"\`); j >= 0 {
-			return i + j
-		}
-		return len(b)
 	}
 	b := make([]byte, 19)
 	for at := 0; at+1 < len(b); at++ {
@@ -36,8 +31,18 @@ func TestWordScans(t *testing.T) {
 					if got, want := plainASCII(b, from), naivePlain(b, from); got != want {
 						t.Fatalf("plainASCII(%q, %d) = %d, want %d", b, from, got, want)
 					}
-					if got, want := quoteOrBackslash(b, from), naiveQuote(b, from); got != want {
-						t.Fatalf("quoteOrBackslash(%q, %d) = %d, want %d", b, from, got, want)
+				}
+				if at < 8 {
+					// exactZeros flags the zero bytes, every one
+					// and no other.
+					x, want := binary.LittleEndian.Uint64(b), uint64(0)
+					for k := range 8 {
+						if b[k] == 0 {
+							want |= 0x80 << (8 * k)
+						}
+					}
+					if got := exactZeros(x); got != want {
+						t.Fatalf("exactZeros(%#x) = %#x, want %#x", x, got, want)
 					}
 				}
 			}
