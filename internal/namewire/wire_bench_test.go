@@ -1,0 +1,57 @@
+package namewire_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/meshdns/meshdns/internal/namewire"
+)
+
+// clusterInfos are n NameInfos in wire form, shaped as clusterTable's:
+// one in 20 an ExternalName, one in 10 headless with 3 to 10 endpoints
+// behind one port, the others a ClusterIP with one or two named ports.
+func clusterInfos(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range n {
+		ns := fmt.Sprintf("ns-%d", i%100)
+		m := &namewire.NameInfo{Registry: "Kubernetes", Shortname: fmt.Sprintf("svc-%d", i), Namespace: ns}
+		switch {
+		case i%20 == 7:
+			m.CanonicalName = fmt.Sprintf("ext-%d.example.com", i)
+		case i%10 == 3:
+			m.Ports = []namewire.Port{{Name: "http", Port: 8080, Protocol: "TCP"}}
+			for e := range 3 + i%8 {
+				m.Endpoints = append(m.Endpoints, namewire.Endpoint{
+					Hostname: fmt.Sprintf("pod-%d", e),
+					IPs:      []string{fmt.Sprintf("10.%d.%d.%d", 128+e, i>>8&255, i&255)},
+				})
+			}
+		default:
+			m.IPs = []string{fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)}
+			m.Ports = []namewire.Port{{Name: "http", Port: 80, Protocol: "TCP"}}
+			if i%2 == 0 {
+				m.Ports = append(m.Ports, namewire.Port{Name: "grpc", Port: 9090, Protocol: "TCP"})
+			}
+		}
+		out[i] = m.Append(nil)
+	}
+	return out
+}
+
+// BenchmarkUnmarshalCluster decodes cluster-shaped NameInfos one after
+// another into one NameInfo, as an agent's table build does; an op is
+// one name.
+func BenchmarkUnmarshalCluster(b *testing.B) {
+	infos := clusterInfos(1000)
+	var info namewire.NameInfo
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := info.Unmarshal(infos[i]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == len(infos) {
+			i = 0
+		}
+	}
+}
