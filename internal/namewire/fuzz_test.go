@@ -1,7 +1,9 @@
 package namewire_test
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +117,52 @@ func FuzzJSONStrings(f *testing.F) {
 		}
 		if diff := cmp.Diff(pb.GetAuthoritativeZones(), got, equate); err == nil && diff != "" {
 			t.Fatalf("%q: (-protojson +namewire):\n%s", in, diff)
+		}
+	})
+}
+
+// One NameInfo decodes names one after another, reusing its lists and
+// the strings it held: decoding b after a must be decoding b alone, and
+// leave what a caller kept of a as it was (its strings, and each
+// endpoint's ForZones).
+func FuzzNameInfoReuse(f *testing.F) {
+	infos := clusterInfos(20)
+	for i := range infos {
+		f.Add(infos[i], infos[(i+7)%len(infos)])
+	}
+	cases := wireCases()
+	for i := range cases {
+		f.Add(cases[i], infos[3])
+		f.Add(infos[3], cases[i])
+	}
+	r := rand.New(rand.NewPCG(17, 18)) // endpoints with zones and hints
+	for range 3 {
+		a, _ := proto.Marshal(randInfo(r))
+		b, _ := proto.Marshal(randInfo(r))
+		f.Add(a, b)
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var reused namewire.NameInfo
+		errA := reused.Unmarshal(a)
+		kept := reused // what a caller may keep: strings and ForZones
+		kept.IPs, kept.AltHosts, kept.Ports, kept.Endpoints = slices.Clone(reused.IPs), slices.Clone(reused.AltHosts), slices.Clone(reused.Ports), slices.Clone(reused.Endpoints)
+		for i := range kept.Endpoints {
+			kept.Endpoints[i].IPs = slices.Clone(kept.Endpoints[i].IPs)
+		}
+		errB := reused.Unmarshal(b)
+		var alone namewire.NameInfo
+		errAlone := alone.Unmarshal(b)
+		if fmt.Sprint(errB) != fmt.Sprint(errAlone) {
+			t.Fatalf("%x after %x: error %v, alone %v", b, a, errB, errAlone)
+		}
+		if diff := cmp.Diff(&alone, &reused, equate); errB == nil && diff != "" {
+			t.Fatalf("%x after %x: (-alone +reused):\n%s", b, a, diff)
+		}
+		var again namewire.NameInfo
+		if err := again.Unmarshal(a); errA == nil && err == nil {
+			if diff := cmp.Diff(&again, &kept, equate); diff != "" {
+				t.Fatalf("%x: what was kept changed after %x: (-want +kept):\n%s", a, b, diff)
+			}
 		}
 	})
 }

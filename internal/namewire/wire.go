@@ -31,42 +31,87 @@ func walkStrict(b []byte, what string, field func(num protowire.Number, typ prot
 }
 
 func walkFields(b []byte, what string, strict bool, field func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%s: %w", what, protowire.ParseError(n))
+	r := fieldReader{b: b, what: what}
+	for {
+		ok, err := r.next(strict)
+		if err != nil || !ok {
+			return err
 		}
-		if num > protowire.MaxValidNumber {
-			return fmt.Errorf("%s: field number %d out of range", what, num)
-		}
-		b = b[n:]
-		var (
-			v []byte
-			x uint64
-		)
-		switch typ {
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return fmt.Errorf("%s field %d: %w", what, num, protowire.ParseError(n))
-		}
-		b = b[n:]
-		if typ != protowire.BytesType && typ != protowire.VarintType {
-			if strict {
-				return unknownSetting(what, num, typ)
-			}
-			continue
-		}
-		if err := field(num, typ, v, x); err != nil {
+		if err := field(r.num, r.typ, r.v, r.x); err != nil {
 			return err
 		}
 	}
-	return nil
+}
+
+// fieldReader reads a message's fields one after another, for the
+// decoders that run once per name (a NameInfo and its ports and
+// endpoints), which read them in loops rather than through walk's
+// closures: a table's conversion reads millions of fields.
+type fieldReader struct {
+	b    []byte // the rest of the message
+	what string // the message, for errors
+	// The field last read: its number, its wire type (varint or bytes)
+	// and its value, v for bytes, x for a varint (the other nil or 0).
+	num protowire.Number
+	typ protowire.Type
+	v   []byte
+	x   uint64
+}
+
+// next reads the next field with a varint or bytes value into r,
+// skipping the others (strict: failing on them, as walkStrict does); it
+// returns false at the end of the message.
+func (r *fieldReader) next(strict bool) (bool, error) {
+	for len(r.b) > 0 {
+		// Most fields have a one-byte tag (a number below 16) and a
+		// one-byte length or value: read those without protowire's
+		// general varints. Anything else, or a length past the end,
+		// takes the general way, which also says what is wrong.
+		if len(r.b) >= 2 && r.b[0] >= 1<<3 && r.b[0] < 0x80 && r.b[1] < 0x80 {
+			switch c := r.b[0]; protowire.Type(c & 7) {
+			case protowire.BytesType:
+				if n := int(r.b[1]); n <= len(r.b)-2 {
+					r.num, r.typ, r.v, r.x = protowire.Number(c>>3), protowire.BytesType, r.b[2:2+n], 0
+					r.b = r.b[2+n:]
+					return true, nil
+				}
+			case protowire.VarintType:
+				r.num, r.typ, r.v, r.x = protowire.Number(c>>3), protowire.VarintType, nil, uint64(r.b[1])
+				r.b = r.b[2:]
+				return true, nil
+			}
+		}
+		num, typ, n := protowire.ConsumeTag(r.b)
+		if n < 0 {
+			return false, fmt.Errorf("%s: %w", r.what, protowire.ParseError(n))
+		}
+		if num > protowire.MaxValidNumber {
+			return false, fmt.Errorf("%s: field number %d out of range", r.what, num)
+		}
+		r.b = r.b[n:]
+		r.v, r.x = nil, 0
+		switch typ {
+		case protowire.BytesType:
+			r.v, n = protowire.ConsumeBytes(r.b)
+		case protowire.VarintType:
+			r.x, n = protowire.ConsumeVarint(r.b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, r.b)
+		}
+		if n < 0 {
+			return false, fmt.Errorf("%s field %d: %w", r.what, num, protowire.ParseError(n))
+		}
+		r.b = r.b[n:]
+		if typ != protowire.BytesType && typ != protowire.VarintType {
+			if strict {
+				return false, unknownSetting(r.what, num, typ)
+			}
+			continue
+		}
+		r.num, r.typ = num, typ
+		return true, nil
+	}
+	return false, nil
 }
 
 // str returns v as a string, checked to be UTF-8.
@@ -83,47 +128,6 @@ func checkStr(v []byte, what string) error {
 		return fmt.Errorf("%s: %w", what, ErrInvalidUTF8)
 	}
 	return nil
-}
-
-// Unmarshal decodes a marshalled NameInfo into m, which it resets first
-// (keeping its slices' capacity, so one NameInfo decodes a table's names
-// one after another with few allocations).
-func (m *NameInfo) Unmarshal(b []byte) error {
-	m.Reset()
-	return walk(b, "name info", func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		if typ == protowire.VarintType {
-			if num == fieldInfoTTL {
-				m.TTL = uint32(x)
-			}
-			return nil
-		}
-		var err error
-		switch num {
-		case fieldInfoIPs:
-			var s string
-			s, err = str(v, "ips")
-			m.IPs = append(m.IPs, s)
-		case fieldInfoRegistry:
-			m.Registry, err = m.sharedStr(v, "registry")
-		case fieldInfoShortname:
-			m.Shortname, err = str(v, "shortname")
-		case fieldInfoNamespace:
-			m.Namespace, err = m.sharedStr(v, "namespace")
-		case fieldInfoAltHosts:
-			var s string
-			s, err = str(v, "alt_hosts")
-			m.AltHosts = append(m.AltHosts, s)
-		case fieldInfoPorts:
-			m.Ports = append(m.Ports, Port{})
-			err = m.Ports[len(m.Ports)-1].unmarshal(v, m)
-		case fieldInfoEndpoints:
-			m.Endpoints = append(m.Endpoints, Endpoint{})
-			err = m.Endpoints[len(m.Endpoints)-1].unmarshal(v)
-		case fieldInfoCanonical:
-			m.CanonicalName, err = str(v, "canonical_name")
-		}
-		return err
-	})
 }
 
 // CheckNameInfo reports whether b decodes as a NameInfo (what Unmarshal
@@ -153,46 +157,6 @@ func CheckNameInfo(b []byte) error {
 			})
 		}
 		return nil
-	})
-}
-
-// unmarshal decodes b into p, sharing strings through info.
-func (p *Port) unmarshal(b []byte, info *NameInfo) error {
-	return walk(b, "port", func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		var err error
-		switch {
-		case num == fieldPortPort && typ == protowire.VarintType:
-			p.Port = uint32(x)
-		case num == fieldPortName && typ == protowire.BytesType:
-			p.Name, err = info.sharedStr(v, "port name")
-		case num == fieldPortProtocol && typ == protowire.BytesType:
-			p.Protocol, err = info.sharedStr(v, "port protocol")
-		}
-		return err
-	})
-}
-
-func (e *Endpoint) unmarshal(b []byte) error {
-	return walk(b, "endpoint", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		var err error
-		switch num {
-		case fieldEndpointHostname:
-			e.Hostname, err = str(v, "endpoint hostname")
-		case fieldEndpointIPs:
-			var s string
-			s, err = str(v, "endpoint ips")
-			e.IPs = append(e.IPs, s)
-		case fieldEndpointZone:
-			e.Zone, err = str(v, "endpoint zone")
-		case fieldEndpointForZones:
-			var s string
-			s, err = str(v, "endpoint for_zones")
-			e.ForZones = append(e.ForZones, s)
-		}
-		return err
 	})
 }
 

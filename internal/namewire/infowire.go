@@ -1,0 +1,167 @@
+package namewire
+
+import "google.golang.org/protobuf/encoding/protowire"
+
+// Unmarshal decodes a marshalled NameInfo into m, which it resets first.
+//
+// One NameInfo decodes a table's names one after another (an agent's
+// table build does, once per name) with few allocations: Unmarshal keeps
+// the capacity of m's lists, the endpoints' lists of IPs included, and
+// takes a string equal to one m held before (its registry and namespace,
+// the name and protocol of the port at the same index, the hostname and
+// zone of the endpoint at the same index, or one of the shared strings)
+// rather than making it again. The strings it sets stay valid after the
+// next Unmarshal into m; its lists do not, except each endpoint's
+// ForZones, which a caller may keep.
+func (m *NameInfo) Unmarshal(b []byte) error {
+	registry, namespace := m.Registry, m.Namespace
+	m.reuse()
+	r := fieldReader{b: b, what: "name info"}
+	for {
+		ok, err := r.next(false)
+		if err != nil || !ok {
+			return err
+		}
+		if r.typ == protowire.VarintType {
+			if r.num == fieldInfoTTL {
+				m.TTL = uint32(r.x)
+			}
+			continue
+		}
+		v := r.v
+		switch r.num {
+		case fieldInfoIPs:
+			var s string
+			s, err = str(v, "ips")
+			m.IPs = append(m.IPs, s)
+		case fieldInfoRegistry:
+			m.Registry, err = m.sharedAs(v, registry, "registry")
+		case fieldInfoShortname:
+			m.Shortname, err = str(v, "shortname")
+		case fieldInfoNamespace:
+			m.Namespace, err = m.sharedAs(v, namespace, "namespace")
+		case fieldInfoAltHosts:
+			var s string
+			s, err = str(v, "alt_hosts")
+			m.AltHosts = append(m.AltHosts, s)
+		case fieldInfoPorts:
+			p, prev := m.nextPort()
+			err = p.unmarshal(v, m, &prev)
+		case fieldInfoEndpoints:
+			e, prev := m.nextEndpoint()
+			err = e.unmarshal(v, &prev)
+		case fieldInfoCanonical:
+			m.CanonicalName, err = str(v, "canonical_name")
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// reuse is Reset for Unmarshal: it leaves the ports and endpoints past
+// the lists' ends as they were, for nextPort and nextEndpoint.
+func (m *NameInfo) reuse() {
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared}
+}
+
+// nextPort appends a zero port to m.Ports and returns it, with the port
+// that was at its index before the reset (zero if none).
+func (m *NameInfo) nextPort() (p *Port, prev Port) {
+	n := len(m.Ports)
+	if n < cap(m.Ports) {
+		m.Ports = m.Ports[:n+1]
+		prev = m.Ports[n]
+		m.Ports[n] = Port{}
+	} else {
+		m.Ports = append(m.Ports, Port{})
+	}
+	return &m.Ports[n], prev
+}
+
+// nextEndpoint is nextPort for m.Endpoints; the new endpoint takes over
+// the previous one's list of IPs, emptied, but not its ForZones.
+func (m *NameInfo) nextEndpoint() (e *Endpoint, prev Endpoint) {
+	n := len(m.Endpoints)
+	if n < cap(m.Endpoints) {
+		m.Endpoints = m.Endpoints[:n+1]
+		prev = m.Endpoints[n]
+	} else {
+		m.Endpoints = append(m.Endpoints, Endpoint{})
+	}
+	e = &m.Endpoints[n]
+	*e = Endpoint{IPs: prev.IPs[:0]}
+	return e, prev
+}
+
+// sameStr is str for a field that was prev in the name decoded before:
+// an equal value is prev, not a new string.
+func sameStr(v []byte, prev, what string) (string, error) {
+	if string(v) == prev { // no allocation; prev is UTF-8
+		return prev, nil
+	}
+	return str(v, what)
+}
+
+// sharedAs is sharedStr for a field that was prev in the name decoded
+// before, which it compares first: most often the same value, found
+// without the lookup.
+func (m *NameInfo) sharedAs(v []byte, prev, what string) (string, error) {
+	if string(v) == prev {
+		return prev, nil
+	}
+	return m.sharedStr(v, what)
+}
+
+// unmarshal decodes b into p, sharing strings through info and prev.
+func (p *Port) unmarshal(b []byte, info *NameInfo, prev *Port) error {
+	r := fieldReader{b: b, what: "port"}
+	for {
+		ok, err := r.next(false)
+		if err != nil || !ok {
+			return err
+		}
+		switch {
+		case r.num == fieldPortPort && r.typ == protowire.VarintType:
+			p.Port = uint32(r.x)
+		case r.num == fieldPortName && r.typ == protowire.BytesType:
+			p.Name, err = info.sharedAs(r.v, prev.Name, "port name")
+		case r.num == fieldPortProtocol && r.typ == protowire.BytesType:
+			p.Protocol, err = info.sharedAs(r.v, prev.Protocol, "port protocol")
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// unmarshal decodes b into e, taking equal strings from prev.
+func (e *Endpoint) unmarshal(b []byte, prev *Endpoint) error {
+	r := fieldReader{b: b, what: "endpoint"}
+	for {
+		ok, err := r.next(false)
+		if err != nil || !ok {
+			return err
+		}
+		if r.typ != protowire.BytesType {
+			continue
+		}
+		switch r.num {
+		case fieldEndpointHostname:
+			e.Hostname, err = sameStr(r.v, prev.Hostname, "endpoint hostname")
+		case fieldEndpointIPs:
+			var s string
+			s, err = str(r.v, "endpoint ips")
+			e.IPs = append(e.IPs, s)
+		case fieldEndpointZone:
+			e.Zone, err = sameStr(r.v, prev.Zone, "endpoint zone")
+		case fieldEndpointForZones:
+			var s string
+			s, err = str(r.v, "endpoint for_zones")
+			e.ForZones = append(e.ForZones, s)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
