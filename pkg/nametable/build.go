@@ -69,8 +69,9 @@ func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 		owners: make(map[*node]string),
 		// Most entries have an address or endpoints: the reverse
 		// records, grown from nothing, were copied a dozen times.
-		pend4: make([]pending4, 0, sizeHint),
+		pend4: make([]pending4, 0, min(max(sizeHint, 0), arena.MaxNodes)),
 		walk:  &entWalk{ents: make(map[string]string)},
+		hint:  max(sizeHint, 0),
 	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
@@ -87,6 +88,7 @@ func (bb *Builder) Add(e *Entry) error {
 	if err := bb.b.addEntry(e); err != nil {
 		return fmt.Errorf("entry %q: %w", e.Hostname, err)
 	}
+	bb.b.added++
 	return nil
 }
 
@@ -163,9 +165,12 @@ type builder struct {
 	placed *[]string
 	// walk notes what New finds out about the stored names (ents.go);
 	// nil in Patch.
-	walk   *entWalk
-	slabs  slabs
-	hasAlt bool
+	walk *entWalk
+	// hint is the number of entries expected (NewBuilder), 0 if unknown;
+	// added the entries added so far.
+	hint, added int
+	slabs       slabs
+	hasAlt      bool
 	// tlds caches isTLD per label (public.go), or nil; nsForms is the
 	// flagPublicNS of each namespace as entries spell it, or nil.
 	tlds    map[string]bool
@@ -312,6 +317,18 @@ type spec struct {
 	under bool
 }
 
+// expectNames is the number of names the table will hold, estimated
+// from the names per entry so far and the entries expected (NewBuilder's
+// hint), or 0 if unknown. Sized for that when it must grow, the index
+// grows once (a table of services with endpoints holds more names than
+// entries), where doubling left it at a load Compact had to rehash.
+func (b *builder) expectNames() int {
+	if b.hint == 0 || b.added == 0 {
+		return 0
+	}
+	return int(int64(b.t.st.Len()) * int64(b.hint) / int64(b.added))
+}
+
 // place stores s under names: names[0] is the name s.ref holds, the others
 // (alt hosts) get a node of their own with the same records and flagCopy.
 // Names starting with "*." are wildcards. A name may be defined once; a
@@ -322,7 +339,7 @@ func (b *builder) place(s *spec, names []string) error {
 	var soa []dns.RR
 	// The first name is stored where its lookup found room: Reserve
 	// keeps that spot until then.
-	t.st.Reserve(len(names))
+	t.st.Reserve(len(names), b.expectNames())
 	var first arena.Spot
 	for i, name := range names {
 		if w, ok := strings.CutPrefix(name, "*."); ok {

@@ -265,7 +265,7 @@ func TestSpotPut(t *testing.T) {
 	ids := make(map[string]ID)
 	for i := range n {
 		name := fmt.Sprintf("n%d.example", i%(n/2)) // each name twice
-		s.Reserve(1)
+		s.Reserve(1, 0)
 		sp, old := s.SpotOf(name)
 		if prev, ok := ids[name]; (old != nil) != ok || ok && old.v != prev {
 			t.Fatalf("SpotOf(%q) found %v, want the node of ID %d (stored: %v)", name, old, prev, ok)
@@ -296,5 +296,37 @@ func TestSpotPut(t *testing.T) {
 	})
 	if len(seen) != len(ids) {
 		t.Fatalf("Each visited %d names, want %d", len(seen), len(ids))
+	}
+}
+
+// TestReserveExpect checks how far the index grows when it must: to hold
+// the names expected at a load of 3/4, by a quarter at least and at most
+// doubling; doubling when nothing is expected.
+func TestReserveExpect(t *testing.T) {
+	for _, c := range []struct {
+		expect, want int
+	}{
+		{expect: 0, want: 2000},
+		{expect: 1100, want: 1100*4/3 + 1},
+		{expect: 760, want: 1250},    // a quarter at least
+		{expect: 100000, want: 2000}, // doubling at most
+	} {
+		s := New[tnode, int](0)
+		s.Grow(1000)
+		for i := range 750 {
+			add(t, &s, fmt.Sprintf("n%d", i), 1)
+		}
+		if len(s.slots) != 1000 {
+			t.Fatalf("the index grew to %d slots before it was full", len(s.slots))
+		}
+		s.Reserve(1, c.expect)
+		if len(s.slots) != c.want {
+			t.Errorf("Reserve(1, %d): %d slots, want %d", c.expect, len(s.slots), c.want)
+		}
+		for i := range 750 {
+			if s.Lookup([]byte(fmt.Sprintf("n%d", i))) == nil {
+				t.Fatalf("n%d lost growing to %d slots", i, len(s.slots))
+			}
+		}
 	}
 }

@@ -108,11 +108,21 @@ type Spot struct {
 }
 
 // Reserve makes room for n more names: Spots taken after it stay valid
-// for n Puts, until something else changes the index.
-func (s *Store[N, R]) Reserve(n int) {
-	if (s.count+n)*4 > len(s.slots)*3 {
-		s.Grow(max(16, 2*len(s.slots), (s.count+n)*4/3+1))
+// for n Puts, until something else changes the index. expect is the
+// number of names the caller expects the index to hold in the end, or 0:
+// when the index must grow, it grows to hold them at a load of 3/4 (at
+// least by a quarter, at most doubling), where doubling alone could
+// leave it to be rehashed again by Compact.
+func (s *Store[N, R]) Reserve(n, expect int) {
+	need := s.count + n
+	if need*4 <= len(s.slots)*3 {
+		return
 	}
+	size := 2 * len(s.slots)
+	if expect > need {
+		size = min(size, max(expect*4/3+1, len(s.slots)*5/4))
+	}
+	s.Grow(max(16, size, need*4/3+1))
 }
 
 // SpotOf returns the spot of name and the node stored there, or nil.
