@@ -73,6 +73,9 @@ func NewBuilder(zones []string, pod Context, sizeHint int) (*Builder, error) {
 		walk:  &entWalk{ents: make(map[string]string)},
 		hint:  max(sizeHint, 0),
 	}
+	if sizeHint > probeEntries {
+		b.probe = max(probeEntries, sizeHint/32)
+	}
 	if err := b.addZones(zones); err != nil {
 		return nil, err
 	}
@@ -88,7 +91,14 @@ func (bb *Builder) Add(e *Entry) error {
 	if err := bb.b.addEntry(e); err != nil {
 		return fmt.Errorf("entry %q: %w", e.Hostname, err)
 	}
-	bb.b.added++
+	b := bb.b
+	if b.added++; b.added == b.probe {
+		// The names per entry so far say how many names the table
+		// will hold: the index grows now, while a rehash is cheap,
+		// rather than past a hundred thousand names; at most twice
+		// the hint, should the first entries be unlike the others.
+		b.t.st.GrowFor(min(b.expectNames(), 2*b.hint))
+	}
 	return nil
 }
 
@@ -167,10 +177,11 @@ type builder struct {
 	// nil in Patch.
 	walk *entWalk
 	// hint is the number of entries expected (NewBuilder), 0 if unknown;
-	// added the entries added so far.
-	hint, added int
-	slabs       slabs
-	hasAlt      bool
+	// added the entries added so far; probe the entry after which the
+	// index is sized for the names expected (0: never).
+	hint, added, probe int
+	slabs              slabs
+	hasAlt             bool
 	// tlds caches isTLD per label (public.go), or nil; nsForms is the
 	// flagPublicNS of each namespace as entries spell it, or nil.
 	tlds    map[string]bool
@@ -316,6 +327,9 @@ type spec struct {
 	// under marks an endpoint: its names lie under its service's.
 	under bool
 }
+
+// probeEntries is the fewest entries whose names predict a table's.
+const probeEntries = 1024
 
 // expectNames is the number of names the table will hold, estimated
 // from the names per entry so far and the entries expected (NewBuilder's

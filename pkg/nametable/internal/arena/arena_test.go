@@ -330,3 +330,25 @@ func TestReserveExpect(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowFor checks that GrowFor sizes the index for the names given at
+// a load of 3/4, never shrinks it, and keeps every name.
+func TestGrowFor(t *testing.T) {
+	s := New[tnode, int](100)
+	for i := range 100 {
+		add(t, &s, fmt.Sprintf("n%d", i), 1)
+	}
+	s.GrowFor(3000)
+	if len(s.slots) != 3000*4/3+1 {
+		t.Errorf("GrowFor(3000): %d slots, want %d", len(s.slots), 3000*4/3+1)
+	}
+	s.GrowFor(10)
+	if len(s.slots) != 3000*4/3+1 {
+		t.Errorf("GrowFor(10) changed the index to %d slots", len(s.slots))
+	}
+	for i := range 100 {
+		if s.Lookup([]byte(fmt.Sprintf("n%d", i))) == nil {
+			t.Fatalf("n%d lost", i)
+		}
+	}
+}

@@ -201,6 +201,14 @@ func eachID(in []uint64, f func(id ID)) {
 	}
 }
 
+// GrowFor grows the index to hold names at a load of 3/4, if it is
+// smaller.
+func (s *Store[N, R]) GrowFor(names int) {
+	if n := names*4/3 + 1; n > len(s.slots) {
+		s.Grow(n)
+	}
+}
+
 // Compact shrinks the index to a load of 3/4 once the table is complete:
 // growing by doubling may have left it at half that.
 func (s *Store[N, R]) Compact() {
