@@ -1,6 +1,12 @@
 package namewire
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"fmt"
+	"unicode/utf8"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // Unmarshal decodes a marshalled NameInfo into m, which it resets first.
 //
@@ -10,12 +16,21 @@ import "google.golang.org/protobuf/encoding/protowire"
 // takes a string equal to one m held before (its registry and namespace,
 // the name and protocol of the port at the same index, the hostname and
 // zone of the endpoint at the same index, or one of the shared strings)
-// rather than making it again. The strings it sets stay valid after the
+// rather than making it again, and makes its other strings in a buffer
+// it allocates for many names at once. The strings it sets stay valid after the
 // next Unmarshal into m; its lists do not, except each endpoint's
 // ForZones, which a caller may keep.
 func (m *NameInfo) Unmarshal(b []byte) error {
 	registry, namespace := m.Registry, m.Namespace
 	m.reuse()
+	// Room for every string of b, which are shorter together than b.
+	if cap(m.strs)-len(m.strs) < len(b) {
+		size := len(b) // a NameInfo decoding one name
+		if m.strs != nil {
+			size = max(size, strsChunk) // one decoding names in turn
+		}
+		m.strs = make([]byte, 0, size)
+	}
 	r := fieldReader{b: b, what: "name info"}
 	for {
 		ok, err := r.next(false)
@@ -32,26 +47,26 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 		switch r.num {
 		case fieldInfoIPs:
 			var s string
-			s, err = str(v, "ips")
+			s, err = m.newStr(v, "ips")
 			m.IPs = append(m.IPs, s)
 		case fieldInfoRegistry:
 			m.Registry, err = m.sharedAs(v, registry, "registry")
 		case fieldInfoShortname:
-			m.Shortname, err = str(v, "shortname")
+			m.Shortname, err = m.newStr(v, "shortname")
 		case fieldInfoNamespace:
 			m.Namespace, err = m.sharedAs(v, namespace, "namespace")
 		case fieldInfoAltHosts:
 			var s string
-			s, err = str(v, "alt_hosts")
+			s, err = m.newStr(v, "alt_hosts")
 			m.AltHosts = append(m.AltHosts, s)
 		case fieldInfoPorts:
 			p, prev := m.nextPort()
 			err = p.unmarshal(v, m, &prev)
 		case fieldInfoEndpoints:
 			e, prev := m.nextEndpoint()
-			err = e.unmarshal(v, &prev)
+			err = e.unmarshal(v, m, &prev)
 		case fieldInfoCanonical:
-			m.CanonicalName, err = str(v, "canonical_name")
+			m.CanonicalName, err = m.newStr(v, "canonical_name")
 		}
 		if err != nil {
 			return err
@@ -62,7 +77,7 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 // reuse is Reset for Unmarshal: it leaves the ports and endpoints past
 // the lists' ends as they were, for nextPort and nextEndpoint.
 func (m *NameInfo) reuse() {
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, strs: m.strs}
 }
 
 // nextPort appends a zero port to m.Ports and returns it, with the port
@@ -94,13 +109,37 @@ func (m *NameInfo) nextEndpoint() (e *Endpoint, prev Endpoint) {
 	return e, prev
 }
 
-// sameStr is str for a field that was prev in the name decoded before:
-// an equal value is prev, not a new string.
-func sameStr(v []byte, prev, what string) (string, error) {
+// strsChunk is the size of the buffers of strings of a NameInfo that
+// decodes names in turn: one allocation for a hundred names or so.
+const strsChunk = 4096
+
+// newStr is str making the string in m.strs: appended there, past every
+// string made before, and never written again, so the strings stay
+// valid when a new buffer replaces a full one (the old one lives as long
+// as one of its strings). A table's conversion makes millions of short
+// strings: one allocation each was a good part of its cost.
+func (m *NameInfo) newStr(v []byte, what string) (string, error) {
+	if !utf8.Valid(v) {
+		return "", fmt.Errorf("%s: %w", what, ErrInvalidUTF8)
+	}
+	if len(v) == 0 {
+		return "", nil
+	}
+	if cap(m.strs)-len(m.strs) < len(v) { // not after Unmarshal's check
+		m.strs = make([]byte, 0, max(len(v), strsChunk))
+	}
+	at := len(m.strs)
+	m.strs = append(m.strs, v...)
+	return unsafe.String(&m.strs[at], len(v)), nil
+}
+
+// sameStr is newStr for a field that was prev in the name decoded
+// before: an equal value is prev, not a new string.
+func (m *NameInfo) sameStr(v []byte, prev, what string) (string, error) {
 	if string(v) == prev { // no allocation; prev is UTF-8
 		return prev, nil
 	}
-	return str(v, what)
+	return m.newStr(v, what)
 }
 
 // sharedAs is sharedStr for a field that was prev in the name decoded
@@ -135,8 +174,9 @@ func (p *Port) unmarshal(b []byte, info *NameInfo, prev *Port) error {
 	}
 }
 
-// unmarshal decodes b into e, taking equal strings from prev.
-func (e *Endpoint) unmarshal(b []byte, prev *Endpoint) error {
+// unmarshal decodes b into e, taking equal strings from prev and making
+// the others through info.
+func (e *Endpoint) unmarshal(b []byte, info *NameInfo, prev *Endpoint) error {
 	r := fieldReader{b: b, what: "endpoint"}
 	for {
 		ok, err := r.next(false)
@@ -148,16 +188,16 @@ func (e *Endpoint) unmarshal(b []byte, prev *Endpoint) error {
 		}
 		switch r.num {
 		case fieldEndpointHostname:
-			e.Hostname, err = sameStr(r.v, prev.Hostname, "endpoint hostname")
+			e.Hostname, err = info.sameStr(r.v, prev.Hostname, "endpoint hostname")
 		case fieldEndpointIPs:
 			var s string
-			s, err = str(r.v, "endpoint ips")
+			s, err = info.newStr(r.v, "endpoint ips")
 			e.IPs = append(e.IPs, s)
 		case fieldEndpointZone:
-			e.Zone, err = sameStr(r.v, prev.Zone, "endpoint zone")
+			e.Zone, err = info.sameStr(r.v, prev.Zone, "endpoint zone")
 		case fieldEndpointForZones:
 			var s string
-			s, err = str(r.v, "endpoint for_zones")
+			s, err = info.newStr(r.v, "endpoint for_zones")
 			e.ForZones = append(e.ForZones, s)
 		}
 		if err != nil {

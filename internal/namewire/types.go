@@ -46,6 +46,9 @@ type NameInfo struct {
 	// reused for a table's names makes each such string once, not once
 	// per name (a Kubernetes table repeats a handful of them); or nil.
 	shared map[string]string
+	// strs holds the bytes of the other strings Unmarshal made, written
+	// once each and never again (see newStr); or nil.
+	strs []byte
 }
 
 // maxShared bounds NameInfo.shared: its number of strings and the length
@@ -98,7 +101,7 @@ func (m *NameInfo) Reset() {
 	for i := range m.Endpoints {
 		m.Endpoints[i] = Endpoint{}
 	}
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, strs: m.strs}
 }
 
 // resetDeep is Reset keeping the capacity of the endpoints' lists too,
