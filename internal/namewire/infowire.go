@@ -77,7 +77,8 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 // reuse is Reset for Unmarshal: it leaves the ports and endpoints past
 // the lists' ends as they were, for nextPort and nextEndpoint.
 func (m *NameInfo) reuse() {
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, strs: m.strs}
+	m.IPs, m.AltHosts, m.Ports, m.Endpoints = m.IPs[:0], m.AltHosts[:0], m.Ports[:0], m.Endpoints[:0]
+	m.Registry, m.Shortname, m.Namespace, m.CanonicalName, m.TTL = "", "", "", "", 0
 }
 
 // nextPort appends a zero port to m.Ports and returns it, with the port

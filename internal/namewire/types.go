@@ -15,6 +15,8 @@
 // agent cannot enforce must fail the version, not be silently ignored.
 package namewire
 
+import "hash/maphash"
+
 // NameTable is meshdns.v1.NameTable: everything one agent may answer.
 type NameTable struct {
 	// Table maps a hostname (no trailing dot, may start with "*.") to
@@ -46,6 +48,12 @@ type NameInfo struct {
 	// reused for a table's names makes each such string once, not once
 	// per name (a Kubernetes table repeats a handful of them); or nil.
 	shared map[string]string
+	// recent finds most of shared's strings faster than the map: a
+	// table's names come sorted by host, so their namespaces change from
+	// one to the next, and looking them up was a good part of decoding a
+	// name. Nil until shared has a few strings (a NameInfo decoding one
+	// name needs none).
+	recent *recentStrs
 	// strs holds the bytes of the other strings Unmarshal made, written
 	// once each and never again (see newStr); or nil.
 	strs []byte
@@ -58,9 +66,26 @@ const (
 	maxSharedLen = 63
 )
 
+// recentStrs is a cache of shared strings indexed by their hash, each
+// slot the last string that hashed there.
+type recentStrs struct {
+	seed maphash.Seed
+	slot [1024]string
+}
+
 // sharedStr is str for a field whose values repeat from name to name.
 func (m *NameInfo) sharedStr(v []byte, what string) (string, error) {
+	var slot *string
+	if m.recent != nil {
+		slot = &m.recent.slot[maphash.Bytes(m.recent.seed, v)%uint64(len(m.recent.slot))]
+		if *slot == string(v) { // no allocation
+			return *slot, nil
+		}
+	}
 	if s, ok := m.shared[string(v)]; ok { // no allocation
+		if slot != nil {
+			*slot = s
+		}
 		return s, nil
 	}
 	s, err := str(v, what)
@@ -71,6 +96,9 @@ func (m *NameInfo) sharedStr(v []byte, what string) (string, error) {
 		m.shared = make(map[string]string)
 	}
 	m.shared[s] = s
+	if m.recent == nil && len(m.shared) >= 8 {
+		m.recent = &recentStrs{seed: maphash.MakeSeed()}
+	}
 	return s, nil
 }
 
@@ -101,7 +129,7 @@ func (m *NameInfo) Reset() {
 	for i := range m.Endpoints {
 		m.Endpoints[i] = Endpoint{}
 	}
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, strs: m.strs}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, recent: m.recent, strs: m.strs}
 }
 
 // resetDeep is Reset keeping the capacity of the endpoints' lists too,
