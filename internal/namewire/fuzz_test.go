@@ -121,9 +121,10 @@ func FuzzJSONStrings(f *testing.F) {
 	})
 }
 
-// One NameInfo decodes names one after another, reusing its lists and
-// the strings it held: decoding b after a must be decoding b alone, and
-// leave what a caller kept of a as it was (its strings, and each
+// One NameInfo decodes names one after another, reusing its lists, the
+// strings it held and the port messages it decoded: decoding b after a
+// (and a again after b, and so on) must be decoding each alone, and leave
+// what a caller kept of the one before as it was (its strings, and each
 // endpoint's ForZones).
 func FuzzNameInfoReuse(f *testing.F) {
 	infos := clusterInfos(20)
@@ -143,25 +144,29 @@ func FuzzNameInfoReuse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		var reused namewire.NameInfo
-		errA := reused.Unmarshal(a)
-		kept := reused // what a caller may keep: strings and ForZones
-		kept.IPs, kept.AltHosts, kept.Ports, kept.Endpoints = slices.Clone(reused.IPs), slices.Clone(reused.AltHosts), slices.Clone(reused.Ports), slices.Clone(reused.Endpoints)
-		for i := range kept.Endpoints {
-			kept.Endpoints[i].IPs = slices.Clone(kept.Endpoints[i].IPs)
-		}
-		errB := reused.Unmarshal(b)
-		var alone namewire.NameInfo
-		errAlone := alone.Unmarshal(b)
-		if fmt.Sprint(errB) != fmt.Sprint(errAlone) {
-			t.Fatalf("%x after %x: error %v, alone %v", b, a, errB, errAlone)
-		}
-		if diff := cmp.Diff(&alone, &reused, equate); errB == nil && diff != "" {
-			t.Fatalf("%x after %x: (-alone +reused):\n%s", b, a, diff)
-		}
-		var again namewire.NameInfo
-		if err := again.Unmarshal(a); errA == nil && err == nil {
-			if diff := cmp.Diff(&again, &kept, equate); diff != "" {
-				t.Fatalf("%x: what was kept changed after %x: (-want +kept):\n%s", a, b, diff)
+		var kept namewire.NameInfo // what a caller may keep of the last
+		for i, in := range [][]byte{a, b, a, b, a} {
+			var alone namewire.NameInfo
+			errAlone := alone.Unmarshal(in)
+			if err := reused.Unmarshal(in); fmt.Sprint(err) != fmt.Sprint(errAlone) {
+				t.Fatalf("%x decoded %d-th: error %v, alone %v", in, i, err, errAlone)
+			}
+			if diff := cmp.Diff(&alone, &reused, equate); errAlone == nil && diff != "" {
+				t.Fatalf("%x decoded %d-th: (-alone +reused):\n%s", in, i, diff)
+			}
+			if i > 0 {
+				var want namewire.NameInfo
+				if err := want.Unmarshal([][]byte{a, b}[(i-1)%2]); err == nil {
+					if diff := cmp.Diff(&want, &kept, equate); diff != "" {
+						t.Fatalf("what was kept changed after %x: (-want +kept):\n%s", in, diff)
+					}
+				}
+			}
+			kept = reused
+			kept.IPs, kept.AltHosts, kept.Ports = slices.Clone(reused.IPs), slices.Clone(reused.AltHosts), slices.Clone(reused.Ports)
+			kept.Endpoints = slices.Clone(reused.Endpoints)
+			for i := range kept.Endpoints {
+				kept.Endpoints[i].IPs = slices.Clone(kept.Endpoints[i].IPs)
 			}
 		}
 	})

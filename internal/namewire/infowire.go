@@ -60,8 +60,7 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 			s, err = m.newStr(v, "alt_hosts")
 			m.AltHosts = append(m.AltHosts, s)
 		case fieldInfoPorts:
-			p, prev := m.nextPort()
-			err = p.unmarshal(v, m, &prev)
+			err = m.decodePort(v)
 		case fieldInfoEndpoints:
 			e, prev := m.nextEndpoint()
 			err = e.unmarshal(v, m, &prev)
@@ -93,6 +92,57 @@ func (m *NameInfo) nextPort() (p *Port, prev Port) {
 		m.Ports = append(m.Ports, Port{})
 	}
 	return &m.Ports[n], prev
+}
+
+// A table repeats its port messages from name to name, byte for byte
+// (http, 80, TCP), and decoding them was a good part of decoding a name.
+// A NameInfo decoding names in turn remembers the message last decoded
+// at each of the first indexes of its ports, and its value: the same
+// bytes at the same index are the same port, copied rather than
+// decoded.
+const (
+	maxSeenPorts   = 4
+	maxSeenPortLen = 32
+)
+
+// seenPort is one port message remembered, and its value.
+type seenPort struct {
+	raw  [maxSeenPortLen]byte
+	n    int // of raw, or -1 for none
+	port Port
+}
+
+// decodePort decodes v, the message of a port, into a port appended to
+// m.Ports.
+func (m *NameInfo) decodePort(v []byte) error {
+	k := len(m.Ports)
+	if m.seenPorts == nil && k < cap(m.Ports) {
+		// A port decoded at this index before: names in turn.
+		m.seenPorts = new([maxSeenPorts]seenPort)
+		for i := range m.seenPorts {
+			m.seenPorts[i].n = -1
+		}
+	}
+	p, prev := m.nextPort()
+	var seen *seenPort
+	if m.seenPorts != nil && k < maxSeenPorts {
+		seen = &m.seenPorts[k]
+		if seen.n == len(v) && string(seen.raw[:seen.n]) == string(v) {
+			*p = seen.port
+			return nil
+		}
+	}
+	if err := p.unmarshal(v, m, &prev); err != nil {
+		return err
+	}
+	if seen != nil {
+		seen.n = -1
+		if len(v) <= maxSeenPortLen {
+			seen.n = copy(seen.raw[:], v)
+			seen.port = *p
+		}
+	}
+	return nil
 }
 
 // nextEndpoint is nextPort for m.Endpoints; the new endpoint takes over

@@ -54,6 +54,10 @@ type NameInfo struct {
 	// name. Nil until shared has a few strings (a NameInfo decoding one
 	// name needs none).
 	recent *recentStrs
+	// seenPorts are the port messages last decoded at the first indexes
+	// of Ports, with their values (see decodePort); nil until a NameInfo
+	// decodes a second name.
+	seenPorts *[maxSeenPorts]seenPort
 	// strs holds the bytes of the other strings Unmarshal made, written
 	// once each and never again (see newStr); or nil.
 	strs []byte
@@ -129,7 +133,7 @@ func (m *NameInfo) Reset() {
 	for i := range m.Endpoints {
 		m.Endpoints[i] = Endpoint{}
 	}
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, recent: m.recent, strs: m.strs}
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, recent: m.recent, seenPorts: m.seenPorts, strs: m.strs}
 }
 
 // resetDeep is Reset keeping the capacity of the endpoints' lists too,

@@ -37,7 +37,13 @@ func walkFields(b []byte, what string, strict bool, field func(num protowire.Num
 		if err != nil || !ok {
 			return err
 		}
-		if err := field(r.num, r.typ, r.v, r.x); err != nil {
+		v, x := r.v, r.x
+		if r.typ == protowire.BytesType {
+			x = 0
+		} else {
+			v = nil
+		}
+		if err := field(r.num, r.typ, v, x); err != nil {
 			return err
 		}
 	}
@@ -51,7 +57,7 @@ type fieldReader struct {
 	b    []byte // the rest of the message
 	what string // the message, for errors
 	// The field last read: its number, its wire type (varint or bytes)
-	// and its value, v for bytes, x for a varint (the other nil or 0).
+	// and its value, v for bytes, x for a varint (the other is stale).
 	num protowire.Number
 	typ protowire.Type
 	v   []byte
@@ -60,26 +66,29 @@ type fieldReader struct {
 
 // next reads the next field with a varint or bytes value into r,
 // skipping the others (strict: failing on them, as walkStrict does); it
-// returns false at the end of the message.
+// returns false at the end of the message. Most fields are strings and
+// messages of a number below 16 and shorter than 128 bytes, their tag
+// and length a byte each: next reads those itself, small enough to be
+// inlined, and leaves the others to nextSlow.
 func (r *fieldReader) next(strict bool) (bool, error) {
+	if b := r.b; len(b) >= 2 && b[0]&0x87 == byte(protowire.BytesType) && b[0] >= 1<<3 && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+		n := int(b[1]) + 2
+		r.num, r.typ, r.v, r.b = protowire.Number(b[0]>>3), protowire.BytesType, b[2:n], b[n:]
+		return true, nil
+	}
+	return r.nextSlow(strict)
+}
+
+// nextSlow is next for any field, and says what is wrong with a
+// malformed one.
+func (r *fieldReader) nextSlow(strict bool) (bool, error) {
 	for len(r.b) > 0 {
-		// Most fields have a one-byte tag (a number below 16) and a
-		// one-byte length or value: read those without protowire's
-		// general varints. Anything else, or a length past the end,
-		// takes the general way, which also says what is wrong.
-		if len(r.b) >= 2 && r.b[0] >= 1<<3 && r.b[0] < 0x80 && r.b[1] < 0x80 {
-			switch c := r.b[0]; protowire.Type(c & 7) {
-			case protowire.BytesType:
-				if n := int(r.b[1]); n <= len(r.b)-2 {
-					r.num, r.typ, r.v, r.x = protowire.Number(c>>3), protowire.BytesType, r.b[2:2+n], 0
-					r.b = r.b[2+n:]
-					return true, nil
-				}
-			case protowire.VarintType:
-				r.num, r.typ, r.v, r.x = protowire.Number(c>>3), protowire.VarintType, nil, uint64(r.b[1])
-				r.b = r.b[2:]
-				return true, nil
-			}
+		// A varint field of a number below 16 and a value below 128 is
+		// two bytes too.
+		if len(r.b) >= 2 && r.b[0]&7 == byte(protowire.VarintType) && r.b[0] >= 1<<3 && r.b[0] < 0x80 && r.b[1] < 0x80 {
+			r.num, r.typ, r.x = protowire.Number(r.b[0]>>3), protowire.VarintType, uint64(r.b[1])
+			r.b = r.b[2:]
+			return true, nil
 		}
 		num, typ, n := protowire.ConsumeTag(r.b)
 		if n < 0 {
@@ -89,7 +98,6 @@ func (r *fieldReader) next(strict bool) (bool, error) {
 			return false, fmt.Errorf("%s: field number %d out of range", r.what, num)
 		}
 		r.b = r.b[n:]
-		r.v, r.x = nil, 0
 		switch typ {
 		case protowire.BytesType:
 			r.v, n = protowire.ConsumeBytes(r.b)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/meshdns/meshdns/internal/namewire"
 )
 
@@ -56,4 +58,25 @@ func BenchmarkUnmarshalCluster(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((cpuTime(b)-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// A NameInfo decoding a table's names in turn, reusing what it held
+// before, decodes each as a new one does.
+func TestUnmarshalInTurn(t *testing.T) {
+	infos := clusterInfos(400)
+	var reused namewire.NameInfo
+	for round := range 2 {
+		for i, in := range infos {
+			var alone namewire.NameInfo
+			if err := alone.Unmarshal(in); err != nil {
+				t.Fatalf("%d: %v", i, err)
+			}
+			if err := reused.Unmarshal(in); err != nil {
+				t.Fatalf("round %d, %d: %v", round, i, err)
+			}
+			if diff := cmp.Diff(&alone, &reused, equate); diff != "" {
+				t.Fatalf("round %d, %d: (-alone +reused):\n%s", round, i, diff)
+			}
+		}
+	}
 }
