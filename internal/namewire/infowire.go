@@ -21,7 +21,10 @@ import (
 // next Unmarshal into m; its lists do not, except each endpoint's
 // ForZones, which a caller may keep.
 func (m *NameInfo) Unmarshal(b []byte) error {
-	registry, namespace := m.Registry, m.Namespace
+	var registry, namespace string
+	if m.inTurn {
+		registry, namespace = m.Registry, m.Namespace
+	}
 	m.reuse()
 	// Room for every string of b, which are shorter together than b.
 	if cap(m.strs)-len(m.strs) < len(b) {
@@ -73,9 +76,18 @@ func (m *NameInfo) Unmarshal(b []byte) error {
 	}
 }
 
-// reuse is Reset for Unmarshal: it leaves the ports and endpoints past
-// the lists' ends as they were, for nextPort and nextEndpoint.
+// reuse is Reset for Unmarshal: after an Unmarshal it leaves the ports
+// and endpoints past the lists' ends as they were, for nextPort and
+// nextEndpoint.
 func (m *NameInfo) reuse() {
+	if !m.inTurn {
+		// After DecodeJSON or a Reset: Reset leaves nothing past the
+		// ends to compare with or reuse (a caller may keep a shallow
+		// copy of an endpoint DecodeJSON made).
+		m.Reset()
+		m.inTurn = true
+		return
+	}
 	m.IPs, m.AltHosts, m.Ports, m.Endpoints = m.IPs[:0], m.AltHosts[:0], m.Ports[:0], m.Endpoints[:0]
 	m.Registry, m.Shortname, m.Namespace, m.CanonicalName, m.TTL = "", "", "", "", 0
 }

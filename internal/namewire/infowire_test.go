@@ -80,3 +80,47 @@ func TestUnmarshalInTurn(t *testing.T) {
 		}
 	}
 }
+
+// A NameInfo that decoded names from the wire decodes JSON as a new one
+// does, and the other way round: what Unmarshal keeps past its lists'
+// ends for the next name must not show through DecodeJSON, nor reuse
+// what DecodeJSON made.
+func TestUnmarshalThenJSON(t *testing.T) {
+	infos := clusterInfos(20)
+	js := []byte(`{"endpoints": [{"ips": ["10.0.0.1"]}, {"hostname": "b", "ips": ["10.0.0.2"]}, {"ips": ["10.0.0.3"]}]}`)
+	var reused namewire.NameInfo
+	for _, i := range []int{13, 3} { // 6 endpoints, then 3
+		if err := reused.Unmarshal(infos[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reused.Unmarshal(infos[0]); err != nil { // none
+		t.Fatal(err)
+	}
+	var alone namewire.NameInfo
+	if err := alone.DecodeJSON(js); err != nil {
+		t.Fatal(err)
+	}
+	if err := reused.DecodeJSON(js); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&alone, &reused, equate); diff != "" {
+		t.Fatalf("(-alone +after Unmarshal):\n%s", diff)
+	}
+	// And back: a caller may keep a shallow copy of an endpoint
+	// DecodeJSON made.
+	kept := reused.Endpoints[0]
+	if err := reused.Unmarshal(infos[13]); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(alone.Endpoints[0], kept); diff != "" {
+		t.Fatalf("an endpoint kept changed (-want +kept):\n%s", diff)
+	}
+	var wire namewire.NameInfo
+	if err := wire.Unmarshal(infos[13]); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&wire, &reused, equate); diff != "" {
+		t.Fatalf("(-alone +after DecodeJSON):\n%s", diff)
+	}
+}

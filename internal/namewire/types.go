@@ -58,6 +58,11 @@ type NameInfo struct {
 	// of Ports, with their values (see decodePort); nil until a NameInfo
 	// decodes a second name.
 	seenPorts *[maxSeenPorts]seenPort
+	// inTurn: the ports and endpoints past the ends of Ports and
+	// Endpoints are those of the last Unmarshal, for the next one to
+	// compare with and reuse the lists of (see nextPort); otherwise they
+	// are zero, or endpoints with empty lists after resetDeep.
+	inTurn bool
 	// strs holds the bytes of the other strings Unmarshal made, written
 	// once each and never again (see newStr); or nil.
 	strs []byte
@@ -127,24 +132,34 @@ type Endpoint struct {
 // Reset empties m, keeping the capacity of its slices (and the strings it
 // shares between decodes) for the next decode into it.
 func (m *NameInfo) Reset() {
-	for i := range m.Ports {
-		m.Ports[i] = Port{}
+	ports, ends := m.Ports, m.Endpoints
+	if m.inTurn {
+		ports, ends = ports[:cap(ports)], ends[:cap(ends)]
 	}
-	for i := range m.Endpoints {
-		m.Endpoints[i] = Endpoint{}
-	}
-	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0], shared: m.shared, recent: m.recent, seenPorts: m.seenPorts, strs: m.strs}
+	clear(ports)
+	clear(ends)
+	*m = NameInfo{IPs: m.IPs[:0], AltHosts: m.AltHosts[:0], Ports: m.Ports[:0], Endpoints: m.Endpoints[:0],
+		shared: m.shared, recent: m.recent, seenPorts: m.seenPorts, strs: m.strs}
 }
 
 // resetDeep is Reset keeping the capacity of the endpoints' lists too,
 // for a NameInfo no caller sees (WalkJSONTableWire's): Reset does not,
 // since a caller may keep a shallow copy of an endpoint.
 func (m *NameInfo) resetDeep() {
-	for i := range m.Endpoints {
-		e := &m.Endpoints[i]
-		*e = Endpoint{IPs: e.IPs[:0], ForZones: e.ForZones[:0]}
-	}
 	ends := m.Endpoints
+	if m.inTurn {
+		// Unmarshal's endpoints, past the end too; a caller may keep
+		// their ForZones.
+		ends = ends[:cap(ends)]
+		for i := range ends {
+			ends[i] = Endpoint{IPs: ends[i].IPs[:0]}
+		}
+	} else {
+		for i := range ends {
+			e := &ends[i]
+			*e = Endpoint{IPs: e.IPs[:0], ForZones: e.ForZones[:0]}
+		}
+	}
 	m.Endpoints = nil
 	m.Reset()
 	m.Endpoints = ends[:0]
