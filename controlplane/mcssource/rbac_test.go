@@ -2,7 +2,6 @@ package mcssource
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/internal/kubetest"
@@ -99,32 +97,14 @@ func TestRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("testdata/multicluster.x-k8s.io_serviceimports.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.InstallCRD(t, "testdata/multicluster.x-k8s.io_serviceimports.yaml")
 	imp := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": Group + "/" + Version, "kind": "ServiceImport",
 		"metadata": map[string]any{"name": "web", "namespace": ns},
 		"spec":     map[string]any{"type": "ClusterSetIP", "ips": []any{"10.9.0.1"}, "ports": []any{map[string]any{"name": "http", "port": int64(80)}}},
 	}}
-	for {
-		_, err := dyn.Resource(schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}).Namespace(ns).Create(ctx, imp, metav1.CreateOptions{})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || !apierrors.IsNotFound(err) {
-			t.Fatalf("create ServiceImport: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the CRD is not established yet
+	if _, err := dyn.Resource(schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}).Namespace(ns).Create(ctx, imp, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ServiceImport: %v", err)
 	}
 
 	const user = "system:serviceaccount:meshdns:controlplane"

@@ -15,6 +15,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
+	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
 var importGVR = schema.GroupVersionResource{Group: mcssource.Group, Version: mcssource.Version, Resource: mcssource.Resource}
@@ -113,7 +114,7 @@ func TestMultiClusterEndToEnd(t *testing.T) {
 	s.await(t, web, dns.TypeA, "NXDOMAIN ")
 
 	// Without the CRD the zone goes back upstream.
-	if err := dyn.Resource(kubestack.CRDs).Delete(ctx, crd, metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kubetest.CRDs).Delete(ctx, crd, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Deleting the CRD deletes the imports first (the old answer, then an

@@ -19,7 +19,6 @@ import (
 )
 
 var (
-	crdGVR       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	dnsPolicyGVR = schema.GroupVersionResource{Group: "meshdns.io", Version: "v1alpha1", Resource: "dnspolicies"}
 )
 
@@ -36,26 +35,6 @@ func readObject(t *testing.T, path string) *unstructured.Unstructured {
 	return u
 }
 
-// installDNSPolicyCRD creates the CRD and waits until the API server
-// serves the resource (Established, and a list of it answers).
-func installDNSPolicyCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
-	t.Helper()
-	if _, err := dyn.Resource(crdGVR).Create(ctx, readObject(t, "15-dnspolicy-crd.yaml"), metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-		t.Fatalf("create CRD: %v", err)
-	}
-	for {
-		_, err := dyn.Resource(dnsPolicyGVR).Namespace("default").List(ctx, metav1.ListOptions{})
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("DNSPolicy never served: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // TestDNSPolicyCRD installs the CRD on a real API server: the example
 // object and a minimal one are accepted (with the documented defaults),
 // invalid ones are rejected by the schema with a message naming the field,
@@ -68,7 +47,7 @@ func TestDNSPolicyCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installDNSPolicyCRD(ctx, t, dyn)
+	c.InstallCRD(t, "15-dnspolicy-crd.yaml")
 	ns := c.Namespace(t, "policy")
 	ri := dyn.Resource(dnsPolicyGVR).Namespace(ns)
 	create := func(spec map[string]any) (*unstructured.Unstructured, error) {

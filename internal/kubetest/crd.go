@@ -17,11 +17,12 @@ import (
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-// crds is the resource of CustomResourceDefinitions.
-var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+// CRDs is the resource of CustomResourceDefinitions.
+var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // InstallCRD creates the CustomResourceDefinition in the YAML file at path
-// (an install's, or a published one), unless the cluster has it already,
+// (an install's, or a published one; a field the API server does not know
+// fails it), unless the cluster has it already,
 // and returns its resource (the storage version) once the API server
 // serves it: a moment after the create, when a list of it first succeeds.
 func (c *Cluster) InstallCRD(t testing.TB, path string) schema.GroupVersionResource {
@@ -44,7 +45,7 @@ func (c *Cluster) InstallCRD(t testing.TB, path string) schema.GroupVersionResou
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(CRDs).Create(ctx, crd, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create CRD %s: %v", crd.GetName(), err)
 	}
 	testenv.Eventually(t, gvr.Resource+" served", time.Minute, func() bool {

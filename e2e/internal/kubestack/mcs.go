@@ -17,9 +17,6 @@ import (
 	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
-// CRDs is the resource of CustomResourceDefinitions.
-var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // InstallServiceImportCRD installs the ServiceImport CRD of the MCS API
 // (its published YAML, in controlplane/mcssource/testdata) on c with
 // kubetest's InstallCRD, which returns once it is served, and returns a
