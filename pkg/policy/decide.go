@@ -19,8 +19,8 @@ type Decision struct {
 	// Audit is set when the policy only reports: the caller answers as
 	// if allowed and counts the denial.
 	Audit bool
-	// Expansion is set when the name was judged as the name the pod
-	// meant under its search path (see DecideSearch).
+	// Expansion is set when the name the pod meant under its search
+	// path denied a name its default allowed as written (DecideSearch).
 	Expansion bool
 }
 

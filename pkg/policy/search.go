@@ -29,16 +29,21 @@ func Meant(qname string, search []string) (string, bool) {
 }
 
 // DecideSearch is Decide for a pod whose resolver walks the search list
-// search, so that the walk is never denied along the way:
+// search. A name is forwarded only when the name as written is allowed:
+// the pod writes its own search list, so a search domain says nothing
+// about where a name's query goes, and judging X.<search domain> as X
+// would send data to a domain no rule allows (X.wild.example.evil.test
+// under "*.wild.example"). What the pod meant may only add a denial:
 //
 //   - A name no search domain fits is judged by Decide.
-//   - A name answered from the table is judged as itself (the table holds
-//     it or answers its NXDOMAIN), and so is a name a rule matches: a rule
-//     about the name as written beats what it may have meant.
-//   - Otherwise (a forwarded name that only a default decides) it is judged
-//     as the name the pod meant (Meant, as an outside name) and the
-//     decision has Expansion set: api.stripe.com.corp.example is allowed
-//     when api.stripe.com is, and denied when api.stripe.com is.
+//   - A name answered from the table is judged as itself: the table holds
+//     it or answers its NXDOMAIN, and nothing leaves the pod.
+//   - A forwarded name is judged as written first. A rule about it
+//     decides; without one the outside default does. When only the
+//     outside default allows it, the name the pod meant (Meant, as an
+//     outside name) is judged too and its denial wins (Expansion set):
+//     with "evil.com" denied, evil.com.corp.example is denied as well, so
+//     a denied name is denied at every step of the walk.
 //   - A denied name under a search domain is answered NXDOMAIN, whatever
 //     DenyResponse says: REFUSED would stop musl's walk before it reaches
 //     the name as written, which then gets the policy's response.
@@ -50,9 +55,11 @@ func (p *Policy) DecideSearch(qname string, fromTable bool, search []string) Dec
 	if p == nil || !ok {
 		return d
 	}
-	if !fromTable && d.Rule == NoRule {
-		d = p.Decide(meant, false)
-		d.Expansion = true
+	if !fromTable && d.Rule == NoRule && d.Action == Allow {
+		if m := p.Decide(meant, false); m.Action == Deny {
+			d = m
+			d.Expansion = true
+		}
 	}
 	if d.Action == Deny {
 		d.Rcode = rcodeNXDOMAIN

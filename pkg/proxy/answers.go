@@ -88,6 +88,9 @@ type tableState struct {
 	// zoneAllowed: pol allows every table name inside the cluster
 	// domain without a decision (Handler.zoneAllowed).
 	zoneAllowed bool
+	// ownsCluster: pol is set and table is complete for the cluster
+	// domain (Handler.ownsCluster).
+	ownsCluster bool
 	// perShard bounds each shard's entries and shardBytes its bytes.
 	perShard, shardBytes int
 	seed                 maphash.Seed

@@ -85,8 +85,11 @@ type Config struct {
 	// enabled at Info writes none). Nil means JSON lines on stderr.
 	QueryLogger *slog.Logger
 	// Search is the pod's search list (resolv.conf): under a policy, a
-	// forwarded name below one of these domains is judged as the name the
-	// pod meant (docs/policy.md). Nil: every name is judged as written.
+	// forwarded name below one of these domains is denied when the name
+	// the pod meant is, and answered NXDOMAIN when denied, so the
+	// resolver's walk goes on (docs/policy.md). It never allows a name:
+	// the pod writes its own search list. Nil: every name is judged as
+	// written only.
 	Search []string
 	// QueryTap, when set, receives every answer the query log writes
 	// (see Tap). Nil means none.

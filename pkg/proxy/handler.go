@@ -187,7 +187,7 @@ func malformed(r *request) int {
 func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	// One load gives the table and the policy of one version.
 	st := h.state.Load()
-	r.pol, r.zoneAllowed = st.pol, st.zoneAllowed
+	r.pol, r.zoneAllowed, r.ownsCluster = st.pol, st.zoneAllowed, st.ownsCluster
 	switch {
 	case r.opcode() != dns.OpcodeQuery:
 		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false

@@ -50,6 +50,7 @@ func (p *Policy) Len() int { return len(p.rules) }
 func (h *Handler) SetTablePolicy(t Lookuper, p *Policy) {
 	st := newTableState(t, h.maxAnswers, h.maxAnswerBytes)
 	st.pol, st.zoneAllowed = p, h.zoneAllowed(p)
+	st.ownsCluster = p != nil && h.ownsCluster(t)
 	h.state.Store(st)
 	h.ready.Store(t != nil)
 }
@@ -76,14 +77,18 @@ func (v *verdict) denied() bool { return v.judged && v.d.Action == policy.Deny }
 
 // judge decides r's question name under r.pol and reports whether the
 // query must be answered with the denial (h.deny) instead of resolved.
-// fromTable says the table answers the name; names inside the cluster
-// domain count as table names even when forwarded (pod records sent to
-// the cluster DNS), so TableDefault keeps all of cluster DNS working.
-// A search-path expansion is judged as the name the pod meant
-// (policy.DecideSearch). It allocates nothing for names without bytes
-// that need escaping.
+// fromTable says the table answers the name. A name inside the cluster
+// domain that the table forwards (pod records sent to the cluster DNS)
+// counts as a table name only when the table is complete for the cluster
+// domain (ownsCluster): then the upstream is the cluster DNS, which answers
+// it itself, and TableDefault keeps all of cluster DNS working. Otherwise
+// nobody the agent knows answers it: it is an outside name, and a
+// TableDefault that denies denies it too (unowned). A name under a search
+// domain is forwarded only when allowed as written (policy.DecideSearch).
+// It allocates nothing for names without bytes that need escaping.
 func (h *Handler) judge(r *request, fromTable bool) bool {
-	if inZone(r.lname(), h.zone) {
+	cluster := inZone(r.lname(), h.zone)
+	if cluster && (fromTable || r.ownsCluster) {
 		if r.zoneAllowed {
 			// What Decide would say, without its probes: the common
 			// case of a policy about outside names only.
@@ -94,10 +99,44 @@ func (h *Handler) judge(r *request, fromTable bool) bool {
 		fromTable = true
 	}
 	var buf [maxNameLen + 1]byte
-	name := appendPresentation(buf[:0], r.lname())
-	d := r.pol.p.DecideSearch(presentationString(name), fromTable, h.search)
+	name := presentationString(appendPresentation(buf[:0], r.lname()))
+	d := r.pol.p.DecideSearch(name, fromTable, h.search)
+	if cluster && !fromTable {
+		d, fromTable = r.pol.unowned(name, d, h.search)
+	}
 	r.verdict = verdict{judged: true, fromTable: fromTable, d: d}
 	return d.Blocks()
+}
+
+// unowned judges a forwarded name inside the cluster domain when the table
+// is not complete for it (no Kubernetes source): d, its decision as an
+// outside name, stands unless only the outside default allowed it and the
+// table default denies, so such a name gets the stricter of the two
+// defaults. fromTable reports that the table default decided.
+func (p *Policy) unowned(name string, d policy.Decision, search []string) (_ policy.Decision, fromTable bool) {
+	if d.Action == policy.Deny || d.Rule != policy.NoRule || p.tableDefault == policy.Allow {
+		return d, false
+	}
+	return p.p.DecideSearch(name, true, search), true
+}
+
+// ownsCluster reports whether the table t is complete for the cluster
+// domain: one of its zones (nametable.Table.Zones) is the cluster domain
+// or above it. A control plane with a Kubernetes source sends the cluster
+// domain as a zone (unless --fallthrough); a file-only or VM control plane
+// does not. A Lookuper that does not say its zones owns none.
+func (h *Handler) ownsCluster(t Lookuper) bool {
+	z, ok := t.(interface{ Zones() []string })
+	if !ok {
+		return false
+	}
+	zone := strings.TrimSuffix(wireName(h.zone), ".")
+	for _, s := range z.Zones() {
+		if below(zone, strings.ToLower(strings.TrimSuffix(s, "."))) {
+			return true
+		}
+	}
+	return false
 }
 
 // deny answers r with the policy's response: NXDOMAIN or REFUSED, made up

@@ -57,8 +57,8 @@ type request struct {
 	// it said (policy.go).
 	pol     *Policy
 	verdict verdict
-	// zoneAllowed is tableState.zoneAllowed of the state loaded.
-	zoneAllowed bool
+	// zoneAllowed and ownsCluster are those of the state loaded.
+	zoneAllowed, ownsCluster bool
 	// client is the address that sent the query and server the one that
 	// received it (the query log's dnstap frames carry both); zero
 	// through Handler.Serve.
