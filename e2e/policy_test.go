@@ -62,7 +62,13 @@ var policyRules = []struct {
 	{"api.stripe.com", meshdnsv1.PolicyAction_POLICY_ACTION_ALLOW},
 	{"*.s3.amazonaws.com", meshdnsv1.PolicyAction_POLICY_ACTION_ALLOW},
 	{"wiki.corp.example.com", meshdnsv1.PolicyAction_POLICY_ACTION_ALLOW},
+	{"*.wild.example", meshdnsv1.PolicyAction_POLICY_ACTION_ALLOW},
 }
+
+// tunnelResolvConf is podResolvConf with a search domain the pod chose
+// itself (dnsConfig.searches) that no rule allows: the walk of every short
+// name passes through it.
+var tunnelResolvConf = strings.Replace(podResolvConf, " corp.example.com\n", " corp.example.com evil.test\n", 1)
 
 // TestPolicyResolvers: unmodified resolvers (glibc, Go, musl) in a pod
 // namespace whose DNS the capture sends to an agent enforcing a policy
@@ -70,7 +76,10 @@ var policyRules = []struct {
 // the search path and a CNAME chain within the allowed set resolve;
 // denied names and a chain that leaves the set do not; and the upstream's
 // log shows that no denied name left the pod, not even 1,000 random
-// subdomains of a denied domain per resolver (DNS tunnelling).
+// subdomains of a denied domain per resolver (DNS tunnelling), nor 1,000
+// random labels under an allowed wildcard written under the pod's own
+// search domain, which no rule allows (tunnelling through the search
+// path): those resolve as written, every walk reaching the name.
 func TestPolicyResolvers(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, tool := range []string{"ip", "getent", "setpriv", "musl-gcc"} {
@@ -78,6 +87,10 @@ func TestPolicyResolvers(t *testing.T) {
 	}
 	meshdns := buildMeshdns(t)
 	tp := newTopology(t)
+	// Before the agent starts: it reads the pod's search list once.
+	if err := os.WriteFile(filepath.Join("/etc/netns", tp.pod, "resolv.conf"), []byte(tunnelResolvConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	musl := filepath.Join(tp.dir, "musl-resolve")
 	src := filepath.Join(tp.dir, "musl-resolve.c")
 	if err := os.WriteFile(src, []byte(muslResolve), 0o644); err != nil {
@@ -135,6 +148,7 @@ func TestPolicyResolvers(t *testing.T) {
 		"api.stripe.com":              stripeIP,
 		"stays.s3.amazonaws.com":      bucketIP, // its CNAME stays in the allowed set
 		"wiki":                        wikiIP,   // a short name through the node's search domain
+		"allowed.wild.example":        wildIP,   // as written, after its walk under evil.test
 		"leaves.s3.amazonaws.com":     "error",  // its CNAME leaves the allowed set
 		"external.example.org":        "error",
 		"www.stripe.com":              "error",
@@ -176,6 +190,7 @@ func TestPolicyResolvers(t *testing.T) {
 			if out != 0 {
 				t.Errorf("%d queries for the denied domain left the pod", out)
 			}
+			searchTunnel(t, tp, r.resolve)
 		})
 	}
 
@@ -192,9 +207,10 @@ func TestPolicyResolvers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	search := []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example.com"}
+	search := []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example.com", "evil.test"}
 	lines, _ := tp.queries.since(mark)
 	var seen []string
+	var random int
 	for _, l := range lines {
 		// "query <proto> <source ip> <name> <type>"
 		f := strings.Fields(l)
@@ -204,11 +220,14 @@ func TestPolicyResolvers(t *testing.T) {
 		if d := p.DecideSearch(f[3], false, search); d.Action != policy.Allow {
 			t.Errorf("a denied name left the pod: %s", l)
 		}
-		if !slices.Contains(seen, f[3]) {
+		switch {
+		case strings.HasSuffix(f[3], wildDomain) && strings.Count(f[3], ".") == 4:
+			random++ // searchTunnel's <hex>.<hex>.wild.example., as written
+		case !slices.Contains(seen, f[3]):
 			seen = append(seen, f[3])
 		}
 	}
-	t.Logf("names the upstream saw: %v", seen)
+	t.Logf("names the upstream saw: %v, and %d queries for random labels under *.wild.example", seen, random)
 
 	// The control: the same policy in audit mode answers as if allowed,
 	// and the tunnel's names do reach the upstream, so the count above
@@ -253,6 +272,47 @@ func TestPolicyResolvers(t *testing.T) {
 	if !strings.Contains(string(log), `"qname":"www.stripe.com.","qtype":"A","rcode":"NXDOMAIN","source":"local"`) ||
 		!strings.Contains(string(log), `"rule":"outside_default"`) {
 		t.Errorf("no denial line for www.stripe.com in the agent's log")
+	}
+}
+
+// searchTunnel resolves 1,000 random labels under the allowed wildcard
+// *.wild.example with resolve: each walk passes the pod's search domains
+// corp.example.com (one name allowed) and evil.test (none), where the
+// name meant is allowed but the name as written is not, then reaches the
+// name as written. No query under either search domain may reach the
+// upstream, and every name must resolve as written.
+func searchTunnel(t *testing.T, tp *topology, resolve func(*testing.T, []string) map[string]string) {
+	t.Helper()
+	var names []string
+	for range 1000 {
+		names = append(names, fmt.Sprintf("%016x.%08x.wild.example", rand.Uint64(), rand.Uint32()))
+	}
+	before := tp.queries.len()
+	var wrong []string
+	for name, got := range resolve(t, names) {
+		if got != wildIP {
+			wrong = append(wrong, name+" "+got)
+		}
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%d of 1,000 names under the allowed wildcard did not resolve as written (want %s), first %q", len(wrong), wildIP, wrong[0])
+	}
+	lines, _ := tp.queries.since(before)
+	var tunnelled, written int
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, ".wild.example.evil.test. "), strings.Contains(l, ".wild.example.corp.example.com. "):
+			tunnelled++
+		case strings.Contains(l, ".wild.example. "):
+			written++
+		}
+	}
+	t.Logf("1,000 random labels under *.wild.example written under the search domains evil.test and corp.example.com: %d queries reached the upstream (%d as written)", tunnelled, written)
+	if tunnelled != 0 {
+		t.Errorf("%d queries under a search domain no rule allows left the pod", tunnelled)
+	}
+	if written < len(names) {
+		t.Errorf("%d queries as written reached the upstream, want at least %d: the walks stopped early", written, len(names))
 	}
 }
 

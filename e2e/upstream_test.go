@@ -49,7 +49,13 @@ var upstreamCNAMEs = map[string]string{
 	"leaves.s3.amazonaws.com.": "s3-w.amazonaws.com.",
 }
 
+// wildDomain is an allowed wildcard of the DNS policy test: the upstream
+// answers every name below it with wildIP, as the domain's own nameserver
+// answers the labels of a tunnel.
+const wildDomain = ".wild.example."
+
 const (
+	wildIP         = "203.0.113.30"
 	corpWebIP      = "203.0.113.80"
 	publicGoogleIP = "203.0.113.66"
 	stripeIP       = "203.0.113.10"
@@ -59,7 +65,7 @@ const (
 )
 
 // runUpstream is the "cluster DNS" helper: it answers A queries from
-// upstreamRecords over UDP and TCP on upstreamIP:53 (NXDOMAIN for other
+// upstreamRecords (and below wildDomain) over UDP and TCP on upstreamIP:53 (NXDOMAIN for other
 // names, NODATA for other types of known names) and prints one line per
 // query to stdout, "query <proto> <source ip> <name> <type>", so the test
 // can count what reached it. It prints "ready" once both sockets listen.
@@ -81,6 +87,9 @@ func runUpstream() int {
 				name, owner = target, target
 			}
 			ip, ok := upstreamRecords[name]
+			if !ok && strings.HasSuffix(name, wildDomain) {
+				ip, ok = wildIP, true
+			}
 			switch {
 			case !ok:
 				m.Rcode = dns.RcodeNameError
