@@ -193,8 +193,8 @@ type PolicyVerdict struct {
 	Rule    string `json:"rule,omitempty"`
 	Source  string `json:"source,omitempty"`
 	Default string `json:"default,omitempty"`
-	// Expansion: the name was judged as the name the pod meant under its
-	// search path.
+	// Expansion: the name the pod meant under its search path denied a
+	// name its default allowed as written.
 	Expansion bool `json:"expansion,omitempty"`
 	// Chain is the CNAME target of a forwarded answer that was denied.
 	Chain string `json:"chain,omitempty"`
