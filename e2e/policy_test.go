@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -272,6 +273,32 @@ func TestPolicyResolvers(t *testing.T) {
 	if !strings.Contains(string(log), `"qname":"www.stripe.com.","qtype":"A","rcode":"NXDOMAIN","source":"local"`) ||
 		!strings.Contains(string(log), `"rule":"outside_default"`) {
 		t.Errorf("no denial line for www.stripe.com in the agent's log")
+	}
+
+	// v4: the same names and policy from a control plane without a
+	// Kubernetes source, which sends no zone for the cluster domain.
+	// Nobody the agent knows answers a name inside it, so the table
+	// default (allow) forwards none: every walk's steps under the
+	// cluster's search domains are answered in the pod, and only names
+	// the policy allows as written reach the upstream.
+	table.AuthoritativeZones = nil
+	cp.Send(discoverytest.Full("v4", "n4", table))
+	if ack := cp.Recv(t); ack.GetVersionInfo() != "v4" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", ack)
+	}
+	unowned := map[string]string{"web": tableWebIP, "wiki": wikiIP, "api.stripe.com": stripeIP, "denied.example": "error",
+		"nope.demo.svc.cluster.local": "error"}
+	for _, r := range resolvers {
+		before := tp.queries.len()
+		if diff := cmp.Diff(unowned, r.resolve(t, slices.Sorted(maps.Keys(unowned)))); diff != "" {
+			t.Errorf("%s, no zone for the cluster domain (-want +got)\n%s", r.name, diff)
+		}
+		lines, _ := tp.queries.since(before)
+		for _, l := range lines {
+			if strings.Contains(l, ".cluster.local. ") {
+				t.Errorf("%s, no zone for the cluster domain: a name inside it reached the upstream: %s", r.name, l)
+			}
+		}
 	}
 }
 
