@@ -4,37 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/adminhttp"
 	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
 // adminHandler serves the admin endpoints, on loopback only (checked in
-// Config): /debug/nametable shows the names the pod may see,
-// /debug/loglevel turns on per-query logs, /debug/lookup resolves on
-// request. The probe port (probeHandler) serves the harmless part on the
-// pod IP.
+// Config) and behind adminhttp.Guard (a loopback Host, no cross-site
+// browser request, changes by PUT or DELETE only): /debug/nametable shows
+// the names the pod may see, /debug/loglevel turns on per-query logs,
+// /debug/querylog raises the query log, /debug/lookup resolves on
+// request. Every process of the pod reaches it, so nothing on it lowers
+// what the operator logs. The probe port (probeHandler) serves the
+// harmless part on the pod IP.
 func (a *Agent) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	a.probeRoutes(mux)
 	mux.HandleFunc("GET /debug/nametable", a.handleNameTable)
 	mux.Handle("GET /debug/lookup", a.lookupLimit.wrap(http.HandlerFunc(a.handleLookup)))
-	mux.HandleFunc("/debug/loglevel", a.handleLogLevel)
-	mux.HandleFunc("/debug/querylog", a.handleQueryLog)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	adminhttp.LogLevel{Var: a.cfg.LogLevel, Floor: a.levelFloor, Logger: a.log}.Register(mux)
+	mux.HandleFunc("GET /debug/querylog", a.handleQueryLog)
+	mux.HandleFunc("PUT /debug/querylog", a.handleQueryLog)
+	mux.HandleFunc("DELETE /debug/querylog", a.handleQueryLog)
+	adminhttp.Pprof(mux)
+	return adminhttp.Guard(mux)
 }
 
 func (a *Agent) handleReady(w http.ResponseWriter, _ *http.Request) {
@@ -97,7 +97,7 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 	if a.disc != nil {
 		d.Control = a.disc.Addr()
 	}
-	writeJSON(w, d)
+	adminhttp.WriteJSON(w, d)
 }
 
 // alternateNames lists, for each entry, the other names it answers to:
@@ -159,7 +159,7 @@ func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
 	q := dns.Question{Name: dns.Fqdn(name), Qtype: qtype, Qclass: dns.ClassINET}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	writeJSON(w, a.lookup(ctx, q))
+	adminhttp.WriteJSON(w, a.lookup(ctx, q))
 }
 
 // lookup answers q with the DNS server's own handler, and adds what the
@@ -211,33 +211,4 @@ func rrStrings(rrs []dns.RR) []string {
 		out = append(out, rr.String())
 	}
 	return out
-}
-
-// handleLogLevel shows (GET) or sets (PUT/POST ?level=debug) the log level.
-func (a *Agent) handleLogLevel(w http.ResponseWriter, r *http.Request) {
-	if a.cfg.LogLevel == nil {
-		http.Error(w, "log level is fixed", http.StatusNotImplemented)
-		return
-	}
-	switch r.Method {
-	case http.MethodGet:
-	case http.MethodPut, http.MethodPost:
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(r.URL.Query().Get("level"))); err != nil {
-			http.Error(w, "level: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		a.cfg.LogLevel.Set(l)
-	default:
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	fmt.Fprintln(w, strings.ToLower(a.cfg.LogLevel.Level().String()))
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
 }

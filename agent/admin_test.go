@@ -150,7 +150,7 @@ func TestAdminEndpoints(t *testing.T) {
 		if _, body := httpGet(t, a.admin+"/debug/loglevel"); body != "info\n" {
 			t.Errorf("level %q, want info", body)
 		}
-		resp, err := httpPost(a.admin + "/debug/loglevel?level=debug")
+		resp, err := httpPut(a.admin + "/debug/loglevel?level=debug")
 		if err != nil || resp != "debug\n" {
 			t.Errorf("set level: %q %v", resp, err)
 		}

@@ -45,6 +45,9 @@ type Agent struct {
 	restoring   atomic.Bool // while Restore replays the persisted table
 	lookupLimit lookupLimit // bounds /debug/lookup
 	settings    settings    // the served version's settings, converted
+	// levelFloor is the log level the agent started with, the quietest
+	// /debug/loglevel may set; nil without Config.LogLevel.
+	levelFloor *slog.Level
 
 	mu       sync.Mutex // guards following, set once by Listen
 	listened bool
@@ -81,6 +84,10 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	a.qlSources.flags = cfg.QueryLog
+	if cfg.LogLevel != nil {
+		l := cfg.LogLevel.Level()
+		a.levelFloor = &l
+	}
 	if cfg.PodAnnotations != "" {
 		a.ann = &annotationWatch{path: cfg.PodAnnotations, interval: cfg.FilePollInterval, a: a}
 	}

@@ -32,7 +32,8 @@ type Config struct {
 	// 127.0.0.1:15020. "-" turns the admin server off. It must be a
 	// loopback address: the debug endpoints reveal the names the pod may
 	// see, change the log level and resolve on request (kubectl exec or
-	// port-forward reach it).
+	// port-forward reach it). "localhost" listens on 127.0.0.1, never
+	// where /etc/hosts points it.
 	AdminAddr string
 	// ProbeAddr, when set, serves only /healthz/ready, /healthz/live and
 	// /metrics, on any address (the pod IP, for the kubelet's probes and
@@ -193,9 +194,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = defaultAdminAddr
 	}
-	if err := checkLoopback(cfg.AdminAddr); err != nil {
+	admin, err := adminListenAddr(cfg.AdminAddr)
+	if err != nil {
 		return cfg, fmt.Errorf("admin address: %w", err)
 	}
+	cfg.AdminAddr = admin
 	if cfg.ProbeAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.ProbeAddr); err != nil {
 			return cfg, fmt.Errorf("probe address %q: %w", cfg.ProbeAddr, err)

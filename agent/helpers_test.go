@@ -134,8 +134,8 @@ type testAgent struct {
 }
 
 // startAgent runs an agent until the test ends. cfg gets loopback port-0
-// addresses, a search-list resolv.conf for namespace demo and the given
-// upstream unless set.
+// addresses, a search-list resolv.conf for namespace demo, a quiet logger
+// and the given upstream unless set, and a log level (info).
 func startAgent(t testing.TB, cfg Config) *testAgent {
 	t.Helper()
 	if cfg.ResolvConf == "" {
@@ -147,7 +147,9 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 	}
 	cfg.DNSAddrs = []string{"127.0.0.1:0"}
 	cfg.AdminAddr = "127.0.0.1:0"
-	cfg.Logger = quietLogger(t)
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger(t)
+	}
 	cfg.LogLevel = new(slog.LevelVar)
 	if cfg.FilePollInterval == 0 {
 		cfg.FilePollInterval = 100 * time.Millisecond
@@ -258,8 +260,14 @@ func readExample(t testing.TB) string {
 	return string(b)
 }
 
-func httpPost(url string) (string, error) {
-	resp, err := http.Post(url, "text/plain", nil)
+// httpPut sends a PUT without a body, as curl -X PUT does, and returns
+// the answer's body.
+func httpPut(url string) (string, error) {
+	req, err := http.NewRequest(http.MethodPut, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err
 	}

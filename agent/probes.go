@@ -24,13 +24,14 @@ func (a *Agent) probeRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", a.cfg.Registry.Handler())
 }
 
-// checkLoopback reports an error unless addr ("host:port") listens on
-// loopback only, or is "-" (off).
-func checkLoopback(addr string) error {
+// adminListenAddr returns the address the admin port listens on: addr
+// with "localhost" mapped to 127.0.0.1 (never looked up in /etc/hosts),
+// or "-" (off); an error unless it is a loopback one.
+func adminListenAddr(addr string) (string, error) {
 	if addr == "-" {
-		return nil
+		return addr, nil
 	}
-	return loopback.CheckAddr(addr)
+	return loopback.ListenAddr(addr)
 }
 
 // lookupLimit bounds the /debug/lookup requests served at once, so asking

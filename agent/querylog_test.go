@@ -46,7 +46,7 @@ func TestQueryLogAtRuntime(t *testing.T) {
 		t.Fatalf("query log written while off: %q", got)
 	}
 
-	body, err := httpPost(a.admin + "/debug/querylog?classes=nxdomain&sample=1&rate=10")
+	body, err := httpPut(a.admin + "/debug/querylog?classes=nxdomain&sample=1&rate=10")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +76,10 @@ func TestQueryLogAtRuntime(t *testing.T) {
 	if code, _ := httpGet(t, a.admin+"/debug/querylog"); code != 200 {
 		t.Errorf("GET: %d", code)
 	}
-	if body, _ := httpPost(a.admin + "/debug/querylog?classes=bogus"); !strings.Contains(body, "unknown query log class") {
+	if body, _ := httpPut(a.admin + "/debug/querylog?classes=bogus"); !strings.Contains(body, "unknown query log class") {
 		t.Errorf("bad classes: %q", body)
 	}
-	if _, err := httpPost(a.admin + "/debug/querylog?classes=off"); err != nil {
+	if _, err := httpPut(a.admin + "/debug/querylog?classes=off"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, "udp", a.dns, missing, dns.TypeA)

@@ -11,13 +11,15 @@ import (
 )
 
 // The query log (and so the dnstap frames, which follow it) is set by four
-// sources, each overriding the fields it sets of those before it: the
-// flags (the injection template's args), the control plane's settings,
-// the pod's annotations, and /debug/querylog. The annotation is the most
-// specific standing choice (the workload's owner, on the pod itself);
-// the settings speak for the cluster or namespace; the flags are the
-// template's default; the admin endpoint is an operator at this pod now,
-// until DELETE /debug/querylog or a restart.
+// sources. The first three are the operator's, each overriding the fields
+// it sets of those before it: the flags (the injection template's args),
+// the control plane's settings, the pod's annotations. The annotation is
+// the most specific standing choice (the workload's owner, on the pod
+// itself); the settings speak for the cluster or namespace; the flags are
+// the template's default. Together they are the floor. The fourth,
+// /debug/querylog (and SetQueryLog), is whoever reaches the admin port,
+// every process of the pod included, until DELETE /debug/querylog or a
+// restart: it may only raise the floor (querylogfloor.go).
 
 // queryLogPatch is one source's say: nil fields leave the field to the
 // sources before it.
@@ -51,10 +53,16 @@ type queryLogSources struct {
 	set func(proxy.QueryLogConfig)
 }
 
-// effectiveLocked composes the sources.
+// effectiveLocked composes the sources: the floor raised by the admin
+// port's patch.
 func (s *queryLogSources) effectiveLocked() proxy.QueryLogConfig {
+	return raise(s.floorLocked(), s.admin)
+}
+
+// floorLocked composes the operator's sources.
+func (s *queryLogSources) floorLocked() proxy.QueryLogConfig {
 	c := s.flags
-	for _, p := range []queryLogPatch{s.settings, s.annotation, s.admin} {
+	for _, p := range []queryLogPatch{s.settings, s.annotation} {
 		c = p.apply(c)
 	}
 	return c
@@ -67,12 +75,54 @@ func (s *queryLogSources) update(f func(*queryLogSources)) proxy.QueryLogConfig 
 	before := s.effectiveLocked()
 	f(s)
 	c := s.effectiveLocked()
-	// An unchanged composition is not set again: that would restart the
-	// rate cap's second.
+	s.setLocked(before, c)
+	return c
+}
+
+// patchAdmin merges req into the admin port's patch, unless the result
+// would lower the floor (a *floorError), and returns the log before and
+// after.
+func (s *queryLogSources) patchAdmin(req queryLogPatch) (from, to proxy.QueryLogConfig, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	admin := s.admin
+	if req.Classes != nil {
+		admin.Classes = req.Classes
+	}
+	if req.Sample != nil {
+		admin.Sample = req.Sample
+	}
+	if req.Rate != nil {
+		admin.Rate = req.Rate
+	}
+	floor, from := s.floorLocked(), s.effectiveLocked()
+	to = raise(floor, admin)
+	if err := checkRaise(floor, req, to); err != nil {
+		return from, from, err
+	}
+	s.admin = admin
+	s.setLocked(from, to)
+	return from, to, nil
+}
+
+// resetAdmin drops the admin port's patch and returns the log before and
+// after.
+func (s *queryLogSources) resetAdmin() (from, to proxy.QueryLogConfig) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from = s.effectiveLocked()
+	s.admin = queryLogPatch{}
+	to = s.effectiveLocked()
+	s.setLocked(from, to)
+	return from, to
+}
+
+// setLocked hands the composition to the server when it changed: setting
+// an unchanged one again would restart the rate cap's second.
+func (s *queryLogSources) setLocked(before, c proxy.QueryLogConfig) {
 	if s.set != nil && c != before {
 		s.set(c)
 	}
-	return c
 }
 
 func (s *queryLogSources) effective() proxy.QueryLogConfig {

@@ -19,8 +19,9 @@ import (
 
 func ptrTo[T any](v T) *T { return &v }
 
-// Each source overrides the fields it sets of the ones before it: flags,
-// settings, annotations, the admin endpoint.
+// Each of the operator's sources overrides the fields it sets of the ones
+// before it: flags, settings, annotations; the admin endpoint raises what
+// they compose, its classes joining theirs.
 func TestQueryLogSourcesPrecedence(t *testing.T) {
 	nx, sf, all := proxy.LogNXDomain, proxy.LogServFail, proxy.LogAll
 	flags := proxy.QueryLogConfig{Classes: nx, Rate: 100}
@@ -35,8 +36,12 @@ func TestQueryLogSourcesPrecedence(t *testing.T) {
 			annotation: queryLogPatch{Sample: ptrTo(2), Rate: ptrTo(5)}, want: proxy.QueryLogConfig{Classes: sf, Sample: 2, Rate: 5}},
 		{name: "annotation turns off", settings: queryLogPatch{Classes: &all}, annotation: queryLogPatch{Classes: ptrTo(proxy.QueryLogClass(0))},
 			want: proxy.QueryLogConfig{Rate: 100}},
-		{name: "admin over all", settings: queryLogPatch{Classes: &sf}, annotation: queryLogPatch{Classes: &nx}, admin: queryLogPatch{Classes: &all},
-			want: proxy.QueryLogConfig{Classes: all, Rate: 100}},
+		{name: "admin adds to all", settings: queryLogPatch{Classes: &sf}, annotation: queryLogPatch{Classes: &nx}, admin: queryLogPatch{Classes: &all},
+			want: proxy.QueryLogConfig{Classes: nx | all, Rate: 100}},
+		{name: "admin never thins out", annotation: queryLogPatch{Sample: ptrTo(2)}, admin: queryLogPatch{Classes: ptrTo(proxy.QueryLogClass(0)), Sample: ptrTo(10), Rate: ptrTo(5)},
+			want: proxy.QueryLogConfig{Classes: nx, Sample: 2, Rate: 100}},
+		{name: "admin sets an off floor as it asks", settings: queryLogPatch{Classes: ptrTo(proxy.QueryLogClass(0))}, admin: queryLogPatch{Classes: &sf, Sample: ptrTo(10), Rate: ptrTo(5)},
+			want: proxy.QueryLogConfig{Classes: sf, Sample: 10, Rate: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := queryLogSources{flags: flags, settings: tc.settings, annotation: tc.annotation, admin: tc.admin}
@@ -172,14 +177,18 @@ func TestQueryLogFromSettings(t *testing.T) {
 	want.Classes = proxy.LogAll
 	eventually(t, "the annotation over the settings", func() bool { return a.server.QueryLog() == want })
 
-	// /debug/querylog overrides both; DELETE goes back.
-	body, err := httpPost(a.admin + "/debug/querylog?classes=off")
+	// /debug/querylog cannot turn off what they set; it raises the
+	// sample toward every answer; DELETE goes back.
+	if code, body := adminRequest(t, "PUT", a.admin+"/debug/querylog?classes=off", "", nil, ""); code != 403 || !strings.Contains(body, "classes all are set by the operator") {
+		t.Errorf("PUT classes=off: %d %q, want 403 naming the operator's classes", code, body)
+	}
+	body, err := httpPut(a.admin + "/debug/querylog?sample=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got proxy.QueryLogConfig
-	if err := json.Unmarshal([]byte(body), &got); err != nil || got.Classes != 0 {
-		t.Errorf("PUT: %q, %v", body, err)
+	if err := json.Unmarshal([]byte(body), &got); err != nil || got != (proxy.QueryLogConfig{Classes: proxy.LogAll, Sample: 1}) {
+		t.Errorf("PUT sample=1: %q, %v", body, err)
 	}
 	req, _ := httpNewRequest("DELETE", a.admin+"/debug/querylog")
 	if resp, err := httpDo(req); err != nil || resp != 200 {
