@@ -48,7 +48,8 @@ type Config struct {
 	// AdminAddr serves /metrics, /healthz and /debug; zero means
 	// "127.0.0.1:15014". It must be a loopback address: /debug shows every
 	// agent's pod and peer address and every namespace's table, and
-	// changes the log level (kubectl port-forward reaches it).
+	// changes the log level (kubectl port-forward reaches it). "localhost"
+	// listens on 127.0.0.1, never where /etc/hosts points it.
 	AdminAddr string
 	// ProbeAddr, when set, serves only /metrics and /healthz/* (any
 	// address: the pod network, for the kubelet and Prometheus); zero
@@ -164,9 +165,13 @@ func New(cfg Config) (*ControlPlane, error) {
 		cfg.AdminAddr = "127.0.0.1:15014"
 	}
 	if cfg.AdminListener == nil {
-		if err := loopback.CheckAddr(cfg.AdminAddr); err != nil {
+		// "localhost" becomes 127.0.0.1 here, never looked up in
+		// /etc/hosts, which could point it at the network.
+		addr, err := loopback.ListenAddr(cfg.AdminAddr)
+		if err != nil {
 			return nil, fmt.Errorf("controlplane: admin address: %w", err)
 		}
+		cfg.AdminAddr = addr
 	}
 	if cfg.WebhookAddr == "" {
 		cfg.WebhookAddr = ":15017"
@@ -249,7 +254,8 @@ func New(cfg Config) (*ControlPlane, error) {
 	}); err != nil {
 		return nil, err
 	}
-	acfg := admin.Config{Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level}
+	acfg := admin.Config{Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level,
+		Logger: log.With("component", "admin")}
 	if c.admin, err = admin.New(acfg); err != nil {
 		return nil, err
 	}

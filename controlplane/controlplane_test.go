@@ -55,7 +55,9 @@ func start(t *testing.T, cfg controlplane.Config) *running {
 	gl, al := listen(t), listen(t)
 	cfg.GRPCListener, cfg.AdminListener = gl, al
 	cfg.Debounce = 10 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	cp, err := controlplane.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +104,8 @@ func TestLogLevelEndpoint(t *testing.T) {
 		body   string
 		want   slog.Level
 	}{
-		{name: "show", method: "GET", code: 200, body: "INFO\n", want: slog.LevelInfo},
-		{name: "set debug", method: "PUT", query: "?level=debug", code: 200, body: "DEBUG\n", want: slog.LevelDebug},
+		{name: "show", method: "GET", code: 200, body: "info\n", want: slog.LevelInfo},
+		{name: "set debug", method: "PUT", query: "?level=debug", code: 200, body: "debug\n", want: slog.LevelDebug},
 		{name: "bad level", method: "PUT", query: "?level=loud", code: 400, want: slog.LevelDebug},
 	}
 	for _, tc := range tests {
@@ -178,7 +180,7 @@ entries:
 			{name: "bad agent", path: "/debug/nametable?agent=nopod", code: 400},
 			{name: "agents", path: "/debug/agents", code: 200, contains: `"pod": "pod-b"`},
 			{name: "metrics", path: "/metrics", code: 200, contains: "meshdns_controlplane_agents_connected 2"},
-			{name: "log level", path: "/debug/loglevel", code: 404},
+			{name: "fixed log level", path: "/debug/loglevel", code: 501},
 			{name: "heap profile", path: "/debug/pprof/heap?debug=1", code: 200, contains: "heap profile"},
 		}
 		for _, tc := range tests {

@@ -1,5 +1,6 @@
 // Package admin is the control plane's admin HTTP handler: metrics,
-// readiness and the debug views of agents and their tables.
+// readiness and the debug views of agents and their tables, behind the
+// guard the agent's admin port uses too (internal/adminhttp).
 package admin
 
 import (
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
+	"github.com/meshdns/meshdns/internal/adminhttp"
 )
 
 // Agents is what the handler needs from the gRPC server.
@@ -37,11 +38,17 @@ type Config struct {
 	// Ready reports readiness (the first version is built); nil means
 	// always ready.
 	Ready func() bool
-	// Level, when set, is shown and changed by /debug/loglevel.
+	// Level, when set, is shown and changed by /debug/loglevel; nil: a
+	// fixed level (501). Unlike the agent's, it has no floor: only the
+	// control plane's own pod reaches this port, no workload.
 	Level *slog.LevelVar
+	// Logger receives an Info line per accepted change; nil: none.
+	Logger *slog.Logger
 }
 
-// New returns the handler.
+// New returns the handler: reads by GET, the log level changed by PUT,
+// and only for requests adminhttp.Guard lets through (a loopback Host,
+// no cross-site browser request).
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Gatherer == nil || cfg.Agents == nil || cfg.Views == nil {
 		return nil, errors.New("admin: Gatherer, Agents and Views are required")
@@ -52,16 +59,9 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /debug/agents", h.agents)
 	mux.HandleFunc("GET /debug/nametable", h.nametable)
 	mux.HandleFunc("GET /debug/failing", h.failing)
-	mux.HandleFunc("GET /debug/loglevel", h.logLevel)
-	mux.HandleFunc("PUT /debug/loglevel", h.logLevel)
-	// Profiles on our own mux; importing net/http/pprof registers them on
-	// http.DefaultServeMux too, which nothing here serves.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return mux, nil
+	adminhttp.LogLevel{Var: cfg.Level, Logger: cfg.Logger}.Register(mux)
+	adminhttp.Pprof(mux)
+	return adminhttp.Guard(mux), nil
 }
 
 // NewProbes returns the handler of the probe port: readiness, liveness
@@ -96,7 +96,7 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *handler) agents(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, h.cfg.Agents.Agents())
+	adminhttp.WriteJSON(w, h.cfg.Agents.Agents())
 }
 
 // nametable serves ?agent=<namespace>/<pod> (that agent's current view) or
@@ -131,32 +131,11 @@ func (h *handler) nametable(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	writeJSON(w, struct {
+	adminhttp.WriteJSON(w, struct {
 		Namespace     string          `json:"namespace"`
 		ClusterDomain string          `json:"clusterDomain"`
 		Version       string          `json:"version"`
 		Seq           uint64          `json:"seq"`
 		Table         json.RawMessage `json:"table"`
 	}{v.Key().Namespace, v.Key().ClusterDomain, cur.ID, cur.Seq, table})
-}
-
-func (h *handler) logLevel(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Level == nil {
-		http.Error(w, "log level is fixed", http.StatusNotFound)
-		return
-	}
-	if r.Method == http.MethodPut {
-		if err := h.cfg.Level.UnmarshalText([]byte(r.URL.Query().Get("level"))); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
-	fmt.Fprintln(w, h.cfg.Level.Level().String())
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client went away; nothing to do
 }

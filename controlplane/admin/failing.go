@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/meshdns/meshdns/controlplane/server"
+	"github.com/meshdns/meshdns/internal/adminhttp"
 )
 
 // PodFailing is one agent's last failing-names report, as /debug/failing
@@ -20,7 +21,7 @@ type PodFailing struct {
 // that sent one, by namespace and pod (see Failing for the query).
 func (h *handler) failing(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	writeJSON(w, Failing(h.cfg.Agents.Agents(), q.Get("namespace"), q.Get("name"), q.Get("rcode")))
+	adminhttp.WriteJSON(w, Failing(h.cfg.Agents.Agents(), q.Get("namespace"), q.Get("name"), q.Get("rcode")))
 }
 
 // Failing returns the reports of agents, sorted as given: namespace keeps

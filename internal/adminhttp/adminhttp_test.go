@@ -1,35 +1,17 @@
 package adminhttp
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshdns/meshdns/internal/testenv"
 )
-
-// lockedBuffer collects log lines written by the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // request describes one request to a test server.
 type request struct {
@@ -72,11 +54,11 @@ func send(t testing.TB, srv *httptest.Server, req request) (int, string) {
 // startGuarded serves a log level (floor info, starting at info) and a
 // read-only page behind Guard on 127.0.0.1, and returns the server, the
 // level and the log.
-func startGuarded(t testing.TB) (*httptest.Server, *slog.LevelVar, *lockedBuffer) {
+func startGuarded(t testing.TB) (*httptest.Server, *slog.LevelVar, *testenv.Buffer) {
 	t.Helper()
 	level := new(slog.LevelVar)
 	floor := slog.LevelInfo
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	mux := http.NewServeMux()
 	LogLevel{Var: level, Floor: &floor, Logger: slog.New(slog.NewTextHandler(logs, nil))}.Register(mux)
 	mux.HandleFunc("GET /debug/page", func(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, map[string]string{"a": "b"}) })
