@@ -168,8 +168,11 @@ func replicaAgents(ctx context.Context, rc *rest.Config, p *corev1.Pod) ([]serve
 	defer t.Close()
 	port := adminPort(p)
 	c := t.httpClient(port)
-	// The host is not dialled (the tunnel is); it names the port in errors.
-	agents, err := fetchAgentsWith(ctx, c, "http://"+p.Name+":"+strconv.Itoa(port)+"/debug/agents")
+	// The host is not dialled (the tunnel is) but sent as the Host
+	// header, which the admin port answers only when it names loopback:
+	// the tunnel does end on the pod's 127.0.0.1. Errors are the
+	// replica's, named by the caller.
+	agents, err := fetchAgentsWith(ctx, c, "http://127.0.0.1:"+strconv.Itoa(port)+"/debug/agents")
 	if err != nil {
 		return nil, err
 	}
