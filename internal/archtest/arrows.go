@@ -100,6 +100,8 @@ var onlyImports = []struct {
 	{layer: "pkg/dnstap", allow: protowire, deps: true,
 		why: "pkg/dnstap is the agent's dnstap writer: protowire (and its two internal packages) and the standard library, never the protobuf runtime"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
+	{layer: "internal/adminhttp", allow: []string{Module + "/internal/loopback"}, deps: true,
+		why: "internal/adminhttp is the agent's and the control plane's admin toolkit: the standard library and internal/loopback only, so the sidecar links nothing more for it"},
 	{layer: "internal/grpcstream", deps: true, why: "internal/grpcstream is the agent's gRPC client on net/http's HTTP/2: the standard library only, so the stream costs the sidecar no gRPC library's pages"},
 	{layer: "iptables", except: []string{"iptables/nft"}, allow: []string{Module + "/iptables", Module + "/internal/resolvconf"}, deps: true, why: "iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},
 	{
