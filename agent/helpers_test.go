@@ -146,7 +146,9 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 		cfg.Namespace = "demo"
 	}
 	cfg.DNSAddrs = []string{"127.0.0.1:0"}
-	cfg.AdminAddr = "127.0.0.1:0"
+	if cfg.AdminAddr == "" {
+		cfg.AdminAddr = "127.0.0.1:0"
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger(t)
 	}
