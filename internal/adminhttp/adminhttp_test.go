@@ -240,10 +240,10 @@ func TestParams(t *testing.T) {
 // each, or an error; never a panic.
 func FuzzParams(f *testing.F) {
 	f.Add("classes=denied", `{"classes": ["denied", "nxdomain"], "rate": 0}`) // a list and a number
-	f.Add("", `{"sample": 1e400}`)                                             // a number no int holds
-	f.Add("rate=1", `{"rate": "2"}`)                                           // a name given twice
-	f.Add("", `{"classes": null}`)                                             // a null field
-	f.Add("", "{\"a\":1}{")                                                    // trailing garbage
+	f.Add("", `{"sample": 1e400}`)                                            // a number no int holds
+	f.Add("rate=1", `{"rate": "2"}`)                                          // a name given twice
+	f.Add("", `{"classes": null}`)                                            // a null field
+	f.Add("", "{\"a\":1}{")                                                   // trailing garbage
 	f.Fuzz(func(t *testing.T, query, body string) {
 		r := httptest.NewRequest("PUT", "/debug/querylog", strings.NewReader(body))
 		r.URL.RawQuery = query
