@@ -58,7 +58,7 @@ func TestDebugFailing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/failing"+tc.query, nil))
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1:15014/debug/failing"+tc.query, nil))
 			if rec.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", rec.Code, rec.Body)
 			}
