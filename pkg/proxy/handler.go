@@ -311,10 +311,16 @@ func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstr
 }
 
 // local writes a reply the proxy makes up itself: header, the question
-// when r has one, and OPT when the client sent one.
+// when r has one, and OPT when the client sent one. RA, RD, CD and AD are
+// defined for QUERY only: a reply to another opcode (NOTIMP, from us or
+// through the slow path) has them all clear (AD is never set here), so
+// it does not claim recursion for an operation we do not implement.
 func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 	out := dst[:0]
-	flags := flagQR | flagRA | r.flags&(maskOp|flagRD|flagCD) | uint16(rcode&rcodeMask)
+	flags := flagQR | r.flags&maskOp | uint16(rcode&rcodeMask)
+	if r.opcode() == dns.OpcodeQuery {
+		flags |= flagRA | r.flags&(flagRD|flagCD)
+	}
 	var qd byte
 	if r.qEnd > 0 {
 		qd = 1
