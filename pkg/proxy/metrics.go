@@ -116,10 +116,12 @@ const (
 	dropMalformed    dropReason = iota // shorter than a header, or a response
 	dropTCPLimit                       // a TCP connection beyond MaxTCPConns, every one busy
 	dropTCPReclaimed                   // an idle TCP connection closed to admit a new one
+	dropQueueFull                      // dropped by the kernel: a UDP socket's receive queue full (udpdrops.go)
+	dropSendFailed                     // a reply the socket would not send
 	nDropReasons
 )
 
-var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed"}
+var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed", "queue_full", "send_failed"}
 
 // proxyMetrics are the serving metrics; see README.md. Every series is an
 // atomic in an array indexed by small enums, so counting a query is one
@@ -133,6 +135,9 @@ type proxyMetrics struct {
 	answerDur [nProtocols][nSources][nAnswerRcodes]durHistogram
 	respSize  [nProtocols]sizeHistogram
 	queryLog  [nQueryLogOutcomes]atomic.Uint64
+	// udpQueue reads the kernel's drops on the UDP sockets into
+	// dropped[UDP][dropQueueFull].
+	udpQueue udpQueueDrops
 }
 
 // durationBuckets: 10µs up to 2.6s (an upstream timing out).
@@ -218,10 +223,11 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 		},
 	}, {
 		Name:   "meshdns_dns_dropped_total",
-		Help:   "Packets or connections dropped without a reply, by protocol and reason.",
+		Help:   "Queries, packets or connections dropped without a reply, by protocol and reason (malformed, tcp_limit, tcp_reclaimed, queue_full, send_failed).",
 		Type:   CounterMetric,
 		Labels: []string{"protocol", "reason"},
 		Collect: func(emit func(Series)) {
+			m.udpQueue.sample(&m.dropped[UDP][dropQueueFull])
 			for p := range nProtocols {
 				for r := range nDropReasons {
 					emitCount(emit, &m.dropped[p][r], protocolNames[p], dropReasonNames[r])

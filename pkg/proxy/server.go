@@ -83,16 +83,19 @@ func (s *Server) Listen() error {
 	if in := s.cfg.Inherited; in != nil {
 		s.udp = append(s.udp, in.UDP...)
 		s.tcp = append(s.tcp, in.TCP...)
-		return nil
-	}
-	for _, addr := range s.cfg.Addrs {
-		udp, tcp, err := listenAddr(addr, s.cfg.UDPSockets, s.cfg.Takeover)
-		if err != nil {
-			s.closeLocked()
-			return err
+	} else {
+		for _, addr := range s.cfg.Addrs {
+			udp, tcp, err := listenAddr(addr, s.cfg.UDPSockets, s.cfg.Takeover)
+			if err != nil {
+				s.closeLocked()
+				return err
+			}
+			s.udp = append(s.udp, udp...)
+			s.tcp = append(s.tcp, tcp)
 		}
-		s.udp = append(s.udp, udp...)
-		s.tcp = append(s.tcp, tcp)
+	}
+	for _, c := range s.udp {
+		s.h.m.udpQueue.watch(c)
 	}
 	return nil
 }
@@ -183,6 +186,7 @@ func (s *Server) Close() error {
 func (s *Server) closeLocked() error {
 	var errs []error
 	for _, c := range s.udp {
+		s.h.m.udpQueue.forget(c, &s.h.m.dropped[UDP][dropQueueFull])
 		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}

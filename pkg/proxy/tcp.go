@@ -128,12 +128,17 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 			req := r.moved(nil)
 			inflight.Go(func() {
 				defer func() { <-sem }()
-				w.write(s.h.resolve(ctx, nil, &req))
+				if !w.write(s.h.resolve(ctx, nil, &req)) {
+					s.h.m.drop(TCP, dropSendFailed)
+				}
 				tc.end()
 			})
 			continue
 		}
 		ok := reply == nil || w.write(reply)
+		if !ok {
+			s.h.m.drop(TCP, dropSendFailed)
+		}
 		tc.end()
 		if reply != nil && cap(reply) > cap(out) {
 			out = reply[:0]

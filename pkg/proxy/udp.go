@@ -101,8 +101,11 @@ func keepGrown(out, reply []byte) []byte {
 	return out
 }
 
+// writeUDP sends a reply; one the socket refuses (other than after Close)
+// is a lost reply, counted.
 func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 	if _, err := c.WriteToUDPAddrPort(reply, addr); err != nil && !errors.Is(err, net.ErrClosed) {
+		s.h.m.drop(UDP, dropSendFailed)
 		s.log.Debug("write udp", "err", err)
 	}
 }

@@ -98,6 +98,7 @@ func (u *udpReader) burst(fd uintptr) bool {
 		case unix.EAGAIN, unix.EINTR:
 			u.s.writeUDP(u.c, reply, addr)
 		default:
+			u.s.h.m.drop(UDP, dropSendFailed)
 			u.s.log.Debug("write udp", "err", errno)
 		}
 		u.out = keepGrown(u.out, reply)
