@@ -10,6 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// udpReadBuffer is the receive queue asked for each UDP socket. The
+// kernel's default (208 KiB, a few hundred small datagrams) holds about a
+// tenth of a second of queries at 2,000 a second: a reader that stalls
+// longer (a CPU-starved process, a pause for garbage collection) lost the
+// rest. 1 MiB, which the kernel doubles for its bookkeeping, holds about
+// a second's worth; memory is taken only by what is queued.
+const udpReadBuffer = 1 << 20
+
 // listenAddr opens n UDP sockets sharing addr through SO_REUSEPORT (the
 // kernel hashes clients over them, so n readers never contend for one
 // socket's read lock) and a TCP listener on the same port, also with
@@ -65,6 +73,9 @@ func listenOnce(addr, host string, n int, takeover bool) ([]*net.UDPConn, *net.T
 			return nil, nil, fmt.Errorf("listen udp %s: %w", a, err)
 		}
 		conns = append(conns, pc.(*net.UDPConn))
+		// Best effort: the kernel caps it at net.core.rmem_max, and a
+		// smaller queue only drops (and counts) sooner.
+		_ = conns[i].SetReadBuffer(udpReadBuffer)
 	}
 	_, port, _ := net.SplitHostPort(conns[0].LocalAddr().String())
 	taddr := net.JoinHostPort(host, port)
