@@ -44,9 +44,18 @@ image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, stat
 	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns -agent-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns-agent) \
 	  -layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/meshdns.tar
 
+# make run forwards the names outside the sample table to this machine's
+# own resolvers: the nameservers of RUN_RESOLV_CONF, passed as --upstream,
+# while examples/resolv.conf gives the demo pod's search list and ndots.
+# RUN_UPSTREAMS=IP[:port],... picks others.
+RUN_RESOLV_CONF ?= /etc/resolv.conf
+RUN_UPSTREAMS ?= $(shell awk '$$1 == "nameserver" { print $$2 }' $(RUN_RESOLV_CONF) 2>/dev/null | paste -sd, -)
+
 .PHONY: run
-run: build ## run the agent on the embedded sample table (examples/nametable.json); dig @127.0.0.1 -p 15053 web.demo
-	$(BIN)/meshdns agent --nametable-file examples/nametable.json --namespace demo --resolv-conf examples/resolv.conf
+run: build ## run the agent on the sample table (examples/nametable.json), forwarding other names to this machine's resolvers; dig @127.0.0.1 -p 15053 web.demo
+	@test -n "$(RUN_UPSTREAMS)" || { echo "make run: no nameserver in $(RUN_RESOLV_CONF); set RUN_UPSTREAMS=IP[:port]"; exit 2; }
+	@echo "make run: names outside the table go to $(RUN_UPSTREAMS) (from $(RUN_RESOLV_CONF))"
+	$(BIN)/meshdns agent --nametable-file examples/nametable.json --namespace demo --resolv-conf examples/resolv.conf --upstream $(RUN_UPSTREAMS)
 
 .PHONY: deps
 deps: ## install what the tests need (apt packages, kube-apiserver + etcd into $(KUBE_ASSETS))
