@@ -68,8 +68,8 @@ func TestMakeRunForwardsToMachineResolver(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ name, want string }{
-		{name: "web.demo.svc.cluster.local.", want: "10.96.0.20"},   // the sample table
-		{name: "www.outside.example.", want: up.answer.String()}, // the machine's resolver
+		{name: "web.demo.svc.cluster.local.", want: "10.96.0.20"}, // the sample table
+		{name: "www.outside.example.", want: up.answer.String()},  // the machine's resolver
 	} {
 		if got := askA(t, dnsAddr, tc.name); got != tc.want {
 			t.Errorf("%s A = %q, want %q\nagent log:\n%s", tc.name, got, tc.want, logs.String())
