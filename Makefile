@@ -83,6 +83,10 @@ lint: $(BIN)/buf ## go vet + gofmt check + go mod tidy check + buf lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BIN)/buf lint
 
+.PHONY: docs
+docs: ## regenerate the command reference docs/cli.md from the commands' --help
+	$(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/meshdns -args -update-cli-doc
+
 .PHONY: fmt
 fmt: ## gofmt every Go file
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
