@@ -49,13 +49,26 @@ image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, stat
 # while examples/resolv.conf gives the demo pod's search list and ndots.
 # RUN_UPSTREAMS=IP[:port],... picks others.
 RUN_RESOLV_CONF ?= /etc/resolv.conf
+comma := ,
 RUN_UPSTREAMS ?= $(shell awk '$$1 == "nameserver" { print $$2 }' $(RUN_RESOLV_CONF) 2>/dev/null | paste -sd, -)
 
 .PHONY: run
-run: build ## run the agent on the sample table (examples/nametable.json), forwarding other names to this machine's resolvers; dig @127.0.0.1 -p 15053 web.demo
+run: build run-upstreams ## run the agent on the sample table (examples/nametable.json), forwarding other names to this machine's resolvers; dig @127.0.0.1 -p 15053 web.demo
+	$(BIN)/meshdns agent --nametable-file examples/nametable.json --namespace demo --resolv-conf examples/resolv.conf --upstream $(RUN_UPSTREAMS)
+
+# Says which upstreams make run forwards to and asks each one question
+# (dig, 2 s), so a demo whose resolvers are unreachable says so before it
+# starts rather than timing out on every outside name.
+.PHONY: run-upstreams
+run-upstreams: ## say which upstreams make run forwards to, and whether each answers
 	@test -n "$(RUN_UPSTREAMS)" || { echo "make run: no nameserver in $(RUN_RESOLV_CONF); set RUN_UPSTREAMS=IP[:port]"; exit 2; }
 	@echo "make run: names outside the table go to $(RUN_UPSTREAMS) (from $(RUN_RESOLV_CONF))"
-	$(BIN)/meshdns agent --nametable-file examples/nametable.json --namespace demo --resolv-conf examples/resolv.conf --upstream $(RUN_UPSTREAMS)
+	@command -v dig >/dev/null || { echo "make run: no dig on PATH, the upstreams are not checked"; exit 0; }; \
+	for u in $(subst $(comma), ,$(RUN_UPSTREAMS)); do \
+	  case $$u in \[*\]:*) h=$${u%\]:*}; h=$${h#\[}; p=$${u##*:};; *.*:*) h=$${u%:*}; p=$${u##*:};; *) h=$$u; p=53;; esac; \
+	  dig +time=2 +tries=1 -p $$p @$$h . NS >/dev/null 2>&1 \
+	    || echo "make run: upstream $$u does not answer (dig -p $$p @$$h . NS): names outside the table will fail; set RUN_UPSTREAMS=IP[:port]"; \
+	done
 
 .PHONY: deps
 deps: ## install what the tests need (apt packages, kube-apiserver + etcd into $(KUBE_ASSETS))

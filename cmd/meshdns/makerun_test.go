@@ -80,6 +80,36 @@ func TestMakeRunForwardsToMachineResolver(t *testing.T) {
 	}
 }
 
+// TestMakeRunSaysWhenUpstreamIsDown: before the demo starts, make run says
+// which upstreams it forwards to and names each one that does not answer,
+// so a machine whose resolvers are unreachable is told so at start.
+func TestMakeRunSaysWhenUpstreamIsDown(t *testing.T) {
+	testenv.RequireTool(t, "make")
+	testenv.RequireTool(t, "dig")
+	startRunResolver(t)
+	const down = "127.0.0.154" // nothing listens there
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver "+runResolver+"\nnameserver "+down+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("make", "-s", "-C", "../..", "run-upstreams", "RUN_RESOLV_CONF="+resolv).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make run-upstreams: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{
+		"names outside the table go to " + runResolver + "," + down + " (from " + resolv + ")",
+		"upstream " + down + " does not answer",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("make run-upstreams said %q, want it to say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "upstream "+runResolver+" does not answer") {
+		t.Errorf("make run-upstreams calls the answering %s down: %q", runResolver, got)
+	}
+}
+
 // makeRunArgs returns the arguments of the agent command `make run` runs,
 // with vars set on make's command line, without the binary's name.
 func makeRunArgs(t *testing.T, vars ...string) []string {
