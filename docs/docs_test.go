@@ -67,6 +67,17 @@ func TestFrontPage(t *testing.T) {
 			t.Errorf("the first 80 lines of README.md lack %q", want)
 		}
 	}
+	_, targets, ok := strings.Cut(strings.Join(strings.Fields(top), " "), "lists every target: ")
+	targets, _, _ = strings.Cut(targets, ".")
+	listed := map[string]bool{}
+	for _, name := range strings.Split(targets, ", ") {
+		listed[name] = true
+	}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z0-9-]+):.*## `).FindAllStringSubmatch(read(t, "../Makefile"), -1) {
+		if !ok || !listed[m[1]] {
+			t.Errorf("README.md's list of make targets lacks %s", m[1])
+		}
+	}
 	ci := read(t, "../.ci/run")
 	if !regexp.MustCompile(`(?m)^make test$`).MatchString(ci) {
 		t.Errorf(".ci/run does not run make test, the README's test command")
