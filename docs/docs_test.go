@@ -19,6 +19,7 @@ var semver = regexp.MustCompile(`v?(\d+\.\d+\.\d+)`)
 // heading, the chart's appVersion and default image tag, the install's
 // image tag, and every version the README and these pages show (sample
 // output of meshdns version and status, make image, go install).
+// Upgrade examples name the next version NEW_TAG.
 func TestOneVersion(t *testing.T) {
 	heading := firstMatch(t, "../CHANGELOG.md", `(?m)^## \[.*$`)
 	m := semver.FindStringSubmatch(heading)
@@ -37,7 +38,9 @@ func TestOneVersion(t *testing.T) {
 			t.Errorf("%s = %s, want %s (the newest CHANGELOG.md heading: %q)", place, got, want, heading)
 		}
 	}
-	for _, page := range pages(t) {
+	// The pages that show meshdns's own version; others may name other
+	// projects' versions (CoreDNS vX.Y.Z).
+	for _, page := range []string{"../README.md", "install.md", "operate.md", "cli.md", "telemetry.md", "architecture.md"} {
 		for i, line := range strings.Split(read(t, page), "\n") {
 			for _, v := range semver.FindAllString(line, -1) {
 				if strings.HasPrefix(v, "v") && v != want {
