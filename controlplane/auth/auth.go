@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"time"
 )
 
 // Methods, also the values of the method metric label.
@@ -54,6 +55,9 @@ type Identity struct {
 	// Pod name bound to the credential, or "" when the credential does
 	// not name a pod (a SPIFFE certificate names a service account).
 	Pod string
+	// PodUID is the UID of that pod, from the credential, or "": a pod
+	// deleted and created again under the same name has another.
+	PodUID string
 	// Node the pod runs on, from the credential (a pod-bound token's
 	// node-name claim), or "" when the credential does not name one.
 	Node string
@@ -62,7 +66,17 @@ type Identity struct {
 	// Subject names the credential in logs and per-identity limits: the
 	// user name of a token, the SPIFFE ID of a certificate.
 	Subject string
+	// Expires is when the credential stops being valid (a token's exp
+	// claim, the earliest NotAfter of a certificate's verified chain), or
+	// zero when it does not expire (Insecure). A stream opened with it
+	// ends then: the agent reconnects with the credential it holds now.
+	Expires time.Time
 }
+
+// PodProven reports whether the credential proves which pod the agent runs
+// in (a pod-bound token), not only its namespace and service account (a
+// SPIFFE certificate, which every pod of the service account shares).
+func (i Identity) PodProven() bool { return i.Verified() && i.Pod != "" }
 
 // Verified reports whether the identity was checked (anything but Insecure).
 func (i Identity) Verified() bool { return i.Method != MethodInsecure && i.Method != "" }

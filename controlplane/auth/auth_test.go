@@ -30,12 +30,12 @@ func TestIdentityFromReview(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "bound pod token", st: bound("ns-a", "web-0", "meshdns"),
-			want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", Node: "node-1", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
+			want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", PodUID: "uid", Node: "node-1", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
 		{name: "bound pod token without a node (before Kubernetes 1.30)", st: func() *authv1.TokenReviewStatus {
 			st := bound("ns-a", "web-0", "meshdns")
 			delete(st.User.Extra, extraNodeName)
 			return st
-		}(), want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
+		}(), want: Identity{Method: MethodToken, Namespace: "ns-a", Pod: "web-0", PodUID: "uid", ServiceAccount: "default", Subject: "system:serviceaccount:ns-a:default"}},
 		{name: "not authenticated", st: &authv1.TokenReviewStatus{Error: "token expired"}, wantErr: true},
 		{name: "wrong audience", st: bound("ns-a", "web-0", "api"), wantErr: true},
 		{name: "no audience", st: bound("ns-a", "web-0"), wantErr: true},
@@ -88,9 +88,14 @@ func TestTokenReviewCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for range 3 {
-		if _, err := a.Authenticate(ctx, Request{Token: goodToken}); err != nil {
+	for i := range 3 {
+		id, err := a.Authenticate(ctx, Request{Token: goodToken})
+		if err != nil {
 			t.Fatal(err)
+		}
+		// The stream ends when the token does, cached verdict or not.
+		if want := time.Unix(4102444800, 0); !id.Expires.Equal(want) || id.PodUID != "uid" {
+			t.Errorf("authentication %d: expires %v, pod UID %q; want %v, uid", i, id.Expires, id.PodUID, want)
 		}
 		if _, err := a.Authenticate(ctx, Request{Token: badToken}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("bad token: %v", err)
@@ -138,13 +143,17 @@ func TestTokenReviewUnavailable(t *testing.T) {
 	}
 }
 
+var spiffeExpiry = time.Unix(1_800_000_000, 0)
+
+// TestSPIFFE: a certificate proves a namespace and service account, never a
+// pod, and expires with its chain.
 func TestSPIFFE(t *testing.T) {
 	a, err := SPIFFE("cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cert := func(uris ...string) Request {
-		c := &x509.Certificate{}
+		c := &x509.Certificate{NotAfter: spiffeExpiry}
 		for _, s := range uris {
 			u, _ := url.Parse(s)
 			c.URIs = append(c.URIs, u)
@@ -158,7 +167,14 @@ func TestSPIFFE(t *testing.T) {
 		err  error
 	}{
 		{name: "namespace and service account", req: cert("spiffe://cluster.local/ns/team-a/sa/web"),
-			want: Identity{Method: MethodSPIFFE, Namespace: "team-a", ServiceAccount: "web", Subject: "spiffe://cluster.local/ns/team-a/sa/web"}},
+			want: Identity{Method: MethodSPIFFE, Namespace: "team-a", ServiceAccount: "web", Subject: "spiffe://cluster.local/ns/team-a/sa/web",
+				Expires: spiffeExpiry}},
+		{name: "an intermediate expiring first", req: func() Request {
+			r := cert("spiffe://cluster.local/ns/team-a/sa/web")
+			r.Chains[0] = append(r.Chains[0], &x509.Certificate{NotAfter: spiffeExpiry.Add(-time.Hour)}, &x509.Certificate{NotAfter: spiffeExpiry.Add(time.Hour)})
+			return r
+		}(), want: Identity{Method: MethodSPIFFE, Namespace: "team-a", ServiceAccount: "web", Subject: "spiffe://cluster.local/ns/team-a/sa/web",
+			Expires: spiffeExpiry.Add(-time.Hour)}},
 		{name: "no certificate", req: Request{}, err: ErrNoCredential},
 		{name: "no SPIFFE ID", req: cert("https://example.com"), err: ErrNoCredential},
 		{name: "two SPIFFE IDs", req: cert("spiffe://cluster.local/ns/a/sa/x", "spiffe://cluster.local/ns/b/sa/x"), err: ErrInvalid},

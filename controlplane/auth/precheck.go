@@ -25,23 +25,25 @@ var errNotJWT = errors.New("not a JWT")
 // algorithm, JSON claims), not issued for audience, expired, or not yet
 // valid. Nothing here is trusted: the signature is not checked, so a
 // token that passes still goes to the TokenReview. It only keeps garbage
-// from using the reviews real agents wait for.
-func precheck(token, audience string, now time.Time) error {
+// from using the reviews real agents wait for. It returns the token's
+// expiry (its exp claim), which is the token's own once the review
+// verified the signature over it.
+func precheck(token, audience string, now time.Time) (exp time.Time, err error) {
 	if len(token) > maxTokenBytes {
-		return fmt.Errorf("%w: %d bytes", errNotJWT, len(token))
+		return time.Time{}, fmt.Errorf("%w: %d bytes", errNotJWT, len(token))
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || parts[2] == "" {
-		return errNotJWT
+		return time.Time{}, errNotJWT
 	}
 	var header struct {
 		Alg string `json:"alg"`
 	}
 	if err := decodePart(parts[0], &header); err != nil || header.Alg == "" || strings.EqualFold(header.Alg, "none") {
-		return fmt.Errorf("%w: bad header", errNotJWT)
+		return time.Time{}, fmt.Errorf("%w: bad header", errNotJWT)
 	}
 	if _, err := base64.RawURLEncoding.DecodeString(parts[2]); err != nil {
-		return fmt.Errorf("%w: bad signature encoding", errNotJWT)
+		return time.Time{}, fmt.Errorf("%w: bad signature encoding", errNotJWT)
 	}
 	var claims struct {
 		Aud audiences `json:"aud"`
@@ -49,25 +51,26 @@ func precheck(token, audience string, now time.Time) error {
 		Nbf *float64  `json:"nbf"`
 	}
 	if err := decodePart(parts[1], &claims); err != nil {
-		return fmt.Errorf("%w: bad claims", errNotJWT)
+		return time.Time{}, fmt.Errorf("%w: bad claims", errNotJWT)
 	}
 	if !claims.Aud.has(audience) {
-		return fmt.Errorf("token not issued for audience %q", audience)
+		return time.Time{}, fmt.Errorf("token not issued for audience %q", audience)
 	}
 	// Projected tokens always expire; one that does not is not bound to a
 	// pod either, which the review would refuse.
 	if claims.Exp == nil {
-		return errors.New("token without expiry")
+		return time.Time{}, errors.New("token without expiry")
 	}
-	if exp := time.Unix(int64(*claims.Exp), 0); now.After(exp.Add(clockSkew)) {
-		return fmt.Errorf("token expired at %s", exp.UTC().Format(time.RFC3339))
+	exp = time.Unix(int64(*claims.Exp), 0)
+	if now.After(exp.Add(clockSkew)) {
+		return time.Time{}, fmt.Errorf("token expired at %s", exp.UTC().Format(time.RFC3339))
 	}
 	if claims.Nbf != nil {
 		if nbf := time.Unix(int64(*claims.Nbf), 0); nbf.After(now.Add(clockSkew)) {
-			return fmt.Errorf("token not valid before %s", nbf.UTC().Format(time.RFC3339))
+			return time.Time{}, fmt.Errorf("token not valid before %s", nbf.UTC().Format(time.RFC3339))
 		}
 	}
-	return nil
+	return exp, nil
 }
 
 func decodePart(s string, v any) error {

@@ -66,7 +66,7 @@ func TestPrecheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := precheck(tc.token, "meshdns", now)
+			_, err := precheck(tc.token, "meshdns", now)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -135,7 +135,7 @@ func FuzzPrecheck(f *testing.F) {
 	f.Add("e30.e30.e30")
 	f.Add(jwt(es256, claims([]string{"a", "meshdns"}, 1)))
 	f.Fuzz(func(t *testing.T, token string) {
-		err := precheck(token, "meshdns", time.Unix(1_800_000_000, 0))
+		_, err := precheck(token, "meshdns", time.Unix(1_800_000_000, 0))
 		if err == nil && strings.Count(token, ".") != 2 {
 			t.Fatalf("token %q with %d dots passed", token, strings.Count(token, "."))
 		}

@@ -2,9 +2,11 @@ package auth
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
 )
@@ -50,7 +52,22 @@ func (s spiffe) Authenticate(_ context.Context, r Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return Identity{Method: MethodSPIFFE, Namespace: ns, ServiceAccount: sa, Subject: ids[0].String()}, nil
+	// The certificate proves the trust domain, namespace and service
+	// account, not a pod: every pod of the service account may hold the
+	// same ID, so Pod stays empty whatever the agent claims.
+	return Identity{Method: MethodSPIFFE, Namespace: ns, ServiceAccount: sa, Subject: ids[0].String(),
+		Expires: notAfter(r.Chains[0])}, nil
+}
+
+// notAfter is when the first certificate of chain expires.
+func notAfter(chain []*x509.Certificate) time.Time {
+	var t time.Time
+	for _, c := range chain {
+		if t.IsZero() || c.NotAfter.Before(t) {
+			t = c.NotAfter
+		}
+	}
+	return t
 }
 
 // parseSPIFFE checks u is spiffe://td/ns/<ns>/sa/<sa> and returns ns and sa.

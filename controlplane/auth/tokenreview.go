@@ -111,7 +111,8 @@ func (t *tokenReview) Authenticate(ctx context.Context, r Request) (Identity, er
 		return Identity{}, ErrNoCredential
 	}
 	now := t.cfg.Now()
-	if err := precheck(r.Token, t.cfg.Audience, now); err != nil {
+	exp, err := precheck(r.Token, t.cfg.Audience, now)
+	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	key := sha256.Sum256([]byte(r.Token))
@@ -119,7 +120,7 @@ func (t *tokenReview) Authenticate(ctx context.Context, r Request) (Identity, er
 	v, ok := t.cache[key]
 	t.mu.Unlock()
 	if ok && now.Before(v.expires) {
-		return v.id, v.err
+		return withExpiry(v.id, v.err, exp)
 	}
 	// Wait for a review slot rather than refuse at once: a reconnect
 	// storm of real agents is then served in turns instead of sent back
@@ -144,6 +145,15 @@ func (t *tokenReview) Authenticate(ctx context.Context, r Request) (Identity, er
 		ttl /= 5
 	}
 	t.store(key, verdict{id: id, err: err, expires: now.Add(ttl)})
+	return withExpiry(id, err, exp)
+}
+
+// withExpiry sets the expiry of an accepted token's identity: its exp
+// claim, which the review verified with the rest of the token.
+func withExpiry(id Identity, err error, exp time.Time) (Identity, error) {
+	if err == nil {
+		id.Expires = exp
+	}
 	return id, err
 }
 
@@ -192,11 +202,12 @@ func identityFromReview(st *authv1.TokenReviewStatus, audience string) (Identity
 	if !ok || !ok2 || ns == "" || sa == "" {
 		return Identity{}, fmt.Errorf("%w: %q is not a service account", ErrInvalid, name)
 	}
-	pod := one(st.User.Extra[extraPodName])
-	if pod == "" || one(st.User.Extra[extraPodUID]) == "" {
+	pod, uid := one(st.User.Extra[extraPodName]), one(st.User.Extra[extraPodUID])
+	if pod == "" || uid == "" {
 		return Identity{}, fmt.Errorf("%w: token of %s is not bound to a pod", ErrInvalid, name)
 	}
-	return Identity{Method: MethodToken, Namespace: ns, Pod: pod, Node: one(st.User.Extra[extraNodeName]), ServiceAccount: sa, Subject: name}, nil
+	return Identity{Method: MethodToken, Namespace: ns, Pod: pod, PodUID: uid, Node: one(st.User.Extra[extraNodeName]),
+		ServiceAccount: sa, Subject: name}, nil
 }
 
 func one(v authv1.ExtraValue) string {
