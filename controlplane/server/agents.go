@@ -10,7 +10,14 @@ import (
 
 // AgentInfo describes a connected agent for /debug/agents.
 type AgentInfo struct {
-	Pod           string    `json:"pod"`
+	// Pod is the pod the stream speaks for: the one its credential
+	// proves (a pod-bound token), "sa:<serviceaccount>" when the
+	// credential proves only a service account (SPIFFE), or the claimed
+	// one without authentication.
+	Pod string `json:"pod"`
+	// ClaimedPod is the pod the agent claims when its credential proves
+	// none (SPIFFE): unverified, for debugging only.
+	ClaimedPod    string    `json:"claimedPod,omitempty"`
 	Namespace     string    `json:"namespace"`
 	ClusterDomain string    `json:"clusterDomain"`
 	InstanceID    string    `json:"instanceID"`

@@ -38,12 +38,22 @@ var errRebind = status.Error(codes.Unavailable, "the namespace's view changed; r
 
 // verified is what the server learned at admission.
 type verified struct {
-	id             auth.Identity
-	namespace, pod string // verified (or, insecure, claimed) names
+	id auth.Identity
+	// namespace and pod are what the stream is filed under (its logs,
+	// /debug/agents, its failing-names report): the verified names, or
+	// "sa:<serviceaccount>" as pod when the credential proves no pod
+	// (SPIFFE), or, insecure, the claimed ones.
+	namespace, pod string
+	claimedPod     string // the agent's claim, when the credential proves no pod
 	domain         string // claimed cluster domain
 	key            string // of the per-identity limits
 	release        func()
 }
+
+// saPodPrefix files the stream of an agent whose credential names a
+// service account but no pod: "sa:web" is no valid pod name, so it
+// cannot be taken for one.
+const saPodPrefix = "sa:"
 
 // authorize authenticates the first request of a stream, checks its claims
 // against the identity and applies the per-identity bounds. Every refusal
@@ -91,37 +101,75 @@ func (s *Server) authorize(ctx context.Context, claim *meshdnsv1.AgentIdentity) 
 		return nil, refuse(admitUnauthenticated, "none", codes.Unauthenticated, "authenticate: %v", err)
 	}
 	method := id.Method
+	ver, code, why := s.checkClaim(id, claim)
+	if why != "" {
+		result := admitDenied
+		switch code {
+		case codes.InvalidArgument:
+			result = admitInvalid
+		case codes.Unauthenticated:
+			result = admitUnauthenticated
+		}
+		return nil, refuse(result, method, code, "%s", why)
+	}
+	// Limits are keyed by what the credential proves: a pod-bound token
+	// by its pod; a SPIFFE ID, shared by every pod of its service
+	// account, by the ID alone, with the room of MaxPodsPerSPIFFEID pods
+	// (claiming pod names does not open more).
+	scale := 1
+	ver.key = method + ":" + ver.namespace + "/" + ver.pod
+	switch {
+	case id.PodProven():
+		ver.key = method + ":" + id.Subject + "/" + id.Pod
+	case id.Verified():
+		ver.key, scale = method+":"+id.Subject, s.cfg.MaxPodsPerSPIFFEID
+	}
+	domain := registry.CanonicalHost(claim.GetClusterDomain())
+	release, why := s.limits.acquire(ver.key, scale, domain, s.cfg.Now())
+	if why != "" {
+		return nil, refuse(admitLimited, method, codes.ResourceExhausted, "%s", why)
+	}
+	ver.release = release
+	s.m.admissions.WithLabelValues(admitOK, method).Inc()
+	return ver, nil
+}
+
+// checkClaim checks the agent's claim against the identity its credential
+// proves and returns what the stream is filed under, or the code and the
+// reason of a refusal.
+func (s *Server) checkClaim(id auth.Identity, claim *meshdnsv1.AgentIdentity) (*verified, codes.Code, string) {
 	ns, pod := claim.GetNamespace(), claim.GetPodName()
+	ver := &verified{id: id, domain: claim.GetClusterDomain()}
 	if id.Verified() {
 		// The identity wins; a claim is only checked against it. An agent
 		// may leave its namespace or pod out and get the verified ones.
 		if ns != "" && ns != id.Namespace {
-			return nil, refuse(admitDenied, method, codes.PermissionDenied,
-				"namespace %q claimed, but the credential of %s is for namespace %q", ns, id.Subject, id.Namespace)
+			return nil, codes.PermissionDenied, fmt.Sprintf("namespace %q claimed, but the credential of %s is for namespace %q",
+				ns, id.Subject, id.Namespace)
 		}
 		if id.Pod != "" && pod != "" && pod != id.Pod {
-			return nil, refuse(admitDenied, method, codes.PermissionDenied,
-				"pod %q claimed, but the credential of %s is bound to pod %q", pod, id.Subject, id.Pod)
+			return nil, codes.PermissionDenied, fmt.Sprintf("pod %q claimed, but the credential of %s is bound to pod %q",
+				pod, id.Subject, id.Pod)
+		}
+		if !id.Expires.IsZero() && !s.cfg.Now().Before(id.Expires) {
+			return nil, codes.Unauthenticated, fmt.Sprintf("the credential of %s expired at %s", id.Subject,
+				id.Expires.UTC().Format(time.RFC3339))
 		}
 		ns = id.Namespace
-		if id.Pod != "" {
+		if id.PodProven() {
 			pod = id.Pod
+		} else {
+			// A SPIFFE ID names every pod of its service account: the pod
+			// claimed is kept for /debug/agents only, never as the pod
+			// the stream speaks for.
+			ver.claimedPod, pod = pod, saPodPrefix+id.ServiceAccount
 		}
 	}
 	if ns == "" {
-		return nil, refuse(admitInvalid, method, codes.InvalidArgument, "first request must carry identity with a namespace")
+		return nil, codes.InvalidArgument, "first request must carry identity with a namespace"
 	}
-	key := method + ":" + ns + "/" + pod
-	if id.Verified() {
-		key = method + ":" + id.Subject + "/" + pod
-	}
-	domain := registry.CanonicalHost(claim.GetClusterDomain())
-	release, why := s.limits.acquire(key, domain, s.cfg.Now())
-	if why != "" {
-		return nil, refuse(admitLimited, method, codes.ResourceExhausted, "%s", why)
-	}
-	s.m.admissions.WithLabelValues(admitOK, method).Inc()
-	return &verified{id: id, namespace: ns, pod: pod, domain: claim.GetClusterDomain(), key: key, release: release}, nil
+	ver.namespace, ver.pod = ns, pod
+	return ver, codes.OK, ""
 }
 
 // viewKey is the view an admitted agent subscribes to (the store maps a
@@ -161,14 +209,18 @@ type limits struct {
 
 type idState struct {
 	streams int
-	bucket  // reconnects still allowed
+	scale   float64 // pods the identity stands for: its limits are that many times one's
+	bucket          // reconnects still allowed
 }
 
 // maxIdentities bounds the per-identity state kept for identities without
 // streams (their reconnect budget); beyond it the idle ones are forgotten.
 const maxIdentities = 100_000
 
-func (l *limits) acquire(key, domain string, now time.Time) (release func(), why string) {
+// acquire takes a stream of identity key, which stands for scale pods
+// (a SPIFFE ID for all those of its service account, anything else for
+// one): its streams and reconnects are bounded at scale times one pod's.
+func (l *limits) acquire(key string, scale int, domain string, now time.Time) (release func(), why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.ids[key]
@@ -176,12 +228,13 @@ func (l *limits) acquire(key, domain string, now time.Time) (release func(), why
 		if len(l.ids) >= maxIdentities {
 			l.pruneLocked(now)
 		}
-		st = &idState{bucket: bucket{tokens: l.burst, last: now}}
+		st = &idState{scale: float64(max(1, scale))}
+		st.bucket = bucket{tokens: l.burst * st.scale, last: now}
 		l.ids[key] = st
 	}
-	st.refill(now, l.burst, l.rate)
+	st.refill(now, l.burst*st.scale, l.rate*st.scale)
 	switch {
-	case st.streams >= l.maxStreams:
+	case st.streams >= l.maxStreams*int(st.scale):
 		return nil, fmt.Sprintf("identity already has %d streams open (the limit)", st.streams)
 	case st.tokens < 1:
 		return nil, "identity reconnects too often; back off"
@@ -215,5 +268,5 @@ func (l *limits) acquire(key, domain string, now time.Time) (release func(), why
 // identities), every identity without a stream.
 func (l *limits) pruneLocked(now time.Time) {
 	pruneIdle(l.ids, maxIdentities, func(st *idState) bool { return st.streams == 0 },
-		func(st *idState) bool { return st.full(now, l.burst, l.rate) })
+		func(st *idState) bool { return st.full(now, l.burst*st.scale, l.rate*st.scale) })
 }

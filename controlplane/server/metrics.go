@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_streams_total",
-			Help: "Agent streams ended, by result (ok|error|invalid).",
+			Help: "Agent streams ended, by result (ok|error|invalid|expired|pod_deleted: the credential that opened the stream expired, or its pod was deleted).",
 		}, []string{"result"}),
 		holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_push_holds_total",
@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// Pre-create the label values so dashboards see zeros, not gaps.
 	m.pushFull, m.pushBytesFull = m.pushes.WithLabelValues("full"), m.pushBytes.WithLabelValues("full")
 	m.pushDelta, m.pushBytesDelta = m.pushes.WithLabelValues("delta"), m.pushBytes.WithLabelValues("delta")
-	for _, r := range []string{"ok", "error", "invalid"} {
+	for _, r := range []string{"ok", "error", "invalid", "expired", "pod_deleted"} {
 		m.streams.WithLabelValues(r)
 	}
 	m.admissions.WithLabelValues(admitUnauthenticated, "none")

@@ -61,6 +61,12 @@ type Config struct {
 	// ReconnectRate per second (zero means 0.2, one every 5s).
 	ReconnectBurst int
 	ReconnectRate  float64
+	// MaxPodsPerSPIFFEID is how many pods one SPIFFE ID may stand for. A
+	// SPIFFE certificate proves a service account, not a pod, so all the
+	// streams of one ID share one set of limits, this many times a pod's
+	// (MaxStreamsPerIdentity, ReconnectBurst, ReconnectRate): the pod
+	// names its agents claim do not open more. Zero means 256.
+	MaxPodsPerSPIFFEID int
 	// MaxClusterDomains bounds the cluster domains other than
 	// ClusterDomain served at once, each a further view of every
 	// namespace; zero means 4.
@@ -90,6 +96,12 @@ type Config struct {
 	// MaxRequestBytes bounds one message from an agent (agents send only
 	// their identity, ACKs and NACKs); zero means 64 KiB.
 	MaxRequestBytes int
+	// Pods, when set, tells the server of deleted pods: the stream of an
+	// agent whose token is bound to a pod ends (Unauthenticated) when
+	// that pod is deleted or replaced by another of the same name, and
+	// a token of a pod seen deleted opens none. Nil ends streams only
+	// when their credential expires.
+	Pods Pods
 	// Settings composes each agent's settings (package agentsettings);
 	// nil means none (every agent's settings are empty). The server runs
 	// it (Settings.Run) while it serves, so give each server its own.
@@ -119,6 +131,8 @@ type Server struct {
 	peers    *peers    // before authentication
 	refusals *logLimit // of "agent stream refused" lines
 
+	gone *podsGone // streams by the pod their token is bound to; nil without Config.Pods
+
 	mu     sync.Mutex // guards agents
 	agents map[*agent]struct{}
 }
@@ -141,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	positiveOr(&cfg.MaxStreamsPerIdentity, 4)
 	positiveOr(&cfg.ReconnectBurst, 10)
 	positiveOr(&cfg.ReconnectRate, 0.2)
+	positiveOr(&cfg.MaxPodsPerSPIFFEID, 256)
 	positiveOr(&cfg.MaxClusterDomains, 4)
 	positiveOr(&cfg.MaxPendingPerPeer, 8)
 	positiveOr(&cfg.FailedAuthBurst, 20)
@@ -170,6 +185,10 @@ func New(cfg Config) (*Server, error) {
 			maxDomains: cfg.MaxClusterDomains, localDomain: registry.CanonicalHost(cfg.ClusterDomain),
 			ids: map[string]*idState{}, domains: map[string]int{},
 		}}
+	if cfg.Pods != nil {
+		s.gone = newPodsGone(cfg.Now)
+		cfg.Pods.OnDelete(s.podDeleted)
+	}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		// Server pings detect dead agents (a node gone without a FIN);

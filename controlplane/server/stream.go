@@ -28,6 +28,7 @@ import (
 // agent is the state of one stream.
 type agent struct {
 	pod, namespace, clusterDomain, instanceID, agentVersion, peer string
+	claimedPod                                                    string // when the credential proves no pod
 	connected                                                     time.Time
 	sub                                                           *view.Sub
 	st                                                            grpc.ServerStream
@@ -45,6 +46,7 @@ type agent struct {
 	scheduled bool       // queued for, or being handled by, a sender; only it sends
 	held      bool       // not sending until the agent answers (canSendLocked)
 	ended     bool       // the handler returned or is returning: send nothing
+	stopped   error      // why the stream must end (its pod is gone, its credential expired), or nil
 	sending   bool       // a sender is between its decision and SendMsg's return
 	idle      chan struct{}
 	nonce     uint64              // last nonce sent
@@ -92,7 +94,7 @@ func (a *agent) info() AgentInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return AgentInfo{
-		Pod: a.pod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
+		Pod: a.pod, ClaimedPod: a.claimedPod, Namespace: a.namespace, ClusterDomain: a.clusterDomain, InstanceID: a.instanceID,
 		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: joinVersion(a.sentID, a.sentSettings),
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
 		Failing: a.failingLocked(), View: joinVersion(a.sub.View().Current().ID, a.settings.Version),
@@ -144,13 +146,18 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}
 	defer release()
 	a := &agent{
-		pod: ver.pod, namespace: ver.namespace, clusterDomain: id.GetClusterDomain(),
+		pod: ver.pod, namespace: ver.namespace, claimedPod: ver.claimedPod, clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
 		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), admitted: release,
 		// The handler sends the first response itself.
 		scheduled: true, id: ver.id, features: id.GetFeatures(),
 	}
-	a.id.Namespace, a.id.Pod = ver.namespace, ver.pod // claimed ones when not verified
+	if !ver.id.Verified() {
+		// Insecure: the claimed names are all there is. A verified
+		// identity keeps its own: a SPIFFE one has no pod, so settings
+		// selected by pod never follow a pod name the agent picked.
+		a.id.Namespace, a.id.Pod = ver.namespace, ver.pod
+	}
 	a.sentID, a.sentSettings = splitVersion(first.GetVersionInfo())
 	// Subscribe before composing, so a change in between is composed
 	// again below rather than missed.
@@ -165,6 +172,15 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	defer a.sub.Close()
 	s.add(a)
 	defer s.remove(a)
+	if s.track(a) {
+		s.stop(a, errPodDeleted)
+	}
+	defer s.untrack(a)
+	if exp := ver.id.Expires; !exp.IsZero() {
+		// The stream lasts as long as the credential that opened it.
+		t := time.AfterFunc(exp.Sub(s.cfg.Now()), func() { s.stop(a, errExpired) })
+		defer t.Stop()
+	}
 	select {
 	case <-settingsChanged:
 		// Before the agent was in s.agents: watchSettings may have missed it.
@@ -176,9 +192,13 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 
 	s.send(a)
 	err = s.receive(st, a)
-	s.end(a)
+	stopped := s.end(a)
 	log := a.logger(s.log)
 	switch {
+	case stopped != nil:
+		log.Info("agent stream ended", "err", status.Convert(stopped).Message())
+		s.m.streams.WithLabelValues(stopResult(stopped)).Inc()
+		return stopped
 	case a.sub.Rebind():
 		// The namespace got a view of its own (view.Shared): the agent
 		// reconnects at once and resumes with a delta.
@@ -205,7 +225,7 @@ func (s *Server) wake(a *agent) {
 	case a.scheduled || a.ended:
 		a.mu.Unlock()
 	case a.sub.Rebind():
-		s.rebindLocked(a)
+		s.endLocked(a, errRebind)
 	case a.held:
 		a.mu.Unlock()
 	default:
@@ -222,28 +242,53 @@ type statusWriter interface {
 	WriteStatus(*status.Status) error
 }
 
-// rebindLocked ends the stream with errRebind from outside its handler,
-// which is blocked reading: the status goes to the agent at once, and
-// ending the stream ends the handler's RecvMsg. (A stream context of our
-// own to cancel would cost every stream two contexts for this rare event;
-// TestInventedNamespacesShareOneView fails if gRPC drops the method.)
-// Called with a.mu held, which it releases; no sender may be at work.
-func (s *Server) rebindLocked(a *agent) {
+// endLocked ends the stream with err (errRebind, or what stop set) from
+// outside its handler, which is blocked reading: the status goes to the
+// agent at once, and ending the stream ends the handler's RecvMsg. (A
+// stream context of our own to cancel would cost every stream two
+// contexts for these rare events; TestInventedNamespacesShareOneView
+// fails if gRPC drops the method.) Called with a.mu held, which it
+// releases; no sender may be at work.
+func (s *Server) endLocked(a *agent, err error) {
 	a.ended = true
 	a.mu.Unlock()
 	w, ok := a.ts.(statusWriter)
 	if !ok {
-		s.log.Error("cannot tell an agent to reconnect: gRPC's stream has no WriteStatus", "pod", a.namespace+"/"+a.pod)
+		s.log.Error("cannot end an agent's stream: gRPC's stream has no WriteStatus", "pod", a.namespace+"/"+a.pod)
 		return
 	}
-	_ = w.WriteStatus(status.Convert(errRebind))
+	_ = w.WriteStatus(status.Convert(err))
+}
+
+// stop ends a's stream with err: at once when no sender is at work, else
+// by the sender before it sends again. The first reason stays.
+func (s *Server) stop(a *agent, err error) {
+	a.mu.Lock()
+	if a.stopped == nil {
+		a.stopped = err
+	}
+	if a.scheduled || a.ended {
+		a.mu.Unlock()
+		return
+	}
+	s.endLocked(a, a.stopped)
+}
+
+// stopResult is the result label of a stream stop ended.
+func stopResult(err error) string {
+	if err == errPodDeleted {
+		return "pod_deleted"
+	}
+	return "expired"
 }
 
 // end stops all sending to a and waits for a send in progress, so nothing
-// touches the stream after its handler returned.
-func (s *Server) end(a *agent) {
+// touches the stream after its handler returned. It returns why stop
+// ended the stream, or nil.
+func (s *Server) end(a *agent) error {
 	a.mu.Lock()
 	a.ended = true
+	stopped := a.stopped
 	var idle chan struct{}
 	if a.sending {
 		idle = make(chan struct{})
@@ -253,6 +298,7 @@ func (s *Server) end(a *agent) {
 	if idle != nil {
 		<-idle
 	}
+	return stopped
 }
 
 // send brings a up to its view's current version, one response at a time,
@@ -267,9 +313,13 @@ func (s *Server) send(a *agent) {
 			a.scheduled = false
 			a.mu.Unlock()
 			return
+		case a.stopped != nil:
+			a.scheduled = false
+			s.endLocked(a, a.stopped)
+			return
 		case a.sub.Rebind():
 			a.scheduled = false
-			s.rebindLocked(a)
+			s.endLocked(a, errRebind)
 			return
 		case a.nonce > 0 && !a.needFull && target.ID == a.sentID &&
 			(a.settings.Version == a.sentSettings || a.refused && a.settings.Version == a.refusedSettings):
@@ -319,6 +369,10 @@ func (s *Server) send(a *agent) {
 			if a.idle != nil {
 				close(a.idle)
 				a.idle = nil
+			}
+			if a.stopped != nil && !a.ended {
+				s.endLocked(a, a.stopped) // stop left it to us
+				return
 			}
 			a.mu.Unlock()
 			return
