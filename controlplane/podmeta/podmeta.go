@@ -51,12 +51,19 @@ type Pods struct {
 	wake chan struct{} // capacity 1: a need changed, or a watch listed
 
 	mu sync.RWMutex // guards following
-	// byWatch holds the labels of the pods of each running watch (keyed
-	// by its namespace, AllNamespaces for the cluster-wide one) by
+	// byWatch holds the pods of each running watch (keyed by its
+	// namespace, AllNamespaces for the cluster-wide one) by
 	// "namespace/name". Watches overlap only while one replaces others.
-	byWatch map[string]map[string]labels.Set
+	byWatch map[string]map[string]pod
 	synced  map[string]bool // watches whose first list is in
 	needs   []*Need
+	deletes []func(namespace, name, uid string) // OnDelete's
+}
+
+// pod is what the cache keeps of a pod.
+type pod struct {
+	uid    string
+	labels labels.Set
 }
 
 // New returns the cache; it does no I/O.
@@ -69,7 +76,7 @@ func New(cfg Config) (*Pods, error) {
 		return nil, fmt.Errorf("podmeta: %w", err)
 	}
 	return &Pods{meta: meta, log: deps.Logger(cfg.Logger), wake: make(chan struct{}, 1),
-		byWatch: map[string]map[string]labels.Set{}, synced: map[string]bool{}}, nil
+		byWatch: map[string]map[string]pod{}, synced: map[string]bool{}}, nil
 }
 
 // Labels returns the labels of pod namespace/name, and false when the pod
@@ -78,12 +85,40 @@ func New(cfg Config) (*Pods, error) {
 func (p *Pods) Labels(namespace, name string) (labels.Set, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	pd, ok := p.getLocked(namespace, name)
+	return pd.labels, ok
+}
+
+// UID returns the UID of pod namespace/name, and false when the pod is
+// not known (yet, or in no watched namespace, or deleted).
+func (p *Pods) UID(namespace, name string) (string, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	pd, ok := p.getLocked(namespace, name)
+	return pd.uid, ok
+}
+
+func (p *Pods) getLocked(namespace, name string) (pod, bool) {
 	key := namespace + "/" + name
-	if l, ok := p.byWatch[AllNamespaces][key]; ok {
-		return l, true
+	if pd, ok := p.byWatch[AllNamespaces][key]; ok {
+		return pd, true
 	}
-	l, ok := p.byWatch[namespace][key]
-	return l, ok
+	pd, ok := p.byWatch[namespace][key]
+	return pd, ok
+}
+
+// OnDelete registers f, called with the namespace, name and UID of each
+// pod of any namespace deleted, or replaced by a pod of the same name and
+// another UID (the watch missed the deletion): the control plane ends the
+// streams of the tokens bound to it. It makes Run watch every namespace.
+// Calls come one at a time, with the cache locked: f must be quick and
+// must not call the Pods. A deletion seen by two watches (while one
+// replaces others) is told twice.
+func (p *Pods) OnDelete(f func(namespace, name, uid string)) {
+	p.mu.Lock()
+	p.deletes = append(p.deletes, f)
+	p.mu.Unlock()
+	p.Need(func(string, string, labels.Set) {}).Set([]string{AllNamespaces})
 }
 
 // Need is what one part needs of the cache.
@@ -123,10 +158,10 @@ func (n *Need) Set(namespaces []string) {
 	// not before, would otherwise never be told.
 	was := &Need{namespaces: before}
 	for _, pods := range p.byWatch {
-		for key, l := range pods {
+		for key, pd := range pods {
 			pns, name, _ := strings.Cut(key, "/")
 			if n.coversLocked(pns) && !was.coversLocked(pns) {
-				n.changed(pns, name, l)
+				n.changed(pns, name, pd.labels)
 			}
 		}
 	}
@@ -212,7 +247,7 @@ func (p *Pods) Run(ctx context.Context) error {
 			w := running{cancel: cancel, done: make(chan struct{})}
 			watches[ns] = w
 			p.mu.Lock()
-			p.byWatch[ns] = map[string]labels.Set{}
+			p.byWatch[ns] = map[string]pod{}
 			p.mu.Unlock()
 			go func() {
 				defer close(w.done)
@@ -282,16 +317,31 @@ func (p *Pods) set(ns string, m *metav1.PartialObjectMetadata, gone bool) {
 		return
 	}
 	old, had := pods[key]
+	uid := string(m.UID)
 	if gone {
 		delete(pods, key)
 	} else {
-		pods[key] = l
+		pods[key] = pod{uid: uid, labels: l}
 	}
-	if moved := had && gone || !gone && (!had || !maps.Equal(old, l)); moved {
+	if moved := had && gone || !gone && (!had || !maps.Equal(old.labels, l)); moved {
 		for _, n := range p.needs {
 			if n.coversLocked(m.Namespace) {
 				n.changed(m.Namespace, m.Name, l)
 			}
+		}
+	}
+	ended := ""
+	switch {
+	case gone && uid != "":
+		ended = uid
+	case gone:
+		ended = old.uid
+	case had && old.uid != uid:
+		ended = old.uid // replaced: the deletion of the old one was missed
+	}
+	if ended != "" {
+		for _, f := range p.deletes {
+			f(m.Namespace, m.Name, ended)
 		}
 	}
 	p.mu.Unlock()
