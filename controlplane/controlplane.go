@@ -101,9 +101,10 @@ type Config struct {
 	// agentsettings.Runner (their informers); streams wait for those that
 	// implement agentsettings.Readier.
 	SettingsParts []agentsettings.Part
-	// Pods is the pod label cache that settings parts and sources share
-	// (forwarding rules, DNS policies: package podmeta); Run runs it. Nil
-	// when none needs pod labels.
+	// Pods is the pod cache that settings parts and sources share
+	// (forwarding rules, DNS policies: package podmeta) and that tells the
+	// gRPC server of deleted pods, whose agents' streams it ends
+	// (server.Config.Pods); Run runs it. Nil when nothing needs pods.
 	Pods *podmeta.Pods
 	// ExpectSources are source names that must report before the first
 	// version is served. The file source, and every source of Sources
@@ -247,11 +248,15 @@ func New(cfg Config) (*ControlPlane, error) {
 		c.grpcTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cfg.WebhookCerts.GetCertificate}
 	}
 	c.settings = agentsettings.Compose(cfg.SettingsParts...)
-	if c.server, err = server.New(server.Config{
+	scfg := server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
 		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: c.settings,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
-	}); err != nil {
+	}
+	if cfg.Pods != nil {
+		scfg.Pods = cfg.Pods // not a nil *podmeta.Pods in the interface
+	}
+	if c.server, err = server.New(scfg); err != nil {
 		return nil, err
 	}
 	acfg := admin.Config{Gatherer: cfg.Gatherer, Agents: c.server, Views: c.views, Ready: c.Ready, Level: cfg.Level,

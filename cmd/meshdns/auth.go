@@ -43,6 +43,11 @@ func (f *authFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.C
 			return err
 		}
 		as = append(as, tr)
+		// The pods tokens are bound to are watched, so that a stream
+		// ends with its pod (server.Config.Pods).
+		if _, err := sharedPods(cfg, log, rc); err != nil {
+			return err
+		}
 	}
 	if cfg.ClientCA != "" {
 		s, err := auth.SPIFFE(f.trustDomain)
