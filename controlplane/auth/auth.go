@@ -7,6 +7,12 @@
 // certificate the TLS layer verified) and Insecure (no check: the agent's
 // claim is taken as is, for file-only setups that opt in explicitly). Chain
 // combines them.
+//
+// What each proves differs: a pod-bound token the namespace, service
+// account, pod (name and UID) and node; a SPIFFE ID only the trust
+// domain, namespace and service account, which every pod of the service
+// account may share (Identity.PodProven is false). Both expire
+// (Identity.Expires), and a stream ends with its credential.
 package auth
 
 import (

@@ -16,7 +16,9 @@ import (
 // spiffe://<trustDomain>/ns/<namespace>/sa/<serviceaccount> (the form
 // Istio and SPIRE issue on Kubernetes). A certificate of another trust
 // domain, with several SPIFFE IDs, or another path is refused; one with
-// none is no credential (ErrNoCredential).
+// none is no credential (ErrNoCredential). The identity has no pod: a
+// SPIFFE ID names a service account, which many pods share. It expires
+// with the first certificate of the verified chain to expire.
 func SPIFFE(trustDomain string) (Authenticator, error) {
 	td := strings.ToLower(strings.TrimSuffix(trustDomain, "."))
 	if dnsname.Check(td, false) != nil {

@@ -1,5 +1,16 @@
 // Package server is the control plane's gRPC NameDiscoveryService: one
 // stream per agent, fed from the agent's view (package view).
+//
+// A stream speaks for what its credential proves (package auth), never
+// for what the agent claims: a pod-bound token proves its pod, and the
+// stream is filed and bounded as that pod's; a SPIFFE certificate proves
+// only a namespace and service account, so the stream is filed as pod
+// "sa:<serviceaccount>", the claimed pod is kept for debugging only, and
+// all the streams of one SPIFFE ID share one set of limits
+// (Config.MaxPodsPerSPIFFEID pods' worth). A stream lasts no longer than
+// its credential (it ends when the credential expires) nor than the pod
+// its token is bound to (Config.Pods): it ends with Unauthenticated, and
+// the agent reconnects with the credential it holds then.
 package server
 
 import (
