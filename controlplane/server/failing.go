@@ -13,7 +13,10 @@ import (
 // failed most for its pod (StreamNameTableRequest.failing): on an ACK, or
 // on a repeat of its last answer when no new version came. A repeat
 // changes nothing of the stream's state; the stream keeps the last report
-// until the agent disconnects, for /debug/agents and /debug/failing.
+// until the agent disconnects, for /debug/agents and /debug/failing,
+// filed under what the agent's credential proves (AgentInfo.Pod): its pod
+// for a pod-bound token, "sa:<serviceaccount>" for a SPIFFE identity,
+// never a pod the agent only claims.
 
 // Bounds of a stored report: what an agent sends beyond them is dropped
 // (and counted in FailingReport.Dropped), so a report costs the control
