@@ -261,17 +261,20 @@ func (s *Server) endLocked(a *agent, err error) {
 }
 
 // stop ends a's stream with err: at once when no sender is at work, else
-// by the sender before it sends again. The first reason stays.
+// by the sender before it sends again. A stream ending already (its
+// handler returning, or told to rebind) or stopped keeps its reason.
 func (s *Server) stop(a *agent, err error) {
 	a.mu.Lock()
-	if a.stopped == nil {
-		a.stopped = err
-	}
-	if a.scheduled || a.ended {
+	if a.ended || a.stopped != nil {
 		a.mu.Unlock()
 		return
 	}
-	s.endLocked(a, a.stopped)
+	a.stopped = err
+	if a.scheduled {
+		a.mu.Unlock()
+		return
+	}
+	s.endLocked(a, err)
 }
 
 // stopResult is the result label of a stream stop ended.
