@@ -2,15 +2,19 @@ package podmeta
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshdns/meshdns/internal/kubetest"
 )
 
 // deletions records what OnDelete told, and signals each.
@@ -116,5 +120,39 @@ func TestOnDeleteReplaced(t *testing.T) {
 	p.set(AllNamespaces, meta("uid-2", nil), true)
 	if diff := cmp.Diff([]string{"shop/web uid-1", "shop/web uid-2"}, d.list()); diff != "" {
 		t.Errorf("deletions (-want +got):\n%s", diff)
+	}
+}
+
+// TestOnDeleteForbidden: a control plane that may not list pods (the
+// VM-facing one) drops OnDelete's watch of every namespace at Run, rather
+// than retry it forever; one that may keeps it.
+func TestOnDeleteForbidden(t *testing.T) {
+	c := kubetest.Start(t, kubetest.WithRBAC())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		rules []rbacv1.PolicyRule
+		want  []string
+	}{
+		{name: "no right on pods", rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list"}}}},
+		{name: "list and watch on pods", rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}},
+			want: []string{AllNamespaces}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := strings.ReplaceAll(tc.name, " ", "-")
+			p, err := New(Config{Config: c.AsUserWith(t, user, "podmeta-"+user, tc.rules)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.OnDelete(func(string, string, string) {})
+			p.forbiddenDeletions(ctx)
+			p.mu.RLock()
+			got := p.wantedLocked()
+			p.mu.RUnlock()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("watches wanted (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

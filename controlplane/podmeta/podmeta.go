@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,6 +59,7 @@ type Pods struct {
 	synced  map[string]bool // watches whose first list is in
 	needs   []*Need
 	deletes []func(namespace, name, uid string) // OnDelete's
+	allNeed *Need                               // OnDelete's need of every namespace, or nil
 }
 
 // pod is what the cache keeps of a pod.
@@ -117,8 +119,35 @@ func (p *Pods) getLocked(namespace, name string) (pod, bool) {
 func (p *Pods) OnDelete(f func(namespace, name, uid string)) {
 	p.mu.Lock()
 	p.deletes = append(p.deletes, f)
+	first := p.allNeed == nil
 	p.mu.Unlock()
-	p.Need(func(string, string, labels.Set) {}).Set([]string{AllNamespaces})
+	if first {
+		n := p.Need(func(string, string, labels.Set) {})
+		p.mu.Lock()
+		p.allNeed = n
+		p.mu.Unlock()
+		n.Set([]string{AllNamespaces})
+	}
+}
+
+// forbiddenDeletions drops OnDelete's need of every namespace when the
+// control plane may not list pods cluster-wide (the VM-facing one, whose
+// agents are no pods), rather than retry and log forever; a restart picks
+// up RBAC granted later. It logs so once.
+func (p *Pods) forbiddenDeletions(ctx context.Context) {
+	p.mu.RLock()
+	n := p.allNeed
+	p.mu.RUnlock()
+	if n == nil {
+		return
+	}
+	_, err := p.meta.Resource(podsResource).List(ctx, metav1.ListOptions{Limit: 1})
+	if !apierrors.IsForbidden(err) {
+		return
+	}
+	p.log.Info("cannot list pods: the streams of pod-bound tokens end when their token expires, not when their pod is deleted "+
+		"(grant list and watch on pods)", "err", err)
+	n.Set(nil)
 }
 
 // Need is what one part needs of the cache.
@@ -214,6 +243,7 @@ func (p *Pods) wantedLocked() []string {
 // Run runs the watches the needs call for until ctx ends; it returns nil
 // then.
 func (p *Pods) Run(ctx context.Context) error {
+	p.forbiddenDeletions(ctx)
 	type running struct {
 		cancel context.CancelFunc
 		done   chan struct{}
