@@ -28,9 +28,6 @@ type Pods interface {
 	// UID. Calls come one at a time; f is quick and does not call the
 	// Pods.
 	OnDelete(f func(namespace, name, uid string))
-	// UID returns the UID of pod namespace/name, and false when the pod
-	// is not known (not listed yet, or deleted).
-	UID(namespace, name string) (uid string, known bool)
 }
 
 const (
@@ -59,10 +56,11 @@ func newPodsGone(now func() time.Time) *podsGone {
 }
 
 // track files a's stream under its pod, when its credential proves one,
-// and reports whether that pod is known to be gone already: deleted
-// lately, or replaced (pods, when it lists the pod under another UID).
-// Filing first and looking second leaves no gap: a deletion seen after
-// the look finds the stream filed.
+// and reports whether that pod was seen deleted (or replaced) lately. A
+// deletion told after the look finds the stream filed, so none is missed.
+// The pod cache's current UID of the name is not asked: a cache that
+// lags would take a new pod's agent for an old one's, while the UIDs
+// told deleted are certain.
 func (s *Server) track(a *agent) (gone bool) {
 	g := s.gone
 	if g == nil || !a.id.PodProven() || a.id.PodUID == "" {
@@ -76,11 +74,7 @@ func (s *Server) track(a *agent) (gone bool) {
 	g.byPod[key][a] = struct{}{}
 	_, deleted := g.uids[a.id.PodUID]
 	g.mu.Unlock()
-	if deleted {
-		return true
-	}
-	uid, known := s.cfg.Pods.UID(a.id.Namespace, a.id.Pod)
-	return known && uid != a.id.PodUID
+	return deleted
 }
 
 // untrack forgets a's stream.

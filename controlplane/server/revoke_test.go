@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	authv1 "k8s.io/api/authentication/v1"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
@@ -107,11 +108,17 @@ func TestStreamEndsWithItsCredential(t *testing.T) {
 	})
 }
 
+// podTokenUID is podToken for audience meshdns, bound to pod UID uid.
+func podTokenUID(ns, pod, uid string) authv1.TokenReviewStatus {
+	st := podToken(ns, pod, "meshdns")
+	st.User.Extra["authentication.kubernetes.io/pod-uid"] = authv1.ExtraValue{uid}
+	return st
+}
+
 // fakePods is a Pods whose deletions the test announces.
 type fakePods struct {
 	mu       sync.Mutex
 	onDelete func(namespace, name, uid string)
-	uids     map[string]string // "namespace/name" -> UID
 }
 
 func (p *fakePods) OnDelete(f func(namespace, name, uid string)) {
@@ -120,35 +127,22 @@ func (p *fakePods) OnDelete(f func(namespace, name, uid string)) {
 	p.onDelete = f
 }
 
-func (p *fakePods) UID(namespace, name string) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	uid, ok := p.uids[namespace+"/"+name]
-	return uid, ok
-}
-
-func (p *fakePods) set(key, uid string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.uids[key] = uid
-}
-
 func (p *fakePods) delete(namespace, name, uid string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.uids, namespace+"/"+name)
 	p.onDelete(namespace, name, uid)
 }
 
 // TestStreamEndsWithItsPod: the stream of a token bound to a pod ends when
 // that pod is deleted, not when an earlier pod of the same name is; a
 // token of a pod seen deleted, or replaced by another of its name, opens
-// none; the streams of other pods go on.
+// none, while a new pod of the name connects; the streams of other pods
+// go on.
 func TestStreamEndsWithItsPod(t *testing.T) {
-	pods := &fakePods{uids: map[string]string{"ns-a/web-a": "uid-web-a", "ns-a/web-b": "uid-web-b"}}
+	pods := &fakePods{}
 	ta, err := auth.TokenReview(auth.TokenReviewConfig{Reviewer: reviewer{
 		"tok-a": podToken("ns-a", "web-a", "meshdns"), "tok-b": podToken("ns-a", "web-b", "meshdns"),
-		"tok-c": podToken("ns-a", "web-c", "meshdns"),
+		"tok-c": podToken("ns-a", "web-c", "meshdns"), "tok-c2": podTokenUID("ns-a", "web-c", "uid-of-a-later-web-c"),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -173,10 +167,15 @@ func TestStreamEndsWithItsPod(t *testing.T) {
 	if got := outcome(t, dial("tok-a")); got != codes.Unauthenticated {
 		t.Errorf("token of the deleted pod: %v, want Unauthenticated", got)
 	}
-	// web-c was replaced by a pod of the same name, another UID.
-	pods.set("ns-a/web-c", "uid-of-a-later-web-c")
+	// web-c was replaced by a pod of the same name, another UID, before
+	// its agent connected (the pod cache tells that as a deletion).
+	pods.delete("ns-a", "web-c", "uid-web-c")
 	if got := outcome(t, dial("tok-c")); got != codes.Unauthenticated {
 		t.Errorf("token of a replaced pod: %v, want Unauthenticated", got)
+	}
+	// The agent of the new web-c, with its own token.
+	if got := outcome(t, dial("tok-c2")); got != codes.OK {
+		t.Errorf("token of the pod that replaced web-c: %v, want OK", got)
 	}
 	// b, of another pod, still gets versions.
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
