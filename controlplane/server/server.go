@@ -110,8 +110,9 @@ type Config struct {
 	// Pods, when set, tells the server of deleted pods: the stream of an
 	// agent whose token is bound to a pod ends (Unauthenticated) when
 	// that pod is deleted or replaced by another of the same name, and
-	// a token of a pod seen deleted opens none. Nil ends streams only
-	// when their credential expires.
+	// a token of a pod seen deleted in the last 2 minutes opens none
+	// (later the API server refuses it). Nil ends streams only when their
+	// credential expires.
 	Pods Pods
 	// Settings composes each agent's settings (package agentsettings);
 	// nil means none (every agent's settings are empty). The server runs
