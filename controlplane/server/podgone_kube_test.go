@@ -74,10 +74,12 @@ func TestStreamEndsWithItsPodAPIServer(t *testing.T) {
 	b := cptest.Dial(t, h.addr, cptest.DialOpts{Token: token(other), Pod: cptest.NoPod})
 	b.Next()
 
+	start := time.Now()
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, web.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	wantEnd(t, ended(t, a, "its pod was deleted"), "deleted")
+	t.Logf("stream ended %v after the pod's deletion was asked", time.Since(start).Round(time.Millisecond))
 	if got := outcome(t, cptest.Dial(t, h.addr, cptest.DialOpts{Token: tok, Pod: cptest.NoPod})); got != codes.Unauthenticated {
 		t.Errorf("the deleted pod's token: %v, want Unauthenticated", got)
 	}
