@@ -50,7 +50,7 @@ const (
 	fieldIdentityFeatures  = 6
 
 	// FieldRequestIdentity, FieldRequestVersion, FieldRequestNonce,
-	// FieldRequestError and FieldRequestFailing number
+	// FieldRequestError, FieldRequestFailing and FieldRequestRejected number
 	// StreamNameTableRequest's fields, for the control plane's decoder of
 	// ACKs, which reads them by hand.
 	FieldRequestIdentity = 1
@@ -58,6 +58,7 @@ const (
 	FieldRequestNonce    = 3
 	FieldRequestError    = 4
 	FieldRequestFailing  = 5
+	FieldRequestRejected = 6
 
 	fieldErrorCode    = 1
 	fieldErrorMessage = 2

@@ -41,7 +41,7 @@ func (r *Request) Append(b []byte) []byte {
 			return b
 		})
 	}
-	return b
+	return appendString(b, FieldRequestRejected, r.RejectedVersion)
 }
 
 // UnmarshalDelta decodes a marshalled NameTableDelta. The upserted

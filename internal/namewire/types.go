@@ -188,6 +188,10 @@ type Request struct {
 	// Failing is the summary of the names that failed lately, when the
 	// settings ask for it; or nil.
 	Failing *FailingNames
+	// RejectedVersion is a version NACKed outside the response that carried
+	// it: the one the agent died running within its probation (ErrorDetail's
+	// code then ABORTED); or empty.
+	RejectedVersion string
 }
 
 // FailingNames is meshdns.v1.FailingNames: the names that failed most in

@@ -125,9 +125,16 @@ type StreamNameTableRequest struct {
 	ErrorDetail *ErrorDetail `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
 	// The names that failed most lately, sent with an ACK when the agent's
 	// settings ask for it (Telemetry.failing_report); unset otherwise.
-	Failing       *FailingNames `protobuf:"bytes,5,opt,name=failing,proto3" json:"failing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failing *FailingNames `protobuf:"bytes,5,opt,name=failing,proto3" json:"failing,omitempty"`
+	// A version NACKed outside the response that carried it: after a restart,
+	// the version the agent's process died applying or serving within its
+	// probation, with error_detail.code 10 (ABORTED). The agent restored its last
+	// known good version (version_info) and never applies this one again; it
+	// sends this field in the first request of every stream until it holds a
+	// version the control plane sent after it. Empty otherwise.
+	RejectedVersion string `protobuf:"bytes,6,opt,name=rejected_version,json=rejectedVersion,proto3" json:"rejected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StreamNameTableRequest) Reset() {
@@ -193,6 +200,13 @@ func (x *StreamNameTableRequest) GetFailing() *FailingNames {
 		return x.Failing
 	}
 	return nil
+}
+
+func (x *StreamNameTableRequest) GetRejectedVersion() string {
+	if x != nil {
+		return x.RejectedVersion
+	}
+	return ""
 }
 
 // FailingNames is a bounded summary of the queries that failed in one
@@ -552,7 +566,9 @@ func (x *ZoneSet) GetZones() []string {
 // proto has no registry dependencies.
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// A gRPC status code (3 = INVALID_ARGUMENT for a table that fails validation).
+	// A gRPC status code: 3 (INVALID_ARGUMENT) for a table that fails
+	// validation, 10 (ABORTED) for a version the agent died running
+	// (StreamNameTableRequest.rejected_version).
 	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -616,13 +632,14 @@ const file_meshdns_v1_discovery_proto_rawDesc = "" +
 	"\vinstance_id\x18\x04 \x01(\tR\n" +
 	"instanceId\x12#\n" +
 	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12\x1a\n" +
-	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"\x89\x02\n" +
+	"\bfeatures\x18\x06 \x03(\tR\bfeatures\"\xb4\x02\n" +
 	"\x16StreamNameTableRequest\x125\n" +
 	"\bidentity\x18\x01 \x01(\v2\x19.meshdns.v1.AgentIdentityR\bidentity\x12!\n" +
 	"\fversion_info\x18\x02 \x01(\tR\vversionInfo\x12%\n" +
 	"\x0eresponse_nonce\x18\x03 \x01(\tR\rresponseNonce\x12:\n" +
 	"\ferror_detail\x18\x04 \x01(\v2\x17.meshdns.v1.ErrorDetailR\verrorDetail\x122\n" +
-	"\afailing\x18\x05 \x01(\v2\x18.meshdns.v1.FailingNamesR\afailing\"d\n" +
+	"\afailing\x18\x05 \x01(\v2\x18.meshdns.v1.FailingNamesR\afailing\x12)\n" +
+	"\x10rejected_version\x18\x06 \x01(\tR\x0frejectedVersion\"d\n" +
 	"\fFailingNames\x12%\n" +
 	"\x0ewindow_seconds\x18\x01 \x01(\rR\rwindowSeconds\x12-\n" +
 	"\x05names\x18\x02 \x03(\v2\x17.meshdns.v1.FailingNameR\x05names\"M\n" +
