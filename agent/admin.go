@@ -28,8 +28,8 @@ func (a *Agent) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	a.probeRoutes(mux)
 	mux.HandleFunc("GET /debug/nametable", a.handleNameTable)
-	mux.Handle("GET /debug/lookup", a.lookupLimit.wrap(http.HandlerFunc(a.handleLookup)))
-	adminhttp.LogLevel{Var: a.cfg.LogLevel, Floor: a.levelFloor, Logger: a.log}.Register(mux)
+	mux.Handle("GET /debug/lookup", a.aux.lookups.wrap(http.HandlerFunc(a.handleLookup)))
+	adminhttp.LogLevel{Var: a.cfg.LogLevel, Floor: a.aux.levelFloor, Logger: a.log}.Register(mux)
 	mux.HandleFunc("GET /debug/querylog", a.handleQueryLog)
 	mux.HandleFunc("PUT /debug/querylog", a.handleQueryLog)
 	mux.HandleFunc("DELETE /debug/querylog", a.handleQueryLog)
@@ -42,7 +42,7 @@ func (a *Agent) handleReady(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready: no name table yet", http.StatusServiceUnavailable)
 		return
 	}
-	cur := a.tables.Current()
+	cur := a.run.tables.Current()
 	fmt.Fprintf(w, "ready: table %s from %s\n", cur.Version, cur.Source)
 }
 
@@ -67,7 +67,7 @@ type nameTableDump struct {
 }
 
 func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
-	cur := a.tables.Current()
+	cur := a.run.tables.Current()
 	if cur == nil {
 		http.Error(w, "no name table yet", http.StatusServiceUnavailable)
 		return
@@ -94,8 +94,8 @@ func (a *Agent) handleNameTable(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("stored") == "1" {
 		d.StoredNames = cur.Table.Names()
 	}
-	if a.disc != nil {
-		d.Control = a.disc.Addr()
+	if a.run.disc != nil {
+		d.Control = a.run.disc.Addr()
 	}
 	adminhttp.WriteJSON(w, d)
 }
@@ -166,13 +166,13 @@ func (a *Agent) handleLookup(w http.ResponseWriter, r *http.Request) {
 // table says about the question (search alias, ExternalName chase).
 func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 	rep := lookupReport{Question: q.Name + " " + dns.TypeToString[q.Qtype]}
-	if cur := a.tables.Current(); cur != nil {
+	if cur := a.run.tables.Current(); cur != nil {
 		rep.Version = cur.Version
 		if res := cur.Table.Lookup(q); res.Action == nametable.Answer {
 			rep.Alias, rep.Chase = res.Alias, res.Chase
 		}
 	}
-	m, src, verdict, err := a.server.Handler().ExplainPolicy(ctx, q)
+	m, src, verdict, err := a.run.server.Handler().ExplainPolicy(ctx, q)
 	rep.Source = src
 	if verdict.Judged {
 		rep.Policy = &verdict
@@ -186,9 +186,9 @@ func (a *Agent) lookup(ctx context.Context, q dns.Question) lookupReport {
 	case rep.Chase != "":
 		// The CNAMEs come from the table, the target's records from src.
 		rep.Source, rep.ChaseSource = "table", src
-		rep.Upstreams = a.resolver.RouteOf(rep.Chase)
+		rep.Upstreams = a.run.resolver.RouteOf(rep.Chase)
 	case src == "cache" || src == "upstream":
-		rep.Upstreams = a.resolver.RouteOf(q.Name)
+		rep.Upstreams = a.run.resolver.RouteOf(q.Name)
 	}
 	fillFromMsg(&rep, m)
 	if m.Rcode == dns.RcodeServerFailure && src == "local" {

@@ -14,7 +14,7 @@ func TestAdminEndpoints(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
 	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
 	eventually(t, "ready", a.Ready)
-	version := a.tables.Current().Version
+	version := a.run.tables.Current().Version
 
 	t.Run("ready", func(t *testing.T) {
 		code, body := httpGet(t, a.admin+"/healthz/ready")

@@ -70,7 +70,7 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 			}
 		})
 	}
-	if got := a.server.QueryLog(); got != (proxy.QueryLogConfig{}) {
+	if got := a.run.server.QueryLog(); got != (proxy.QueryLogConfig{}) {
 		t.Errorf("query log %+v after refused requests, want off", got)
 	}
 	if got := a.cfg.LogLevel.Level(); got != slog.LevelInfo {

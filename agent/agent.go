@@ -2,6 +2,13 @@
 // current (from a static file or the control plane stream), serves DNS from
 // it with pkg/proxy, forwards the rest upstream with pkg/proxy/upstream,
 // and serves the admin HTTP endpoints.
+//
+// A version takes one path: its source (the stream, the state directory or
+// the file) hands it to agent/ingest, which converts its settings
+// (convertSettings), makes its table and publishes both as one served
+// value, once; serve swaps that into the DNS server and the resolver.
+// The agent's pieces are one list of parts (parts.go) that Listen opens,
+// Run runs and Close unwinds.
 package agent
 
 import (
@@ -10,17 +17,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/agent/ingest"
-	"github.com/meshdns/meshdns/internal/proxymetrics"
-	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
@@ -28,41 +30,47 @@ import (
 // Agent is one running agent. Create it with New; Listen opens the sockets
 // (optional: Run does it), Run serves until its context ends.
 type Agent struct {
-	cfg        Config
-	dnsDefault bool // DNSAddrs was not given: an IPv6 twin may be added
-	log        *slog.Logger
-	m          *metrics
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+	aux auxiliary // made by New, read-only after it
+	// parts are the agent's pieces in start order (parts.go).
+	parts     []part
+	qlSources queryLogSources // the query log's sources (querylogsources.go)
+	ready     atomic.Bool
+	restoring atomic.Bool  // while Restore replays the persisted table
+	failing   failingState // the failing-names report (failing.go)
 
-	mem   *ingest.Releaser
-	rules *rulesCheck // or nil when the iptables rules are not checked
-	tap   *dnstapTap  // or nil without --dnstap
-	// qlSources composes the query log from flags, settings,
-	// annotations and /debug/querylog; ann follows the annotations (nil
-	// without --pod-annotations).
-	qlSources   queryLogSources
-	ann         *annotationWatch
-	ready       atomic.Bool
-	restoring   atomic.Bool // while Restore replays the persisted table
-	lookupLimit lookupLimit // bounds /debug/lookup
-	settings    settings    // the served version's settings, converted
+	mu  sync.Mutex // guards run while Listen and Close change it
+	run running
+}
+
+// auxiliary are the optional helpers New makes from the Config.
+type auxiliary struct {
+	dnsDefault bool // DNSAddrs was not given: an IPv6 twin may be added
+	mem        *ingest.Releaser
+	rules      *rulesCheck      // or nil when the iptables rules are not checked
+	tap        *dnstapTap       // or nil without --dnstap
+	ann        *annotationWatch // or nil without --pod-annotations
 	// levelFloor is the log level the agent started with, the quietest
 	// /debug/loglevel may set; nil without Config.LogLevel.
 	levelFloor *slog.Level
+	lookups    lookupLimit // bounds /debug/lookup
+}
 
-	mu       sync.Mutex // guards following, set once by Listen
+// running is what Listen opened. It is set once under Agent.mu, then
+// read by Run and the handlers without it.
+type running struct {
 	listened bool
+	opened   []part // the parts Listen opened, in order
 	resolv   resolvInputs
 	resolver *upstream.Resolver
 	server   *proxy.Server
-	tables   *ingest.Ingest
+	tables   *ingest.Ingest[settings]
 	disc     *discovery.Client // or nil without control plane
 	file     *fileSource       // or nil without table file
 	adminLis net.Listener      // or nil when the admin server is off
-	admin    *http.Server
-	probeLis net.Listener // or nil without ProbeAddr
-	probe    *http.Server
-
-	failing failingState // the failing-names report (failing.go)
+	probeLis net.Listener      // or nil without ProbeAddr
 }
 
 // New checks cfg and registers the agent's metrics; it does no other I/O.
@@ -76,227 +84,75 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, dnsDefault: dnsDefault, log: cfg.Logger, m: m, mem: ingest.NewReleaser(time.Second, 10*time.Second),
-		lookupLimit: make(lookupLimit, maxDebugLookups)}
+	a := &Agent{cfg: cfg, log: cfg.Logger, m: m}
+	a.qlSources.flags = cfg.QueryLog
+	if a.aux, err = newAuxiliary(cfg, a, dnsDefault); err != nil {
+		return nil, err
+	}
+	a.parts = a.partList()
+	return a, nil
+}
+
+// newAuxiliary makes the helpers cfg asks for; the annotation watch
+// reports to a.
+func newAuxiliary(cfg Config, a *Agent, dnsDefault bool) (auxiliary, error) {
+	x := auxiliary{dnsDefault: dnsDefault, mem: ingest.NewReleaser(time.Second, 10*time.Second),
+		lookups: make(lookupLimit, maxDebugLookups)}
+	var err error
 	if cfg.IPTablesCheckInterval > 0 {
-		if a.rules, err = newRulesCheck(cfg); err != nil {
-			return nil, err
+		if x.rules, err = newRulesCheck(cfg); err != nil {
+			return x, err
 		}
 	}
-	a.qlSources.flags = cfg.QueryLog
 	if cfg.LogLevel != nil {
 		l := cfg.LogLevel.Level()
-		a.levelFloor = &l
+		x.levelFloor = &l
 	}
 	if cfg.PodAnnotations != "" {
-		a.ann = &annotationWatch{path: cfg.PodAnnotations, interval: cfg.FilePollInterval, a: a}
+		x.ann = &annotationWatch{path: cfg.PodAnnotations, interval: cfg.FilePollInterval, a: a}
 	}
 	if cfg.Dnstap != "" {
-		if a.tap, err = newDnstapTap(cfg); err != nil {
-			return nil, fmt.Errorf("agent config: %w", err)
+		if x.tap, err = newDnstapTap(cfg); err != nil {
+			return x, fmt.Errorf("agent config: %w", err)
 		}
-		if err := registerDnstap(cfg.Registry, a.tap.w); err != nil {
-			return nil, err
+		if err := registerDnstap(cfg.Registry, x.tap.w); err != nil {
+			return x, err
 		}
 	}
-	return a, nil
+	return x, nil
 }
 
 // Listen reads the resolv.conf files, builds the resolver, the DNS server
 // and the table source, and opens the DNS and admin sockets, so that a
-// taken port fails before Run and tests can use port 0. It may be called
-// once; Run calls it when it was not.
+// taken port fails before Run and tests can use port 0: it opens the
+// parts in order, and on a failure closes those it opened. It may be
+// called once; Run calls it when it was not.
 func (a *Agent) Listen() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.listened {
+	if a.run.listened {
 		return errors.New("agent: Listen called twice")
 	}
-	a.listened = true
-	cfg := a.cfg
-	in, err := readResolvInputs(cfg)
-	if err != nil {
-		return err
-	}
-	a.resolv = in
-	if a.dnsDefault {
-		cfg.DNSAddrs = withV6Listener(cfg.DNSAddrs, in.Upstreams, ipv6Loopback())
-		a.cfg.DNSAddrs = cfg.DNSAddrs
-	}
-	tlsCfg, err := upstreamTLS(cfg.UpstreamCA)
-	if err != nil {
-		return err
-	}
-	a.resolver, err = upstream.New(upstream.Config{
-		Upstreams: in.Upstreams,
-		TLS:       tlsCfg,
-		Timeout:   cfg.UpstreamTimeout,
-		// The pod's resolver's patience: the forward answers within it.
-		ClientTimeout:   in.ClientTimeout,
-		Parallel:        cfg.ParallelUpstreams,
-		CacheSize:       cfg.CacheSize,
-		Prefetch:        cfg.Prefetch,
-		PrefetchWindow:  cfg.PrefetchWindow,
-		PrefetchPercent: cfg.PrefetchPercent,
-		Now:             cfg.Now,
-		Logger:          a.log,
-		Registry:        proxymetrics.Registry(cfg.Registry),
-	})
-	if err != nil {
-		return err
-	}
-	var tap proxy.Tap
-	if a.tap != nil {
-		tap = a.tap
-	}
-	if a.ann != nil {
-		// Before the server, so its first query log is the pod's.
-		a.ann.reload()
-	}
-	a.server, err = proxy.New(proxy.Config{
-		Addrs:         cfg.DNSAddrs,
-		Resolver:      a.resolver,
-		ClusterDomain: cfg.ClusterDomain,
-		Logger:        a.log,
-		Registry:      proxymetrics.Registry(cfg.Registry),
-		QueryLog:      a.qlSources.effective(),
-		QueryLogger:   queryLogger(cfg),
-		QueryTap:      tap,
-		Takeover:      cfg.Takeover,
-		Inherited:     cfg.Sockets,
-		// On stop, hand the sockets' traffic to a successor (or let the
-		// kernel refuse it) and answer every query taken, within the
-		// pod's resolver timeout.
-		DrainTimeout: in.ClientTimeout,
-		// A policy judges search-path expansions as the name meant.
-		Search: in.Search,
-	})
-	if err != nil {
-		a.resolver.Close()
-		return err
-	}
-	a.qlSources.update(func(s *queryLogSources) { s.set = a.server.SetQueryLog })
-	a.tables, err = ingest.New(ingest.Config{
-		Pod: nametable.Context{
-			Namespace:     cfg.Namespace,
-			ClusterDomain: cfg.ClusterDomain,
-			Search:        in.Search,
-			TTL:           cfg.TTL,
-			ForwardPods:   cfg.ForwardPods,
-		},
-		IgnorePodZone: cfg.IgnorePodZone,
-		Limits:        cfg.Limits,
-		Publish:       a.publish,
-		Built:         a.mem.Kick,
-		Logger:        a.log,
-		Registry:      cfg.Registry,
-		Now:           cfg.Now,
-	})
-	if err != nil {
-		a.resolver.Close()
-		return err
-	}
-	switch {
-	case cfg.NameTableFile != "":
-		a.file = &fileSource{
-			path:     cfg.NameTableFile,
-			interval: cfg.FilePollInterval,
-			apply: func(v ingest.Version) error {
-				if err := a.apply(ingest.SourceFile, v); err != nil {
-					return err
-				}
-				a.setReady("name table loaded")
-				return nil
-			},
-			log: a.log,
-		}
-	case len(cfg.ControlPlanes) > 0:
-		a.disc, err = discovery.New(discovery.Config{
-			Addrs:         cfg.ControlPlanes,
-			PodName:       cfg.PodName,
-			Namespace:     cfg.Namespace,
-			ClusterDomain: cfg.ClusterDomain,
-			AgentVersion:  cfg.Version,
-			InstanceID:    cfg.InstanceID,
-			Features:      ingest.Features,
-			Apply: func(v *discovery.Version) error {
-				src := ingest.SourceControlPlane
-				if a.restoring.Load() {
-					src = ingest.SourceState
-				}
-				return a.apply(src, v)
-			},
-			StateDir:  cfg.StateDir,
-			CACert:    cfg.CACert,
-			TLSCert:   cfg.TLSCert,
-			TLSKey:    cfg.TLSKey,
-			TokenFile: cfg.TokenFile,
-			Logger:    a.log,
-			Registry:  cfg.Registry,
-			Now:       cfg.Now,
-		})
-		if err != nil {
-			a.resolver.Close()
-			return err
-		}
-	}
-	if err := a.server.Listen(); err != nil {
-		a.resolver.Close()
-		return fmt.Errorf("dns: %w", err)
-	}
-	if cfg.AdminAddr != "-" {
-		lis, err := net.Listen("tcp", cfg.AdminAddr)
-		if err != nil {
-			a.server.Close()
-			a.resolver.Close()
-			return fmt.Errorf("admin: %w", err)
-		}
-		a.adminLis = lis
-		a.admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
-	}
-	if cfg.ProbeAddr != "" {
-		lis, err := net.Listen("tcp", cfg.ProbeAddr)
-		if err != nil {
-			if a.adminLis != nil {
-				a.adminLis.Close()
-			}
-			a.server.Close()
-			a.resolver.Close()
-			return fmt.Errorf("probes: %w", err)
-		}
-		a.probeLis = lis
-		a.probe = &http.Server{Handler: a.probeHandler(), ReadHeaderTimeout: 5 * time.Second}
-	}
-	return nil
+	a.run.listened = true
+	opened, err := openParts(a.parts)
+	a.run.opened = opened
+	return err
 }
 
-// Close releases what Listen opened when Run will not be called (Run
-// releases everything itself). It is idempotent.
+// Close releases what Listen opened, the parts in reverse order, when Run
+// will not be called (Run releases everything itself). It is idempotent.
 func (a *Agent) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var errs []error
-	if a.server != nil {
-		errs = append(errs, a.server.Close())
-	}
-	if a.resolver != nil {
-		errs = append(errs, a.resolver.Close())
-	}
-	for _, l := range []net.Listener{a.adminLis, a.probeLis} {
-		if l == nil {
-			continue
-		}
-		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	err := closeParts(a.run.opened)
+	a.run.opened = nil
+	return err
 }
 
 // DNSAddr returns the first bound UDP address, or nil before Listen.
 func (a *Agent) DNSAddr() net.Addr {
 	a.mu.Lock()
-	s := a.server
+	s := a.run.server
 	a.mu.Unlock()
 	if s == nil {
 		return nil
@@ -308,33 +164,25 @@ func (a *Agent) DNSAddr() net.Addr {
 }
 
 // AdminAddr returns the bound admin address, or nil.
-func (a *Agent) AdminAddr() net.Addr {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.adminLis == nil {
-		return nil
-	}
-	return a.adminLis.Addr()
-}
+func (a *Agent) AdminAddr() net.Addr { return a.listenerAddr(&a.run.adminLis) }
 
 // ProbeAddr returns the bound probe address, or nil.
-func (a *Agent) ProbeAddr() net.Addr {
+func (a *Agent) ProbeAddr() net.Addr { return a.listenerAddr(&a.run.probeLis) }
+
+func (a *Agent) listenerAddr(l *net.Listener) net.Addr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.probeLis == nil {
+	if *l == nil {
 		return nil
 	}
-	return a.probeLis.Addr()
+	return (*l).Addr()
 }
 
-// apply makes v, from source, the version served, with its settings;
-// on error (a table or settings that are not valid) the last good version
-// keeps serving and the error says why.
+// apply hands v, from source, to ingest, which converts its settings,
+// makes its table and, when both are good, publishes them to serve; on
+// error the last good version keeps serving and the error says why.
 func (a *Agent) apply(source string, v ingest.Version) error {
-	if err := a.checkSettings(v); err != nil {
-		return fmt.Errorf("table %s from %s: %w", v.ID(), source, err)
-	}
-	return a.tables.Apply(source, v)
+	return a.run.tables.Apply(source, v)
 }
 
 // Ready reports what /healthz/ready reports.
@@ -349,98 +197,20 @@ func (a *Agent) setReady(why string) {
 
 // Run serves until ctx ends, then shuts everything down and returns nil, or
 // returns the first error that stopped a part of the agent.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Agent) Run(ctx context.Context) (err error) {
 	a.mu.Lock()
-	listened := a.listened
+	listened := a.run.listened
 	a.mu.Unlock()
 	if !listened {
 		if err := a.Listen(); err != nil {
 			return err
 		}
 	}
-	defer a.resolver.Close()
+	defer func() { err = errors.Join(err, a.Close()) }()
 	a.log.Info("agent starting",
-		"dns", a.cfg.DNSAddrs, "admin", a.cfg.AdminAddr, "upstreams", a.resolv.Upstreams,
-		"upstreams_from", a.resolv.From, "search", a.resolv.Search, "namespace", a.cfg.Namespace)
-
-	if a.file == nil && a.disc == nil {
-		// No table source: a plain forwarder. An empty table answers only
-		// dns-version and forwards the rest, and there is nothing to wait
-		// for.
-		if err := a.tables.Apply(ingest.SourceNone, nil); err != nil {
-			return errors.Join(err, a.Close())
-		}
-		a.setReady("no table source")
-	}
-
-	// The first part to fail ends ctx for the others; Wait returns its
-	// error once every part has stopped.
-	g, ctx := errgroup.WithContext(ctx)
-	run := func(name string, f func(context.Context) error) {
-		g.Go(func() error {
-			if err := f(ctx); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			return nil
-		})
-	}
-
-	run("memory", a.mem.Run)
-	if a.tap != nil {
-		run("dnstap", a.tap.w.Run)
-	}
-	if a.ann != nil {
-		run("pod annotations", a.ann.Run)
-	}
-	if a.rules != nil {
-		run("iptables check", a.rules.Run)
-	}
-	// The table source starts before the DNS server answers, so a valid
-	// file or persisted table is in place for the first query.
-	switch {
-	case a.file != nil:
-		// Each good table marks the agent ready (see the file source's
-		// apply in Listen), this first load included.
-		if err := a.file.load(); err != nil {
-			a.file.lastErr = err.Error() // the watch's first check does not log it again
-			a.log.Error("rejected name table file; serving without a table until a good one appears", "err", err)
-		}
-		run("name table file", a.file.Run)
-	case a.disc != nil:
-		a.restoring.Store(true)
-		restored, err := a.disc.Restore()
-		a.restoring.Store(false)
-		if err != nil {
-			a.log.Error("persisted name table not restored", "err", err)
-		}
-		run("control plane", a.disc.Run)
-		run("readiness", func(ctx context.Context) error {
-			return a.waitSynced(ctx, restored)
-		})
-	}
-
-	run("dns", a.server.Run)
-	serve := func(srv *http.Server, lis net.Listener) func(context.Context) error {
-		return func(ctx context.Context) error {
-			stop := context.AfterFunc(ctx, func() {
-				sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-				defer c()
-				srv.Shutdown(sctx)
-			})
-			defer stop()
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		}
-	}
-	if a.admin != nil {
-		run("admin", serve(a.admin, a.adminLis))
-	}
-	if a.probe != nil {
-		run("probes", serve(a.probe, a.probeLis))
-	}
-	return g.Wait()
+		"dns", a.cfg.DNSAddrs, "admin", a.cfg.AdminAddr, "upstreams", a.run.resolv.Upstreams,
+		"upstreams_from", a.run.resolv.From, "search", a.run.resolv.Search, "namespace", a.cfg.Namespace)
+	return runParts(ctx, a.parts)
 }
 
 // waitSynced marks the agent ready when the stream delivered a table, or,
@@ -456,7 +226,7 @@ func (a *Agent) waitSynced(ctx context.Context, restored bool) error {
 	}
 	select {
 	case <-ctx.Done():
-	case <-a.disc.Synced():
+	case <-a.run.disc.Synced():
 		a.setReady("control plane stream delivered a table")
 	case <-grace:
 		a.setReady("restored table served for the ready grace period")

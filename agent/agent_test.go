@@ -86,7 +86,7 @@ func TestServeExampleTable(t *testing.T) {
 			})
 		}
 	}
-	if got := a.tables.Current().Names; got != 5 {
+	if got := a.run.tables.Current().Names; got != 5 {
 		t.Errorf("names served = %v, want 5", got)
 	}
 }

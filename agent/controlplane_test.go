@@ -105,7 +105,7 @@ func TestControlPlaneStream(t *testing.T) {
 	if diff := cmp.Diff([]string{"b.demo.svc.cluster.local. A 10.1.0.2"}, answerData(exchange(t, "udp", b.dns, "b.demo.svc.cluster.local", dns.TypeA))); diff != "" {
 		t.Errorf("restored table (-want +got)\n%s", diff)
 	}
-	if cur := b.tables.Current(); cur == nil || cur.Version != "v3" || cur.Source != ingest.SourceState {
+	if cur := b.run.tables.Current(); cur == nil || cur.Version != "v3" || cur.Source != ingest.SourceState {
 		t.Errorf("restored = %+v, want v3 from state", cur)
 	}
 	if b.Ready() && time.Since(start) < grace {
@@ -175,8 +175,8 @@ func TestControlPlaneSettingsRequireUnknownFeature(t *testing.T) {
 	if diff := cmp.Diff([]string{"a.demo.svc.cluster.local. A 10.1.0.1"}, answerData(query("a.demo.svc.cluster.local"))); diff != "" {
 		t.Errorf("after the NACK (-want +got)\n%s", diff)
 	}
-	cur := a.tables.Current()
-	if cur.Version != "v1" || cur.Settings() == nil || cur.Settings().PodZone != "zone-a" {
-		t.Errorf("served %s with settings %v, want v1 with pod zone zone-a", cur.Version, cur.Settings())
+	cur := a.run.tables.Current()
+	if cur.Version != "v1" || cur.AgentSettings() == nil || cur.AgentSettings().PodZone != "zone-a" {
+		t.Errorf("served %s with settings %v, want v1 with pod zone zone-a", cur.Version, cur.AgentSettings())
 	}
 }

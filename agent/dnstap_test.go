@@ -198,7 +198,7 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 // sentFrames reads meshdns_agent_dnstap_frames_sent_total.
 func sentFrames(t testing.TB, a *testAgent) uint64 {
 	t.Helper()
-	return a.Agent.tap.w.Stats().Sent
+	return a.Agent.aux.tap.w.Stats().Sent
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -54,17 +54,17 @@ func (a *Agent) setFailingReport(r *namewire.FailingReport) {
 	}
 	a.failing.cur = want
 	if !want.Enabled {
-		a.server.SetFailingNames(nil)
-		if a.disc != nil {
-			a.disc.SetReport(nil)
+		a.run.server.SetFailingNames(nil)
+		if a.run.disc != nil {
+			a.run.disc.SetReport(nil)
 		}
 		a.log.Info("failing-names report off")
 		return
 	}
 	f := proxy.NewFailingNames(int(want.TopN))
-	a.server.SetFailingNames(f)
-	if a.disc != nil {
-		a.disc.SetReport(&discovery.Report{
+	a.run.server.SetFailingNames(f)
+	if a.run.disc != nil {
+		a.run.disc.SetReport(&discovery.Report{
 			Window: time.Duration(want.WindowSeconds) * time.Second,
 			Take:   func() []namewire.FailingName { return wireFailing(f) },
 		})

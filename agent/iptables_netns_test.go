@@ -78,7 +78,7 @@ func TestIPTablesDriftNetns(t *testing.T) {
 				}
 
 				a := startAgent(t, Config{IPTablesCheckInterval: 50 * time.Millisecond, IPTablesRepair: repair, IPTables: rc})
-				am := a.rules.m
+				am := a.aux.rules.m
 				eventually(t, "a check without drift", func() bool { return am.checks.WithLabelValues(checkOK).Value() >= 1 })
 				if got := am.drift.Value(); got != 0 {
 					t.Fatalf("drift = %v after apply, want 0", got)

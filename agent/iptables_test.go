@@ -110,7 +110,7 @@ func TestIPTablesDrift(t *testing.T) {
 		fake := newFakeRules(t, rc)
 		rc.Runner = fake
 		a := startAgent(t, Config{IPTablesCheckInterval: 10 * time.Millisecond, IPTables: rc})
-		m := a.rules.m
+		m := a.aux.rules.m
 		eventually(t, "a check without drift", func() bool { return m.checks.WithLabelValues(checkOK).Value() >= 1 })
 		if got := m.drift.Value(); got != 0 {
 			t.Errorf("drift = %v before tampering, want 0", got)
@@ -143,7 +143,7 @@ func TestIPTablesDrift(t *testing.T) {
 		fake := newFakeRules(t, rc)
 		rc.Runner = fake
 		a := startAgent(t, Config{IPTablesCheckInterval: 10 * time.Millisecond, IPTablesRepair: true, IPTables: rc})
-		m := a.rules.m
+		m := a.aux.rules.m
 		eventually(t, "a check without drift", func() bool { return m.checks.WithLabelValues(checkOK).Value() >= 1 })
 
 		fake.set(true, nil)
@@ -167,7 +167,7 @@ func TestIPTablesDrift(t *testing.T) {
 // no iptables metrics, and that a bad rule configuration fails New.
 func TestIPTablesCheckOff(t *testing.T) {
 	a := startAgent(t, Config{})
-	if a.rules != nil {
+	if a.aux.rules != nil {
 		t.Fatal("rules check running without an interval")
 	}
 	for _, n := range a.reg.Names() {

@@ -87,12 +87,12 @@ func TestDebugLookupBound(t *testing.T) {
 	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}})
 	// Hold every slot, as lookups stuck on a silent upstream would.
 	for range maxDebugLookups {
-		a.lookupLimit <- struct{}{}
+		a.aux.lookups <- struct{}{}
 	}
 	if code, _ := httpGet(t, a.admin+"/debug/lookup?name=web.demo"); code != http.StatusTooManyRequests {
 		t.Errorf("lookup beyond the bound: %d, want 429", code)
 	}
-	<-a.lookupLimit
+	<-a.aux.lookups
 	if code, body := httpGet(t, a.admin+"/debug/lookup?name=web.demo"); code != http.StatusOK {
 		t.Errorf("lookup within the bound: %d %s, want 200", code, body)
 	}

@@ -30,7 +30,7 @@ func (a *Agent) ResetQueryLog() error {
 }
 
 func (a *Agent) resetQueryLog(by string) error {
-	if a.server == nil {
+	if a.run.server == nil {
 		return errBeforeListen
 	}
 	from, to := a.qlSources.resetAdmin()
@@ -39,7 +39,7 @@ func (a *Agent) resetQueryLog(by string) error {
 }
 
 func (a *Agent) patchQueryLog(p queryLogPatch, by string) error {
-	if a.server == nil {
+	if a.run.server == nil {
 		return errBeforeListen
 	}
 	from, to, err := a.qlSources.patchAdmin(p)
@@ -87,7 +87,7 @@ func (a *Agent) handleQueryLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	adminhttp.WriteJSON(w, a.server.QueryLog())
+	adminhttp.WriteJSON(w, a.run.server.QueryLog())
 }
 
 // parseQueryLogRequest reads a PUT's classes, sample and rate, from the

@@ -98,7 +98,7 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 			if code, body := adminRequest(t, tc.method, a.admin+tc.path, "", tc.header, tc.body); code != tc.want {
 				t.Errorf("%d %q, want %d", code, body, tc.want)
 			}
-			if got := a.server.QueryLog(); got != floor {
+			if got := a.run.server.QueryLog(); got != floor {
 				t.Errorf("query log %+v, want the operator's %+v", got, floor)
 			}
 		})
@@ -122,11 +122,11 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
 		t.Fatalf("PUT JSON: %d %q %v", code, body, err)
 	}
-	if want := (proxy.QueryLogConfig{Classes: proxy.LogDenied | proxy.LogNXDomain}); got != want || a.server.QueryLog() != want {
-		t.Errorf("after PUT JSON: %+v (server %+v), want %+v", got, a.server.QueryLog(), want)
+	if want := (proxy.QueryLogConfig{Classes: proxy.LogDenied | proxy.LogNXDomain}); got != want || a.run.server.QueryLog() != want {
+		t.Errorf("after PUT JSON: %+v (server %+v), want %+v", got, a.run.server.QueryLog(), want)
 	}
-	if code, _ := adminRequest(t, "DELETE", a.admin+"/debug/querylog", "", nil, ""); code != 200 || a.server.QueryLog() != floor {
-		t.Errorf("DELETE: %d, query log %+v, want %+v", code, a.server.QueryLog(), floor)
+	if code, _ := adminRequest(t, "DELETE", a.admin+"/debug/querylog", "", nil, ""); code != 200 || a.run.server.QueryLog() != floor {
+		t.Errorf("DELETE: %d, query log %+v, want %+v", code, a.run.server.QueryLog(), floor)
 	}
 	changes := changeLines(t, logs.String())
 	want := []string{

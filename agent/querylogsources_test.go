@@ -115,7 +115,7 @@ func TestQueryLogFromPodAnnotations(t *testing.T) {
 	eventually(t, "ready", a.Ready)
 	want := func(c proxy.QueryLogConfig) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("query log %+v", c), func() bool { return a.server.QueryLog() == c })
+		eventually(t, fmt.Sprintf("query log %+v", c), func() bool { return a.run.server.QueryLog() == c })
 	}
 	// Set at start, before the first answer.
 	want(proxy.QueryLogConfig{Classes: proxy.LogNXDomain, Rate: 50})
@@ -129,7 +129,7 @@ func TestQueryLogFromPodAnnotations(t *testing.T) {
 
 	writeAnnotations(t, dir, map[string]string{AnnotationQueryLog: "all,loud", AnnotationQueryLogSample: "3"})
 	eventually(t, "the bad annotation counted", func() bool { return a.m.annotationRejects.Value() >= 1 })
-	if got := a.server.QueryLog(); got != (proxy.QueryLogConfig{Classes: proxy.LogAll, Sample: 3, Rate: 50}) {
+	if got := a.run.server.QueryLog(); got != (proxy.QueryLogConfig{Classes: proxy.LogAll, Sample: 3, Rate: 50}) {
 		t.Errorf("after a bad annotation: %+v, want the last good", got)
 	}
 
@@ -164,18 +164,18 @@ func TestQueryLogFromSettings(t *testing.T) {
 		t.Fatalf("v1 NACKed: %v", ack.GetErrorDetail())
 	}
 	want := proxy.QueryLogConfig{Classes: proxy.LogNXDomain | proxy.LogServFail, Sample: 5}
-	eventually(t, "the settings' query log", func() bool { return a.server.QueryLog() == want })
+	eventually(t, "the settings' query log", func() bool { return a.run.server.QueryLog() == want })
 
 	if ack := send("v2", &meshdnsv1.QueryLog{Classes: []string{"loud"}}); ack.GetErrorDetail() == nil || !strings.Contains(ack.GetErrorDetail().GetMessage(), "query log class") {
 		t.Fatalf("v2 with a bad class: %v, want a NACK naming it", ack)
 	}
-	if got := a.server.QueryLog(); got != want {
+	if got := a.run.server.QueryLog(); got != want {
 		t.Errorf("after a NACKed version: %+v, want %+v", got, want)
 	}
 
 	writeAnnotations(t, dir, map[string]string{AnnotationQueryLog: "all"})
 	want.Classes = proxy.LogAll
-	eventually(t, "the annotation over the settings", func() bool { return a.server.QueryLog() == want })
+	eventually(t, "the annotation over the settings", func() bool { return a.run.server.QueryLog() == want })
 
 	// /debug/querylog cannot turn off what they set; it raises the
 	// sample toward every answer; DELETE goes back.
@@ -194,7 +194,7 @@ func TestQueryLogFromSettings(t *testing.T) {
 	if resp, err := httpDo(req); err != nil || resp != 200 {
 		t.Fatalf("DELETE: %d, %v", resp, err)
 	}
-	if got := a.server.QueryLog(); got != want {
+	if got := a.run.server.QueryLog(); got != want {
 		t.Errorf("after DELETE: %+v, want %+v", got, want)
 	}
 }

@@ -30,7 +30,7 @@ func TestMetricsDocumented(t *testing.T) {
 	if err := registerDnstap(reg, tap.w); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingest.New(ingest.Config{Publish: func(*nametable.Table) {}, Registry: reg}); err != nil {
+	if _, err := ingest.New(ingest.Config[settings]{Publish: func(*served) {}, Swap: func(*nametable.Table) {}, Registry: reg}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := discovery.New(discovery.Config{

@@ -3,113 +3,67 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/meshdns/meshdns/agent/ingest"
 	"github.com/meshdns/meshdns/internal/namewire"
-	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/policy"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // The settings a version carries (namewire.AgentSettings) take effect
-// with its names: checkSettings runs before a version is applied (an
-// error NACKs it and the last good version keeps serving), publish when
-// its table is swapped in, handing each part to its owner.
+// with its names. Ingest converts them with convertSettings before the
+// version's table is made (an error NACKs it and the last good version
+// keeps serving) and publishes the version whole, table and converted
+// settings, once it is served; serve hands each part to its owner.
 
-// settings converts a version's settings once and keeps what publish
-// hands over: the serving version's conversion and the one checked last
-// (the next version, or one rejected later), keyed by the settings
-// pointer a version keeps.
+// settings are one version's settings converted for their owners. The
+// zero value sets nothing: no policy, no forwarding rules, no say in the
+// query log, the failing-names report off.
 type settings struct {
-	mu               sync.Mutex // guards following
-	serving, pending *preparedSettings
-}
-
-// preparedSettings are one version's settings converted for their owners.
-type preparedSettings struct {
-	from   *namewire.AgentSettings
 	policy *proxy.Policy    // or nil: allow everything
 	routes *upstream.Routes // or nil: no forwarding rules
 	// queryLog is the settings' say in the query log (querylogsources.go).
 	queryLog queryLogPatch
+	failing  *namewire.FailingReport // or nil: off
 }
 
-// checkSettings converts the settings of v, a version about to be
-// applied; an error rejects the version.
-func (a *Agent) checkSettings(v ingest.Version) error {
-	sv, ok := v.(ingest.Settings)
-	if !ok {
-		return nil
-	}
-	_, err := a.settings.prepare(sv.Settings())
-	return err
-}
+// served is a version as the agent serves it: ingest's served value with
+// its settings converted.
+type served = ingest.Served[settings]
 
-// publish swaps in the table t with the settings of the version it was
-// built from, each part handed to its owner. The policy goes to the DNS
-// server in the same atomic store as the names.
-func (a *Agent) publish(t *nametable.Table) {
-	// Ingest stores the version before it publishes its table, and
-	// publishes the serving table again before a build (to drop its answer
-	// cache): either way the current version is t's.
-	cur := a.tables.Current()
-	if cur == nil || cur.Table != t {
-		a.server.SetTable(t) // keeps the policy in force
-		return
-	}
-	s := cur.Settings()
-	p, err := a.settings.prepare(s)
-	if err != nil {
-		// checkSettings accepted these settings and converting is a pure
-		// function of them: a bug. Keep the policy in force.
-		a.log.Error("settings of the served version no longer convert", "err", err)
-		a.server.SetTable(t)
-		return
-	}
-	a.resolver.SetRoutes(p.routes) // before the names: a new name never asks an old route
-	a.server.SetTablePolicy(t, p.policy)
-	a.qlSources.update(func(q *queryLogSources) { q.settings = p.queryLog })
-	a.settings.serve(p)
-	a.setFailingReport(failingReportOf(s))
-	// The pod zone (PodZone) needs nothing here: ingest built t for it.
-}
-
-// prepare converts s, or returns the conversion made for the same
-// settings before.
-func (st *settings) prepare(s *namewire.AgentSettings) (*preparedSettings, error) {
+// convertSettings converts s (nil: none) for their owners; an error
+// rejects the version that carries them. It is a pure function of s.
+func convertSettings(s *namewire.AgentSettings) (settings, error) {
 	if s == nil {
-		return &preparedSettings{}, nil
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, p := range []*preparedSettings{st.serving, st.pending} {
-		if p != nil && p.from == s {
-			return p, nil
-		}
+		return settings{}, nil
 	}
 	pol, err := convertPolicy(s.Policy)
 	if err != nil {
-		return nil, err
+		return settings{}, err
 	}
 	routes, err := convertForwarding(s.Forwarding)
 	if err != nil {
-		return nil, err
+		return settings{}, err
 	}
 	ql, err := queryLogFromSettings(s.Telemetry)
 	if err != nil {
-		return nil, err
+		return settings{}, err
 	}
-	st.pending = &preparedSettings{from: s, policy: pol, routes: routes, queryLog: ql}
-	return st.pending, nil
+	return settings{policy: pol, routes: routes, queryLog: ql, failing: failingReportOf(s)}, nil
 }
 
-// serve notes p as the serving version's conversion.
-func (st *settings) serve(p *preparedSettings) {
-	st.mu.Lock()
-	st.serving = p
-	st.mu.Unlock()
+// serve makes s the version the DNS server answers from, each part of its
+// settings handed to its owner: ingest publishes every version served
+// here, once. The policy goes to the DNS server in the same atomic store
+// as the names. The pod zone (PodZone) needs nothing here: ingest built
+// the table for it.
+func (a *Agent) serve(s *served) {
+	st := s.Settings
+	a.run.resolver.SetRoutes(st.routes) // before the names: a new name never asks an old route
+	a.run.server.SetTablePolicy(s.Table, st.policy)
+	a.qlSources.update(func(q *queryLogSources) { q.settings = st.queryLog })
+	a.setFailingReport(st.failing)
 }
 
 // errPolicy wraps every policy the agent cannot enforce.

@@ -132,7 +132,7 @@ func TestControlPlanePolicy(t *testing.T) {
 	delete(v2want, "c.demo.svc.cluster.local")
 	v2want["evil.example"] = result{"REFUSED", nil, false}
 	check(t, b.dns, v2want)
-	if cur := b.tables.Current(); cur == nil || cur.Version != "v2" || cur.Settings().Policy == nil {
+	if cur := b.run.tables.Current(); cur == nil || cur.Version != "v2" || cur.AgentSettings().Policy == nil {
 		t.Errorf("restored %+v, want v2 with its policy", cur)
 	}
 }

@@ -66,7 +66,7 @@ func benchApply(b *testing.B, changed int) {
 		}
 		vs[i] = memVersion(fmt.Sprint("v", i), t.Marshal())
 	}
-	in, err := New(Config{Pod: nametable.Context{Namespace: "ns1"}, Publish: func(*nametable.Table) {},
+	in, err := New(Config[struct{}]{Pod: nametable.Context{Namespace: "ns1"}, Publish: func(*Served[struct{}]) {}, Swap: func(*nametable.Table) {},
 		Logger: slog.New(slog.DiscardHandler), Registry: meshmetrics.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
@@ -191,8 +191,8 @@ func BenchmarkStartWire(b *testing.B) {
 	}
 }
 
-func newBenchIngest(b *testing.B) *Ingest {
-	in, err := New(Config{Pod: nametable.Context{Namespace: "ns-0"}, Publish: func(*nametable.Table) {},
+func newBenchIngest(b *testing.B) *Ingest[struct{}] {
+	in, err := New(Config[struct{}]{Pod: nametable.Context{Namespace: "ns-0"}, Publish: func(*Served[struct{}]) {}, Swap: func(*nametable.Table) {},
 		Logger: slog.New(slog.DiscardHandler), Registry: meshmetrics.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)

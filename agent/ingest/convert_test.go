@@ -315,7 +315,7 @@ func FuzzTableFile(f *testing.F) {
 		if diff := cmp.Diff(want.Names(), built.Names()); diff != "" {
 			t.Fatalf("names (-protojson +file version):\n%s", diff)
 		}
-		nt, err := (&Served{v: v}).Dump()
+		nt, err := (&Served[string]{v: v}).Dump()
 		if err != nil {
 			t.Fatalf("dump of a valid file: %v", err)
 		}
@@ -378,7 +378,7 @@ func FuzzTableFileConverted(f *testing.F) {
 		if perr != nil {
 			return
 		}
-		nt, err := (&Served{v: v}).Dump()
+		nt, err := (&Served[string]{v: v}).Dump()
 		if err != nil {
 			t.Fatalf("dump of a valid file: %v", err)
 		}

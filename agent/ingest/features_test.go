@@ -32,7 +32,7 @@ func TestApplyRejectsUnsupportedFeatures(t *testing.T) {
 		t.Fatalf("Apply(v2) = %v, want ErrUnsupported naming teleport once", err)
 	}
 	cur := w.in.Current()
-	if cur.Version != "v1" || cur.Settings() == nil || cur.Settings().PodZone != "z1" {
-		t.Errorf("serving %s with %+v, want v1 with pod zone z1", cur.Version, cur.Settings())
+	if cur.Version != "v1" || cur.AgentSettings() == nil || cur.AgentSettings().PodZone != "z1" {
+		t.Errorf("serving %s with %+v, want v1 with pod zone z1", cur.Version, cur.AgentSettings())
 	}
 }

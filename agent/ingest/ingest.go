@@ -49,9 +49,10 @@ const (
 
 var sources = []string{SourceFile, SourceControlPlane, SourceState, SourceNone}
 
-// Config configures an Ingest. Zero fields take the default named beside
-// them.
-type Config struct {
+// Config configures an Ingest serving versions whose settings convert to
+// S (what the consumer needs of them, built once per version). Zero fields
+// take the default named beside them.
+type Config[S any] struct {
 	// Pod is the pod the tables answer for (its namespace, for search
 	// expansions).
 	Pod nametable.Context
@@ -61,8 +62,21 @@ type Config struct {
 	IgnorePodZone bool
 	// Limits bound every table.
 	Limits Limits
-	// Publish hands a new table to the DNS server. Required.
-	Publish func(*nametable.Table)
+	// Settings converts a version's settings (nil for none) before its
+	// table is made; an error rejects the version. It must be a pure
+	// function of its argument: a version carrying the settings pointer of
+	// the one served takes that one's conversion. Nil: every version's S
+	// is the zero S.
+	Settings func(*namewire.AgentSettings) (S, error)
+	// Publish receives each version that becomes served, once, with its
+	// table and converted settings (commit). Required.
+	Publish func(*Served[S])
+	// Swap receives the tables that serve between two versions, for the
+	// version already published: the served table again before a build
+	// (to drop its answer cache), each stage of a staged change, and the
+	// last good table rebuilt after stages of a bad version. The settings
+	// in force stay. Required.
+	Swap func(*nametable.Table)
 	// Built, or nil, runs after each table swap.
 	Built func()
 	// Logger receives the planner's decisions and what is not the
@@ -74,22 +88,27 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Served is one table version as the agent serves it. It is immutable once
+// Served is one version as the agent serves it: its table and its
+// settings as Config.Settings converted them. It is immutable once
 // stored.
-type Served struct {
+type Served[S any] struct {
 	Version string
 	Source  string
 	Applied time.Time
 	Names   int
 	Table   *nametable.Table
+	// Settings are the version's settings, converted; the zero S for a
+	// version without settings (a table file, the empty table of no
+	// source) or without Config.Settings.
+	Settings S
 	// v is the version's content, walked again by the next comparison
 	// and by Dump; nil for the empty table of no source.
 	v Version
 }
 
-// Settings returns the agent settings of the version served, or nil when
-// it has none (features that consume them read them here).
-func (s *Served) Settings() *namewire.AgentSettings {
+// AgentSettings returns the settings of the version served as it carries
+// them, or nil when it has none.
+func (s *Served[S]) AgentSettings() *namewire.AgentSettings {
 	if s.v == nil {
 		return nil
 	}
@@ -97,8 +116,8 @@ func (s *Served) Settings() *namewire.AgentSettings {
 }
 
 // Dump decodes the version served whole, for /debug/nametable.
-func (s *Served) Dump() (*namewire.NameTable, error) {
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: s.Settings()}
+func (s *Served[S]) Dump() (*namewire.NameTable, error) {
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: s.AgentSettings()}
 	if s.v == nil {
 		return nt, nil
 	}
@@ -119,21 +138,21 @@ func (s *Served) Dump() (*namewire.NameTable, error) {
 	return nt, nil
 }
 
-// Ingest holds the table being served and applies new versions to it.
-type Ingest struct {
-	cfg Config
+// Ingest holds the version being served and applies new versions to it.
+type Ingest[S any] struct {
+	cfg Config[S]
 	lim Limits
 	m   *metrics
 	log *slog.Logger
 
 	mu  sync.Mutex // serialises Apply, so versions are published in order
-	cur atomic.Pointer[Served]
+	cur atomic.Pointer[Served[S]]
 }
 
 // New checks cfg and returns an Ingest serving no table yet.
-func New(cfg Config) (*Ingest, error) {
-	if cfg.Publish == nil || cfg.Registry == nil {
-		return nil, errors.New("ingest: Publish and Registry are required")
+func New[S any](cfg Config[S]) (*Ingest[S], error) {
+	if cfg.Publish == nil || cfg.Swap == nil || cfg.Registry == nil {
+		return nil, errors.New("ingest: Publish, Swap and Registry are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -145,32 +164,41 @@ func New(cfg Config) (*Ingest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ingest{cfg: cfg, lim: cfg.Limits.withDefaults(), m: m, log: cfg.Logger}, nil
+	return &Ingest[S]{cfg: cfg, lim: cfg.Limits.withDefaults(), m: m, log: cfg.Logger}, nil
 }
 
-// Current returns the table being served, or nil before the first.
-func (in *Ingest) Current() *Served { return in.cur.Load() }
+// Current returns the version being served, or nil before the first.
+func (in *Ingest[S]) Current() *Served[S] { return in.cur.Load() }
 
-// Apply makes v, from source, the table served. On error the table being
-// served stays and the error says why (wrapping ErrInvalidTable for a
-// table that is not valid); the caller reports it. A nil v is the empty
-// table (no source).
-func (in *Ingest) Apply(source string, v Version) error {
+// Apply makes v, from source, the version served: its settings are
+// converted, its table made (the planner, plan.go), and the two committed
+// together as one Served. On error the version being served stays and
+// the error says why (wrapping ErrInvalidTable for a table that is not
+// valid); the caller reports it. A nil v is the empty table (no source).
+func (in *Ingest[S]) Apply(source string, v Version) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	prev := in.cur.Load()
-	var prevInfo []string // version and source
+	id := "none"
+	if v != nil {
+		id = v.ID()
+	}
+	st, err := in.settings(prev, v)
+	if err != nil {
+		// Settings the agent cannot convert never reach the table: no
+		// cache is dropped and no table rejection counted.
+		return fmt.Errorf("table %s from %s: %w", id, source, err)
+	}
+	var prevInfo []string // version and source: nothing may hold prev past plan
 	if prev != nil {
 		// The same table again, with an empty answer cache: the old
 		// cache (up to a fifth of the table) is garbage before the
 		// build, not beside it at the peak. The few questions asked
 		// during the build fill the new one.
-		in.cfg.Publish(prev.Table)
+		in.cfg.Swap(prev.Table)
 		prevInfo = []string{prev.Version, prev.Source}
 	}
-	id := "none"
 	if v != nil {
-		id = v.ID()
 		if err := supported(settingsOf(v)); err != nil {
 			in.m.rejections.WithLabelValues(source).Inc()
 			return fmt.Errorf("table %s from %s: %w", id, source, err)
@@ -184,20 +212,48 @@ func (in *Ingest) Apply(source string, v Version) error {
 		in.m.rejections.WithLabelValues(source).Inc()
 		return fmt.Errorf("table %s from %s: %w", id, source, err)
 	}
-	now := in.cfg.Now()
-	in.m.build.Observe(now.Sub(start).Seconds())
-	s := &Served{Version: id, Source: source, Applied: now, Names: names, Table: t, v: v}
+	in.commit(prevInfo, &Served[S]{Version: id, Source: source, Applied: in.cfg.Now(), Names: names, Table: t, Settings: st, v: v}, start)
+	return nil
+}
+
+// settings converts v's settings, or takes the conversion of prev's when
+// v carries the same ones (a delta that did not change them).
+func (in *Ingest[S]) settings(prev *Served[S], v Version) (S, error) {
+	var zero S
+	raw := settingsOf(v)
+	if in.cfg.Settings == nil {
+		return zero, nil
+	}
+	if prev != nil && raw != nil && prev.AgentSettings() == raw {
+		return prev.Settings, nil
+	}
+	return in.cfg.Settings(raw)
+}
+
+// commit makes s the version served: the one place where a version
+// becomes served. It is stored (Current), published whole to the
+// consumer, and reported; prevInfo is the version and source it
+// replaces, or nil, and start when making its table began.
+func (in *Ingest[S]) commit(prevInfo []string, s *Served[S], start time.Time) {
+	in.m.build.Observe(s.Applied.Sub(start).Seconds())
 	in.cur.Store(s)
-	in.cfg.Publish(t)
+	in.cfg.Publish(s)
 	if prevInfo != nil {
 		in.m.info.DeleteLabelValues(prevInfo...)
 	}
-	in.m.info.WithLabelValues(id, source).Set(1)
-	in.m.entries.Set(float64(names))
-	in.m.updates.WithLabelValues(source).Inc()
-	in.m.lastUpdate.Set(float64(now.UnixNano()) / 1e9)
+	in.m.info.WithLabelValues(s.Version, s.Source).Set(1)
+	in.m.entries.Set(float64(s.Names))
+	in.m.updates.WithLabelValues(s.Source).Inc()
+	in.m.lastUpdate.Set(float64(s.Applied.UnixNano()) / 1e9)
 	if in.cfg.Built != nil {
 		in.cfg.Built()
 	}
-	return nil
+}
+
+// swap serves t as the table of keep's version, already published: a
+// stage of a change, or its last good table rebuilt.
+func (in *Ingest[S]) swap(keep Served[S], t *nametable.Table) {
+	keep.Table = t
+	in.cur.Store(&keep)
+	in.cfg.Swap(t)
 }

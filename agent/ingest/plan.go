@@ -41,7 +41,7 @@ const maxGarbage = 0.25
 // The decision and its reason are logged, and counted by strategy.
 //
 // paced: a start, whose build paces GOGC (startPace).
-func (in *Ingest) plan(prev *Served, id string, v Version, paced bool) (*nametable.Table, int, error) {
+func (in *Ingest[S]) plan(prev *Served[S], id string, v Version, paced bool) (*nametable.Table, int, error) {
 	if v == nil {
 		t, err := nametable.New(nil, nil, in.cfg.Pod)
 		in.m.applies.WithLabelValues(strategyBuild).Inc()
@@ -101,7 +101,7 @@ func (in *Ingest) plan(prev *Served, id string, v Version, paced bool) (*nametab
 
 // pod is the context v's table is built for: Config.Pod in the zone
 // v's settings name (none with Config.IgnorePodZone).
-func (in *Ingest) pod(v Version) nametable.Context {
+func (in *Ingest[S]) pod(v Version) nametable.Context {
 	pod := in.cfg.Pod
 	if s := settingsOf(v); s != nil && !in.cfg.IgnorePodZone {
 		pod.Zone = s.PodZone
@@ -112,7 +112,7 @@ func (in *Ingest) pod(v Version) nametable.Context {
 // afterStages builds v whole after its stages failed with err; when v is
 // not valid, the version of keep is built whole again and served, as the
 // stages may have left part of v serving.
-func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*nametable.Table, int, error) {
+func (in *Ingest[S]) afterStages(keep Served[S], id string, v Version, err error) (*nametable.Table, int, error) {
 	collect()
 	in.decided(strategyBuild, id, "staged patches failed: "+err.Error())
 	t, n, err := build(v, in.lim, in.pod(v), false)
@@ -127,14 +127,12 @@ func (in *Ingest) afterStages(keep Served, id string, v Version, err error) (*na
 			"version", keep.Version, "err", oerr)
 		return nil, 0, err
 	}
-	keep.Table = old
-	in.cur.Store(&keep)
-	in.cfg.Publish(old)
+	in.swap(keep, old)
 	return nil, 0, err
 }
 
 // decided logs and counts the planner's choice.
-func (in *Ingest) decided(strategy, id, reason string) {
+func (in *Ingest[S]) decided(strategy, id, reason string) {
 	in.m.applies.WithLabelValues(strategy).Inc()
 	in.log.Info("applying name table", "version", id, "strategy", strategy, "reason", reason)
 }
@@ -188,7 +186,7 @@ func compare(old, next Version, names int) (*change, error) {
 // patch patches prev's table with what c found: the entries of next's
 // names that differ are added, the old entries of names removed or
 // replaced removed.
-func (in *Ingest) patch(prev *Served, next Version, c *change) (*nametable.Table, int, error) {
+func (in *Ingest[S]) patch(prev *Served[S], next Version, c *change) (*nametable.Table, int, error) {
 	names := prev.Names - c.base.Left() + c.changed
 	if names != c.names {
 		return nil, 0, fmt.Errorf("a patch to %d names, but the table has %d", names, c.names)

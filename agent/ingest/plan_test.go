@@ -18,19 +18,34 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// world is an Ingest with what it published and its log.
+// world is an Ingest with what it published and its log. Its settings
+// convert to a string (newSettingsWorld); without a conversion, "".
 type world struct {
-	in        *Ingest
+	in *Ingest[string]
+	// published are the tables served in order, of versions committed
+	// and swapped in between; served the versions committed.
 	published []*nametable.Table
+	served    []*Served[string]
 	log       bytes.Buffer
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newSettingsWorld(t, nil)
+}
+
+// newSettingsWorld is a world whose settings convert with conv.
+func newSettingsWorld(t *testing.T, conv func(*namewire.AgentSettings) (string, error)) *world {
+	t.Helper()
 	w := &world{}
-	in, err := New(Config{
+	in, err := New(Config[string]{
 		Pod:      nametable.Context{Namespace: "demo"},
-		Publish:  func(t *nametable.Table) { w.published = append(w.published, t) },
+		Settings: conv,
+		Publish: func(s *Served[string]) {
+			w.published = append(w.published, s.Table)
+			w.served = append(w.served, s)
+		},
+		Swap:     func(t *nametable.Table) { w.published = append(w.published, t) },
 		Logger:   slog.New(slog.NewTextHandler(&w.log, nil)),
 		Registry: meshmetrics.NewRegistry(),
 	})
@@ -251,7 +266,7 @@ func TestPlannerAcrossSources(t *testing.T) {
 func TestFileVersionConverted(t *testing.T) {
 	file := []byte(`{"table": {"svc-0.example.org": {"ips": ["10.1.0.0"], "ports": [{"name": "http", "port": 80}]}}, "authoritativeZones": ["example.org"]}`)
 	v := NewFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))
-	json, err := (&Served{v: v}).Dump()
+	json, err := (&Served[string]{v: v}).Dump()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +274,7 @@ func TestFileVersionConverted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close() })
-	wire, err := (&Served{v: v}).Dump()
+	wire, err := (&Served[string]{v: v}).Dump()
 	if err != nil {
 		t.Fatal(err)
 	}

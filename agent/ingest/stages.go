@@ -157,7 +157,7 @@ var (
 // the last table for the caller to serve as next. On an error the table
 // of a stage may be serving. The caller must hold base nowhere else
 // (keep has no table), so that the chunks each stage empties are freed.
-func (in *Ingest) applyStaged(keep Served, base *nametable.Table, next Version, names int) (*nametable.Table, int, error) {
+func (in *Ingest[S]) applyStaged(keep Served[S], base *nametable.Table, next Version, names int) (*nametable.Table, int, error) {
 	if names > in.lim.MaxNames {
 		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, in.lim.MaxNames)
 	}
@@ -184,10 +184,7 @@ func (in *Ingest) applyStaged(keep Served, base *nametable.Table, next Version, 
 		have += added - removed
 		cur = nt
 		if s < stageCount-1 {
-			served := keep
-			served.Table = cur
-			in.cur.Store(&served)
-			in.cfg.Publish(cur)
+			in.swap(keep, cur)
 			stageCollect()
 		}
 	}
