@@ -183,37 +183,9 @@ const (
 )
 
 func (cfg Config) withDefaults() (Config, error) {
-	if len(cfg.DNSAddrs) == 0 {
-		cfg.DNSAddrs = []string{defaultDNSAddr}
-	}
-	for _, a := range cfg.DNSAddrs {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return cfg, fmt.Errorf("dns address %q: %w", a, err)
-		}
-	}
-	if cfg.AdminAddr == "" {
-		cfg.AdminAddr = defaultAdminAddr
-	}
-	admin, err := adminListenAddr(cfg.AdminAddr)
+	cfg, err := cfg.withAddrs()
 	if err != nil {
-		return cfg, fmt.Errorf("admin address: %w", err)
-	}
-	cfg.AdminAddr = admin
-	if cfg.ProbeAddr != "" {
-		if _, _, err := net.SplitHostPort(cfg.ProbeAddr); err != nil {
-			return cfg, fmt.Errorf("probe address %q: %w", cfg.ProbeAddr, err)
-		}
-	}
-	if cfg.ResolvConf == "" {
-		cfg.ResolvConf = defaultResolvConf
-	}
-	if cfg.VMResolvConf == "" {
-		cfg.VMResolvConf = defaultVMResolvConf
-	}
-	for _, u := range cfg.Upstreams {
-		if _, err := upstream.ParseAddr(u); err != nil {
-			return cfg, err
-		}
+		return cfg, err
 	}
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
@@ -257,6 +229,43 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	return cfg, nil
+}
+
+// withAddrs checks the addresses and files of cfg, with their defaults.
+func (cfg Config) withAddrs() (Config, error) {
+	if len(cfg.DNSAddrs) == 0 {
+		cfg.DNSAddrs = []string{defaultDNSAddr}
+	}
+	for _, a := range cfg.DNSAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return cfg, fmt.Errorf("dns address %q: %w", a, err)
+		}
+	}
+	if cfg.AdminAddr == "" {
+		cfg.AdminAddr = defaultAdminAddr
+	}
+	admin, err := adminListenAddr(cfg.AdminAddr)
+	if err != nil {
+		return cfg, fmt.Errorf("admin address: %w", err)
+	}
+	cfg.AdminAddr = admin
+	if cfg.ProbeAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.ProbeAddr); err != nil {
+			return cfg, fmt.Errorf("probe address %q: %w", cfg.ProbeAddr, err)
+		}
+	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = defaultResolvConf
+	}
+	if cfg.VMResolvConf == "" {
+		cfg.VMResolvConf = defaultVMResolvConf
+	}
+	for _, u := range cfg.Upstreams {
+		if _, err := upstream.ParseAddr(u); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, nil
 }
