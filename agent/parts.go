@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/meshdns/meshdns/agent/discovery"
 	"github.com/meshdns/meshdns/agent/ingest"
 	"github.com/meshdns/meshdns/internal/proxymetrics"
 	"github.com/meshdns/meshdns/pkg/nametable"
@@ -274,35 +273,5 @@ func httpPart(name, addr string, lis *net.Listener, handler func() http.Handler,
 			}
 			return nil
 		},
-	}
-}
-
-// discoveryConfig is the discovery client's configuration; its versions
-// go to ingest, as restored from the state directory while Restore runs.
-func (a *Agent) discoveryConfig() discovery.Config {
-	cfg := a.cfg
-	return discovery.Config{
-		Addrs:         cfg.ControlPlanes,
-		PodName:       cfg.PodName,
-		Namespace:     cfg.Namespace,
-		ClusterDomain: cfg.ClusterDomain,
-		AgentVersion:  cfg.Version,
-		InstanceID:    cfg.InstanceID,
-		Features:      ingest.Features,
-		Apply: func(v *discovery.Version) error {
-			src := ingest.SourceControlPlane
-			if a.restoring.Load() {
-				src = ingest.SourceState
-			}
-			return a.apply(src, v)
-		},
-		StateDir:  cfg.StateDir,
-		CACert:    cfg.CACert,
-		TLSCert:   cfg.TLSCert,
-		TLSKey:    cfg.TLSKey,
-		TokenFile: cfg.TokenFile,
-		Logger:    a.log,
-		Registry:  cfg.Registry,
-		Now:       cfg.Now,
 	}
 }

@@ -91,3 +91,33 @@ func (a *Agent) controlPlaneParts() []part {
 		run:  func(ctx context.Context) error { return a.waitSynced(ctx, restored) },
 	}}
 }
+
+// discoveryConfig is the discovery client's configuration; its versions
+// go to ingest, as restored from the state directory while Restore runs.
+func (a *Agent) discoveryConfig() discovery.Config {
+	cfg := a.cfg
+	return discovery.Config{
+		Addrs:         cfg.ControlPlanes,
+		PodName:       cfg.PodName,
+		Namespace:     cfg.Namespace,
+		ClusterDomain: cfg.ClusterDomain,
+		AgentVersion:  cfg.Version,
+		InstanceID:    cfg.InstanceID,
+		Features:      ingest.Features,
+		Apply: func(v *discovery.Version) error {
+			src := ingest.SourceControlPlane
+			if a.restoring.Load() {
+				src = ingest.SourceState
+			}
+			return a.apply(src, v)
+		},
+		StateDir:  cfg.StateDir,
+		CACert:    cfg.CACert,
+		TLSCert:   cfg.TLSCert,
+		TLSKey:    cfg.TLSKey,
+		TokenFile: cfg.TokenFile,
+		Logger:    a.log,
+		Registry:  cfg.Registry,
+		Now:       cfg.Now,
+	}
+}

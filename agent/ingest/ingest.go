@@ -1,14 +1,16 @@
 // Package ingest turns versions of the name table, from whichever source
 // (the table file, the control plane stream, the state directory), into
-// the nametable.Table the DNS server answers from.
+// the value the DNS server answers from: the nametable.Table and the
+// version's settings converted (Served).
 //
 // A source hands over a Version: its identity and a walk of its names in
-// the stream's wire form. Ingest compares it with the version it serves
-// (internal/hashdiff), and one planner (plan.go) decides how the new table
-// is made: patched into the table serving, replaced in staged patches of it
-// (stages.go), or built whole. The finished table is published with one
-// atomic store; builds happen on the source's goroutine, never on the
-// query path.
+// the stream's wire form. Ingest converts its settings (Config.Settings),
+// compares it with the version it serves (internal/hashdiff), and one
+// planner (plan.go) decides how the new table is made: patched into the
+// table serving, replaced in staged patches of it (stages.go), or built
+// whole. The finished version is committed at one point (commit): stored
+// with one atomic store and published whole, once; builds happen on the
+// source's goroutine, never on the query path.
 package ingest
 
 import (
