@@ -30,6 +30,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/controlplane/vip"
+	"github.com/meshdns/meshdns/controlplane/webhook"
 	"github.com/meshdns/meshdns/internal/certfile"
 	"github.com/meshdns/meshdns/internal/loopback"
 )
@@ -330,8 +331,17 @@ func (c *ControlPlane) Run(parent context.Context) error {
 			g.run(ctx, cancel, "webhook-certs", m.Run)
 		}
 		g.run(ctx, cancel, "webhook", func(ctx context.Context) error {
-			srv := &http.Server{Handler: c.cfg.Webhook, TLSConfig: tlsConf, ReadHeaderTimeout: 10 * time.Second}
-			return serveHTTP(ctx, srv, c.cfg.WebhookAddr, c.cfg.WebhookListener, true)
+			// Bounded connections and timeouts: the port is reachable
+			// by more than the API server.
+			lis := c.cfg.WebhookListener
+			if lis == nil {
+				var err error
+				if lis, err = net.Listen("tcp", c.cfg.WebhookAddr); err != nil {
+					return fmt.Errorf("listen %s: %w", c.cfg.WebhookAddr, err)
+				}
+			}
+			lis = webhook.LimitListener(lis, webhook.MaxConnections)
+			return serveHTTP(ctx, webhook.NewServer(c.cfg.Webhook, tlsConf), c.cfg.WebhookAddr, lis, true)
 		})
 	}
 	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "probes", c.cfg.ProbeAddr, "tls", c.grpcTLS != nil,

@@ -132,7 +132,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	watchTemplate, err := wf.apply(&cfg, log, rc)
+	watchTemplate, err := wf.apply(&cfg, log, rc, pf)
 	if err != nil {
 		return err
 	}

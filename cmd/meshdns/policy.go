@@ -18,6 +18,9 @@ type policyFlags struct {
 	watch     bool
 	podLabels bool
 	status    bool
+	// store is the policy store apply built, or nil; the webhook reads it
+	// at admission.
+	store *policysource.Store
 }
 
 func newPolicyFlags(fs *flag.FlagSet) *policyFlags {
@@ -43,6 +46,7 @@ func (f *policyFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest
 		}
 	}
 	store := policysource.NewStore()
+	f.store = store
 	if rc != nil && f.watch {
 		kc := policysource.KubeConfig{Config: rc, Store: store, NoPodLabels: !f.podLabels,
 			NoStatus: !f.status, Logger: log.With("component", "policysource")}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +48,9 @@ func newWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 
 // apply builds the injector into cfg when the webhook is on, and returns
 // what must run beside the control plane (the template watch), or nil.
-func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config) (func(context.Context) error, error) {
+// The webhook asks pf's policy store, once built, which pods an enforcing
+// DNS policy selects.
+func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.Config, pf *policyFlags) (func(context.Context) error, error) {
 	if f.cert == "" && f.key == "" && f.secret == "" {
 		if f.template != "" || f.failClosed || f.injectCA != "" {
 			return nil, cli.Usagef("--inject-template, --inject-ca and --webhook-fail-closed need --webhook-secret or --webhook-cert and --webhook-key")
@@ -80,12 +83,15 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		caBundle = ca.bundle
 	}
 	// Agents read the CA from a ConfigMap of their namespace that the
-	// control plane keeps current, so a CA rotation needs no pod restart;
-	// without API access the webhook projects the pod's annotation.
+	// control plane keeps current from a watch of namespaces, so a CA
+	// rotation needs no pod restart; without API access (or before the
+	// watch made it) the webhook projects the pod's annotation.
 	var caMaps *webhook.CAConfigMaps
 	if rc != nil && (f.injectCA != "" || f.secret != "") {
 		var err error
-		if caMaps, err = webhook.NewCAConfigMaps(rc, func() []byte { return caBundle() }, log.With("component", "ca-configmaps")); err != nil {
+		caMaps, err = webhook.NewCAConfigMaps(webhook.CAConfigMapsConfig{Config: rc, Bundle: func() []byte { return caBundle() },
+			Excluded: caExcluded(f.secret), Logger: log.With("component", "ca-configmaps")})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -93,6 +99,7 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		Template:     webhook.Template{Image: f.image, ClusterDomain: cfg.ClusterDomain},
 		CABundle:     caBundle,
 		CAConfigMaps: caMaps,
+		Policies:     storePolicies{pf},
 		TemplateFile: f.template,
 		FailClosed:   f.failClosed,
 		Logger:       log.With("component", "webhook"),
@@ -126,6 +133,30 @@ func (f *webhookFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *res
 		<-done
 		return err
 	}, nil
+}
+
+// caExcluded are the namespaces that get no CA ConfigMap: the ones the
+// webhook configuration never sends pods from, and the control plane's own
+// (the namespace of --webhook-secret).
+func caExcluded(secret string) []string {
+	out := slices.Clone(webhook.DefaultCAExcludedNamespaces)
+	if ns, _, ok := strings.Cut(secret, "/"); ok && ns != "" && !slices.Contains(out, ns) {
+		out = append(out, ns)
+	}
+	return out
+}
+
+// storePolicies answers the webhook from the policy store of
+// --watch-policies and --policy-file, built after the webhook; without
+// one, nothing is enforced at admission.
+type storePolicies struct{ pf *policyFlags }
+
+func (p storePolicies) Enforced(namespace string, podLabels map[string]string) bool {
+	return p.pf != nil && p.pf.store != nil && p.pf.store.Enforced(namespace, podLabels)
+}
+
+func (p storePolicies) EnforcedIn(namespace string) bool {
+	return p.pf != nil && p.pf.store != nil && p.pf.store.EnforcedIn(namespace)
 }
 
 // selfManaged builds the certificate manager of --webhook-secret.

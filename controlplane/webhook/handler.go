@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -22,21 +21,31 @@ var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
 // at all; it gets HTTP 400 with the message.
 var errMalformed = errors.New("malformed admission review")
 
-// handler answers AdmissionReviews under pol.
+// handler answers AdmissionReviews under pol: parse (body, envelope) ->
+// decide and build the answer (review) -> write it. Slots bound how many
+// bodies and decisions are in memory at once (see limits.go); the answer
+// is written after they are given back, so a client slow to read it holds
+// none.
 func (w *Webhook) handler(pol policy) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		defer func() { w.metrics.duration.Observe(time.Since(start).Seconds()) }()
-		review, status, err := w.readReview(rw, r)
+		resp, status, err := w.answer(rw, r, pol)
 		if err != nil {
-			w.metrics.requests.WithLabelValues("malformed").Inc()
+			outcome := "malformed"
+			if status == http.StatusServiceUnavailable {
+				outcome = "busy"
+				rw.Header().Set("Retry-After", "1")
+			}
+			w.metrics.requests.WithLabelValues(outcome).Inc()
 			w.log.Warn("bad admission request", "remote", r.RemoteAddr, "err", err)
 			http.Error(rw, err.Error(), status)
 			return
 		}
-		review.Response = w.review(r.Context(), review.Request, pol)
-		review.Request = nil // the API server ignores it; do not echo the pod back
-		body, err := json.Marshal(review)
+		body, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+			Response: resp,
+		})
 		if err != nil {
 			// Cannot happen for these types; answer so the API server
 			// applies its failurePolicy.
@@ -48,9 +57,9 @@ func (w *Webhook) handler(pol policy) http.Handler {
 	})
 }
 
-// readReview decodes and checks the request; on error it returns the HTTP
-// status to answer with.
-func (w *Webhook) readReview(rw http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, int, error) {
+// answer reads the request within the webhook's slots and decides; on
+// error it returns the HTTP status to answer with.
+func (w *Webhook) answer(rw http.ResponseWriter, r *http.Request, pol policy) (*admissionv1.AdmissionResponse, int, error) {
 	if r.Method != http.MethodPost {
 		return nil, http.StatusMethodNotAllowed, fmt.Errorf("%w: method %s, want POST", errMalformed, r.Method)
 	}
@@ -59,32 +68,42 @@ func (w *Webhook) readReview(rw http.ResponseWriter, r *http.Request) (*admissio
 			return nil, http.StatusUnsupportedMediaType, fmt.Errorf("%w: content type %q, want application/json", errMalformed, ct)
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, w.cfg.MaxRequestBytes))
+	body, release, status, err := w.limits.readBody(rw, r)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: body over %d bytes", errMalformed, w.cfg.MaxRequestBytes)
-		}
-		return nil, http.StatusBadRequest, fmt.Errorf("%w: read body: %v", errMalformed, err)
+		return nil, status, err
 	}
-	var review admissionv1.AdmissionReview
+	defer release()
+	if err := w.limits.acquire(r.Context(), w.limits.decide); err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	defer func() { <-w.limits.decide }()
+	req, err := parseReview(body)
+	if err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	return w.review(r.Context(), req, pol), 0, nil
+}
+
+// parseReview decodes and checks the envelope of an AdmissionReview.
+func parseReview(body []byte) (*requestHead, error) {
+	var review reviewHead
 	if err := json.Unmarshal(body, &review); err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("%w: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: %v", errMalformed, err)
 	}
-	gvk := review.GroupVersionKind()
-	if gvk != admissionv1.SchemeGroupVersion.WithKind("AdmissionReview") {
-		return nil, http.StatusBadRequest, fmt.Errorf("%w: apiVersion %q kind %q, want admission.k8s.io/v1 AdmissionReview", errMalformed, review.APIVersion, review.Kind)
+	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
+		return nil, fmt.Errorf("%w: apiVersion %q kind %q, want admission.k8s.io/v1 AdmissionReview", errMalformed, review.APIVersion, review.Kind)
 	}
 	if review.Request == nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("%w: no request", errMalformed)
+		return nil, fmt.Errorf("%w: no request", errMalformed)
 	}
 	if review.Request.UID == "" {
-		return nil, http.StatusBadRequest, fmt.Errorf("%w: request has no uid", errMalformed)
+		return nil, fmt.Errorf("%w: request has no uid", errMalformed)
 	}
-	return &review, 0, nil
+	return review.Request, nil
 }
 
 // review answers one well-formed request.
-func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest, pol policy) *admissionv1.AdmissionResponse {
+func (w *Webhook) review(ctx context.Context, req *requestHead, pol policy) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	// A misconfigured webhook configuration may send other objects or
 	// operations; let them through untouched.
@@ -92,39 +111,45 @@ func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 		w.skip("not_a_pod")
 		return resp
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return w.fail(resp, fmt.Errorf("decode pod: %w", err))
+	head, err := decodePodHead(req.Object)
+	if err != nil {
+		if w.enforcedIn(req.Namespace) {
+			return w.deny(resp, fmt.Errorf("%w; the namespace has an enforcing DNS policy, which meshdns cannot check the pod against", err))
+		}
+		return w.fail(resp, err)
 	}
-	if why := decide(&pod, pol); why != inject {
+	enforced := w.enforcedOn(req.Namespace, head.Labels)
+	why := decide(head, pol, enforced)
+	if why == skipOptOut && enforced {
+		return w.deny(resp, errors.New("the pod opts out of meshdns (meshdns.io/inject: \"false\"), but an enforcing DNS policy selects it"))
+	}
+	if why != inject && !(why == skipInjected && enforced) {
 		w.skip(why)
 		return resp
 	}
-	t := *w.template.Load()
-	if withIstio(&pod) {
-		t, t.shifted = t.besideIstio()
-		if err := t.validate(); err != nil {
-			return w.fail(resp, fmt.Errorf("template beside Istio: %w", err))
+	pod, err := decodePod(req.Object)
+	switch {
+	case err != nil && enforced:
+		return w.deny(resp, fmt.Errorf("%w; an enforcing DNS policy selects the pod, which meshdns cannot check", err))
+	case err != nil:
+		return w.fail(resp, err)
+	case injected(pod):
+		why = skipInjected // its containers say so
+	}
+	t, err := w.podTemplate(pod, req)
+	if err != nil {
+		return w.fail(resp, err)
+	}
+	if enforced {
+		if err := t.checkEnforceable(pod); err != nil {
+			return w.deny(resp, err)
 		}
 	}
-	if w.cfg.CABundle != nil {
-		t.caBundle = w.cfg.CABundle()
+	if why == skipInjected {
+		w.skip(why)
+		return resp
 	}
-	// A dry run must change nothing (sideEffects: NoneOnDryRun): its pod
-	// projects the annotation.
-	if t.secure() && w.cfg.CAConfigMaps != nil && (req.DryRun == nil || !*req.DryRun) {
-		// Well inside the API server's webhook timeout (5s in the
-		// manifests); the pod falls back to the annotation rather than
-		// waiting.
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := w.cfg.CAConfigMaps.Ensure(cctx, req.Namespace)
-		cancel()
-		if err != nil {
-			w.log.Warn("CA bundle configmap; the pod trusts the CA of its annotation until it is recreated", "namespace", req.Namespace, "err", err)
-		}
-		t.caConfigMap = err == nil
-	}
-	patch, err := t.patch(&pod)
+	patch, err := t.patch(pod)
 	if err != nil {
 		return w.fail(resp, err)
 	}
@@ -132,9 +157,29 @@ func (w *Webhook) review(ctx context.Context, req *admissionv1.AdmissionRequest,
 	resp.Patch = patch
 	w.metrics.requests.WithLabelValues("injected").Inc()
 	if w.log.Enabled(ctx, slog.LevelDebug) {
-		w.log.Debug("injected pod", "namespace", req.Namespace, "name", podName(&pod, req))
+		w.log.Debug("injected pod", "namespace", req.Namespace, "name", podName(pod, req))
 	}
 	return resp
+}
+
+// podTemplate is the template for pod: moved off Istio's numbers beside
+// its sidecar, with the CA the agent is to trust.
+func (w *Webhook) podTemplate(pod *corev1.Pod, req *requestHead) (Template, error) {
+	t := *w.template.Load()
+	if withIstio(pod) {
+		t, t.shifted = t.besideIstio()
+		if err := t.validate(); err != nil {
+			return t, fmt.Errorf("template beside Istio: %w", err)
+		}
+	}
+	if w.cfg.CABundle != nil {
+		t.caBundle = w.cfg.CABundle()
+	}
+	// The webhook only reads what the namespace watch made (no API call
+	// here): a namespace whose ConfigMap is not there yet projects the
+	// pod's annotation.
+	t.caConfigMap = t.secure() && w.cfg.CAConfigMaps != nil && w.cfg.CAConfigMaps.Has(req.Namespace, t.caBundle)
+	return t, nil
 }
 
 func (w *Webhook) skip(why skipReason) {
@@ -157,9 +202,18 @@ func (w *Webhook) fail(resp *admissionv1.AdmissionResponse, err error) *admissio
 	return resp
 }
 
+// deny refuses a pod that would escape an enforcing DNS policy.
+func (w *Webhook) deny(resp *admissionv1.AdmissionResponse, err error) *admissionv1.AdmissionResponse {
+	w.metrics.requests.WithLabelValues("denied").Inc()
+	resp.Allowed = false
+	resp.Result = &metav1.Status{Status: metav1.StatusFailure, Message: "meshdns: " + err.Error(),
+		Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden}
+	return resp
+}
+
 // podName is the pod's name, or its generateName prefix: pods of a
 // ReplicaSet have no name yet at admission.
-func podName(pod *corev1.Pod, req *admissionv1.AdmissionRequest) string {
+func podName(pod *corev1.Pod, req *requestHead) string {
 	switch {
 	case req.Name != "":
 		return req.Name

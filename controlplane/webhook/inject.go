@@ -60,8 +60,10 @@ const (
 	skipInjected    skipReason = "already_injected"
 )
 
-// decide says whether pod is to be injected under pol.
-func decide(pod *corev1.Pod, pol policy) skipReason {
+// decide says whether pod is to be injected under pol; enforced says an
+// enforcing DNS policy selects it, which opts it in on either path (its
+// opt-out is then refused by the caller).
+func decide(pod *corev1.Pod, pol policy, enforced bool) skipReason {
 	if injected(pod) {
 		return skipInjected
 	}
@@ -83,7 +85,7 @@ func decide(pod *corev1.Pod, pol policy) skipReason {
 		return skipOptOut
 	case ok && err == nil && on:
 		return inject
-	case pol == namespaceEnabled:
+	case pol == namespaceEnabled || enforced:
 		return inject
 	default:
 		return skipNotOptedIn

@@ -77,7 +77,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, decide(&tt.pod, tt.pol)); diff != "" {
+			if diff := cmp.Diff(tt.want, decide(&tt.pod, tt.pol, false)); diff != "" {
 				t.Errorf("decide (-want +got):\n%s", diff)
 			}
 		})
@@ -263,7 +263,7 @@ func TestPatchGolden(t *testing.T) {
 			if _, ok := got.Annotations[AnnotationCA]; ok != tt.template.secure() {
 				t.Errorf("CA annotation present %v, want %v", ok, tt.template.secure())
 			}
-			if decide(got, namespaceEnabled) != skipInjected {
+			if decide(got, namespaceEnabled, false) != skipInjected {
 				t.Errorf("patched pod is not recognised as injected")
 			}
 		})

@@ -33,9 +33,25 @@ type Config struct {
 	// change event was missed; 0 means 10s.
 	PollInterval time.Duration
 	// MaxRequestBytes caps an AdmissionReview body; 0 means 4 MiB. The API
-	// server limits objects to about 1.5 MiB; the cap guards against
-	// anything else that can reach the port.
+	// server takes request bodies of 3 MiB at most (and stores objects of
+	// 1.5 MiB); the cap guards against anything else that can reach the
+	// port.
 	MaxRequestBytes int64
+	// MaxConcurrentReviews bounds the reviews being decoded and decided at
+	// once; 0 means 4. Each takes well under a millisecond for an
+	// ordinary pod, so the API server's reviews seldom wait.
+	MaxConcurrentReviews int
+	// MaxLargeReviews bounds the bodies over 128 KiB (no ordinary pod's
+	// review is) held at once; 0 means 2.
+	MaxLargeReviews int
+	// SlotWait is how long a review waits for one of those slots before
+	// it is answered 503 (the API server then applies the failurePolicy);
+	// 0 means 2s, well inside the API server's webhook timeout.
+	SlotWait time.Duration
+	// Policies says which pods an enforcing DNS policy selects; such a pod
+	// is always injected and may not opt out or run as the agent's
+	// identity (see Policies). Nil enforces nothing at admission.
+	Policies Policies
 	// CABundle returns the PEM CAs that verify the control plane's gRPC
 	// certificate (selfcert.Manager.CABundle), or nil. When it returns
 	// some, injected agents talk TLS to the control plane, trusting these
@@ -43,10 +59,11 @@ type Config struct {
 	// it (or with the template's plaintext) they dial plaintext and present
 	// nothing.
 	CABundle func() []byte
-	// CAConfigMaps, when set with CABundle, keeps the bundle in a
-	// ConfigMap of each namespace injected into, which the agents' identity
-	// volume projects (the kubelet refreshes it in running pods); nil, or
-	// a ConfigMap that cannot be made, projects the pod's annotation.
+	// CAConfigMaps, when set with CABundle, says which namespaces have
+	// the ConfigMap with the bundle (made by its namespace watch, never at
+	// admission), which the agents' identity volume then projects (the
+	// kubelet refreshes it in running pods); nil, or a namespace without
+	// it yet, projects the pod's annotation.
 	CAConfigMaps *CAConfigMaps
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
@@ -62,6 +79,7 @@ type Webhook struct {
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
+	limits  *limits
 
 	base     Template                 // cfg.Template over DefaultTemplate
 	template atomic.Pointer[Template] // current template, never nil
@@ -81,6 +99,15 @@ func New(cfg Config) (*Webhook, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 4 << 20
 	}
+	if cfg.MaxConcurrentReviews <= 0 {
+		cfg.MaxConcurrentReviews = 4
+	}
+	if cfg.MaxLargeReviews <= 0 {
+		cfg.MaxLargeReviews = 2
+	}
+	if cfg.SlotWait <= 0 {
+		cfg.SlotWait = 2 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -97,6 +124,7 @@ func New(cfg Config) (*Webhook, error) {
 		log:     cfg.Logger,
 		metrics: m,
 		base:    base,
+		limits:  newLimits(cfg.MaxRequestBytes, cfg.MaxLargeReviews, cfg.MaxConcurrentReviews, cfg.SlotWait),
 	}
 	w.template.Store(&base)
 	w.mux = http.NewServeMux()
