@@ -341,7 +341,7 @@ func (c *ControlPlane) Run(parent context.Context) error {
 				}
 			}
 			lis = webhook.LimitListener(lis, webhook.MaxConnections)
-			return serveHTTP(ctx, webhook.NewServer(c.cfg.Webhook, tlsConf), c.cfg.WebhookAddr, lis, true)
+			return serveHTTP(ctx, webhook.NewServer(c.cfg.Webhook, tlsConf, c.log.With("component", "webhook-server")), c.cfg.WebhookAddr, lis, true)
 		})
 	}
 	c.log.Info("control plane started", "grpc", c.cfg.GRPCAddr, "admin", c.cfg.AdminAddr, "probes", c.cfg.ProbeAddr, "tls", c.grpcTLS != nil,

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -27,8 +28,13 @@ const (
 
 // NewServer returns the HTTPS server for h (the Webhook) with tlsConf and
 // the timeouts above: a client that sends its headers or body slowly, or
-// keeps an idle connection, is cut off.
-func NewServer(h http.Handler, tlsConf *tls.Config) *http.Server {
+// keeps an idle connection, is cut off. The server's own errors (failed
+// handshakes: anything that reaches the port may fail one) go to log at
+// Debug; nil discards them.
+func NewServer(h http.Handler, tlsConf *tls.Config, log *slog.Logger) *http.Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		TLSConfig:         tlsConf,
@@ -38,6 +44,7 @@ func NewServer(h http.Handler, tlsConf *tls.Config) *http.Server {
 		IdleTimeout:       idleTime,
 		MaxHeaderBytes:    16 << 10,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreams},
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return srv
 }

@@ -42,7 +42,8 @@ type Config struct {
 	// ordinary pod, so the API server's reviews seldom wait.
 	MaxConcurrentReviews int
 	// MaxLargeReviews bounds the bodies over 128 KiB (no ordinary pod's
-	// review is) held at once; 0 means 2.
+	// review is) held and decoded at once; 0 means 1, so such reviews,
+	// whatever their number, take one core at most.
 	MaxLargeReviews int
 	// SlotWait is how long a review waits for one of those slots before
 	// it is answered 503 (the API server then applies the failurePolicy);
@@ -103,7 +104,7 @@ func New(cfg Config) (*Webhook, error) {
 		cfg.MaxConcurrentReviews = 4
 	}
 	if cfg.MaxLargeReviews <= 0 {
-		cfg.MaxLargeReviews = 2
+		cfg.MaxLargeReviews = 1
 	}
 	if cfg.SlotWait <= 0 {
 		cfg.SlotWait = 2 * time.Second
