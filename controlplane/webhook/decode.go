@@ -32,7 +32,6 @@ type requestHead struct {
 	Name        string                      `json:"name"`
 	Namespace   string                      `json:"namespace"`
 	Operation   admissionv1.Operation       `json:"operation"`
-	DryRun      *bool                       `json:"dryRun"`
 	Object      json.RawMessage             `json:"object"`
 }
 

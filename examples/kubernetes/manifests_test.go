@@ -298,10 +298,10 @@ func TestManifestPolicies(t *testing.T) {
 			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
 				t.Errorf("%s: failurePolicy = %v, want Ignore", w.Name, w.FailurePolicy)
 			}
-			// The webhook creates the namespace's CA ConfigMap, except
-			// on a dry run.
-			if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
-				t.Errorf("%s: sideEffects = %v, want NoneOnDryRun", w.Name, w.SideEffects)
+			// A review changes nothing: the namespaces' CA ConfigMaps
+			// come from a watch.
+			if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+				t.Errorf("%s: sideEffects = %v, want None", w.Name, w.SideEffects)
 			}
 			if diff := cmp.Diff([]string{"v1"}, w.AdmissionReviewVersions); diff != "" {
 				t.Errorf("%s: admissionReviewVersions (-want +got):\n%s", w.Name, diff)
@@ -309,8 +309,13 @@ func TestManifestPolicies(t *testing.T) {
 			if w.ReinvocationPolicy == nil {
 				t.Errorf("%s: no reinvocationPolicy", w.Name)
 			}
-			if w.NamespaceSelector == nil || w.ObjectSelector == nil {
-				t.Errorf("%s: namespace and object selectors are both needed", w.Name)
+			if w.NamespaceSelector == nil {
+				t.Errorf("%s: no namespace selector", w.Name)
+			}
+			// A pod's label opt-out must reach the webhook, which refuses
+			// it where an enforcing DNS policy selects the pod.
+			if w.ObjectSelector != nil {
+				t.Errorf("%s: objectSelector %v keeps opted-out pods from the webhook", w.Name, w.ObjectSelector)
 			}
 			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
 				t.Fatalf("%s: no service path", w.Name)
