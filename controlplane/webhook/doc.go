@@ -22,6 +22,18 @@
 // "true" opts in). hostNetwork pods and pods injected already are left
 // alone, so the webhook may be called any number of times for one pod.
 //
+// Where an enforcing DNS policy selects a pod (Config.Policies), the pod is
+// injected on either path and refused when its author could undo the
+// policy: an opt-out, a container that could run as the agent's uid or gid
+// or change the redirect, a forged mark of injection.
+//
+// A review makes no API call and costs memory bounded whatever its sender
+// does: the pod is decoded in two steps (its metadata to decide, the rest
+// only for a pod to inject, and only when it is not too large), and bodies,
+// decisions and connections take slots (limits.go, NewServer,
+// LimitListener). The CA ConfigMaps the agents project come from a watch
+// of namespaces (CAConfigMaps), never from a review.
+//
 // The injected containers come from a Template: defaults in Config, overridden
 // by a YAML or JSON file (a mounted ConfigMap) that is re-read when it
 // changes. The serving certificate is re-read when its files change too, so

@@ -7,7 +7,9 @@ import (
 // metrics of the webhook; every label has a small fixed set of values.
 type metrics struct {
 	// requests by outcome: injected, skipped, error (internal, pod allowed
-	// or denied per Config.FailClosed), malformed (HTTP 4xx).
+	// or denied per Config.FailClosed), denied (a pod that would escape an
+	// enforcing DNS policy), malformed (HTTP 4xx), busy (HTTP 503: no
+	// review slot in time).
 	requests *prometheus.CounterVec
 	// skipped by reason: opt_out, not_opted_in, host_network,
 	// already_injected, not_a_pod.
@@ -21,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshdns_webhook_requests_total",
-			Help: "Admission reviews handled, by outcome (injected, skipped, error, malformed).",
+			Help: "Admission reviews handled, by outcome (injected, skipped, error, denied, malformed, busy).",
 		}, []string{"outcome"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshdns_webhook_skipped_total",
