@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -104,6 +106,30 @@ func TestControlPlaneServesWebhook(t *testing.T) {
 	certPEM, keyPEM = ca.Issue(t, "webhook-test", true, certtest.Serial(2))
 	certtest.WritePair(t, dir, certPEM, keyPEM)
 	waitFor(t, "rotated certificate served", func() bool { return servedSerial() == 2 })
+
+	// A client that sends its headers and then trickles (or holds back)
+	// the body is cut off by the server's read timeout rather than held
+	// for as long as it likes.
+	t.Run("slow body is cut off", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", webhookAddr, &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "POST /inject HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		// Far longer than the server's 15 s: only a server without a
+		// read timeout reaches it.
+		if err := conn.SetReadDeadline(time.Now().Add(2 * time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = io.ReadAll(conn)
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			t.Fatalf("the server held a slow request for %v", time.Since(start))
+		}
+	})
 
 	res, err := http.Get("http://" + adminAddr + "/metrics")
 	if err != nil {
