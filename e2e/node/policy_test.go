@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -78,6 +79,12 @@ func testPolicy(t *testing.T, e *env) {
 		t.Helper()
 		pod := appPod(name, names)
 		pod.Labels = map[string]string{"app": app}
+		// Where a policy enforces, the webhook refuses a container that
+		// could run as the agent's ids (the image's own user) or gain
+		// privileges.
+		id, no := int64(1000), false
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &id, RunAsGroup: &id}
+		pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &no}
 		if _, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
