@@ -15,15 +15,21 @@ import (
 // the port gets no more than that either.
 const (
 	// MaxConnections bounds the open connections (and so the goroutines
-	// serving them); more wait in the listen backlog.
-	MaxConnections = 256
-	// MaxStreams bounds the concurrent requests of one HTTP/2
-	// connection.
-	MaxStreams     = 16
-	readHeaderTime = 5 * time.Second
-	readTime       = 15 * time.Second
-	writeTime      = 15 * time.Second
-	idleTime       = 2 * time.Minute
+	// serving them); more wait in the listen backlog. The API server needs
+	// a few: HTTP/2 carries its reviews side by side.
+	MaxConnections = 128
+	// MaxStreams bounds the concurrent requests of one HTTP/2 connection
+	// (Go's client, the API server's, opens another connection past it).
+	MaxStreams = 4
+	// What an HTTP/2 connection and one of its streams may have received
+	// and not yet read: with the 128 KiB each request reads without a
+	// slot, at most 1 MiB per connection, 128 MiB for all of them.
+	receiveBufferPerConn   = 512 << 10
+	receiveBufferPerStream = 128 << 10
+	readHeaderTime         = 5 * time.Second
+	readTime               = 15 * time.Second
+	writeTime              = 15 * time.Second
+	idleTime               = 2 * time.Minute
 )
 
 // NewServer returns the HTTPS server for h (the Webhook) with tlsConf and
@@ -43,8 +49,9 @@ func NewServer(h http.Handler, tlsConf *tls.Config, log *slog.Logger) *http.Serv
 		WriteTimeout:      writeTime,
 		IdleTimeout:       idleTime,
 		MaxHeaderBytes:    16 << 10,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreams},
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MaxStreams,
+			MaxReceiveBufferPerConnection: receiveBufferPerConn, MaxReceiveBufferPerStream: receiveBufferPerStream},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return srv
 }
