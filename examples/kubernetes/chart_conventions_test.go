@@ -1,0 +1,177 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/meshdns/meshdns/controlplane/webhook"
+)
+
+// monitoringOn asks for all of monitoring; operatorServed says the
+// cluster serves the Prometheus Operator's kinds (helm template cannot ask).
+var (
+	monitoringOn = []string{"--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
+		"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.dashboard.enabled=true"}
+	operatorServed = []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+		"--api-versions", "monitoring.coreos.com/v1/PodMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+	// everything turns on every part of the chart.
+	everything = append(append([]string{"--set", "cni.enabled=true", "--set", "vm.enabled=true"}, monitoringOn...), operatorServed...)
+)
+
+// clusterScoped are the kinds the chart may render without a namespace.
+var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true,
+	"MutatingWebhookConfiguration": true, "CustomResourceDefinition": true}
+
+// TestChartReleaseNamespace: helm template -n other puts every namespaced
+// object in other and renders no Namespace (helm install --create-namespace
+// makes it), and every reference to the control plane's namespace says
+// other.
+func TestChartReleaseNamespace(t *testing.T) {
+	objs := decodeAll(t, helm(t, append([]string{"template", "x", chartDir, "--namespace", "other", "--include-crds"}, everything...)...))
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		switch {
+		case clusterScoped[o.GetKind()]:
+			if o.GetNamespace() != "" {
+				t.Errorf("cluster-scoped %s %s in namespace %s", o.GetKind(), o.GetName(), o.GetNamespace())
+			}
+		case o.GetNamespace() != "other":
+			t.Errorf("%s %s in namespace %q, not the release's", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+	for _, k := range []string{"DaemonSet", "ServiceMonitor", "PodMonitor", "PrometheusRule", "CustomResourceDefinition"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s rendered: the check above saw less than everything", k)
+		}
+	}
+	m := byName(objs)
+	for key, wants := range map[string][]string{
+		"ConfigMap other/meshdns-inject":                         {"meshdns-controlplane.other.svc:15012"},
+		"Deployment other/meshdns-controlplane":                  {"--webhook-secret=other/meshdns-webhook-certs"},
+		"MutatingWebhookConfiguration /meshdns-sidecar-injector": {"namespace: other", "- other\n"},
+		"ClusterRoleBinding /meshdns-cni":                        {"namespace: other"},
+		"DaemonSet other/meshdns-cni":                            {"--exclude-namespaces=other"},
+	} {
+		b, _ := yamlOf(m[key])
+		for _, w := range wants {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s lacks %q:\n%s", key, w, b)
+			}
+		}
+	}
+	// The CRD comes from crds/: helm installs it once and never deletes it.
+	if bytes.Contains(helm(t, "template", "x", chartDir), []byte("kind: CustomResourceDefinition")) {
+		t.Errorf("the CRD is a template: helm uninstall would delete it and every DNSPolicy")
+	}
+}
+
+// TestChartSchema: helm refuses values of the wrong kind with a message
+// naming the value, at lint, template and install alike (the schema).
+func TestChartSchema(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"replicas=abc", "replicas"},
+		{"image.tag=", "image.tag"},
+		{"webhook.failurePolicy=Sometimes", "failurePolicy"},
+		{"webhook.timeoutSeconds=60", "timeoutSeconds"},
+		{"agent.dnsPort=70000", "dnsPort"},
+		{"replica=3", "replica"}, // a typo, not a value the chart has
+	} {
+		cmd := exec.Command(helmBinary(t), "template", "x", chartDir, "--set", tc.set)
+		dir := t.TempDir()
+		cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+dir, "HELM_CACHE_HOME="+dir, "HELM_DATA_HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("--set %s rendered", tc.set)
+			continue
+		}
+		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), tc.want) {
+			t.Errorf("--set %s: the message does not name %s:\n%s", tc.set, tc.want, out)
+		}
+	}
+}
+
+// TestChartKnobs: the values every chart has reach the pods they are for.
+func TestChartKnobs(t *testing.T) {
+	objs := byName(decodeAll(t, helm(t, "template", "x", chartDir, "-n", "dns", "--set", "cni.enabled=true", "--set", "vm.enabled=true",
+		"--set", "nodeSelector.pool=system", "--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
+		"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=arch",
+		"--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+		"--set", "topologySpreadConstraints=null", "--set", "priorityClassName=system-cluster-critical",
+		"--set", "imagePullSecrets[0].name=regcred", "--set", "podAnnotations.team=dns", "--set", "podLabels.tier=infra",
+		"--set", "extraArgs[0]=--log-level=debug", "--set", "extraEnv[0].name=GODEBUG", "--set", "extraEnv[0].value=http2debug=1",
+		"--set", "vm.extraArgs[0]=--log-level=info", "--set", "cni.extraArgs[0]=--capture-all-dns", "--set", "cni.nodeSelector.os=linux",
+		"--set", "agent.extraArgs[0]=--log-level=warn",
+		"--set", "webhook.failurePolicy=Fail", "--set", "webhook.timeoutSeconds=3", "--set", "webhook.annotatedPods=false")))
+	text := func(key string) string {
+		b, _ := yamlOf(objs[key])
+		return string(b)
+	}
+	placement := []string{"pool: system", "key: dedicated", "key: arch", "priorityClassName: system-cluster-critical",
+		"name: regcred", "team: dns", "tier: infra", "topologyKey: kubernetes.io/hostname"}
+	for key, wants := range map[string][]string{
+		"Deployment dns/meshdns-controlplane":                    append(placement, "- --log-level=debug", "name: GODEBUG", "--webhook-fail-closed"),
+		"Deployment dns/meshdns-controlplane-vm":                 append(placement[:7], "- --log-level=info"),
+		"DaemonSet dns/meshdns-cni":                              {"name: regcred", "os: linux", "- --capture-all-dns"},
+		"MutatingWebhookConfiguration /meshdns-sidecar-injector": {"failurePolicy: Fail", "timeoutSeconds: 3"},
+	} {
+		for _, w := range wants {
+			if !strings.Contains(text(key), w) {
+				t.Errorf("%s lacks %q:\n%s", key, w, text(key))
+			}
+		}
+	}
+	if hooks, _, _ := unstructured.NestedSlice(objs["MutatingWebhookConfiguration /meshdns-sidecar-injector"], "webhooks"); len(hooks) != 1 {
+		t.Errorf("webhook.annotatedPods=false: %d webhook entries, want the namespace one only", len(hooks))
+	}
+	// The agents' arguments go through the injection template, as the
+	// control plane parses it.
+	data, _, _ := unstructured.NestedString(objs["ConfigMap dns/meshdns-inject"], "data", "template.yaml")
+	tmpl, err := webhook.ParseTemplate([]byte(data))
+	if err != nil {
+		t.Fatalf("the injection template does not parse: %v\n%s", err, data)
+	}
+	if diff := cmp.Diff([]string{"--log-level=warn"}, tmpl.AgentArgs); diff != "" {
+		t.Errorf("agentArgs (-want +got):\n%s", diff)
+	}
+	// topologySpreadConstraints [] is none.
+	none := byName(decodeAll(t, helm(t, "template", "x", chartDir, "--set", "topologySpreadConstraints={}")))
+	if _, found, _ := unstructured.NestedSlice(none["Deployment default/meshdns-controlplane"], "spec", "template", "spec", "topologySpreadConstraints"); found {
+		t.Errorf("topologySpreadConstraints=[] still spreads")
+	}
+}
+
+// TestChartDisruptionBudget: at one replica the budget allows the eviction
+// (a drain never waits on it); at two it keeps one.
+func TestChartDisruptionBudget(t *testing.T) {
+	for _, tc := range []struct {
+		replicas string
+		want     map[string]any
+	}{
+		{"1", map[string]any{"maxUnavailable": float64(1)}},
+		{"2", map[string]any{"minAvailable": float64(1)}},
+		{"3", map[string]any{"minAvailable": float64(1)}},
+	} {
+		objs := byName(decodeAll(t, helm(t, "template", "x", chartDir, "--set", "vm.enabled=true",
+			"--set", "replicas="+tc.replicas, "--set", "vm.replicas="+tc.replicas)))
+		for _, name := range []string{"meshdns-controlplane", "meshdns-controlplane-vm"} {
+			spec, _, _ := unstructured.NestedMap(objs["PodDisruptionBudget default/"+name], "spec")
+			delete(spec, "selector")
+			if diff := cmp.Diff(tc.want, spec); diff != "" {
+				t.Errorf("%s at %s replicas (-want +got):\n%s", name, tc.replicas, diff)
+			}
+		}
+	}
+	objs := byName(decodeAll(t, helm(t, "template", "x", chartDir, "--set", "podDisruptionBudget.enabled=false")))
+	if _, ok := objs["PodDisruptionBudget default/meshdns-controlplane"]; ok {
+		t.Errorf("podDisruptionBudget.enabled=false renders one")
+	}
+}
