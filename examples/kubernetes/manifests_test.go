@@ -193,19 +193,19 @@ func TestManifestPolicies(t *testing.T) {
 		var role rbacv1.ClusterRole
 		typed(t, objs, "ClusterRole", "meshdns-controlplane", &role)
 		want := []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
 				ResourceNames: []string{"meshdns-sidecar-injector"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"meshdns-ca"}, Verbs: []string{"get", "update"}},
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"meshdns.io"}, Resources: []string{"dnspolicies/status"}, Verbs: []string{"update"}},
-			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 		}
 		if diff := cmp.Diff(want, role.Rules); diff != "" {
