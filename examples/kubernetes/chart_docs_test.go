@@ -9,8 +9,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
-
-	"github.com/meshdns/meshdns/controlplane/webhook"
 )
 
 var egressExample = regexp.MustCompile("(?s)## Namespaces with default-deny egress\n.*?```yaml\n(.*?)```")
@@ -32,7 +30,8 @@ func TestChartEgressDocs(t *testing.T) {
 	if err := yaml.UnmarshalStrict(m[1], &np); err != nil {
 		t.Fatalf("the example is no NetworkPolicy: %v", err)
 	}
-	objs := byName(decodeAll(t, helm(t, "template", "meshdns", chartDir, "-n", "meshdns-system")))
+	raw := decodeAll(t, helm(t, "template", "meshdns", chartDir, "-n", "meshdns-system"))
+	objs := byName(raw)
 	d := objs["Deployment meshdns-system/meshdns-controlplane"]
 	podLabels, _, _ := unstructured.NestedStringMap(d, "spec", "template", "metadata", "labels")
 	containers, _, _ := unstructured.NestedSlice(d, "spec", "template", "spec", "containers")
@@ -43,11 +42,7 @@ func TestChartEgressDocs(t *testing.T) {
 			grpc = int64(p["containerPort"].(float64))
 		}
 	}
-	tmplText, _, _ := unstructured.NestedString(objs["ConfigMap meshdns-system/meshdns-inject"], "data", "template.yaml")
-	tmpl, err := webhook.ParseTemplate([]byte(tmplText))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := injectTemplate(t, raw)
 
 	if len(np.Spec.Egress) != 1 || len(np.Spec.Egress[0].To) != 1 || len(np.Spec.Egress[0].Ports) != 1 {
 		t.Fatalf("egress: want one rule to the control plane's pods on one port, got %+v", np.Spec.Egress)
