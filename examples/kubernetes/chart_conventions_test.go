@@ -77,26 +77,27 @@ func TestChartReleaseNamespace(t *testing.T) {
 // naming the value, at lint, template and install alike (the schema).
 func TestChartSchema(t *testing.T) {
 	for _, tc := range []struct {
-		set, want string
+		name, set, want string
 	}{
-		{"replicas=abc", "replicas"},
-		{"image.tag=", "tag"},
-		{"webhook.failurePolicy=Sometimes", "failurePolicy"},
-		{"webhook.timeoutSeconds=60", "timeoutSeconds"},
-		{"agent.dnsPort=70000", "dnsPort"},
-		{"replica=3", "replica"}, // a typo, not a value the chart has
+		{name: "replicas not a number", set: "replicas=abc", want: "replicas"},
+		{name: "empty image tag", set: "image.tag=", want: "tag"},
+		{name: "unknown failure policy", set: "webhook.failurePolicy=Sometimes", want: "failurePolicy"},
+		{name: "webhook timeout over 30s", set: "webhook.timeoutSeconds=60", want: "timeoutSeconds"},
+		{name: "port out of range", set: "agent.dnsPort=70000", want: "dnsPort"},
+		{name: "misspelt value", set: "replica=3", want: "replica"},
 	} {
-		cmd := exec.Command(helmBinary(t), "template", "x", chartDir, "--set", tc.set)
-		dir := t.TempDir()
-		cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+dir, "HELM_CACHE_HOME="+dir, "HELM_DATA_HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			t.Errorf("--set %s rendered", tc.set)
-			continue
-		}
-		if !strings.Contains(string(out), "schema") || !strings.Contains(string(out), tc.want) {
-			t.Errorf("--set %s: the message does not name %s:\n%s", tc.set, tc.want, out)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(helmBinary(t), "template", "x", chartDir, "--set", tc.set)
+			dir := t.TempDir()
+			cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+dir, "HELM_CACHE_HOME="+dir, "HELM_DATA_HOME="+dir)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("--set %s rendered", tc.set)
+			}
+			if !strings.Contains(string(out), "schema") || !strings.Contains(string(out), tc.want) {
+				t.Errorf("--set %s: the message does not name %s:\n%s", tc.set, tc.want, out)
+			}
+		})
 	}
 }
 
