@@ -34,6 +34,10 @@ var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": t
 // makes it), and every reference to the control plane's namespace says
 // other.
 func TestChartReleaseNamespace(t *testing.T) {
+	lint := append([]string{"lint", "--strict", chartDir, "--namespace", "other", "--set", "cni.enabled=true", "--set", "vm.enabled=true"}, monitoringOn...)
+	if out := helm(t, lint...); !bytes.Contains(out, []byte("0 chart(s) failed")) {
+		t.Errorf("helm lint with every part on:\n%s", out)
+	}
 	objs := decodeAll(t, helm(t, append([]string{"template", "x", chartDir, "--namespace", "other", "--include-crds"}, everything...)...))
 	kinds := map[string]int{}
 	for _, o := range objs {
