@@ -71,6 +71,15 @@ func TestChartReleaseNamespace(t *testing.T) {
 			}
 		}
 	}
+	// A namespace the chart renders for the control plane and the CNI
+	// installer together admits the installer's pods.
+	for _, tc := range []struct{ cni, want string }{{"false", "restricted"}, {"true", "privileged"}} {
+		ns := byName(withoutKeep(t, decodeAll(t, helm(t, "template", "x", chartDir, "--set", "namespace=apart", "--set", "createNamespace=true",
+			"--set", "cni.enabled="+tc.cni))))["Namespace /apart"]
+		if got, _, _ := unstructured.NestedString(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce"); got != tc.want {
+			t.Errorf("cni.enabled=%s: namespace enforces %q, want %q", tc.cni, got, tc.want)
+		}
+	}
 	// The CRD comes from crds/: helm installs it once and never deletes it.
 	if bytes.Contains(helm(t, "template", "x", chartDir), []byte("kind: CustomResourceDefinition")) {
 		t.Errorf("the CRD is a template: helm uninstall would delete it and every DNSPolicy")
