@@ -16,12 +16,14 @@ type authFlags struct {
 	audience    string
 	trustDomain string
 	insecure    bool
+	podWatch    bool
 }
 
 func newAuthFlags(fs *flag.FlagSet) *authFlags {
 	f := &authFlags{}
 	fs.StringVar(&f.audience, "token-audience", "meshdns", "audience agents' ServiceAccount tokens must be issued for (verified with the TokenReview API)")
 	fs.StringVar(&f.trustDomain, "trust-domain", "cluster.local", "SPIFFE trust domain of agents' client certificates (spiffe://DOMAIN/ns/NS/sa/SA), with --client-ca")
+	fs.BoolVar(&f.podWatch, "token-pod-watch", true, "watch pods (metadata only) so that the stream of a pod-bound token ends when its pod is deleted; false ends such streams only when their token expires (VM control planes, whose agents are not pods and which may not list pods)")
 	fs.BoolVar(&f.insecure, "insecure-allow-unauthenticated", false, "INSECURE: serve agents that present no credential the namespace and pod they claim; any client reaching the gRPC port can then read every namespace's names")
 	return f
 }
@@ -45,8 +47,10 @@ func (f *authFlags) apply(cfg *controlplane.Config, log *slog.Logger, rc *rest.C
 		as = append(as, tr)
 		// The pods tokens are bound to are watched, so that a stream
 		// ends with its pod (server.Config.Pods).
-		if _, err := sharedPods(cfg, log, rc); err != nil {
-			return err
+		if f.podWatch {
+			if _, err := sharedPods(cfg, log, rc); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.ClientCA != "" {
