@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
@@ -89,7 +88,7 @@ func validatePolicies(paths []string, quiet bool, stdout io.Writer) error {
 			continue
 		}
 		for _, f := range files {
-			data, err := os.ReadFile(f)
+			data, err := policysource.ReadFile(f)
 			if err != nil {
 				report(f, "", cli.PathError(err))
 				continue

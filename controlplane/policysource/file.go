@@ -49,6 +49,9 @@ type File struct {
 	log  *slog.Logger
 	good map[string][]Policy // the last good policies of each file; only Run's goroutine
 	sent bool                // the snapshot went out
+	// refused are the policies the Store's rule budget refused, as last
+	// logged; only Run's goroutine.
+	refused map[string]error
 }
 
 var _ registry.Source = (*File)(nil)
@@ -83,7 +86,7 @@ func (f *File) reload(sink registry.Sink) {
 	files, complete := f.list()
 	missing := false
 	for _, p := range files {
-		data, err := os.ReadFile(p)
+		data, err := ReadFile(p)
 		if err == nil {
 			var ps []Policy
 			if ps, err = ParseFile(data); err == nil {
@@ -108,11 +111,24 @@ func (f *File) reload(sink registry.Sink) {
 		all = append(all, f.good[p]...)
 	}
 	f.cfg.Store.SetPolicies(FileOrigin, all)
+	f.logRefused()
 	if !f.sent && !missing && complete {
 		f.sent = true
 		f.log.Info("DNSPolicy files loaded", "files", len(files), "policies", len(all))
 		sink.Update(f.cfg.Name, registry.Snapshot{})
 	}
+}
+
+// logRefused logs the file policies the Store's rule budget newly
+// refuses (their files are good: a folder's files together are over it).
+func (f *File) logRefused() {
+	refused := f.cfg.Store.Refused(FileOrigin)
+	for _, key := range slices.Sorted(maps.Keys(refused)) {
+		if _, was := f.refused[key]; !was {
+			f.log.Error("DNSPolicy not served: its namespace's policies have too many rules", "policy", key, "err", refused[key])
+		}
+	}
+	f.refused = refused
 }
 
 // list expands the paths into files, sorted. complete is false when a

@@ -81,6 +81,10 @@ type Kube struct {
 	// version and generation it was done for. Only the handling goroutine
 	// uses it.
 	seen map[string]checked
+	// refused holds the valid objects the Store refused for their
+	// namespace's rule budget, by key, as last handled; handling
+	// goroutine only.
+	refused map[string]error
 }
 
 type checked struct {
@@ -217,9 +221,10 @@ func (k *Kube) listWatch(ctx context.Context) *cache.ListWatch {
 	}
 }
 
-// handle validates the dirty objects, writes their status where it
-// differs, and hands the Store the valid policies. It returns the keys
-// whose status write failed.
+// handle validates the dirty objects, hands the Store the valid policies,
+// and writes the status of the dirty objects and of those the Store's
+// rule budget refuses or admits since the last time, where it differs.
+// It returns the keys whose status write failed.
 func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) {
 	k.mu.Lock()
 	keys := make([]string, 0, len(k.dirty))
@@ -235,26 +240,46 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 			delete(k.seen, key)
 			continue
 		}
-		u := obj.(*unstructured.Unstructured)
-		c, ok := k.seen[key]
-		if !ok || c.resourceVersion != u.GetResourceVersion() {
-			p, err := FromUnstructured(u)
-			next := checked{resourceVersion: u.GetResourceVersion(), policy: p, err: err, served: err == nil}
-			if err != nil && c.served {
-				// An edit that breaks a policy must not lift it: the
-				// last valid generation stays in force until fixed.
-				next.policy, next.served = c.policy, true
-				k.log.Warn("invalid DNSPolicy edit; its last valid generation stays in force", "policy", key,
-					"served_generation", c.policy.Generation, "err", err)
-			} else if err != nil {
-				k.log.Warn("invalid DNSPolicy, not served", "policy", key, "err", err)
-			}
-			c = next
-			k.seen[key] = c
+		k.check(key, obj.(*unstructured.Unstructured))
+	}
+	// The store decides which valid policies its namespaces' rule budget
+	// admits; a change there is a status to write for objects that did
+	// not change themselves.
+	k.cfg.Store.SetPolicies(Origin, k.valid())
+	refused := k.cfg.Store.Refused(Origin)
+	for key, err := range refused {
+		if prev, was := k.refused[key]; !was || prev.Error() != err.Error() {
+			keys = append(keys, key)
+			k.log.Warn("DNSPolicy not served: its namespace's policies have too many rules", "policy", key, "err", err)
 		}
-		if k.cfg.NoStatus {
+	}
+	for key := range k.refused {
+		if _, still := refused[key]; !still {
+			keys = append(keys, key)
+		}
+	}
+	k.refused = refused
+	if k.cfg.NoStatus {
+		return nil
+	}
+	slices.Sort(keys)
+	return k.writeStatuses(ctx, idx, slices.Compact(keys))
+}
+
+// writeStatuses writes the status of the objects of keys where it
+// differs, a refusal by the Store's rule budget as their error. It
+// returns the keys whose write failed.
+func (k *Kube) writeStatuses(ctx context.Context, idx cache.Indexer, keys []string) (failed []string) {
+	for _, key := range keys {
+		obj, ok, _ := idx.GetByKey(key)
+		c, seen := k.seen[key]
+		if !ok || !seen {
 			continue
 		}
+		if err := k.refused[key]; err != nil {
+			c.err, c.served = err, false
+		}
+		u := obj.(*unstructured.Unstructured)
 		rejected, err := k.writeStatus(ctx, u, c)
 		if rejected {
 			k.recordInvalid(ctx, u, c.err)
@@ -268,8 +293,28 @@ func (k *Kube) handle(ctx context.Context, idx cache.Indexer) (failed []string) 
 			}
 		}
 	}
-	k.cfg.Store.SetPolicies(Origin, k.valid())
 	return failed
+}
+
+// check validates the object u of key when its resource version is new,
+// keeping its last valid generation served through an invalid edit.
+func (k *Kube) check(key string, u *unstructured.Unstructured) {
+	c, ok := k.seen[key]
+	if ok && c.resourceVersion == u.GetResourceVersion() {
+		return
+	}
+	p, err := FromUnstructured(u)
+	next := checked{resourceVersion: u.GetResourceVersion(), policy: p, err: err, served: err == nil}
+	if err != nil && c.served {
+		// An edit that breaks a policy must not lift it: the last valid
+		// generation stays in force until fixed.
+		next.policy, next.served = c.policy, true
+		k.log.Warn("invalid DNSPolicy edit; its last valid generation stays in force", "policy", key,
+			"served_generation", c.policy.Generation, "err", err)
+	} else if err != nil {
+		k.log.Warn("invalid DNSPolicy, not served", "policy", key, "err", err)
+	}
+	k.seen[key] = next
 }
 
 // valid returns the valid policies, sorted by key.
@@ -313,10 +358,7 @@ func rewordRefusal(have map[string]any, c checked) bool {
 func (k *Kube) writeStatus(ctx context.Context, u *unstructured.Unstructured, c checked) (rejected bool, err error) {
 	want := Condition(u.GetGeneration(), c.err, k.cfg.Now())
 	if c.err != nil && c.served {
-		want.Message = fmt.Sprintf("generation %d %s%s", c.policy.Generation, stillServed, want.Message)
-		if len(want.Message) > 32768 {
-			want.Message = want.Message[:32765] + "..."
-		}
+		want.Message = cutMessage(fmt.Sprintf("generation %d %s%s", c.policy.Generation, stillServed, want.Message))
 	}
 	rules := int64(len(c.policy.DNS.Rules))
 	if !c.served {

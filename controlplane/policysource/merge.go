@@ -85,10 +85,18 @@ func Condition(gen int64, err error, now time.Time) metav1.Condition {
 	c := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, ObservedGeneration: gen,
 		LastTransitionTime: metav1.NewTime(now), Reason: "Accepted", Message: "the control plane accepted the policy"}
 	if err != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Invalid", err.Error()
-		if len(c.Message) > 32768 { // the CRD's maxLength
-			c.Message = c.Message[:32765] + "..."
-		}
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "Invalid", cutMessage(err.Error())
 	}
 	return c
+}
+
+// maxConditionMessage is the CRD's maxLength of a condition's message.
+const maxConditionMessage = 32768
+
+// cutMessage cuts a condition's message to the CRD's maxLength.
+func cutMessage(m string) string {
+	if len(m) > maxConditionMessage {
+		return m[:maxConditionMessage-3] + "..."
+	}
+	return m
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,6 +50,10 @@ type Policy struct {
 	Namespace, Name string
 	// Generation is metadata.generation, for status.observedGeneration.
 	Generation int64
+	// Created is metadata.creationTimestamp (zero in a file that does
+	// not say): the older of two policies keeps its place in its
+	// namespace's rule budget (Store).
+	Created time.Time
 	// Selector selects the pods of Namespace the policy applies to;
 	// labels.Everything() when the object selects all.
 	Selector labels.Selector
@@ -90,8 +95,12 @@ func FromJSON(data []byte) (Policy, error) {
 // ParseFile validates every DNSPolicy document of a YAML (or JSON) file:
 // the same objects kubectl would apply. A document without a namespace is
 // in namespace "default". It returns the valid policies and the errors of
-// the others, joined, one per document.
+// the others, joined, one per document; data over MaxFileSize is refused
+// whole.
 func ParseFile(data []byte) ([]Policy, error) {
+	if err := checkFileSize(int64(len(data))); err != nil {
+		return nil, err
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []Policy
 	var errs []error

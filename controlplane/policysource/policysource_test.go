@@ -92,7 +92,7 @@ func TestValidate(t *testing.T) {
 		{name: "bad pattern", doc: "spec:\n  rules:\n  - {pattern: ok.com, action: Allow}\n  - {pattern: a.*.com, action: Deny}",
 			want: []string{`spec.rules[1].pattern: invalid pattern "a.*.com"`}},
 		{name: "name too long", doc: "spec:\n  rules:\n  - {pattern: " + strings.Repeat("abcdefghi.", 26) + "com, action: Allow}",
-			want: []string{"spec.rules[0].pattern", "longer than 253"}},
+			want: []string{"spec.rules[0].pattern", "pattern of 263 characters, more than the limit of 254"}},
 		{name: "bad action", doc: "spec:\n  rules:\n  - {pattern: a.com, action: Block}", want: []string{`spec.rules[0].action: "Block" is not Allow or Deny`}},
 		{name: "missing action", doc: "spec:\n  rules:\n  - {pattern: a.com}", want: []string{"spec.rules[0].action: required"}},
 		{name: "bad enums", doc: "spec: {outsideDefault: allow, tableDefault: Maybe, denyResponse: SERVFAIL, mode: Loud}",

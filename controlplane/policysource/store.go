@@ -30,6 +30,10 @@ type Store struct {
 	// byNS holds the policies of all origins per namespace, sorted by
 	// name (then origin order), rebuilt by SetPolicies.
 	byNS map[string][]Policy
+	// refused holds the policies of each origin left out of byNS for
+	// their namespace's rule budget (budget.go), by "namespace/name",
+	// rebuilt by SetPolicies.
+	refused map[string]map[string]error
 	// labelNS is LabelNamespaces' list, rebuilt by SetPolicies.
 	labelNS []string
 	// pods holds the labels of pods by namespace and name, only for the
@@ -53,6 +57,9 @@ func NewStore() *Store {
 // SetPolicies replaces the policies of one origin ("kubernetes", "file").
 // Policies of all origins apply together; an object of the same namespace
 // and name in two origins applies twice (its rules merge with themselves).
+// The policies of a namespace whose rules together would be more than one
+// policy may have are admitted oldest first; the others are refused
+// (Refused says why).
 func (s *Store) SetPolicies(origin string, ps []Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -61,15 +68,17 @@ func (s *Store) SetPolicies(origin string, ps []Policy) {
 	}
 	s.origins[origin] = slices.Clone(ps)
 	old := s.byNS
-	s.byNS = map[string][]Policy{}
-	for _, o := range slices.Sorted(maps.Keys(s.origins)) {
+	origins := slices.Sorted(maps.Keys(s.origins))
+	cand := map[string][]origined{}
+	for i, o := range origins {
 		for _, p := range s.origins[o] {
-			s.byNS[p.Namespace] = append(s.byNS[p.Namespace], p)
+			cand[p.Namespace] = append(cand[p.Namespace], origined{p, i})
 		}
 	}
-	for ns, l := range s.byNS {
-		slices.SortStableFunc(l, func(a, b Policy) int { return strings.Compare(a.Name, b.Name) })
-		s.byNS[ns] = l
+	s.byNS = map[string][]Policy{}
+	s.refused = map[string]map[string]error{}
+	for ns, l := range cand {
+		s.byNS[ns] = admit(l, origins, s.refused) // budget.go
 	}
 	// Only the namespaces whose policies changed lose their merged
 	// policies: the others keep the same shared messages (encoded once
@@ -92,6 +101,15 @@ func (s *Store) SetPolicies(origin string, ps []Policy) {
 		s.need = make(chan struct{})
 	}
 	s.changedLocked()
+}
+
+// Refused returns the policies of origin that SetPolicies left out for
+// their namespace's rule budget, by "namespace/name", each with the error
+// that says why; nil for none. The map is the caller's.
+func (s *Store) Refused(origin string) map[string]error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.refused[origin])
 }
 
 // samePolicies reports whether a and b would give every agent the same

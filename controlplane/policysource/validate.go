@@ -36,7 +36,8 @@ func validate(o object) (Policy, error) {
 	}
 	s := o.Spec
 	source := ns + "/" + o.Name
-	p := Policy{Namespace: ns, Name: o.Name, Generation: o.Generation, Selector: labels.Everything()}
+	p := Policy{Namespace: ns, Name: o.Name, Generation: o.Generation, Created: o.CreationTimestamp.Time,
+		Selector: labels.Everything()}
 	if s.PodSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(s.PodSelector)
 		if err != nil {
@@ -70,8 +71,13 @@ func validate(o object) (Policy, error) {
 	default:
 		add("spec.mode: %q is not Enforce or Audit", s.Mode)
 	}
-	seen := make(map[string]int, len(s.Rules)) // canonical pattern -> first rule index
-	for i, r := range s.Rules {
+	rules := s.Rules
+	if err := policy.CheckRules(len(rules)); err != nil {
+		add("spec.rules: %w", err)
+		rules = nil // one error, not one per rule
+	}
+	seen := make(map[string]int, len(rules)) // canonical pattern -> first rule index
+	for i, r := range rules {
 		a, err := action(r.Action, false)
 		if err != nil {
 			add("spec.rules[%d].action: %w", i, err)

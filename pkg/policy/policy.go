@@ -120,6 +120,9 @@ var ErrPattern = errors.New("invalid pattern")
 // without the trailing dot, and whether it is a wildcard ("*.domain"; the
 // returned name is then the domain).
 func ParsePattern(p string) (name string, wildcard bool, err error) {
+	if err := CheckPatternLength(p); err != nil {
+		return "", false, fmt.Errorf("%w %.40q...: %w", ErrPattern, p, err)
+	}
 	if err := dnsname.Check(p, true); err != nil {
 		return "", false, fmt.Errorf("%w %q: %w", ErrPattern, p, err)
 	}
@@ -130,13 +133,17 @@ func ParsePattern(p string) (name string, wildcard bool, err error) {
 	return name, false, nil
 }
 
-// New compiles cfg. A pattern that fails ParsePattern is an error. Two
+// New compiles cfg. More than MaxRules rules, or a pattern that fails
+// ParsePattern, is an error. Two
 // rules with the same pattern (after case and trailing dot) are allowed:
 // the first Deny among them decides, else the first of them, so merging
 // several policies can never turn a denial into an allowance.
 func New(cfg Config) (*Policy, error) {
 	if cfg.OutsideDefault > Deny || cfg.TableDefault > Deny || cfg.DenyResponse > Refused || cfg.Mode > Audit {
 		return nil, errors.New("policy: default, response or mode out of range")
+	}
+	if err := CheckRules(len(cfg.Rules)); err != nil {
+		return nil, fmt.Errorf("policy: %w", err) // before allocating for them
 	}
 	p := &Policy{
 		exact:    make(map[string]int32),
