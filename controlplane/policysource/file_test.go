@@ -2,10 +2,16 @@ package policysource
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshdns/meshdns/pkg/policy"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -75,4 +81,84 @@ func TestFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, ctx, store, "removed", expect(store, "shop", "p", "shop/a requires [policy]"))
+}
+
+// syncBuffer is a log sink the source's goroutine writes and the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFileLimits: a policy file over the CRD's limits (too many rules, or
+// too large to read) is rejected with the limit in the log, and the file's
+// last good policies stay; policies of a folder whose namespace's rules
+// together go over the limit are refused newest first.
+func TestFileLimits(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	writeFile(t, a, policyYAML("a", 3, 0))
+	var logs syncBuffer
+	store := NewStore()
+	src, err := NewFile(FileConfig{Paths: []string{dir}, Store: store, Interval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(rctx, newSink()) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	eventually(t, ctx, store, "first read", expect(store, "shop", "p", "shop/a requires [policy]"))
+
+	// Each bad version of a.yaml is followed by a new file in another
+	// namespace: once that is in, a.yaml's bad version was read too.
+	for i, bad := range []struct{ name, data, log string }{
+		{"too many rules", policyYAML("a", policy.MaxRules+1, 0), "policy has 10001 rules, more than the limit of 10000"},
+		{"too large", policyYAML("a", 300_000, 0), fmt.Sprintf("more than the limit of %d bytes", MaxFileSize)},
+	} {
+		writeFile(t, a, bad.data)
+		ns := fmt.Sprintf("web%d", i)
+		writeFile(t, filepath.Join(dir, ns+".yaml"), "apiVersion: meshdns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: w, namespace: "+ns+"}\nspec: {}\n")
+		eventually(t, ctx, store, bad.name, expect(store, ns, "p", ns+"/w requires [policy]"))
+		if p := fillSettings(store, "shop", "p"); p.GetSource() != "shop/a" || len(p.GetRules()) != 3 {
+			t.Errorf("%s: pod sent %q with %d rules, want the last good shop/a with 3", bad.name, p.GetSource(), len(p.GetRules()))
+		}
+		if !strings.Contains(logs.String(), bad.log) {
+			t.Errorf("%s: the log does not name the limit (%q):\n%s", bad.name, bad.log, logs.String())
+		}
+	}
+
+	// Two good files whose policies of one namespace come to more than
+	// the limit: the newer is refused, and says so.
+	writeFile(t, a, sizedYAML("shop", "a", 6000, 1))
+	writeFile(t, filepath.Join(dir, "b.yaml"), sizedYAML("shop", "b", 6000, 2))
+	eventually(t, ctx, store, "budget", func() string {
+		if p := fillSettings(store, "shop", "p"); p.GetSource() != "shop/a" || len(p.GetRules()) != 6000 {
+			return fmt.Sprintf("pod sent %q with %d rules", p.GetSource(), len(p.GetRules()))
+		}
+		return ""
+	})
+	if !strings.Contains(logs.String(), "DNSPolicy shop/b: its 6000 rules and the 6000 of the older policies") {
+		t.Errorf("the refusal of shop/b is not logged:\n%s", logs.String())
+	}
 }
