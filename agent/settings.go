@@ -70,12 +70,19 @@ func (a *Agent) serve(s *served) {
 var errPolicy = errors.New("invalid DNS policy")
 
 // convertPolicy compiles the protocol's DNSPolicy for the DNS server;
-// nil for none. A rule without an action, or a pattern pkg/policy
-// rejects, fails the whole policy: enforcing part of it could allow what
-// the rest denies.
+// nil for none. More rules than policy.MaxRules, a rule without an
+// action, or a pattern pkg/policy rejects (one over
+// policy.MaxPatternLength among them) fails the whole policy: enforcing
+// part of it could allow what the rest denies.
 func convertPolicy(p *namewire.DNSPolicy) (*proxy.Policy, error) {
 	if p == nil {
 		return nil, nil
+	}
+	// The control plane bounds what it sends, but it may be older or
+	// wrong: a policy over the CRD's limits could outgrow the sidecar's
+	// memory. Refused before anything is made for its rules.
+	if err := policy.CheckRules(len(p.Rules)); err != nil {
+		return nil, fmt.Errorf("%w: %w", errPolicy, err)
 	}
 	cfg := policy.Config{Rules: make([]policy.Rule, len(p.Rules))}
 	sources := make([]string, len(p.Rules))

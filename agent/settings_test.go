@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
 	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/pkg/policy"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -137,6 +138,63 @@ func TestControlPlanePolicy(t *testing.T) {
 	}
 }
 
+// protoRules is manyRules as the control plane sends it.
+func protoRules(n int) []*meshdnsv1.PolicyRule {
+	out := make([]*meshdnsv1.PolicyRule, n)
+	for i, r := range manyRules(n).Rules {
+		out[i] = rule(r.Pattern, allow)
+	}
+	return out
+}
+
+// An agent enforces a policy at the limit and NACKs one over it, naming
+// the limit, whatever its control plane sends (one older, or wrong):
+// the last good version, names and policy, keeps serving. Applying the
+// version at the limit is measured (allocations, an upper bound on its
+// peak) and reported with -v.
+func TestControlPlanePolicyLimit(t *testing.T) {
+	up := startNamesUpstream(t)
+	cp := discoverytest.Start(t, "127.0.0.1:0", nil)
+	a := startAgent(t, Config{ControlPlanes: []string{cp.Addr}, StateDir: t.TempDir(), Upstreams: []string{up.addr}, PodName: "web-0"})
+	cp.Recv(t) // the identity
+
+	v1 := cpTable(map[string]string{"a.demo.svc.cluster.local": "10.1.0.1"})
+	v1.Settings = &meshdnsv1.AgentSettings{Requires: []string{"policy"}, Policy: &meshdnsv1.DNSPolicy{
+		Rules: protoRules(policy.MaxRules), OutsideDefault: deny, Source: "demo/egress"}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cp.Send(discoverytest.Full("v1", "n1", v1))
+	if ack := cp.Recv(t); ack.GetVersionInfo() != "v1" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ack = %v", ack)
+	}
+	runtime.ReadMemStats(&after)
+	t.Logf("applying a version with a policy of %d rules allocated %d KB", policy.MaxRules, (after.TotalAlloc-before.TotalAlloc)>>10)
+
+	d2 := discoverytest.Delta("v2", "n2", "v1", map[string]*meshdnsv1.NameInfo{"b.demo.svc.cluster.local": {Ips: []string{"10.1.0.2"}}})
+	d2.GetDelta().Settings = &meshdnsv1.AgentSettings{Requires: []string{"policy"}, Policy: &meshdnsv1.DNSPolicy{
+		Rules: protoRules(policy.MaxRules + 1), Source: "demo/egress"}}
+	cp.Send(d2)
+	nack := cp.Recv(t)
+	if e := nack.GetErrorDetail(); nack.GetVersionInfo() != "v1" || e.GetCode() != 3 ||
+		!strings.Contains(e.GetMessage(), "policy has 10001 rules, more than the limit of 10000") {
+		t.Fatalf("nack = %.300v, want InvalidArgument naming the limit, keeping v1", nack)
+	}
+	for name, want := range map[string]string{
+		"a.demo.svc.cluster.local": "NOERROR",  // v1's name
+		"b.demo.svc.cluster.local": "NXDOMAIN", // v2's, refused with it
+		"api0.vendor0.example.com": "NOERROR",  // allowed by v1's policy
+		"www.stripe.com":           "NXDOMAIN", // denied by v1's policy
+	} {
+		if m := exchange(t, "udp", a.dns, name, dns.TypeA); dns.RcodeToString[m.Rcode] != want {
+			t.Errorf("%s: %s, want %s", name, dns.RcodeToString[m.Rcode], want)
+		}
+	}
+	if cur := a.tables.Current(); cur == nil || cur.Version != "v1" || len(cur.Settings().Policy.Rules) != policy.MaxRules {
+		t.Errorf("serving %+v, want v1 and its policy", cur)
+	}
+}
+
 // convertPolicy rejects what it cannot enforce exactly, naming it.
 func TestConvertPolicy(t *testing.T) {
 	cases := []struct {
@@ -152,6 +210,10 @@ func TestConvertPolicy(t *testing.T) {
 		{name: "unknown mode", p: &namewire.DNSPolicy{Mode: 7}, wantErr: "mode 7"},
 		{name: "unknown response", p: &namewire.DNSPolicy{DenyResponse: 9}, wantErr: "deny_response 9"},
 		{name: "unknown default", p: &namewire.DNSPolicy{OutsideDefault: 5}, wantErr: "outside_default"},
+		{name: "rules at the limit", p: manyRules(policy.MaxRules)},
+		{name: "rules over the limit", p: manyRules(policy.MaxRules + 1), wantErr: "policy has 10001 rules, more than the limit of 10000"},
+		{name: "pattern over the limit", p: &namewire.DNSPolicy{Rules: []namewire.PolicyRule{{Pattern: strings.Repeat("a.", 128) + "com", Action: namewire.PolicyActionAllow}}},
+			wantErr: "pattern of 259 characters, more than the limit of 254"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,21 +231,41 @@ func TestConvertPolicy(t *testing.T) {
 	}
 }
 
-// A policy of 1,000 rules costs the agent its compiled form and the
-// settings a version keeps: measured on the heap, bounded here, and
-// reported with -v (go test -run TestPolicyMemory -v ./agent/).
-func TestPolicyMemory(t *testing.T) {
-	build := func() *namewire.AgentSettings {
-		p := &namewire.DNSPolicy{OutsideDefault: namewire.PolicyActionDeny, Source: "shop/egress"}
-		for i := range 1000 {
-			pat := fmt.Sprintf("api%d.vendor%d.example.com", i, i%97)
-			if i%2 == 1 {
-				pat = fmt.Sprintf("*.bucket%d.example.org", i)
-			}
-			p.Rules = append(p.Rules, namewire.PolicyRule{Pattern: pat, Action: namewire.PolicyActionAllow, Source: "shop/egress"})
+// manyRules is a policy of n allow rules, half exact names and half
+// wildcards, of the lengths real policies have (20-30 characters).
+func manyRules(n int) *namewire.DNSPolicy {
+	return rulesOf(n, func(i int) string {
+		if i%2 == 1 {
+			return fmt.Sprintf("*.bucket%d.example.org", i)
 		}
-		return &namewire.AgentSettings{Policy: p}
+		return fmt.Sprintf("api%d.vendor%d.example.com", i, i%97)
+	})
+}
+
+// longestRules is a policy of n rules whose patterns are as long as a
+// pattern may be (policy.MaxPatternLength): the most memory n rules take.
+func longestRules(n int) *namewire.DNSPolicy {
+	pad := strings.Repeat(strings.Repeat("x", 63)+".", 3) // 192 characters
+	return rulesOf(n, func(i int) string {
+		name := fmt.Sprintf("%s%08d", pad, i)
+		return name + strings.Repeat("y", policy.MaxPatternLength-1-len(name)) + "."
+	})
+}
+
+func rulesOf(n int, pattern func(i int) string) *namewire.DNSPolicy {
+	p := &namewire.DNSPolicy{OutsideDefault: namewire.PolicyActionDeny, Source: "shop/egress", Rules: make([]namewire.PolicyRule, n)}
+	for i := range n {
+		p.Rules[i] = namewire.PolicyRule{Pattern: pattern(i), Action: namewire.PolicyActionAllow, Source: "shop/egress"}
 	}
+	return p
+}
+
+// A policy costs the agent its compiled form and the settings a version
+// keeps: measured on the heap at 1,000 rules and at the limit
+// (policy.MaxRules), with patterns of real lengths and of the longest
+// length, bounded here, and reported with -v (go test -run
+// TestPolicyMemory -v ./agent/; docs/policy.md, Cost).
+func TestPolicyMemory(t *testing.T) {
 	heap := func() uint64 {
 		runtime.GC()
 		runtime.GC()
@@ -191,19 +273,34 @@ func TestPolicyMemory(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	before := heap()
-	s := build()
-	settings := heap()
-	p, err := convertPolicy(s.Policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled := heap()
-	runtime.KeepAlive(s)
-	runtime.KeepAlive(p)
-	kept, pol := int64(settings)-int64(before), int64(compiled)-int64(settings)
-	t.Logf("1,000 rules: settings kept with the version %d KB, compiled policy %d KB, total %d KB", kept>>10, pol>>10, (kept+pol)>>10)
-	if kept+pol > 1<<20 {
-		t.Errorf("a policy of 1,000 rules costs %d KB, want under 1 MB", (kept+pol)>>10)
+	for _, tc := range []struct {
+		name  string
+		build func(n int) *namewire.DNSPolicy
+		rules int
+		limit int64 // bytes per 1,000 rules, both parts
+	}{
+		{"real patterns", manyRules, 1000, 256 << 10},
+		{"real patterns", manyRules, policy.MaxRules, 256 << 10},
+		{"longest patterns", longestRules, policy.MaxRules, 1 << 20},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.name, tc.rules), func(t *testing.T) {
+			before := heap()
+			s := &namewire.AgentSettings{Policy: tc.build(tc.rules)}
+			settings := heap()
+			p, err := convertPolicy(s.Policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compiled := heap()
+			runtime.KeepAlive(s)
+			runtime.KeepAlive(p)
+			kept, pol := int64(settings)-int64(before), int64(compiled)-int64(settings)
+			per := (kept + pol) * 1000 / int64(tc.rules)
+			t.Logf("%d rules, %s: settings kept with the version %d KB, compiled policy %d KB, total %d KB, %d KB per 1,000 rules",
+				tc.rules, tc.name, kept>>10, pol>>10, (kept+pol)>>10, per>>10)
+			if per > tc.limit {
+				t.Errorf("%d KB per 1,000 rules, want under %d KB", per>>10, tc.limit>>10)
+			}
+		})
 	}
 }
