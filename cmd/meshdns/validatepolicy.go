@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
@@ -23,8 +25,9 @@ func init() {
 	c.Usage += `
 
 --policy FILE_OR_FOLDER (repeatable) checks DNSPolicy objects, the YAML kubectl would apply (a folder's
-*.yaml, *.yml and *.json files), with the control plane's rules: the CRD's schema and what it cannot see,
-such as one pattern twice in another case.`
+*.yaml, *.yml and *.json files), with the control plane's rules: the CRD's schema and limits (10000 rules,
+patterns of 254 characters), what it cannot see, such as one pattern twice in another case, a file's size,
+and the rules of one namespace's policies together, as --policy-file reads them.`
 	entries := c.Run
 	c.Run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		policies, rest, quiet := splitPolicyArgs(args)
@@ -78,6 +81,8 @@ func validatePolicies(paths []string, quiet bool, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "ok      %s (%s)\n", path, what)
 		}
 	}
+	var all []policysource.Policy
+	from := map[string]string{} // "namespace/name" -> file, for the budget's refusals
 	for _, p := range paths {
 		files, err := filesource.Files(p)
 		if err == nil && len(files) == 0 {
@@ -99,9 +104,22 @@ func validatePolicies(paths []string, quiet bool, stdout io.Writer) error {
 			for i, p := range ps {
 				names[i] = p.Namespace + "/" + p.Name
 				rules += len(p.DNS.Rules)
+				from[names[i]] = f
 			}
 			report(f, fmt.Sprintf("%d DNSPolicy: %s, %d rules", len(ps), strings.Join(names, ", "), rules), err)
+			if err == nil {
+				all = append(all, ps...) // the control plane takes a file whole or not at all
+			}
 		}
+	}
+	// Together, as the control plane reads them: the policies of one
+	// namespace are bounded as one policy is, since a pod gets their merge.
+	store := policysource.NewStore()
+	store.SetPolicies(policysource.FileOrigin, all)
+	refused := store.Refused(policysource.FileOrigin)
+	for _, key := range slices.Sorted(maps.Keys(refused)) {
+		bad++
+		fmt.Fprintf(stdout, "INVALID %s: %v\n", from[key], refused[key])
 	}
 	if bad > 0 {
 		return fmt.Errorf("%d of %d policy files invalid", bad, total)
