@@ -71,7 +71,7 @@ func TestValidatePolicy(t *testing.T) {
 		{name: "rules at the limit", args: []string{"--policy", atLimit}, code: 0,
 			stdout: []string{"ok      " + atLimit + " (1 DNSPolicy: shop/max, 10000 rules)"}},
 		{name: "rules over the limit", args: []string{"--policy", overLimit}, code: 1,
-			stdout: []string{"INVALID " + overLimit + ": document 0: DNSPolicy shop/over: spec.rules: policy has 10001 rules, more than the limit of 10000"}},
+			stdout: []string{"INVALID " + overLimit + ": document 0: DNSPolicy: spec.rules (counted before decoding): policy has 10001 rules, more than the limit of 10000"}},
 		{name: "file over the size limit", args: []string{"--policy", huge}, code: 1,
 			stdout: []string{fmt.Sprintf("INVALID %s: policy file of %d bytes, more than the limit of %d bytes", huge, 100<<20, policysource.MaxFileSize)}},
 		{name: "a namespace's policies over the limit together", args: []string{"--policy", folder}, code: 1,

@@ -101,6 +101,9 @@ func ParseFile(data []byte) ([]Policy, error) {
 	if err := checkFileSize(int64(len(data))); err != nil {
 		return nil, err
 	}
+	if err := countRules(data); err != nil {
+		return nil, err
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []Policy
 	var errs []error

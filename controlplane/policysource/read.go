@@ -1,6 +1,7 @@
 package policysource
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -48,4 +49,72 @@ func checkFileSize(n int64) error {
 		return fmt.Errorf("policy file of %d bytes, more than the limit of %d bytes (split it into several files)", n, MaxFileSize)
 	}
 	return nil
+}
+
+// countRules refuses a YAML document with more than policy.MaxRules rules
+// before it is decoded: the YAML decoder converts a document into a tree
+// of maps first, about 2 KB a rule, so a file within MaxFileSize of short
+// rules in flow style (90,000 of them) would cost the control plane 200
+// MB before the rules could be counted. It counts each document's
+// "pattern" keys (documents separated by "---" lines; lines that are
+// comments skipped), an upper bound of its valid rules. JSON (data that
+// starts with "{") is decoded into typed values, cheap enough to count
+// after.
+func countRules(data []byte) error {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return nil
+	}
+	doc, n := 0, 0
+	check := func() error {
+		if err := policy.CheckRules(n); err != nil {
+			return fmt.Errorf("document %d: DNSPolicy: spec.rules (counted before decoding): %w", doc, err)
+		}
+		return nil
+	}
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		t := bytes.TrimLeft(line, " \t")
+		switch {
+		case bytes.HasPrefix(t, []byte("#")):
+			continue
+		case bytes.HasPrefix(line, []byte("---")):
+			if err := check(); err != nil {
+				return err
+			}
+			doc, n = doc+1, 0
+			continue
+		}
+		n += patternKeys(t)
+	}
+	return check()
+}
+
+// patternKeys counts the "pattern" keys of one line of YAML: the word,
+// not inside another, quoted or not, followed by a colon.
+func patternKeys(line []byte) int {
+	const key = "pattern"
+	n := 0
+	for i := 0; ; {
+		j := bytes.Index(line[i:], []byte(key))
+		if j < 0 {
+			return n
+		}
+		start, end := i+j, i+j+len(key)
+		i = end
+		if start > 0 && !bytes.ContainsRune([]byte(" \t{,\"'-"), rune(line[start-1])) {
+			continue
+		}
+		rest := line[end:]
+		if len(rest) > 0 && (rest[0] == '"' || rest[0] == '\'') {
+			rest = rest[1:]
+		}
+		if rest = bytes.TrimLeft(rest, " \t"); len(rest) > 0 && rest[0] == ':' {
+			n++
+		}
+	}
 }

@@ -51,13 +51,16 @@ func TestReadFileLimits(t *testing.T) {
 	}{
 		{name: "rules at the limit, longest patterns", data: policyYAML("p", policy.MaxRules, 230)},
 		{name: "rules over the limit", data: policyYAML("p", policy.MaxRules+1, 0),
-			wantErr: "DNSPolicy shop/p: spec.rules: policy has 10001 rules, more than the limit of 10000"},
+			wantErr: "document 0: DNSPolicy: spec.rules (counted before decoding): policy has 10001 rules, more than the limit of 10000"},
 		{name: "100,000 rules: refused by size, unread", data: policyYAML("p", 100_000, 0),
 			wantErr: fmt.Sprintf("more than the limit of %d bytes", MaxFileSize)},
 		{name: "90,000 short rules within the size", data: flowYAML(90_000),
-			wantErr: "DNSPolicy shop/p: spec.rules: policy has 90000 rules, more than the limit of 10000"},
+			wantErr: "document 0: DNSPolicy: spec.rules (counted before decoding): policy has 90000 rules, more than the limit of 10000"},
 		{name: "300,000 rules: refused by size, unread", data: policyYAML("p", 300_000, 0),
 			wantErr: fmt.Sprintf("more than the limit of %d bytes", MaxFileSize)},
+		{name: "JSON over the limit", data: `{"apiVersion": "meshdns.io/v1alpha1", "kind": "DNSPolicy", "metadata": {"name": "p", "namespace": "shop"}, "spec": {"rules": [` +
+			strings.TrimSuffix(strings.Repeat(`{"pattern": "a.com", "action": "Allow"},`, policy.MaxRules+1), ",") + `]}}`,
+			wantErr: "document 0: DNSPolicy shop/p: spec.rules: policy has 10001 rules, more than the limit of 10000"},
 		{name: "pattern over the limit", data: policyYAML("p", 1, 300),
 			wantErr: "spec.rules[0].pattern: invalid pattern \"h0.ppp"},
 	}
@@ -114,5 +117,41 @@ func TestReadFileSize(t *testing.T) {
 	}
 	if _, err := ReadFile(path); err != nil {
 		t.Errorf("small file: %v", err)
+	}
+}
+
+// countRules counts the "pattern" keys of each YAML document, and only
+// them: the refusal before decoding never refuses a valid policy.
+func TestCountRules(t *testing.T) {
+	tests := []struct {
+		name, data string
+		wantErr    string
+	}{
+		{name: "at the limit", data: policyYAML("p", policy.MaxRules, 0)},
+		{name: "over the limit, block", data: policyYAML("p", policy.MaxRules+1, 0),
+			wantErr: "document 0: DNSPolicy: spec.rules (counted before decoding): policy has 10001 rules, more than the limit of 10000"},
+		{name: "over the limit, flow", data: flowYAML(90_000), wantErr: "policy has 90000 rules, more than the limit of 10000"},
+		{name: "over the limit, second document", data: policyYAML("a", 10, 0) + "---\n" + policyYAML("b", policy.MaxRules+5, 0),
+			wantErr: "document 1: DNSPolicy: spec.rules (counted before decoding): policy has 10005 rules"},
+		{name: "several documents at the limit", data: policyYAML("a", policy.MaxRules, 0) + "---\n" + policyYAML("b", policy.MaxRules, 0)},
+		{name: "quoted keys", data: strings.Repeat(`- {"pattern": a.com, 'pattern' : b}`+"\n", policy.MaxRules/2+1),
+			wantErr: "policy has 10002 rules"},
+		{name: "comments, values and other words are not keys", data: policyYAML("p", policy.MaxRules-1, 0) +
+			"# - pattern: commented.out\n  - {pattern: pattern.example, action: Allow, patterns: 1, mypattern: 2}\n"},
+		{name: "JSON is counted after decoding", data: `{"spec": {"rules": [` + strings.Repeat(`{"pattern": "a.com"},`, policy.MaxRules+1) + `]}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := countRules([]byte(tc.data))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, policy.ErrLimit) {
+				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+			}
+		})
 	}
 }
