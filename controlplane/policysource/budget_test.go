@@ -1,6 +1,7 @@
 package policysource
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/pkg/policy"
 )
@@ -89,4 +91,64 @@ func keys(m map[string]error) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestKubeRuleBudget: on a real API server, a policy whose rules would
+// bring its namespace's policies over the limit gets Accepted=False with
+// a message naming the limit and is not served, the older one is; when
+// room is freed it is admitted and its condition turns True.
+func TestKubeRuleBudget(t *testing.T) {
+	c, dyn := withCRD(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := c.Namespace(t, "budget")
+	store := NewStore()
+	src, err := NewKube(KubeConfig{Config: c.Config, Store: store, NoPodLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(rctx, newSink()) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	doc := func(name string, n int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: meshdns.io/v1alpha1\nkind: DNSPolicy\nmetadata: {name: %s}\nspec:\n  rules:\n", name)
+		for i := range n {
+			fmt.Fprintf(&b, "  - {pattern: %s-%d.example, action: Deny}\n", name, i)
+		}
+		return b.String()
+	}
+	rules := func(want int) func() string {
+		return func() string {
+			if n := len(fillSettings(store, ns, "p").GetRules()); n != want {
+				return fmt.Sprintf("%d rules, want %d", n, want)
+			}
+			return ""
+		}
+	}
+	// Created in this order (in the same second, the names order them
+	// the same way).
+	apply(t, dyn, ns, doc("a", 6000))
+	eventually(t, ctx, store, "a served", rules(6000))
+	b := apply(t, dyn, ns, doc("b", 5000))
+	got := waitStatus(t, ctx, dyn, ns, "b", b.GetGeneration(), "False")
+	want := fmt.Sprintf("DNSPolicy %s/b: its 5000 rules and the 6000 of the older policies of namespace %s (%s/a) come to 11000, "+
+		"more than the limit of 10000 rules", ns, ns, ns)
+	if msg, _ := got["message"].(string); !strings.Contains(msg, want) {
+		t.Errorf("condition of b: %v, want a message with %q", got, want)
+	}
+	if p := fillSettings(store, ns, "p"); p.GetSource() != ns+"/a" {
+		t.Errorf("pod sent %q, want %s/a alone", p.GetSource(), ns)
+	}
+	if err := dyn.Resource(Resource).Namespace(ns).Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, store, "b admitted", rules(5000))
+	waitStatus(t, ctx, dyn, ns, "b", b.GetGeneration(), "True")
 }

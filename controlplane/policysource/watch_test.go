@@ -204,7 +204,7 @@ func TestKube(t *testing.T) {
 		if got["reason"] != "Invalid" {
 			t.Errorf("condition %v", got)
 		}
-		// The status is written before the store is told; the object
+		// The store is told before the status is written; the object
 		// selects every pod, and none has it.
 		for _, pod := range []string{"checkout", "web"} {
 			if got := policyOf(store, ns, pod); got != "none" && got != ns+"/checkout"+req {
