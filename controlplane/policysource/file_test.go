@@ -86,14 +86,33 @@ func TestFile(t *testing.T) {
 // syncBuffer is a log sink the source's goroutine writes and the test
 // reads.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu    sync.Mutex // guards b
+	b     strings.Builder
+	wrote chan struct{} // capacity 1: written since the last wait
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{wrote: make(chan struct{}, 1)} }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
 	return s.b.Write(p)
+}
+
+// wait waits, write by write, until the log holds text.
+func (s *syncBuffer) wait(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	for !strings.Contains(s.String(), text) {
+		select {
+		case <-s.wrote:
+		case <-ctx.Done():
+			t.Fatalf("the log never said %q:\n%s", text, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -110,10 +129,10 @@ func TestFileLimits(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.yaml")
 	writeFile(t, a, policyYAML("a", 3, 0))
-	var logs syncBuffer
+	logs := newSyncBuffer()
 	store := NewStore()
 	src, err := NewFile(FileConfig{Paths: []string{dir}, Store: store, Interval: time.Hour,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +162,7 @@ func TestFileLimits(t *testing.T) {
 		if p := fillSettings(store, "shop", "p"); p.GetSource() != "shop/a" || len(p.GetRules()) != 3 {
 			t.Errorf("%s: pod sent %q with %d rules, want the last good shop/a with 3", bad.name, p.GetSource(), len(p.GetRules()))
 		}
-		if !strings.Contains(logs.String(), bad.log) {
-			t.Errorf("%s: the log does not name the limit (%q):\n%s", bad.name, bad.log, logs.String())
-		}
+		logs.wait(t, ctx, bad.log) // the limit, named
 	}
 
 	// Two good files whose policies of one namespace come to more than
@@ -153,12 +170,13 @@ func TestFileLimits(t *testing.T) {
 	writeFile(t, a, sizedYAML("shop", "a", 6000, 1))
 	writeFile(t, filepath.Join(dir, "b.yaml"), sizedYAML("shop", "b", 6000, 2))
 	eventually(t, ctx, store, "budget", func() string {
+		if _, ok := store.Refused(FileOrigin)["shop/b"]; !ok {
+			return "shop/b not refused"
+		}
 		if p := fillSettings(store, "shop", "p"); p.GetSource() != "shop/a" || len(p.GetRules()) != 6000 {
 			return fmt.Sprintf("pod sent %q with %d rules", p.GetSource(), len(p.GetRules()))
 		}
 		return ""
 	})
-	if !strings.Contains(logs.String(), "DNSPolicy shop/b: its 6000 rules and the 6000 of the older policies") {
-		t.Errorf("the refusal of shop/b is not logged:\n%s", logs.String())
-	}
+	logs.wait(t, ctx, "DNSPolicy shop/b: its 6000 rules and the 6000 of the older policies")
 }
