@@ -65,6 +65,7 @@ func countRules(data []byte) error {
 		return nil
 	}
 	doc, n := 0, 0
+	start := true // no line yet: a "---" here opens document 0, as the decoder numbers them
 	check := func() error {
 		if err := policy.CheckRules(n); err != nil {
 			return fmt.Errorf("document %d: DNSPolicy: spec.rules (counted before decoding): %w", doc, err)
@@ -81,15 +82,18 @@ func countRules(data []byte) error {
 		t := bytes.TrimLeft(line, " \t")
 		switch {
 		case bytes.HasPrefix(t, []byte("#")):
-			continue
 		case bytes.HasPrefix(line, []byte("---")):
 			if err := check(); err != nil {
 				return err
 			}
-			doc, n = doc+1, 0
-			continue
+			if !start {
+				doc++
+			}
+			n = 0
+		default:
+			n += patternKeys(t)
 		}
-		n += patternKeys(t)
+		start = false
 	}
 	return check()
 }
