@@ -54,8 +54,8 @@ func checkFileSize(n int64) error {
 // countRules refuses a YAML document with more than policy.MaxRules rules
 // before it is decoded: the YAML decoder converts a document into a tree
 // of maps first, about 2 KB a rule, so a file within MaxFileSize of short
-// rules in flow style (90,000 of them) would cost the control plane 200
-// MB before the rules could be counted. It counts each document's
+// rules in flow style (90,000 of them) would cost the control plane 190
+// MiB before the rules could be counted. It counts each document's
 // "pattern" keys (documents separated by "---" lines; lines that are
 // comments skipped), an upper bound of its valid rules. JSON (data that
 // starts with "{") is decoded into typed values, cheap enough to count
