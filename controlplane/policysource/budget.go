@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshdns/meshdns/pkg/policy"
 )
@@ -16,8 +17,8 @@ import (
 // update). Which pods a selector will match is not known in advance, so
 // the bound is on the namespace: every pod's merge is within it.
 //
-// The policies are admitted oldest first (metadata.creationTimestamp, then
-// name, then origin): a policy whose rules would bring its namespace over
+// The policies are admitted oldest first (metadata.creationTimestamp, none
+// counting as newest, then name, then origin): a policy whose rules would bring its namespace over
 // the limit is refused, and the older ones keep their place, so a new
 // policy cannot lift those already served. Every replica orders them the
 // same way.
@@ -34,7 +35,7 @@ type origined struct {
 func admit(ps []origined, origins []string, refused map[string]map[string]error) []Policy {
 	order := slices.Clone(ps)
 	slices.SortFunc(order, func(a, b origined) int {
-		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.origin, b.origin))
+		return cmp.Or(compareCreated(a.Created, b.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.origin, b.origin))
 	})
 	total := 0
 	var older []string // the admitted, for the error
@@ -58,6 +59,21 @@ func admit(ps []origined, origins []string, refused map[string]map[string]error)
 		out[i] = p.Policy
 	}
 	return out
+}
+
+// compareCreated orders creation times, the zero time (a file's policy
+// that does not say) after every other: such a policy came from no API
+// server, and must not push out one the API server holds.
+func compareCreated(a, b time.Time) int {
+	switch {
+	case a.IsZero() && b.IsZero():
+		return 0
+	case a.IsZero():
+		return 1
+	case b.IsZero():
+		return -1
+	}
+	return a.Compare(b)
 }
 
 // budgetError says why p is refused: its rules and the older policies'.

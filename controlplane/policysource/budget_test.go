@@ -76,6 +76,13 @@ func TestStoreRuleBudget(t *testing.T) {
 	if p := fillSettings(s, "shop", "any"); p.GetSource() != "shop/old,shop/z" || len(p.GetRules()) != policy.MaxRules {
 		t.Errorf("pod sent %q with %d rules", p.GetSource(), len(p.GetRules()))
 	}
+	// A file's policy that gives no creation time counts as newest: it
+	// never pushes out one the API server holds.
+	s.SetPolicies(FileOrigin, []Policy{mustParse(t, strings.Replace(sizedYAML("shop", "a0", 1, 0), ", creationTimestamp: \"2026-01-01T00:00:00Z\"", "", 1))})
+	if got := keys(s.Refused(FileOrigin)); !cmp.Equal(got, []string{"shop/a0"}) {
+		t.Errorf("file policies refused %v, want the one without a creation time", got)
+	}
+	s.SetPolicies(FileOrigin, nil)
 	// Every replica orders them the same, whatever the input order.
 	r := NewStore()
 	r.SetPolicies(Origin, []Policy{other, small, old, newer})
@@ -150,5 +157,17 @@ func TestKubeRuleBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, ctx, store, "b admitted", rules(5000))
+	waitStatus(t, ctx, dyn, ns, "b", b.GetGeneration(), "True")
+
+	// A policy of another origin, older, takes the room: b's condition
+	// follows, though b itself did not change.
+	file := mustParse(t, strings.Replace(doc("f", 6000), "metadata: {name: f}",
+		"metadata: {name: f, namespace: "+ns+", creationTimestamp: \"2020-01-01T00:00:00Z\"}", 1))
+	store.SetPolicies(FileOrigin, []Policy{file})
+	got = waitStatus(t, ctx, dyn, ns, "b", b.GetGeneration(), "False")
+	if msg, _ := got["message"].(string); !strings.Contains(msg, "("+ns+"/f)") {
+		t.Errorf("condition of b: %v, want the file's policy named", got)
+	}
+	store.SetPolicies(FileOrigin, nil)
 	waitStatus(t, ctx, dyn, ns, "b", b.GetGeneration(), "True")
 }

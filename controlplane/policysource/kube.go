@@ -170,6 +170,10 @@ func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
+	// The budget of a namespace is shared with the other origins: a
+	// change there may refuse or admit an object here, whose status
+	// then changes. Taken before each handle, so none is missed.
+	budget := k.cfg.Store.BudgetChanged()
 	k.handle(ctx, inf.GetIndexer())
 	sink.Update(k.cfg.Name, registry.Snapshot{})
 	k.log.Info("DNSPolicy objects synced", "valid", len(k.valid()))
@@ -185,7 +189,9 @@ func (k *Kube) Run(ctx context.Context, sink registry.Sink) error {
 			return nil
 		case <-k.kick:
 		case <-retry.C:
+		case <-budget:
 		}
+		budget = k.cfg.Store.BudgetChanged()
 		if failed := k.handle(ctx, inf.GetIndexer()); len(failed) > 0 {
 			k.mu.Lock()
 			for _, key := range failed {

@@ -44,14 +44,15 @@ type Store struct {
 	// the namespaces it changes. The values are shared, read-only.
 	merged map[string]*meshdnsv1.DNSPolicy
 	// changed is closed at the next change of a Fill result, need at
-	// the next change of LabelNamespaces; both then replaced.
-	changed, need chan struct{}
+	// the next change of LabelNamespaces, budget at the next change of
+	// refused; each then replaced.
+	changed, need, budget chan struct{}
 }
 
 // NewStore returns an empty store: no policy, every agent ungoverned.
 func NewStore() *Store {
 	return &Store{origins: map[string][]Policy{}, byNS: map[string][]Policy{}, pods: map[string]map[string]labels.Set{},
-		merged: map[string]*meshdnsv1.DNSPolicy{}, changed: make(chan struct{}), need: make(chan struct{})}
+		merged: map[string]*meshdnsv1.DNSPolicy{}, changed: make(chan struct{}), need: make(chan struct{}), budget: make(chan struct{})}
 }
 
 // SetPolicies replaces the policies of one origin ("kubernetes", "file").
@@ -76,9 +77,14 @@ func (s *Store) SetPolicies(origin string, ps []Policy) {
 		}
 	}
 	s.byNS = map[string][]Policy{}
+	oldRefused := s.refused
 	s.refused = map[string]map[string]error{}
 	for ns, l := range cand {
 		s.byNS[ns] = admit(l, origins, s.refused) // budget.go
+	}
+	if !sameRefusals(oldRefused, s.refused) {
+		close(s.budget)
+		s.budget = make(chan struct{})
 	}
 	// Only the namespaces whose policies changed lose their merged
 	// policies: the others keep the same shared messages (encoded once
@@ -110,6 +116,23 @@ func (s *Store) Refused(origin string) map[string]error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.refused[origin])
+}
+
+// BudgetChanged returns a channel closed at the next change of what
+// Refused returns for some origin: a change of one origin may refuse or
+// admit the policies of another.
+func (s *Store) BudgetChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budget
+}
+
+// sameRefusals reports whether a and b refuse the same policies for the
+// same reasons.
+func sameRefusals(a, b map[string]map[string]error) bool {
+	return maps.EqualFunc(a, b, func(x, y map[string]error) bool {
+		return maps.EqualFunc(x, y, func(e, f error) bool { return e.Error() == f.Error() })
+	})
 }
 
 // samePolicies reports whether a and b would give every agent the same
