@@ -190,7 +190,7 @@ func TestControlPlanePolicyLimit(t *testing.T) {
 			t.Errorf("%s: %s, want %s", name, dns.RcodeToString[m.Rcode], want)
 		}
 	}
-	if cur := a.tables.Current(); cur == nil || cur.Version != "v1" || len(cur.Settings().Policy.Rules) != policy.MaxRules {
+	if cur := a.run.tables.Current(); cur == nil || cur.Version != "v1" || len(cur.AgentSettings().Policy.Rules) != policy.MaxRules {
 		t.Errorf("serving %+v, want v1 and its policy", cur)
 	}
 }
