@@ -185,8 +185,8 @@ func TestAgentCommandServesExample(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--nametable-file", "../../../examples/nametable.json", "--namespace", "demo",
-			"--resolv-conf", "../../../examples/resolv.conf", "--dns-addr", dnsAddr, "--admin-addr", adminAddr,
-			"--log-level", "error"}, io.Discard, io.Discard)
+			"--resolv-conf", "../../../examples/resolv.conf", "--upstream", "127.0.0.53", "--dns-addr", dnsAddr,
+			"--admin-addr", adminAddr, "--log-level", "error"}, io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -67,7 +67,7 @@ func scrapeAgentMetrics(t *testing.T, args []string) string {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"--namespace", "demo", "--resolv-conf", "../../../examples/resolv.conf",
-			"--dns-addr", dnsAddr, "--admin-addr", adminAddr, "--log-level", "error"}, args...), io.Discard, io.Discard)
+			"--upstream", "127.0.0.53", "--dns-addr", dnsAddr, "--admin-addr", adminAddr, "--log-level", "error"}, args...), io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()
