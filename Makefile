@@ -90,11 +90,16 @@ test-unit: ## run the tests without installing anything (integration tests skip 
 	$(GO) test -race -count=1 ./...
 
 .PHONY: lint
-lint: $(BIN)/buf ## go vet + gofmt check + go mod tidy check + buf lint
+lint: tidy-check $(BIN)/buf ## go vet + gofmt check + go mod tidy check + buf lint
 	$(GO) vet ./...
-	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(BIN)/buf lint
+
+# go mod tidy -diff prints what tidy would change and exits 1 if anything:
+# a module imported directly but listed as indirect, a sum missing or stale.
+.PHONY: tidy-check
+tidy-check: ## fail if go.mod/go.sum are not tidy (go mod tidy -diff)
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 
 .PHONY: docs
 docs: ## regenerate the command reference docs/cli.md from the commands' --help
