@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -196,26 +195,25 @@ func bearer(ctx context.Context) string {
 // the control plane's (each is a further view of every namespace).
 type limits struct {
 	maxStreams  int
-	burst       float64
-	rate        float64 // streams per second
 	maxDomains  int
 	localDomain string
-	log         *slog.Logger
 
-	mu      sync.Mutex // guards following
-	ids     map[string]*idState
-	domains map[string]int // foreign cluster domain -> live streams
-}
-
-type idState struct {
-	streams int
-	scale   float64 // pods the identity stands for: its limits are that many times one's
-	bucket          // reconnects still allowed
+	mu      sync.Mutex      // guards following
+	ids     buckets[string] // held: streams open; tokens: reconnects still allowed
+	domains map[string]int  // foreign cluster domain -> live streams
 }
 
 // maxIdentities bounds the per-identity state kept for identities without
 // streams (their reconnect budget); beyond it the idle ones are forgotten.
 const maxIdentities = 100_000
+
+// newLimits allows each identity of one pod maxStreams streams and rate
+// new ones a second, up to burst, and the server maxDomains cluster
+// domains besides localDomain.
+func newLimits(maxStreams, burst int, rate float64, maxDomains int, localDomain string) *limits {
+	return &limits{maxStreams: maxStreams, maxDomains: maxDomains, localDomain: localDomain,
+		ids: newBuckets[string](float64(burst), rate, maxIdentities), domains: map[string]int{}}
+}
 
 // acquire takes a stream of identity key, which stands for scale pods
 // (a SPIFFE ID for all those of its service account, anything else for
@@ -223,19 +221,10 @@ const maxIdentities = 100_000
 func (l *limits) acquire(key string, scale int, domain string, now time.Time) (release func(), why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.ids[key]
-	if st == nil {
-		if len(l.ids) >= maxIdentities {
-			l.pruneLocked(now)
-		}
-		st = &idState{scale: float64(max(1, scale))}
-		st.bucket = bucket{tokens: l.burst * st.scale, last: now}
-		l.ids[key] = st
-	}
-	st.refill(now, l.burst*st.scale, l.rate*st.scale)
+	st := l.ids.get(key, scale, now)
 	switch {
-	case st.streams >= l.maxStreams*int(st.scale):
-		return nil, fmt.Sprintf("identity already has %d streams open (the limit)", st.streams)
+	case st.held >= l.maxStreams*int(st.scale):
+		return nil, fmt.Sprintf("identity already has %d streams open (the limit)", st.held)
 	case st.tokens < 1:
 		return nil, "identity reconnects too often; back off"
 	}
@@ -243,8 +232,8 @@ func (l *limits) acquire(key string, scale int, domain string, now time.Time) (r
 	if foreign && l.domains[domain] == 0 && len(l.domains) >= l.maxDomains {
 		return nil, fmt.Sprintf("too many cluster domains in use (%d); %q refused", len(l.domains), domain)
 	}
-	st.tokens--
-	st.streams++
+	l.ids.take(st, now)
+	st.held++
 	if foreign {
 		l.domains[domain]++
 	}
@@ -253,7 +242,7 @@ func (l *limits) acquire(key string, scale int, domain string, now time.Time) (r
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			st.streams--
+			st.held--
 			if foreign {
 				if l.domains[domain]--; l.domains[domain] == 0 {
 					delete(l.domains, domain)
@@ -261,12 +250,4 @@ func (l *limits) acquire(key string, scale int, domain string, now time.Time) (r
 			}
 		})
 	}, ""
-}
-
-// pruneLocked forgets identities without streams whose reconnect budget is
-// full again (they lose nothing); if that is not enough (a flood of
-// identities), every identity without a stream.
-func (l *limits) pruneLocked(now time.Time) {
-	pruneIdle(l.ids, maxIdentities, func(st *idState) bool { return st.streams == 0 },
-		func(st *idState) bool { return st.full(now, l.burst*st.scale, l.rate*st.scale) })
 }

@@ -23,24 +23,18 @@ import (
 // free to change.
 type peers struct {
 	maxPending int
-	burst      float64
-	rate       float64 // failed authentications forgiven per second
 
-	mu sync.Mutex // guards following
-	m  map[netip.Addr]*peerState
-}
-
-type peerState struct {
-	pending int
-	bucket  // failed authentications still allowed
+	mu    sync.Mutex          // guards following
+	fails buckets[netip.Addr] // held: streams being authenticated; tokens: failed authentications still allowed
 }
 
 // maxPeers bounds the peer addresses remembered; beyond it the ones with
 // nothing pending and a full bucket are forgotten (they lose nothing).
 const maxPeers = 100_000
 
+// newPeers forgives rate failed authentications a second, up to burst.
 func newPeers(maxPending int, burst, rate float64) *peers {
-	return &peers{maxPending: maxPending, burst: burst, rate: rate, m: map[netip.Addr]*peerState{}}
+	return &peers{maxPending: maxPending, fails: newBuckets[netip.Addr](burst, rate, maxPeers)}
 }
 
 // peerIP is the IP of the stream's peer, or the zero Addr when unknown
@@ -68,12 +62,8 @@ func (p *peers) blocked(addr netip.Addr, now time.Time) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.m[addr]
-	if st == nil {
-		return false
-	}
-	st.refill(now, p.burst, p.rate)
-	return st.tokens < 1
+	st := p.fails.lookup(addr, now)
+	return st != nil && st.tokens < 1
 }
 
 // begin starts an authentication for addr; done reports whether it
@@ -85,38 +75,22 @@ func (p *peers) begin(addr netip.Addr, now time.Time) (done func(failed bool, no
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.m[addr]
-	if st == nil {
-		if len(p.m) >= maxPeers {
-			p.pruneLocked(now)
-		}
-		st = &peerState{bucket: bucket{tokens: p.burst, last: now}}
-		p.m[addr] = st
-	}
-	st.refill(now, p.burst, p.rate)
+	st := p.fails.get(addr, 1, now)
 	switch {
 	case st.tokens < 1:
 		return nil, "too many failed authentications from this address; back off"
-	case st.pending >= p.maxPending:
+	case st.held >= p.maxPending:
 		return nil, "too many streams of this address being authenticated at once; back off"
 	}
-	st.pending++
+	st.held++
 	return func(failed bool, now time.Time) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		st.pending--
+		st.held--
 		if failed {
-			st.refill(now, p.burst, p.rate)
-			st.tokens = max(0, st.tokens-1)
+			p.fails.take(st, now)
 		}
 	}, ""
-}
-
-// pruneLocked forgets addresses with nothing pending and a full bucket;
-// if that is not enough, every address with nothing pending.
-func (p *peers) pruneLocked(now time.Time) {
-	pruneIdle(p.m, maxPeers, func(st *peerState) bool { return st.pending == 0 },
-		func(st *peerState) bool { return st.full(now, p.burst, p.rate) })
 }
 
 // tap refuses a new stream of a peer that used up its failed

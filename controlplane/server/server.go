@@ -192,11 +192,8 @@ func New(cfg Config) (*Server, error) {
 		settings: cfg.Settings,
 		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),
 		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
-		limits: &limits{
-			maxStreams: cfg.MaxStreamsPerIdentity, burst: float64(cfg.ReconnectBurst), rate: cfg.ReconnectRate,
-			maxDomains: cfg.MaxClusterDomains, localDomain: registry.CanonicalHost(cfg.ClusterDomain),
-			ids: map[string]*idState{}, domains: map[string]int{},
-		}}
+		limits: newLimits(cfg.MaxStreamsPerIdentity, cfg.ReconnectBurst, cfg.ReconnectRate,
+			cfg.MaxClusterDomains, registry.CanonicalHost(cfg.ClusterDomain))}
 	if cfg.Pods != nil {
 		s.gone = newPodsGone(cfg.Now)
 		cfg.Pods.OnDelete(s.podDeleted)
