@@ -36,27 +36,12 @@ const (
 // IstioNumbers are the agent's ports and ids in a pod with Istio's
 // sidecar. Each replaces its field of the Template only when that field
 // holds one of Istio's numbers, so numbers chosen apart from Istio's stay.
+// A zero field takes the layer below's, like the Template's own (layer).
 type IstioNumbers struct {
 	DNSPort   int32 `json:"dnsPort,omitempty"`
 	AdminPort int32 `json:"adminPort,omitempty"`
 	ProxyUID  int64 `json:"proxyUID,omitempty"`
 	ProxyGID  int64 `json:"proxyGID,omitempty"`
-}
-
-func (n IstioNumbers) over(base IstioNumbers) IstioNumbers {
-	if n.DNSPort == 0 {
-		n.DNSPort = base.DNSPort
-	}
-	if n.AdminPort == 0 {
-		n.AdminPort = base.AdminPort
-	}
-	if n.ProxyUID == 0 {
-		n.ProxyUID = base.ProxyUID
-	}
-	if n.ProxyGID == 0 {
-		n.ProxyGID = base.ProxyGID
-	}
-	return n
 }
 
 // validate rejects alternatives that clash with Istio themselves, with each

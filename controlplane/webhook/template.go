@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"unicode"
 
@@ -79,7 +80,7 @@ type Template struct {
 	// together, about 2 x 5.8 MB at 100,000 names.
 	StateSizeLimit *resource.Quantity `json:"stateSizeLimit,omitempty"`
 	// AgentResources and InitResources replace the defaults as a whole when
-	// they set requests or limits.
+	// they set anything (requests, limits or claims).
 	AgentResources corev1.ResourceRequirements `json:"agentResources,omitempty"`
 	InitResources  corev1.ResourceRequirements `json:"initResources,omitempty"`
 	// Supervise runs the agent under `meshdns agent --supervise`: a small
@@ -164,83 +165,44 @@ func DefaultTemplate() Template {
 	}
 }
 
-// over returns t with every zero field taken from base. The result shares
-// no maps or slices with t that the caller could later modify through base.
+// over returns t with every zero field taken from base (see layer).
 func (t Template) over(base Template) Template {
-	if t.Image == "" {
-		t.Image = base.Image
-	}
-	if t.ImagePullPolicy == "" {
-		t.ImagePullPolicy = base.ImagePullPolicy
-	}
-	if len(t.Command) == 0 {
-		t.Command = base.Command
-	}
-	if len(t.AgentCommand) == 0 {
-		t.AgentCommand = base.AgentCommand
-	}
-	if t.ControlPlane == "" {
-		t.ControlPlane = base.ControlPlane
-	}
-	if t.ClusterDomain == "" {
-		t.ClusterDomain = base.ClusterDomain
-	}
-	t.BesideIstio = t.BesideIstio.over(base.BesideIstio)
-	if t.ProxyUID == 0 {
-		t.ProxyUID = base.ProxyUID
-	}
-	if t.ProxyGID == 0 {
-		t.ProxyGID = base.ProxyGID
-	}
-	if t.DNSPort == 0 {
-		t.DNSPort = base.DNSPort
-	}
-	if t.AdminPort == 0 {
-		t.AdminPort = base.AdminPort
-	}
-	if t.ProbePort == 0 {
-		t.ProbePort = base.ProbePort
-	}
-	if t.TokenAudience == "" {
-		t.TokenAudience = base.TokenAudience
-	}
-	if t.TokenExpirationSeconds == 0 {
-		t.TokenExpirationSeconds = base.TokenExpirationSeconds
-	}
-	if !t.Plaintext {
-		t.Plaintext = base.Plaintext
-	}
-	if t.StateDir == "" {
-		t.StateDir = base.StateDir
-	}
-	if t.StateSizeLimit == nil {
-		t.StateSizeLimit = base.StateSizeLimit
-	}
-	if t.AgentResources.Requests == nil && t.AgentResources.Limits == nil {
-		t.AgentResources = base.AgentResources
-	}
-	if t.InitResources.Requests == nil && t.InitResources.Limits == nil {
-		t.InitResources = base.InitResources
-	}
-	if t.Supervise == nil {
-		t.Supervise = base.Supervise
-	}
-	if t.AgentArgs == nil {
-		t.AgentArgs = base.AgentArgs
-	}
-	if t.IptablesArgs == nil {
-		t.IptablesArgs = base.IptablesArgs
-	}
-	if !t.IPv6 {
-		t.IPv6 = base.IPv6
-	}
-	if !t.HoldApplicationUntilReady {
-		t.HoldApplicationUntilReady = base.HoldApplicationUntilReady
-	}
-	if !t.CNI {
-		t.CNI = base.CNI
-	}
+	layer(reflect.ValueOf(&t).Elem(), reflect.ValueOf(base))
 	return t
+}
+
+// layer sets each zero exported field of the struct t to base's, the one
+// rule by which a template takes the defaults of the layer below: so a
+// field added to Template is layered without a line here. Zero is what
+// the file leaves out or writes empty: "", 0, false, nil, and a list or
+// map without elements (`command: []` falls back too). A field of a struct
+// type of this package (IstioNumbers) is layered field by field; one of
+// another package's struct type (resource requirements) is taken as a
+// whole when it sets nothing. Unexported fields are set per request and
+// keep t's.
+func layer(t, base reflect.Value) {
+	for i := range t.NumField() {
+		f, sf := t.Field(i), t.Type().Field(i)
+		switch {
+		case !sf.IsExported():
+		case f.Kind() == reflect.Struct && sf.Type.PkgPath() == templatePkg:
+			layer(f, base.Field(i))
+		case isEmpty(f):
+			f.Set(base.Field(i))
+		}
+	}
+}
+
+// templatePkg is this package's import path, whose struct types layer
+// field by field.
+var templatePkg = reflect.TypeFor[Template]().PkgPath()
+
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Slice, reflect.Map:
+		return v.Len() == 0
+	}
+	return v.IsZero()
 }
 
 // validate rejects templates that would produce a pod the API server
