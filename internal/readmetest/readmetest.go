@@ -1,7 +1,9 @@
 // Package readmetest checks that a package README documents what the
 // package registers. Every package with metrics has the same test (the
 // README's Metrics section lists exactly what is registered, see
-// docs/design.md); this is the one implementation they share.
+// docs/design.md); this is the one implementation they share. Its own
+// test checks that every package README opens with what the package is
+// for and what it may import.
 package readmetest
 
 import (
