@@ -213,14 +213,14 @@ func (c *Client) Synced() <-chan struct{} { return c.synced }
 
 // current returns the version and the table last applied, or a nil table
 // when there is none (or its base was dropped).
-func (c *Client) current() (string, rawTable) {
+func (c *Client) current() (string, namewire.RawTable) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.onDisk:
-		return c.version, fileRaw(filepath.Join(c.cfg.StateDir, stateFile))
+		return c.version, namewire.FileTable(filepath.Join(c.cfg.StateDir, stateFile))
 	case c.wire != nil:
-		return c.version, memRaw(c.wire)
+		return c.version, namewire.MemTable(c.wire)
 	}
 	return c.version, nil
 }
@@ -241,22 +241,22 @@ func (c *Client) Restore() (bool, error) {
 		return false, nil
 	}
 	path := filepath.Join(c.cfg.StateDir, stateFile)
-	version, shape, err := stateVersion(path)
+	version, shape, err := namewire.FileVersion(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	if errors.Is(err, errNoTable) {
+	if errors.Is(err, namewire.ErrNoTable) {
 		return false, fmt.Errorf("state file %s holds no table", path)
 	}
 	if err != nil {
 		return false, fmt.Errorf("parse state file %s: %w", path, err)
 	}
-	settings, err := shape.tableSettings()
+	settings, err := shape.TableSettings()
 	if err == nil {
 		err = c.supported(settings)
 	}
 	if err == nil {
-		err = c.apply(version, fileRaw(path), shape, settings)
+		err = c.apply(version, namewire.FileTable(path), shape, settings)
 	}
 	if err != nil {
 		return false, fmt.Errorf("restore table %s: %w", version, err)
@@ -268,7 +268,7 @@ func (c *Client) Restore() (bool, error) {
 
 // apply hands the table version to Apply; shape is the table's when
 // known, or nil.
-func (c *Client) apply(version string, t rawTable, shape *tableShape, settings *namewire.AgentSettings) error {
+func (c *Client) apply(version string, t namewire.RawTable, shape *namewire.Shape, settings *namewire.AgentSettings) error {
 	return c.cfg.Apply(&Version{id: version, walk: t, shape: shape, settings: settings})
 }
 

@@ -718,3 +718,31 @@ func TestResponseAboveMaxMessageSize(t *testing.T) {
 		t.Errorf("applied versions (-want +got):\n%s", diff)
 	}
 }
+
+// A full table that is not well formed is refused as it is received, with
+// why (NACK), before a build; the stream goes on, the table applied stays,
+// and the next good one is applied.
+func TestMalformedFullTableNacked(t *testing.T) {
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: t.TempDir()})
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack v1 = %v", got)
+	}
+	bad := table("b.example")
+	bad.ProtoReflect().SetUnknown([]byte{0x0b}) // field 1 as a group: no NameTable holds that
+	srv.Send(full("v2", "n2", bad))
+	got := srv.Recv(t)
+	if got.GetVersionInfo() != "v1" || got.GetResponseNonce() != "n2" || !strings.Contains(got.GetErrorDetail().GetMessage(), "unsupported wire type") {
+		t.Fatalf("answer to a malformed table = %v; want a NACK keeping v1 that says why", got)
+	}
+	srv.Send(full("v3", "n3", table("c.example")))
+	if got := srv.Recv(t); got.GetVersionInfo() != "v3" || got.GetErrorDetail() != nil {
+		t.Fatalf("ack v3 = %v", got)
+	}
+	if diff := cmp.Diff([]string{"v1", "v3"}, rec.versions); diff != "" {
+		t.Errorf("applied versions (-want +got):\n%s", diff)
+	}
+}

@@ -139,24 +139,25 @@ func (c *Client) dial(addr string) (*grpcstream.Client, http.Header, error) {
 func (c *Client) handle(resp *response) *namewire.Request {
 	cur, base := c.current()
 	kind := "full"
-	if resp.delta != nil {
+	if resp.Delta != nil {
 		kind = "delta"
 	}
 	var err error
 	code := grpcstream.InvalidArgument
 	switch {
-	case resp.isFull:
-		if resp.version == cur && base != nil {
+	case resp.IsFull:
+		if resp.Version == cur && base != nil {
 			// Versions name content (a hash of the view), so this is
 			// the table we serve: after a restart from the persisted
 			// table the stream resends it, and building it again
 			// would only double the memory for a moment.
-			resp.dropFull()
+			resp.DropFull()
 			return c.ackUnchanged(resp, kind)
 		}
 		if p := resp.pending; p != nil {
 			// Streamed to the state dir as it was received.
 			resp.pending = nil
+			resp.Keep()
 			var s *namewire.AgentSettings
 			if s, err = p.settings(); err == nil {
 				err = c.supported(s)
@@ -165,11 +166,11 @@ func (c *Client) handle(resp *response) *namewire.Request {
 				p.abort()
 				break
 			}
-			err = c.applyPending(resp.version, p, s)
+			err = c.applyPending(resp.Version, p, s)
 			break
 		}
-		full := resp.full
-		resp.full = nil
+		full := resp.Full
+		resp.Full = nil
 		if full == nil {
 			full = []byte{}
 		}
@@ -180,56 +181,56 @@ func (c *Client) handle(resp *response) *namewire.Request {
 		if err != nil {
 			break
 		}
-		err = c.applyFull(resp.version, full, s)
-	case resp.delta != nil:
-		if resp.delta.BaseVersion != cur || base == nil {
+		err = c.applyFull(resp.Version, full, s)
+	case resp.Delta != nil:
+		if resp.Delta.BaseVersion != cur || base == nil {
 			// The server thinks we hold another version (or a rejected
 			// table dropped our base): NACK so it falls back to a full
 			// table instead of us guessing.
 			code = grpcstream.FailedPrecondition
-			err = fmt.Errorf("delta for base version %q, agent has %q", resp.delta.BaseVersion, cur)
+			err = fmt.Errorf("delta for base version %q, agent has %q", resp.Delta.BaseVersion, cur)
 			if base == nil {
-				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.delta.BaseVersion)
+				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.Delta.BaseVersion)
 			}
 			break
 		}
-		var p *deltaPlan
-		if p, err = newDeltaPlan(resp.delta, c.currentSettings()); err != nil {
+		var p *namewire.DeltaPlan
+		if p, err = namewire.NewDeltaPlan(resp.Delta, c.currentSettings()); err != nil {
 			break
 		}
-		if err = c.supported(p.settings); err != nil {
+		if err = c.supported(p.Settings()); err != nil {
 			break
 		}
-		if p.empty() && resp.delta.Settings == nil && resp.version == cur {
+		if p.Empty() && resp.Delta.Settings == nil && resp.Version == cur {
 			// A resumed stream at the version we serve (a restart from
 			// the state dir): nothing to build.
 			return c.ackUnchanged(resp, kind)
 		}
-		err = c.applyDelta(resp.version, base, p)
+		err = c.applyDelta(resp.Version, base, p)
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
 	}
 	if err != nil {
 		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
-		c.log.Warn("rejected name table", "version", resp.version, "kind", kind, "keep", cur, "err", err)
+		c.log.Warn("rejected name table", "version", resp.Version, "kind", kind, "keep", cur, "err", err)
 		return &namewire.Request{
 			VersionInfo:   cur,
-			ResponseNonce: resp.nonce,
+			ResponseNonce: resp.Nonce,
 			ErrorDetail:   &namewire.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
-	c.log.Debug("applied name table", "version", resp.version, "kind", kind)
-	return &namewire.Request{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+	c.log.Debug("applied name table", "version", resp.Version, "kind", kind)
+	return &namewire.Request{VersionInfo: resp.Version, ResponseNonce: resp.Nonce}
 }
 
 // ackUnchanged ACKs a response that holds the table already applied.
 func (c *Client) ackUnchanged(resp *response, kind string) *namewire.Request {
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.markSynced()
-	return &namewire.Request{VersionInfo: resp.version, ResponseNonce: resp.nonce}
+	return &namewire.Request{VersionInfo: resp.Version, ResponseNonce: resp.Nonce}
 }
 
 // applyFull applies a full table. With a state dir the table goes to a
@@ -243,7 +244,7 @@ func (c *Client) applyFull(version string, full []byte, settings *namewire.Agent
 	if c.cfg.StateDir != "" {
 		// Written zones first (an empty delta's plan reorders it), so
 		// the build from the file, and a restart's, is one pass.
-		p, err := writePending(c.cfg.StateDir, version, memRaw(full), &deltaPlan{keepZones: true, settings: settings})
+		p, err := writePending(c.cfg.StateDir, version, namewire.MemTable(full), namewire.RewritePlan(settings))
 		if err == nil {
 			full = nil // garbage from here on: the build reuses its memory
 			return c.applyPending(version, p, settings)
@@ -254,7 +255,7 @@ func (c *Client) applyFull(version string, full []byte, settings *namewire.Agent
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(full), nil, settings); err != nil {
+	if err := c.apply(version, namewire.MemTable(full), nil, settings); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false, settings)
@@ -266,11 +267,11 @@ func (c *Client) applyFull(version string, full []byte, settings *namewire.Agent
 // into a pending state file and built from there: no wire form of either
 // table is in memory. Without one, the new table is made in memory and the
 // old one dropped before the build.
-func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
+func (c *Client) applyDelta(version string, base namewire.RawTable, d *namewire.DeltaPlan) error {
 	if c.cfg.StateDir != "" {
 		p, err := writePending(c.cfg.StateDir, version, base, d)
 		if err == nil {
-			return c.applyPending(version, p, d.settings)
+			return c.applyPending(version, p, d.Settings())
 		}
 		if !errors.Is(err, errStateWrite) {
 			return err // the base, not the disk
@@ -278,7 +279,7 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 		c.stateFailed(err)
 	}
 	var next []byte
-	err := d.write(base, func(b []byte) error {
+	err := d.Write(base, func(b []byte) error {
 		next = append(next, b...)
 		return nil
 	})
@@ -289,10 +290,10 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.apply(version, memRaw(next), nil, d.settings); err != nil {
+	if err := c.apply(version, namewire.MemTable(next), nil, d.Settings()); err != nil {
 		return err
 	}
-	c.setCurrent(version, next, false, d.settings)
+	c.setCurrent(version, next, false, d.Settings())
 	return nil
 }
 
@@ -301,13 +302,13 @@ func (c *Client) applyDelta(version string, base rawTable, d *deltaPlan) error {
 var errStateWrite = errors.New("write state")
 
 // writePending writes base with d applied as a pending state file.
-func writePending(dir, version string, base rawTable, d *deltaPlan) (*pendingState, error) {
-	size, err := d.size(base)
+func writePending(dir, version string, base namewire.RawTable, d *namewire.DeltaPlan) (*pendingState, error) {
+	size, err := d.Size(base)
 	if err != nil {
 		return nil, err
 	}
 	p, err := prepareState(dir, version, size, func(w io.Writer) error {
-		return d.write(base, func(b []byte) error {
+		return d.Write(base, func(b []byte) error {
 			_, err := w.Write(b)
 			return err
 		})

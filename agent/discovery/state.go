@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/meshdns/meshdns/internal/atomicfile"
 	"github.com/meshdns/meshdns/internal/namewire"
 )
@@ -30,9 +28,9 @@ const stateFile = "nametable.pb"
 type pendingState struct {
 	p   *atomicfile.Pending
 	dir string
-	// shape is the table's: noted by its copy (copyTable) for a table
+	// shape is the table's: noted by its copy off the stream for a table
 	// received, nil for one written from a delta.
-	shape *tableShape
+	shape *namewire.Shape
 	// state is where the file's table is walked: pending, committed (the
 	// state file now), or lost (a failed commit: walks fail, and the agent
 	// builds its next table whole).
@@ -55,11 +53,7 @@ func prepareState(dir, version string, size int, write func(io.Writer) error) (*
 	}
 	p, err := atomicfile.Prepare(filepath.Join(dir, stateFile), 0o600, func(f io.Writer) error {
 		w := bufio.NewWriterSize(f, 32<<10)
-		b := protowire.AppendTag(nil, fieldResponseVer, protowire.BytesType)
-		b = protowire.AppendString(b, version)
-		b = protowire.AppendTag(b, fieldResponseFull, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(size))
-		w.Write(b)
+		w.Write(namewire.AppendFullHead(nil, version, size))
 		cw := &countWriter{w: w}
 		if err := write(cw); err != nil {
 			return err
@@ -88,7 +82,7 @@ func (c *countWriter) Write(b []byte) (int, error) {
 
 // table is the pending file's table, where the file is: the version
 // applied from it is walked from the state file once committed.
-func (p *pendingState) table() rawTable {
+func (p *pendingState) table() namewire.RawTable {
 	return func(name func(host, info []byte) error, zone func(string) error) error {
 		path := p.p.Name()
 		switch p.state.Load() {
@@ -97,13 +91,13 @@ func (p *pendingState) table() rawTable {
 		case lost:
 			return errStateLost
 		}
-		return fileRaw(path)(name, zone)
+		return namewire.FileTable(path)(name, zone)
 	}
 }
 
 // settings reads the settings of the pending file's table.
 func (p *pendingState) settings() (*namewire.AgentSettings, error) {
-	return p.shape.tableSettings()
+	return p.shape.TableSettings()
 }
 
 // commit puts the pending file in place of the state file (a rename within
@@ -141,9 +135,56 @@ func readState(dir string) (string, []byte, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("read state: %w", err)
 	}
-	version, table, err := stateTable(b)
+	version, table, err := namewire.ResponseTable(b)
 	if err != nil {
 		return "", nil, fmt.Errorf("parse state file %s: %w", path, err)
 	}
 	return version, table, nil
+}
+
+// response is a StreamNameTableResponse as read off the stream, with its
+// full table in memory or in a pending state file.
+type response struct {
+	*namewire.Response
+	pending *pendingState // the full table, written to the state dir
+}
+
+// readResponse reads a response from r. With a state dir, a full table
+// that follows the version is copied from r into a pending state file
+// rather than into memory.
+func readResponse(r io.Reader, stateDir string) (*response, error) {
+	var pend *pendingState
+	var spool namewire.Spool
+	if stateDir != "" {
+		spool = func(version string, size int, copy func(io.Writer) (*namewire.Shape, error)) (func(), error) {
+			started := false
+			var shape *namewire.Shape
+			p, err := prepareState(stateDir, version, size, func(w io.Writer) (err error) {
+				started = true
+				shape, err = copy(w)
+				return err
+			})
+			if err == nil {
+				p.shape, pend = shape, p
+				return p.abort, nil
+			}
+			if started {
+				// Cut mid-table: the rest of the stream is lost.
+				return nil, fmt.Errorf("%w: %w", errStateWrite, err)
+			}
+			// No file (the state dir is not writable): into memory,
+			// where applying it tries the state dir again and reports
+			// what fails.
+			return nil, nil
+		}
+	}
+	resp, err := namewire.ReadResponse(r, spool)
+	if err != nil {
+		return nil, err
+	}
+	out := &response{Response: resp}
+	if resp.Spooled {
+		out.pending = pend
+	}
+	return out, nil
 }

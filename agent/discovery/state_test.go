@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -18,75 +17,17 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
-// walked is what a walk of a table saw.
-type walked struct {
-	Names map[string]string // host -> its NameInfo, marshalled
-	Zones []string
-}
-
-func walk(t rawTable) (walked, error) {
-	w := walked{Names: map[string]string{}}
+func walk(t namewire.RawTable) (map[string]string, []string, error) {
+	names := map[string]string{}
+	var zones []string
 	err := t(func(host, info []byte) error {
-		w.Names[string(host)] = string(info)
+		names[string(host)] = string(info)
 		return nil
 	}, func(z string) error {
-		w.Zones = append(w.Zones, z)
+		zones = append(zones, z)
 		return nil
 	})
-	return w, err
-}
-
-// The state file's table, streamed from disk, walks exactly as the same
-// bytes in memory; a cut file fails instead of yielding half a table.
-func TestFileTableWalksAsMemory(t *testing.T) {
-	nt := table("a.example", "b.example", "c.example")
-	nt.Table["d.example"] = &meshdnsv1.NameInfo{Ports: []*meshdnsv1.Port{{Name: "http", Port: 80}}, Ttl: 7}
-	wire, err := proto.Marshal(nt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := saveState(dir, "v1", wire); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, stateFile)
-	want, err := walk(memRaw(wire))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := walk(fileRaw(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("file walk (-memory +file):\n%s", diff)
-	}
-	if len(got.Names) != 4 || len(got.Zones) != 1 {
-		t.Errorf("walked %d names and %d zones, want 4 and 1", len(got.Names), len(got.Zones))
-	}
-	if v, _, err := stateVersion(path); v != "v1" || err != nil {
-		t.Errorf("stateVersion = %q, %v; want v1", v, err)
-	}
-
-	full, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := filepath.Join(dir, "cut.pb")
-	if err := os.WriteFile(cut, full[:len(full)-5], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := walk(fileRaw(cut)); err == nil {
-		t.Error("walk of a cut state file: no error")
-	}
-	// The version alone, without a table, is no state.
-	noTable := filepath.Join(dir, "notable.pb")
-	if err := os.WriteFile(noTable, full[:4], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := stateVersion(noTable); !errors.Is(err, errNoTable) {
-		t.Errorf("stateVersion of a file without a table: %v, want errNoTable", err)
-	}
+	return names, zones, err
 }
 
 // With a state dir the client keeps no wire form in memory; a rejected
@@ -114,7 +55,7 @@ func TestStateDirHoldsTheBase(t *testing.T) {
 	if ack := srv.Recv(t); ack.GetErrorDetail() == nil || ack.GetVersionInfo() != "v1" {
 		t.Fatalf("reply to an invalid table = %v, want a NACK keeping v1", ack)
 	}
-	if v, _, err := stateVersion(filepath.Join(dir, stateFile)); v != "v1" || err != nil {
+	if v, _, err := namewire.FileVersion(filepath.Join(dir, stateFile)); v != "v1" || err != nil {
 		t.Errorf("state after a rejected table: %q, %v; want v1", v, err)
 	}
 	ents, err := os.ReadDir(dir)
@@ -162,7 +103,7 @@ func TestStateFileZonesFirst(t *testing.T) {
 		t.Fatalf("ack = %v", ack)
 	}
 	var order []string
-	err := fileRaw(filepath.Join(dir, stateFile))(func(_, _ []byte) error {
+	err := namewire.FileTable(filepath.Join(dir, stateFile))(func(_, _ []byte) error {
 		order = append(order, "name")
 		return nil
 	}, func(z string) error {
@@ -258,10 +199,10 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.pending == nil || r.full != nil || !r.isFull || r.version != "v1" || r.nonce != "n1" {
+	if r.pending == nil || r.Full != nil || !r.IsFull || r.Version != "v1" || r.Nonce != "n1" {
 		t.Fatalf("response read as %+v", r)
 	}
-	got, err := walk(r.pending.table())
+	gotNames, gotZones, err := walk(r.pending.table())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +210,15 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := walk(memRaw(wire))
+	wantNames, wantZones, err := walk(namewire.MemTable(wire))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("pending table (-want +got):\n%s", diff)
+	if diff := cmp.Diff(wantNames, gotNames); diff != "" {
+		t.Errorf("pending table's names (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantZones, gotZones); diff != "" {
+		t.Errorf("pending table's zones (-want +got):\n%s", diff)
 	}
 	// The copy noted the table's shape, and a version of it yields the
 	// zones first (the table has them last), so a build walks it once;
@@ -289,10 +233,10 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if err != nil || v.Names() != 2 || !cmp.Equal(order, []string{"zone cluster.local", "a.example", "b.example"}) {
 		t.Errorf("version walks %q (%v) with %d names; want the zone first, then 2 names", order, err, v.Names())
 	}
-	if version, shape, err := stateVersion(r.pending.p.Name()); err != nil || version != "v1" || !cmp.Equal(shape, r.pending.shape, cmp.AllowUnexported(tableShape{})) {
-		t.Errorf("stateVersion = %q, %+v, %v; want v1 and the shape %+v", version, shape, err, r.pending.shape)
+	if version, shape, err := namewire.FileVersion(r.pending.p.Name()); err != nil || version != "v1" || !cmp.Equal(shape, r.pending.shape, cmp.AllowUnexported(namewire.Shape{})) {
+		t.Errorf("FileVersion = %q, %+v, %v; want v1 and the shape %+v", version, shape, err, r.pending.shape)
 	}
-	r.dropFull()
+	r.DropFull()
 	if _, err := readResponse(bytes.NewReader(b[:len(b)-3]), dir); err == nil {
 		t.Error("a cut response was read")
 	}

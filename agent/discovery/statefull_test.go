@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
@@ -92,7 +93,7 @@ func TestStateDirFull(t *testing.T) {
 	if len(entries) != 1 || entries[0] != stateFile {
 		t.Errorf("state dir holds %v, want only %s (v1's)", entries, stateFile)
 	}
-	if v, _, err := stateVersion(dir + "/" + stateFile); err != nil || v != "v1" {
+	if v, _, err := namewire.FileVersion(dir + "/" + stateFile); err != nil || v != "v1" {
 		t.Errorf("persisted version = %q, %v; want v1", v, err)
 	}
 }

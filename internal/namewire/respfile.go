@@ -1,4 +1,4 @@
-package discovery
+package namewire
 
 import (
 	"bufio"
@@ -8,75 +8,14 @@ import (
 	"os"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/meshdns/meshdns/internal/namewire"
 )
 
-// rawTable walks a NameTable in wire form: it calls name for every entry
-// (the key and its NameInfo still marshalled, both valid during the call
-// only) and zone for every authoritative zone, in the order they appear;
-// a nil name or zone skips those. It may be walked more than once (a
-// table read from the state file is never whole in memory).
-type rawTable func(name func(host, info []byte) error, zone func(z string) error) error
-
-// Version is a table version the client hands to Config.Apply.
-type Version struct {
-	id       string
-	walk     rawTable
-	shape    *tableShape // or nil
-	settings *namewire.AgentSettings
-}
-
-// Names is the number of names of the table when the client counted them
-// as it received the table, else 0.
-func (v *Version) Names() int {
-	if v.shape == nil {
-		return 0
-	}
-	return v.shape.names
-}
-
-// Settings returns the agent settings of the version (the full table's, or
-// those a delta carried or kept), or nil when it has none. The caller must
-// not modify them.
-func (v *Version) Settings() *namewire.AgentSettings { return v.settings }
-
-// ID is the control plane's version_info of the table.
-func (v *Version) ID() string { return v.id }
-
-// Walk walks the table's names in wire form (see Config.Apply for how
-// long it may). When the client noted the zones as it received the table,
-// they come first, so a build takes one walk.
-func (v *Version) Walk(name func(host, info []byte) error, zone func(zone string) error) error {
-	if v.shape == nil {
-		return v.walk(name, zone)
-	}
-	for _, z := range v.shape.zones {
-		if zone == nil {
-			break
-		}
-		if err := zone(z); err != nil {
-			return err
-		}
-	}
-	if name == nil {
-		return nil
-	}
-	return v.walk(name, nil)
-}
-
-// memRaw is the walk of a wire-form NameTable held in memory.
-func memRaw(b []byte) rawTable {
-	return func(name func(host, info []byte) error, zone func(string) error) error {
-		return namewire.EachName(b, name, zone)
-	}
-}
-
-// fileRaw is the raw walk of the table inside a state file (a
-// StreamNameTableResponse, see saveState), read in one streaming pass per
-// walk through a small buffer: a 100,000-name table is never in memory
-// whole, neither while it is built nor while it is the base of deltas.
-func fileRaw(path string) rawTable {
+// FileTable is the raw walk of the table inside a file holding a
+// StreamNameTableResponse (the agent's state file), read in one streaming
+// pass per walk through a small buffer: a 100,000-name table is never in
+// memory whole, neither while it is built nor while it is the base of
+// deltas.
+func FileTable(path string) RawTable {
 	return func(name func(host, info []byte) error, zone func(string) error) error {
 		f, err := os.Open(path)
 		if err != nil {
@@ -87,12 +26,12 @@ func fileRaw(path string) rawTable {
 		for {
 			num, typ, err := r.tag()
 			if errors.Is(err, io.EOF) {
-				return errNoTable
+				return ErrNoTable
 			}
 			if err != nil {
 				return err
 			}
-			if num != fieldResponseFull || typ != protowire.BytesType {
+			if num != FieldResponseFull || typ != protowire.BytesType {
 				if err := r.skip(typ); err != nil {
 					return err
 				}
@@ -102,17 +41,18 @@ func fileRaw(path string) rawTable {
 			if err != nil {
 				return err
 			}
-			// A repeated table would be merged by proto; the client never
+			// A repeated table would be merged by proto; the agent never
 			// writes one twice, so the first is the table.
 			return (&pbReader{r: r.r, left: int64(n)}).eachName(name, zone)
 		}
 	}
 }
 
-// stateVersion reads the version of the state file at path and the shape
-// of its table (copyTable), checking that it holds a table, without
-// reading the table into memory.
-func stateVersion(path string) (string, *tableShape, error) {
+// FileVersion reads the version of the StreamNameTableResponse in the
+// file at path and the shape of its table (as its copy off the stream
+// notes it), checking that it holds a table, without reading the table
+// into memory.
+func FileVersion(path string) (string, *Shape, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", nil, err
@@ -120,7 +60,7 @@ func stateVersion(path string) (string, *tableShape, error) {
 	defer f.Close()
 	r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
 	var version string
-	var shape *tableShape
+	var shape *Shape
 	found := false
 	for {
 		num, typ, err := r.tag()
@@ -133,13 +73,13 @@ func stateVersion(path string) (string, *tableShape, error) {
 		switch {
 		case typ != protowire.BytesType:
 			err = r.skip(typ)
-		case num == fieldResponseVer:
+		case num == FieldResponseVersion:
 			var b []byte
 			b, err = r.bytes()
 			version = string(b)
-		case num == fieldResponseFull && !found:
-			// A repeated table would be merged by proto; the client
-			// never writes one twice, so the first is the table.
+		case num == FieldResponseFull && !found:
+			// A repeated table would be merged by proto;
+			// the agent never writes one twice, so the first is the table.
 			var n uint64
 			if n, err = r.varint(); err == nil {
 				shape, err = r.copyTable(io.Discard, n)
@@ -153,7 +93,7 @@ func stateVersion(path string) (string, *tableShape, error) {
 		}
 	}
 	if !found {
-		return "", nil, errNoTable
+		return "", nil, ErrNoTable
 	}
 	return version, shape, nil
 }
@@ -323,7 +263,7 @@ func (p *pbReader) skip(typ protowire.Type) error {
 	return fmt.Errorf("unsupported wire type %d", typ)
 }
 
-// eachName is eachRawName over the stream.
+// eachName is EachName over the stream.
 func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string) error) error {
 	for {
 		num, typ, err := p.tag()
@@ -334,23 +274,23 @@ func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string
 			return fmt.Errorf("name table: %w", err)
 		}
 		switch {
-		case num == fieldNameTableTable && typ == protowire.BytesType && name == nil:
+		case num == FieldNameTableTable && typ == protowire.BytesType && name == nil:
 			if err := p.skip(typ); err != nil {
 				return fmt.Errorf("name table entry: %w", err)
 			}
-		case num == fieldNameTableTable && typ == protowire.BytesType:
+		case num == FieldNameTableTable && typ == protowire.BytesType:
 			entry, err := p.bytes()
 			if err != nil {
 				return fmt.Errorf("name table entry: %w", err)
 			}
-			host, info, err := namewire.MapEntry(entry)
+			host, info, err := MapEntry(entry)
 			if err != nil {
 				return err
 			}
 			if err := name(host, info); err != nil {
 				return err
 			}
-		case num == fieldNameTableZones && typ == protowire.BytesType:
+		case num == FieldNameTableZones && typ == protowire.BytesType:
 			z, err := p.bytes()
 			if err != nil {
 				return fmt.Errorf("name table zone: %w", err)

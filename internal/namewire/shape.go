@@ -1,12 +1,10 @@
-package discovery
+package namewire
 
 import (
 	"fmt"
 	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // A full table arrives names first and zones last (the control plane's
@@ -18,46 +16,46 @@ import (
 // so the copy notes the table's shape on the way, and the version hands
 // its zones first and its count to the build: one walk.
 
-// tableShape is what a copy of a NameTable learned of it.
-type tableShape struct {
-	names    int
-	zones    []string
-	settings []byte // the settings fields, as a NameTable of them alone
+// Shape is what a copy of a NameTable off the stream learned of it.
+type Shape struct {
+	Names    int      // entries of its table
+	Zones    []string // its authoritative zones, in order
+	settings []byte   // the settings fields, as a NameTable of them alone
 	// bad says why the table is not well formed, or is nil: such a
 	// table is refused as it is received, with the reason.
 	bad error
 }
 
-// tableSettings returns the settings of the table, or why the table is
+// TableSettings returns the settings of the table, or why the table is
 // not well formed.
-func (s *tableShape) tableSettings() (*namewire.AgentSettings, error) {
+func (s *Shape) TableSettings() (*AgentSettings, error) {
 	if s.bad != nil {
 		return nil, s.bad
 	}
-	return namewire.TableSettings(s.settings)
+	return TableSettings(s.settings)
 }
 
 // copyTable copies the next n bytes, a NameTable, to w field by field and
 // returns its shape. A table that is not well formed is copied as it is,
 // and its shape says why (bad): only a failure to read or write is an
 // error.
-func (p *pbReader) copyTable(w io.Writer, n uint64) (*tableShape, error) {
+func (p *pbReader) copyTable(w io.Writer, n uint64) (*Shape, error) {
 	if p.left >= 0 && n > uint64(p.left) {
 		return nil, errTruncated
 	}
 	t := &pbReader{r: p.r, left: int64(n)}
 	defer func() { p.left = max(p.left-int64(n)+t.left, -1) }()
-	s := new(tableShape)
+	s := new(Shape)
 	for t.left > 0 {
 		size, num, typ, err := t.peekField()
 		if err != nil {
-			s = &tableShape{bad: fmt.Errorf("name table, %d bytes from its end: %w", t.left, err)}
+			s = &Shape{bad: fmt.Errorf("name table, %d bytes from its end: %w", t.left, err)}
 			break
 		}
 		switch {
-		case typ != protowire.BytesType || num > namewire.FieldNameTableSettings:
-		case num == fieldNameTableTable:
-			s.names++
+		case typ != protowire.BytesType || num > FieldNameTableSettings:
+		case num == FieldNameTableTable:
+			s.Names++
 		default: // a zone or settings: kept, and copied from there
 			b, err := t.take(uint64(size))
 			if err != nil {
@@ -65,8 +63,8 @@ func (p *pbReader) copyTable(w io.Writer, n uint64) (*tableShape, error) {
 			}
 			_, _, m := protowire.ConsumeTag(b)
 			v, _ := protowire.ConsumeBytes(b[m:])
-			if num == fieldNameTableZones {
-				s.zones = append(s.zones, string(v))
+			if num == FieldNameTableZones {
+				s.Zones = append(s.Zones, string(v))
 			} else {
 				s.settings = append(s.settings, b...)
 			}

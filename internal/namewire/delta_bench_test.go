@@ -1,4 +1,4 @@
-package discovery
+package namewire_test
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func BenchmarkApplyDelta10k(b *testing.B) {
 	d := &namewire.Delta{Upserted: []namewire.RawName{{Host: "new.ns.svc.cluster.local", Info: (&namewire.NameInfo{IPs: []string{"10.0.0.2"}}).Append(nil)}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := applyDeltaWire(wire, d); err != nil {
+		if _, err := namewire.ApplyDelta(wire, d); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package discovery
+package namewire
 
 import (
 	"bufio"
@@ -7,18 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
-	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // copyOf copies table with copyTable, followed by a field of the message
 // around it that must still be read after the copy.
-func copyOf(t testing.TB, table []byte) ([]byte, *tableShape) {
+func copyOf(t testing.TB, table []byte) ([]byte, *Shape) {
 	t.Helper()
 	msg := append(slices.Clone(table), protowire.AppendTag(nil, 9, protowire.VarintType)...)
 	msg = protowire.AppendVarint(msg, 7)
@@ -61,14 +58,14 @@ func TestCopyTableShape(t *testing.T) {
 	if shape.bad != nil {
 		t.Fatalf("a well-formed table is bad: %v", shape.bad)
 	}
-	if shape.names != 3 || !slices.Equal(shape.zones, nt.AuthoritativeZones) {
-		t.Errorf("shape = %d names, zones %q; want 3, %q", shape.names, shape.zones, nt.AuthoritativeZones)
+	if shape.Names != 3 || !slices.Equal(shape.Zones, nt.AuthoritativeZones) {
+		t.Errorf("shape = %d names, zones %q; want 3, %q", shape.Names, shape.Zones, nt.AuthoritativeZones)
 	}
-	want, err := namewire.TableSettings(table)
+	want, err := TableSettings(table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := namewire.TableSettings(shape.settings)
+	s, err := TableSettings(shape.settings)
 	if err != nil || s == nil || s.PodZone != "zone-a" || !slices.Equal(s.Requires, want.Requires) || len(s.Requires) != 1 {
 		t.Errorf("shape's settings = %+v, %v; want %+v", s, err, want)
 	}
@@ -77,7 +74,7 @@ func TestCopyTableShape(t *testing.T) {
 // A table that is not well formed is copied as it is, and its shape says
 // why, which refuses it (a NACK, and the stream goes on).
 func TestCopyTableMalformed(t *testing.T) {
-	entry := namewire.AppendEntry(nil, []byte("a.example"), nil)
+	entry := AppendEntry(nil, []byte("a.example"), nil)
 	for _, c := range []struct {
 		name, why string
 		table     []byte
@@ -92,7 +89,7 @@ func TestCopyTableMalformed(t *testing.T) {
 			if !bytes.Equal(got, c.table) {
 				t.Errorf("copy differs from the table")
 			}
-			if _, err := shape.tableSettings(); shape.bad == nil || err != shape.bad || !strings.Contains(err.Error(), c.why) {
+			if _, err := shape.TableSettings(); shape.bad == nil || err != shape.bad || !strings.Contains(err.Error(), c.why) {
 				t.Errorf("shape = %+v, settings error %v; want one saying %q", shape, err, c.why)
 			}
 		})
@@ -103,12 +100,12 @@ func TestCopyTableMalformed(t *testing.T) {
 func TestCopyTableLongVarints(t *testing.T) {
 	zone := []byte{0x92, 0x80, 0x00, 0x07} // field 2, bytes, in 3 bytes
 	zone = append(zone, "example"...)
-	table := append(namewire.AppendEntry(nil, []byte("a.example"), nil), zone...)
+	table := append(AppendEntry(nil, []byte("a.example"), nil), zone...)
 	got, shape := copyOf(t, table)
 	if !bytes.Equal(got, table) {
 		t.Fatalf("copy differs from the table")
 	}
-	if shape.bad != nil || shape.names != 1 || !slices.Equal(shape.zones, []string{"example"}) {
+	if shape.bad != nil || shape.Names != 1 || !slices.Equal(shape.Zones, []string{"example"}) {
 		t.Errorf("shape = %+v; want 1 name, zone example", shape)
 	}
 }
@@ -129,41 +126,13 @@ func FuzzCopyTable(f *testing.F) {
 		}
 		names := 0
 		var zones []string
-		err := namewire.EachName(table, func(_, _ []byte) error { names++; return nil },
+		err := EachName(table, func(_, _ []byte) error { names++; return nil },
 			func(z string) error { zones = append(zones, z); return nil })
 		if err != nil {
 			return // a malformed entry: the build rejects it
 		}
-		if names != shape.names || !slices.Equal(zones, shape.zones) {
-			t.Fatalf("shape = %d names, zones %q; a walk finds %d, %q", shape.names, shape.zones, names, zones)
+		if names != shape.Names || !slices.Equal(zones, shape.Zones) {
+			t.Fatalf("shape = %d names, zones %q; a walk finds %d, %q", shape.Names, shape.Zones, names, zones)
 		}
 	})
-}
-
-// A full table that is not well formed is refused as it is received, with
-// why (NACK), before a build; the stream goes on, the table applied stays,
-// and the next good one is applied.
-func TestMalformedFullTableNacked(t *testing.T) {
-	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
-	rec := &recorder{}
-	startClient(t, Config{Addrs: []string{srv.Addr}, Apply: rec.apply, StateDir: t.TempDir()})
-	srv.Recv(t)
-	srv.Send(full("v1", "n1", table("a.example")))
-	if got := srv.Recv(t); got.GetVersionInfo() != "v1" || got.GetErrorDetail() != nil {
-		t.Fatalf("ack v1 = %v", got)
-	}
-	bad := table("b.example")
-	bad.ProtoReflect().SetUnknown([]byte{0x0b}) // field 1 as a group: no NameTable holds that
-	srv.Send(full("v2", "n2", bad))
-	got := srv.Recv(t)
-	if got.GetVersionInfo() != "v1" || got.GetResponseNonce() != "n2" || !strings.Contains(got.GetErrorDetail().GetMessage(), "unsupported wire type") {
-		t.Fatalf("answer to a malformed table = %v; want a NACK keeping v1 that says why", got)
-	}
-	srv.Send(full("v3", "n3", table("c.example")))
-	if got := srv.Recv(t); got.GetVersionInfo() != "v3" || got.GetErrorDetail() != nil {
-		t.Fatalf("ack v3 = %v", got)
-	}
-	if diff := cmp.Diff([]string{"v1", "v3"}, rec.versions); diff != "" {
-		t.Errorf("applied versions (-want +got):\n%s", diff)
-	}
 }
