@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -192,14 +193,13 @@ func (v *Version) Full() *Prepared {
 		keys := v.sortedNames()
 		var body []byte
 		for _, k := range keys {
-			body = appendMapEntry(body, tableTable, k, v.names.get(k).Bytes)
+			body = namewire.AppendEntry(body, k, v.names.get(k).Bytes)
 		}
 		for _, z := range v.Zones {
-			body = appendString(body, tableZones, z)
+			body = namewire.AppendZone(body, z)
 		}
 		b := make([]byte, 0, len(body)+len(v.ID)+16)
-		b = appendString(b, respVersionInfo, v.ID)
-		b = appendMessage(b, respFull, body)
+		b = namewire.AppendFullResponse(b, v.ID, body)
 		v.full = &Prepared{Version: v, Kind: "full", Bytes: b, Upserted: len(keys)}
 		v.enc.marshalled("full", len(b))
 	})
@@ -241,23 +241,18 @@ func (v *Version) DeltaFrom(base string, baseOf map[string]*registry.Candidate, 
 	sort.Strings(up)
 	sort.Strings(rm)
 	var body []byte
-	body = appendString(body, deltaBase, base)
+	body = namewire.AppendDeltaBase(body, base)
 	for _, k := range up {
-		body = appendMapEntry(body, deltaUpserted, k, v.names.get(k).Bytes)
+		body = namewire.AppendDeltaUpserted(body, k, v.names.get(k).Bytes)
 	}
 	for _, k := range rm {
-		body = appendString(body, deltaRemoved, k)
+		body = namewire.AppendDeltaRemoved(body, k)
 	}
 	if !slices.Equal(baseZones, v.Zones) {
-		var zs []byte
-		for _, z := range v.Zones {
-			zs = appendString(zs, zoneSetZones, z)
-		}
-		body = appendMessage(body, deltaZones, zs)
+		body = namewire.AppendDeltaZones(body, v.Zones)
 	}
 	b := make([]byte, 0, len(body)+len(v.ID)+16)
-	b = appendString(b, respVersionInfo, v.ID)
-	b = appendMessage(b, respDelta, body)
+	b = namewire.AppendDeltaResponse(b, v.ID, body)
 	p := &Prepared{Version: v, Kind: "delta", Base: base, Bytes: b, Upserted: len(up), Removed: len(rm)}
 	if v.deltas == nil {
 		v.deltas = map[string]*Prepared{}

@@ -368,7 +368,13 @@ func (m *NameInfo) Append(b []byte) []byte {
 // AppendEntry appends one entry of a NameTable's table (the field with
 // its key and marshalled NameInfo), as the generated code writes it.
 func AppendEntry[S string | []byte](b []byte, host S, info []byte) []byte {
-	b = protowire.AppendTag(b, FieldNameTableTable, protowire.BytesType)
+	return appendMapEntry(b, FieldNameTableTable, host, info)
+}
+
+// appendMapEntry appends field num, an entry of a map<string, NameInfo>
+// whose value is marshalled.
+func appendMapEntry[S string | []byte](b []byte, num protowire.Number, host S, info []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
 	size := protowire.SizeTag(FieldMapKey) + protowire.SizeBytes(len(host)) +
 		protowire.SizeTag(FieldMapValue) + protowire.SizeBytes(len(info))
 	b = protowire.AppendVarint(b, uint64(size))

@@ -11,9 +11,10 @@ import (
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// FuzzEncode checks the hand encoder against the generated decoder: for
-// any two small tables, the full table decodes to the version's table and
-// base + delta decodes to the target.
+// FuzzEncode checks the view's responses, read with the generated code:
+// for any two small tables, the full table decodes to the version's table
+// and base + delta decodes to the target (the encoder itself is fuzzed
+// against the generated code in internal/namewire).
 func FuzzEncode(f *testing.F) {
 	// Seeds: a plain change, a removal with a zone change, long names
 	// (multi-byte lengths), and empty strings.
