@@ -3,12 +3,11 @@ package server
 import (
 	"encoding/binary"
 	"errors"
-	"strconv"
+	"fmt"
 
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec we delegate to
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -45,15 +44,13 @@ type sharedTail struct {
 	bufs          [6]mem.Buffer   // head, body, inner, s1, s2, tail
 }
 
-const respNonce = namewire.FieldResponseNonce // StreamNameTableResponse.nonce
-
 // maxVersion bounds the version of a response with settings: a view's
 // (16 hex digits), "+", a settings version (16 hex digits), with room.
 const maxVersion = 64
 
 func newEncoded(p *view.Prepared, nonce uint64) *encoded {
 	e := &encoded{p: p}
-	e.body, e.tail = p.Bytes, e.appendNonce(e.tailBytes[:0], nonce)
+	e.body, e.tail = p.Bytes, namewire.AppendNonce(e.tailBytes[:0], nonce)
 	// Pointers to the slices, so the interfaces need no allocations of
 	// their own; SliceBuffer's Free is a no-op, so gRPC never recycles
 	// the shared bytes.
@@ -63,18 +60,8 @@ func newEncoded(p *view.Prepared, nonce uint64) *encoded {
 	return e
 }
 
-func (e *encoded) appendNonce(t []byte, nonce uint64) []byte {
-	t = protowire.AppendTag(t, respNonce, protowire.BytesType)
-	n := len(t)
-	t = append(t, 0)
-	t = strconv.AppendUint(t, nonce, 10)
-	t[n] = byte(len(t) - n - 1) // at most 20 digits: a one-byte varint
-	return t
-}
-
-// tailRoom is what the nonce field takes: tag, length, up to 20 decimal
-// digits.
-const tailRoom = 1 + 1 + 20
+// tailRoom is what the nonce field takes.
+const tailRoom = namewire.MaxNonceField
 
 // headRoom is what the head of a response with settings may take: the
 // version field, the tag and length of the table or delta.
@@ -94,66 +81,42 @@ const headRoom = 1 + 1 + maxVersion + 1 + binary.MaxVarintLen64
 func withSettings(p *view.Prepared, nonce uint64, settings string, buf, s1, s2 []byte) (*encoded, error) {
 	inner := buf[headRoom:]
 	added := len(inner) + len(s1) + len(s2)
-	b := p.Bytes
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != respVersion || typ != protowire.BytesType {
-		return nil, errors.New("prepared response does not start with its version")
+	full, body, err := namewire.SplitResponse(p.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("prepared response: %w", err)
 	}
-	b = b[n:]
-	if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-		return nil, protowire.ParseError(n)
-	}
-	b = b[n:]
-	num, typ, n = protowire.ConsumeTag(b)
-	if n < 0 || (num != respFull && num != respDelta) || typ != protowire.BytesType {
-		return nil, errors.New("prepared response has no table or delta after its version")
-	}
-	b = b[n:]
-	body, n := protowire.ConsumeBytes(b)
-	id := p.Version.ID
-	vlen := len(id)
+	// The version: the view's, joined with the settings' when any.
+	vlen := len(p.Version.ID)
+	version := [3]string{p.Version.ID, settingsSep, settings}
+	parts := version[:1]
 	if settings != "" {
+		parts = version[:]
 		vlen += len(settingsSep) + len(settings)
 	}
-	if n < 0 || n != len(b) || vlen > maxVersion {
-		return nil, errors.New("prepared response: bad table or delta field")
+	if vlen > maxVersion {
+		return nil, errors.New("prepared response: version too long")
 	}
 	e := &encoded{p: p}
-	hlen := protowire.SizeTag(respVersion) + protowire.SizeBytes(vlen) +
-		protowire.SizeTag(num) + protowire.SizeVarint(uint64(len(body)+added))
-	h := protowire.AppendTag(buf[headRoom-hlen:headRoom-hlen], respVersion, protowire.BytesType)
-	h = protowire.AppendVarint(h, uint64(vlen))
-	h = append(h, id...)
-	if settings != "" {
-		h = append(append(h, settingsSep...), settings...)
-	}
-	h = protowire.AppendTag(h, num, protowire.BytesType)
-	h = protowire.AppendVarint(h, uint64(len(body)+added))
+	hlen := namewire.ResponseHeadSize(vlen, len(body)+added)
+	h := namewire.AppendResponseHead(buf[headRoom-hlen:headRoom-hlen], full, len(body)+added, parts...)
 	if len(h) != hlen {
 		return nil, errors.New("response head: size mismatch")
 	}
 	e.head, e.body = h, body
 	if len(s1)+len(s2) == 0 {
-		e.tail = e.appendNonce(inner, nonce)
+		e.tail = namewire.AppendNonce(inner, nonce)
 		e.bufs = [3]mem.Buffer{&e.head, &e.body, &e.tail}
 		e.nbufs = 3
 		e.size = len(e.head) + len(e.body) + len(e.tail)
 		return e, nil
 	}
-	e.tail = e.appendNonce(e.tailBytes[:0], nonce)
+	e.tail = namewire.AppendNonce(e.tailBytes[:0], nonce)
 	m := &sharedTail{inner: inner, s1: s1, s2: s2}
 	m.bufs = [6]mem.Buffer{&e.head, &e.body, &m.inner, &m.s1, &m.s2, &e.tail}
 	e.more = m
 	e.size = len(e.head) + len(e.body) + added + len(e.tail)
 	return e, nil
 }
-
-// Field numbers of StreamNameTableResponse that withSettings rewrites.
-const (
-	respVersion = namewire.FieldResponseVersion
-	respFull    = namewire.FieldResponseFull
-	respDelta   = namewire.FieldResponseDelta
-)
 
 // codec sends encoded values as they are, decodes answers by hand
 // (answer.go), and hands everything else to the standard proto codec. It

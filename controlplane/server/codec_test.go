@@ -127,11 +127,11 @@ func TestEncodeSettings(t *testing.T) {
 			if diff := cmp.Diff(tc.want, &got, protocmp.Transform()); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
-			update := protowire.Number(respFull)
+			update := protowire.Number(namewire.FieldResponseFull)
 			if tc.p.Kind == "delta" {
-				update = respDelta
+				update = namewire.FieldResponseDelta
 			}
-			if diff := cmp.Diff(map[protowire.Number]int{respVersion: 1, respNonce: 1, update: 1}, topFields(t, b)); diff != "" {
+			if diff := cmp.Diff(map[protowire.Number]int{namewire.FieldResponseVersion: 1, namewire.FieldResponseNonce: 1, update: 1}, topFields(t, b)); diff != "" {
 				t.Errorf("top-level fields (-want +got):\n%s", diff)
 			}
 			// The agent's own decoders: settings strictly, a delta whole.

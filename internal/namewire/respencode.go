@@ -1,6 +1,11 @@
 package namewire
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"errors"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // The control plane encodes its responses here, by hand, from the names'
 // NameInfos marshalled once (registry candidates) instead of building a
@@ -53,4 +58,75 @@ func AppendDeltaZones(b []byte, zones []string) []byte {
 func appendBytesField(b []byte, num protowire.Number, v []byte) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendBytes(b, v)
+}
+
+// MaxNonceField is the most AppendNonce appends: tag, length, up to 20
+// decimal digits.
+const MaxNonceField = 1 + 1 + 20
+
+// AppendNonce appends a StreamNameTableResponse's nonce, in decimal.
+// Fields may come in any order and a decoder merges them, so a nonce
+// appended to a response encoded once for many agents makes that agent's
+// response without copying the rest.
+func AppendNonce(b []byte, nonce uint64) []byte {
+	b = protowire.AppendTag(b, FieldResponseNonce, protowire.BytesType)
+	n := len(b)
+	b = append(b, 0)
+	b = strconv.AppendUint(b, nonce, 10)
+	b[n] = byte(len(b) - n - 1) // at most 20 digits: a one-byte varint
+	return b
+}
+
+// SplitResponse splits a response written by AppendFullResponse or
+// AppendDeltaResponse: whether it holds a full table, and the body of its
+// table or delta field.
+func SplitResponse(b []byte) (full bool, body []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != FieldResponseVersion || typ != protowire.BytesType {
+		return false, nil, errors.New("response does not start with its version")
+	}
+	b = b[n:]
+	if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		return false, nil, protowire.ParseError(n)
+	}
+	b = b[n:]
+	num, typ, n = protowire.ConsumeTag(b)
+	if n < 0 || (num != FieldResponseFull && num != FieldResponseDelta) || typ != protowire.BytesType {
+		return false, nil, errors.New("response has no table or delta after its version")
+	}
+	b = b[n:]
+	body, n = protowire.ConsumeBytes(b)
+	if n < 0 || n != len(b) {
+		return false, nil, errors.New("response: bad table or delta field")
+	}
+	return num == FieldResponseFull, body, nil
+}
+
+// ResponseHeadSize is the length of what AppendResponseHead appends for a
+// version of vlen bytes and a table or delta of size bytes.
+func ResponseHeadSize(vlen, size int) int {
+	return protowire.SizeTag(FieldResponseVersion) + protowire.SizeBytes(vlen) +
+		protowire.SizeTag(FieldResponseFull) + protowire.SizeVarint(uint64(size))
+}
+
+// AppendResponseHead appends the head of a StreamNameTableResponse whose
+// full table (or delta, when not full) of size bytes follows it: the
+// version, made of the parts joined, and the tag and length of the table
+// or delta.
+func AppendResponseHead(b []byte, full bool, size int, version ...string) []byte {
+	vlen := 0
+	for _, v := range version {
+		vlen += len(v)
+	}
+	b = protowire.AppendTag(b, FieldResponseVersion, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(vlen))
+	for _, v := range version {
+		b = append(b, v...)
+	}
+	num := protowire.Number(FieldResponseDelta)
+	if full {
+		num = FieldResponseFull
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(size))
 }
