@@ -146,7 +146,7 @@ func BenchmarkStartFile(b *testing.B) {
 			defer reportCPU(b)()
 			for b.Loop() {
 				in := newBenchIngest(b)
-				v := NewFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sum)
+				v := newFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sum)
 				if err := v.Convert(b.TempDir()); err != nil {
 					b.Fatal(err)
 				}
@@ -168,7 +168,7 @@ func BenchmarkStartWire(b *testing.B) {
 	}{{"cluster", clusterJSON(100_000)}, {"plain", plainJSON(100_000)}} {
 		b.Run(c.name, func(b *testing.B) {
 			var wire []byte
-			fv := NewFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sha256.Sum256(c.json))
+			fv := newFileVersion(bytes.NewReader(c.json), int64(len(c.json)), sha256.Sum256(c.json))
 			err := fv.Walk(func(host, info []byte) error {
 				wire = namewire.AppendEntry(wire, host, info)
 				return nil

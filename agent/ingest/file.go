@@ -44,12 +44,6 @@ type FileVersion struct {
 	wireSize int64
 }
 
-// NewFileVersion returns the version of the size bytes of r, whose
-// SHA-256 is sum. r must stay readable while the version is served.
-func NewFileVersion(r io.ReaderAt, size int64, sum [sha256.Size]byte) *FileVersion {
-	return &FileVersion{r: r, size: size, sum: sum}
-}
-
 // ReadFileVersion returns the version of the size bytes of r with their
 // SHA-256 computed, and Convert(dir) run meanwhile on another goroutine:
 // the hash and the conversion's first pass each read the whole file, and

@@ -241,7 +241,7 @@ func TestPlannerAcrossSources(t *testing.T) {
 		file = fmt.Appendf(file, `"svc-%d.example.org": {"ips": ["10.1.0.%d"]}`, i, i)
 	}
 	file = append(file, "}}"...)
-	if err := w.in.Apply(SourceFile, NewFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))); err != nil {
+	if err := w.in.Apply(SourceFile, newFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(w.log.String(), "0 of 10 names changed") {
@@ -265,7 +265,7 @@ func TestPlannerAcrossSources(t *testing.T) {
 // nothing from the stream to it is a patch of nothing.
 func TestFileVersionConverted(t *testing.T) {
 	file := []byte(`{"table": {"svc-0.example.org": {"ips": ["10.1.0.0"], "ports": [{"name": "http", "port": 80}]}}, "authoritativeZones": ["example.org"]}`)
-	v := NewFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))
+	v := newFileVersion(bytes.NewReader(file), int64(len(file)), sha256.Sum256(file))
 	json, err := (&Served[string]{v: v}).Dump()
 	if err != nil {
 		t.Fatal(err)

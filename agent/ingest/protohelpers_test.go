@@ -1,6 +1,9 @@
 package ingest
 
 import (
+	"crypto/sha256"
+	"fmt"
+	"io"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -18,11 +21,37 @@ func fromProto(t testing.TB, m *meshdnsv1.NameTable) *namewire.NameTable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nt, err := namewire.UnmarshalNameTable(b)
+	nt, err := decodeTable(b)
 	if err != nil {
 		t.Fatalf("namewire decode of a proto-marshalled table: %v", err)
 	}
 	return nt
+}
+
+// decodeTable decodes a marshalled NameTable whole with namewire, name by
+// name as the agent does (namewire's own tests hold it to the generated
+// code).
+func decodeTable(b []byte) (*namewire.NameTable, error) {
+	settings, err := namewire.TableSettings(b)
+	if err != nil {
+		return nil, err
+	}
+	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: settings}
+	err = namewire.EachName(b, func(host, raw []byte) error {
+		info := new(namewire.NameInfo)
+		if err := info.Unmarshal(raw); err != nil {
+			return fmt.Errorf("name %q: %w", host, err)
+		}
+		nt.Table[string(host)] = info
+		return nil
+	}, func(z string) error {
+		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nt, nil
 }
 
 // wireVersion is a version held in wire form in memory, as the discovery
@@ -50,4 +79,11 @@ func protoVersion(t testing.TB, id string, m *meshdnsv1.NameTable) *wireVersion 
 func wireFromDump(t testing.TB, nt *namewire.NameTable) []byte {
 	t.Helper()
 	return nt.Marshal()
+}
+
+// newFileVersion returns the version of the size bytes of r, whose SHA-256
+// is sum, without converting it ahead (ReadFileVersion does): its walks
+// read the JSON. r must stay readable while the version is served.
+func newFileVersion(r io.ReaderAt, size int64, sum [sha256.Size]byte) *FileVersion {
+	return &FileVersion{r: r, size: size, sum: sum}
 }

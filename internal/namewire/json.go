@@ -298,34 +298,3 @@ func (s *jscan) nextElem(first bool) (more bool, err error) {
 	}
 	return true, nil
 }
-
-// UnquoteJSON decodes b, one JSON string token with its quotes (and white
-// space around it), as protojson reads a string: the keys of a table file.
-func UnquoteJSON(b []byte) (string, error) {
-	s := &jscan{b: b}
-	v, err := s.str()
-	if err != nil {
-		return "", err
-	}
-	if s.ws(); s.i != len(s.b) {
-		return "", s.errorf("data after the string")
-	}
-	return v, nil
-}
-
-// DecodeJSONStrings decodes b, one JSON value, as protojson reads a
-// repeated string field: a list of strings, or null for none.
-func DecodeJSONStrings(b []byte) ([]string, error) {
-	s := &jscan{b: b}
-	var out []string
-	if !s.null() {
-		var err error
-		if out, err = s.strings(nil); err != nil {
-			return nil, err
-		}
-	}
-	if s.ws(); s.i != len(s.b) {
-		return nil, s.errorf("data after the list")
-	}
-	return out, nil
-}

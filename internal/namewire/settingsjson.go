@@ -32,24 +32,6 @@ var (
 		"windowSeconds": fieldReportWindow, "window_seconds": fieldReportWindow}
 )
 
-// DecodeJSONSettings decodes b, one JSON value, as protojson reads a
-// NameTable's settings field: an AgentSettings object, or null for none
-// (nil). Unknown fields and enum values are errors.
-func DecodeJSONSettings(b []byte) (*AgentSettings, error) {
-	s := &jscan{b: b}
-	var out *AgentSettings
-	if !s.null() {
-		out = new(AgentSettings)
-		if err := s.settings(out); err != nil {
-			return nil, err
-		}
-	}
-	if s.ws(); s.i != len(s.b) {
-		return nil, s.errorf("data after the settings")
-	}
-	return out, nil
-}
-
 func (s *jscan) settings(out *AgentSettings) error {
 	return s.fields(jsonSettingsField, func(num int) (err error) {
 		switch num {

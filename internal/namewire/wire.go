@@ -251,33 +251,6 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 	})
 }
 
-// UnmarshalNameTable decodes a marshalled NameTable whole (for the debug
-// dump, not the update path). A name given twice keeps its last value, as
-// proto does.
-func UnmarshalNameTable(b []byte) (*NameTable, error) {
-	t := &NameTable{Table: map[string]*NameInfo{}}
-	settings, err := TableSettings(b)
-	if err != nil {
-		return nil, err
-	}
-	t.Settings = settings
-	err = EachName(b, func(host, raw []byte) error {
-		info := new(NameInfo)
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("name %q: %w", host, err)
-		}
-		t.Table[string(host)] = info
-		return nil
-	}, func(z string) error {
-		t.AuthoritativeZones = append(t.AuthoritativeZones, z)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
 // appendString appends a string field unless it is empty (proto3's
 // implicit presence).
 func appendString(b []byte, num protowire.Number, s string) []byte {
