@@ -271,7 +271,7 @@ func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces int, wa
 				if err != nil {
 					return
 				}
-				e, err := loadagent.ParseEvent(line)
+				e, err := parseEvent(line)
 				if err != nil {
 					continue
 				}

@@ -110,17 +110,6 @@ func LowerQuestion(key *[MaxQuestion]byte, q []byte) (nameLen int, err error) {
 	return i, nil
 }
 
-// AppendLower appends b with ASCII letters lowercased. On a wire-form name
-// this is exact: length octets are at most 63, below 'A'.
-func AppendLower(dst, b []byte) []byte {
-	n := len(dst)
-	dst = append(dst, b...)
-	for i, c := range dst[n:] {
-		dst[n+i] = lower(c)
-	}
-	return dst
-}
-
 // EqualFold compares a wire-form name with a lowercased one.
 func EqualFold(name, lowered []byte) bool {
 	if len(name) != len(lowered) {

@@ -334,7 +334,7 @@ func TestCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server's call did not end")
 	}
-	if err := s.Send([]byte("late")); CodeOf(err) != Canceled {
+	if err := s.Send([]byte("late")); codeOf(err) != Canceled {
 		t.Errorf("send after cancel: %v, want Canceled", err)
 	}
 }
@@ -350,7 +350,7 @@ func TestCloseWhileReceiving(t *testing.T) {
 	s.Close()
 	select {
 	case err := <-done:
-		if CodeOf(err) == OK {
+		if codeOf(err) == OK {
 			t.Fatalf("recv after close: %v", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -460,7 +460,7 @@ func TestClosedClient(t *testing.T) {
 	}
 	c.Close()
 	c.Close()
-	if _, err := c.Open(t.Context(), chatMethod, nil); CodeOf(err) == OK {
+	if _, err := c.Open(t.Context(), chatMethod, nil); codeOf(err) == OK {
 		t.Fatalf("open on a closed client: %v", err)
 	}
 }

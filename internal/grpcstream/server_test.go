@@ -3,6 +3,7 @@ package grpcstream
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -306,7 +307,20 @@ func recv(t testing.TB, s *Stream) []byte {
 
 func mustCode(t testing.TB, err error, want Code) {
 	t.Helper()
-	if got := CodeOf(err); got != want {
+	if got := codeOf(err); got != want {
 		t.Fatalf("error %v: code %v, want %v", err, got, want)
 	}
+}
+
+// codeOf returns the status code of err: OK for nil, the code of an
+// *Error in its chain, else Unknown.
+func codeOf(err error) Code {
+	if err == nil {
+		return OK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Unknown
 }

@@ -1,7 +1,6 @@
 package grpcstream
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -59,19 +58,6 @@ func (e *Error) Error() string { return fmt.Sprintf("grpc status %s: %s", e.Code
 // Unwrap returns the client-side cause (a context's error, the
 // connection's), or nil for a status the server sent.
 func (e *Error) Unwrap() error { return e.err }
-
-// CodeOf returns the status code of err: OK for nil, the code of an
-// *Error in its chain, else Unknown.
-func CodeOf(err error) Code {
-	if err == nil {
-		return OK
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return Unknown
-}
 
 // headerStatus reads grpc-status and grpc-message from h (trailers, or
 // the headers of a trailers-only response); nil without grpc-status.

@@ -1,29 +1,6 @@
 package loadagent
 
-import (
-	"testing"
-	"time"
-
-	"github.com/google/go-cmp/cmp"
-)
-
-func TestEventLine(t *testing.T) {
-	for _, e := range []Event{
-		{Agent: 7, Addr: "127.0.0.1:15010", Version: "00ab", Kind: "delta", Empty: true, At: time.Unix(0, 1700000000123456789), Bytes: 42},
-		{Agent: 0, Addr: "[::1]:1", Kind: "full", Watched: "10.0.0.1", At: time.Unix(5, 0), Bytes: 592055},
-	} {
-		got, err := ParseEvent(FormatEvent(e))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(e, got); diff != "" {
-			t.Errorf("round trip (-want +got):\n%s", diff)
-		}
-	}
-	if _, err := ParseEvent("EV 1 full"); err == nil {
-		t.Error("a short line parsed")
-	}
-}
+import "testing"
 
 func TestDeltaEmpty(t *testing.T) {
 	for _, tc := range []struct {

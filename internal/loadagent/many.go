@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -92,41 +90,4 @@ func FormatEvent(e Event) string {
 		v = "-"
 	}
 	return fmt.Sprintf("EV %d %s %t %s %d %d %s %s\n", e.Agent, e.Kind, e.Empty, w, e.At.UnixNano(), e.Bytes, v, e.Addr)
-}
-
-// ParseEvent reads a line written by FormatEvent.
-func ParseEvent(line string) (Event, error) {
-	f := strings.Fields(line)
-	if len(f) != 9 || f[0] != "EV" {
-		return Event{}, fmt.Errorf("not an event line: %q", line)
-	}
-	var e Event
-	var err error
-	errs := func(e2 error) {
-		if err == nil {
-			err = e2
-		}
-	}
-	var x error
-	e.Agent, x = strconv.Atoi(f[1])
-	errs(x)
-	e.Kind = f[2]
-	e.Empty, x = strconv.ParseBool(f[3])
-	errs(x)
-	if f[4] != "-" {
-		e.Watched = f[4]
-	}
-	ns, x := strconv.ParseInt(f[5], 10, 64)
-	errs(x)
-	e.At = time.Unix(0, ns)
-	e.Bytes, x = strconv.Atoi(f[6])
-	errs(x)
-	if f[7] != "-" {
-		e.Version = f[7]
-	}
-	e.Addr = f[8]
-	if err != nil {
-		return Event{}, fmt.Errorf("event line %q: %w", line, err)
-	}
-	return e, nil
 }
