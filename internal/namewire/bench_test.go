@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/meshdns/meshdns/internal/namewire"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // clusterTable is the table file of n services shaped like a cluster (the
@@ -59,7 +62,10 @@ func clusterTable(n int) []byte {
 // BenchmarkJSONTable is the JSON part of an agent's start from a table
 // file of 100,000 cluster-shaped services: the skim that finds its zones
 // and counts its names, the walk that converts it to the wire form, and
-// both, as a start runs them.
+// both, as a start runs them; and, for scale, protojson.Unmarshal of the
+// same file into the generated NameTable (what the agent would run with
+// the generated code: it decodes only, it yields no wire form, and it
+// needs the file whole in memory).
 func BenchmarkJSONTable(b *testing.B) {
 	in := clusterTable(100_000)
 	skim := func(b *testing.B) {
@@ -84,6 +90,12 @@ func BenchmarkJSONTable(b *testing.B) {
 		{"skim", skim},
 		{"wire", wire},
 		{"both", func(b *testing.B) { skim(b); wire(b) }},
+		{"protojson", func(b *testing.B) {
+			var t meshdnsv1.NameTable
+			if err := protojson.Unmarshal(in, &t); err != nil || len(t.Table) != 100_000 {
+				b.Fatal(len(t.Table), err)
+			}
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
