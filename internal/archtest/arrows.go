@@ -96,7 +96,7 @@ var onlyImports = []struct {
 	{layer: "pkg/metric", deps: true, why: "pkg/metric is the public packages' metrics contract: the standard library only, so pkg/proxy and pkg/proxy/upstream can share it without a cycle and callers adapt any metrics library to it"},
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/namewire", allow: protowire, deps: true,
-		why: "internal/namewire is the agent's protobuf codec: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code"},
+		why: "internal/namewire is the one codec of meshdns.v1, the agent's and the control plane's: protowire (and its two internal packages) and the standard library, never the protobuf runtime or the generated code (the agent links it)"},
 	{layer: "pkg/dnstap", allow: protowire, deps: true,
 		why: "pkg/dnstap is the agent's dnstap writer: protowire (and its two internal packages) and the standard library, never the protobuf runtime"},
 	{layer: "internal/resolvconf", deps: true, why: "iptables/ imports internal/resolvconf, so it uses the standard library only"},
@@ -114,6 +114,13 @@ var onlyImports = []struct {
 	{layer: "cni", allow: []string{Module + "/cni", Module + "/iptables", Module + "/internal/resolvconf", Module + "/internal/atomicfile", "golang.org/x/sys"}, deps: true,
 		why: "cni/ is the node's CNI plugin: the standard library, iptables, x/sys and the atomic file writer only (the Kubernetes lookup is injected by the command)"},
 }
+
+// wireOwned lists layers that read and write meshdns.v1 only through
+// internal/namewire, the format's one codec for both sides: their non-test
+// code does not import protowire itself.
+var wireOwned = []string{"agent", "controlplane/view"}
+
+const wireWhy = "meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"
 
 // lean lists import path prefixes a layer's non-test code must not depend
 // on, even indirectly; its tests may.
@@ -193,6 +200,9 @@ func Violations(pkgs []Package) []string {
 				}
 				out = append(out, fmt.Sprintf("%s imports %s: %s", rel, d, r.why))
 			}
+		}
+		if slices.ContainsFunc(wireOwned, func(l string) bool { return under(rel, l) }) && slices.Contains(p.Imports, protowire[0]) {
+			out = append(out, fmt.Sprintf("%s imports %s: %s", rel, protowire[0], wireWhy))
 		}
 		// Nothing imports the command: it is the top of the graph.
 		if !under(rel, "cmd") {

@@ -92,6 +92,20 @@ func TestViolations(t *testing.T) {
 			want: []string{"controlplane/view depends on github.com/meshdns/meshdns/agent/discovery: the agent and the control plane only meet through the protocol"},
 		},
 		{
+			name: "agent reading the protocol with protowire itself",
+			pkgs: []Package{{ImportPath: m + "agent/discovery", Imports: []string{"google.golang.org/protobuf/encoding/protowire", m + "internal/namewire"}}},
+			want: []string{"agent/discovery imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
+		},
+		{
+			name: "control plane view encoding with protowire itself",
+			pkgs: []Package{{ImportPath: m + "controlplane/view", Imports: []string{"google.golang.org/protobuf/encoding/protowire"}, TestImports: []string{"google.golang.org/protobuf/proto"}}},
+			want: []string{"controlplane/view imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
+		},
+		{
+			name: "tests of the agent may read the wire",
+			pkgs: []Package{{ImportPath: m + "agent/discovery", TestImports: []string{"google.golang.org/protobuf/encoding/protowire"}}},
+		},
+		{
 			name: "binary linking the clientset through a control plane package",
 			pkgs: []Package{{ImportPath: m + "cmd/meshdns", Deps: []string{m + "controlplane/kubesource", "k8s.io/client-go/informers/core/v1", "k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme", "k8s.io/client-go/rest"}}},
 			want: []string{
