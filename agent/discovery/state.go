@@ -115,33 +115,6 @@ func (p *pendingState) commit() error {
 // abort removes the pending file.
 func (p *pendingState) abort() { p.p.Abort() }
 
-// saveState writes the table (wire form) as the state at once.
-func saveState(dir, version string, table []byte) error {
-	p, err := prepareState(dir, version, len(table), func(w io.Writer) error {
-		_, err := w.Write(table)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return p.commit()
-}
-
-// readState reads the whole state file: the version and the table's wire
-// form (for /debug/nametable, not on the update path).
-func readState(dir string) (string, []byte, error) {
-	path := filepath.Join(dir, stateFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, fmt.Errorf("read state: %w", err)
-	}
-	version, table, err := namewire.ResponseTable(b)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse state file %s: %w", path, err)
-	}
-	return version, table, nil
-}
-
 // response is a StreamNameTableResponse as read off the stream, with its
 // full table in memory or in a pending state file.
 type response struct {

@@ -3,6 +3,7 @@ package discovery
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -243,4 +244,16 @@ func TestReadResponseToStateDir(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("state dir holds %d files after a dropped and a cut table, want none", len(ents))
 	}
+}
+
+// saveState writes the table (wire form) as the state at once.
+func saveState(dir, version string, table []byte) error {
+	p, err := prepareState(dir, version, len(table), func(w io.Writer) error {
+		_, err := w.Write(table)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return p.commit()
 }

@@ -1,10 +1,6 @@
 package namewire
 
-import (
-	"errors"
-
-	"google.golang.org/protobuf/encoding/protowire"
-)
+import "errors"
 
 // The agent keeps the applied table in its wire form (a marshalled
 // NameTable) and applies deltas to it there: decoding the base of every
@@ -155,48 +151,6 @@ func (p *DeltaPlan) Size(base RawTable) (int, error) {
 	return n, err
 }
 
-// ResponseTable returns the version and the wire-form table of a
-// marshalled StreamNameTableResponse holding a full table, without
-// decoding the table (ErrNoTable when it holds none).
-func ResponseTable(b []byte) (string, []byte, error) {
-	var version string
-	var table []byte
-	found := false
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		switch {
-		case num == FieldResponseVersion && typ == protowire.BytesType:
-			v, n := protowire.ConsumeString(b)
-			if n < 0 {
-				return "", nil, protowire.ParseError(n)
-			}
-			version, b = v, b[n:]
-		case num == FieldResponseFull && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return "", nil, protowire.ParseError(n)
-			}
-			// A repeated embedded message would be merged by proto;
-			// the agent never writes one twice.
-			table, b, found = v, b[n:], true
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return "", nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-		}
-	}
-	if !found {
-		return "", nil, ErrNoTable
-	}
-	return version, table, nil
-}
-
-// ErrNoTable is a StreamNameTableResponse, read as a state file, that
+// ErrNoTable is a file of a StreamNameTableResponse (a state file) that
 // holds no full table.
 var ErrNoTable = errors.New("holds no table")

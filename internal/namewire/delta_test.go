@@ -200,9 +200,6 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 	if v, shape, err := namewire.FileVersion(path); v != "v1" || err != nil || shape.Names != 4 {
 		t.Errorf("FileVersion = %q, %+v, %v; want v1 with 4 names", v, shape, err)
 	}
-	if v, tbl, err := namewire.ResponseTable(file); v != "v1" || err != nil || !bytes.Equal(tbl, wire) {
-		t.Errorf("ResponseTable = %q, %d bytes, %v; want v1 and the table", v, len(tbl), err)
-	}
 
 	cut := filepath.Join(dir, "cut.pb")
 	if err := os.WriteFile(cut, file[:len(file)-5], 0o600); err != nil {
@@ -218,8 +215,5 @@ func TestFileTableWalksAsMemory(t *testing.T) {
 	}
 	if _, _, err := namewire.FileVersion(noTable); !errors.Is(err, namewire.ErrNoTable) {
 		t.Errorf("FileVersion of a file without a table: %v, want ErrNoTable", err)
-	}
-	if _, _, err := namewire.ResponseTable(file[:4]); !errors.Is(err, namewire.ErrNoTable) {
-		t.Errorf("ResponseTable without a table: %v, want ErrNoTable", err)
 	}
 }
