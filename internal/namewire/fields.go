@@ -2,17 +2,16 @@ package namewire
 
 // Field numbers of meshdns.v1 (proto/meshdns/v1/*.proto): the one place
 // they are written down for the code that reads and writes the protocol
-// on protowire instead of the generated code. Those used outside this
-// package are exported: the control plane encodes tables and deltas and
-// decodes ACKs by hand (controlplane/view, controlplane/server), the
-// agent reads responses off the stream (agent/discovery), the load agent
-// reads them too (internal/loadagent). TestDescriptorDrift checks every
-// field of the generated descriptors against what this package decodes
-// and encodes.
+// on protowire instead of the generated code, which is this package. Those
+// still used outside it are exported: the control plane adds an agent's
+// settings and base version to a shared response (controlplane/server),
+// the load agent reads responses (internal/loadagent), and the tests of
+// both sides and the drift test name them. TestDescriptorDrift checks
+// every field of the generated descriptors against what this package
+// decodes and encodes.
 const (
 	// FieldNameTable* number NameTable's fields, FieldMapKey and
-	// FieldMapValue those of a map entry, for the control plane's
-	// encoder of tables.
+	// FieldMapValue those of a map entry.
 	FieldNameTableTable    = 1 // NameTable.table, map<string, NameInfo>
 	FieldNameTableZones    = 2 // NameTable.authoritative_zones
 	FieldNameTableSettings = 3 // NameTable.settings
@@ -51,8 +50,7 @@ const (
 
 	// FieldRequestIdentity, FieldRequestVersion, FieldRequestNonce,
 	// FieldRequestError, FieldRequestFailing and FieldRequestRejected number
-	// StreamNameTableRequest's fields, for the control plane's decoder of
-	// ACKs, which reads them by hand.
+	// StreamNameTableRequest's fields (Answer.Decode reads them).
 	FieldRequestIdentity = 1
 	FieldRequestVersion  = 2
 	FieldRequestNonce    = 3
@@ -71,16 +69,16 @@ const (
 	fieldFailingCount = 3
 
 	// FieldResponseVersion, FieldResponseNonce, FieldResponseFull and
-	// FieldResponseDelta number StreamNameTableResponse's fields, for the
-	// agent's reader, which takes a response from the stream field by
-	// field (a full table goes to a file, not into memory).
+	// FieldResponseDelta number StreamNameTableResponse's fields
+	// (ReadResponse takes a response from the stream field by field: a
+	// full table goes to a file, not into memory).
 	FieldResponseVersion = 1
 	FieldResponseNonce   = 2
 	FieldResponseFull    = 3
 	FieldResponseDelta   = 4
 
 	// FieldDelta* number NameTableDelta's fields, FieldZoneSetZones
-	// ZoneSet's one, for the control plane's encoder of deltas.
+	// ZoneSet's one.
 	FieldDeltaBase     = 1
 	FieldDeltaUpserted = 2
 	FieldDeltaRemoved  = 3
