@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 func TestDurBucket(t *testing.T) {
@@ -102,7 +104,7 @@ func TestAnswerDurationSampled(t *testing.T) {
 	if got := size.Counts[nSizeBuckets]; got != n+1 {
 		t.Errorf("response sizes counted %d, want %d", got, n+1)
 	}
-	if size.Sum < float64(n+1)*headerLen {
+	if size.Sum < float64(n+1)*dnswire.HeaderLen {
 		t.Errorf("response size sum %v too small", size.Sum)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
@@ -74,7 +75,7 @@ func TestBuildAnswerPacksLikeMsg(t *testing.T) {
 		{name: "nodata", qtype: dns.TypeTXT, res: nametable.Result{Ns: soa}},
 		{name: "nxdomain", qtype: dns.TypeA, res: nametable.Result{Rcode: dns.RcodeNameError, Ns: soa}},
 	}
-	p := &packer{buf: make([]byte, 0, 16)} // small: the buffer must grow
+	p := &dnswire.Packer{} // empty: the buffer must grow
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			qname := tc.qname
@@ -93,7 +94,7 @@ func TestBuildAnswerPacksLikeMsg(t *testing.T) {
 			if !bytes.Equal(a.msg, want) {
 				t.Fatalf("packed\n%x\nwant\n%x", a.msg, want)
 			}
-			if _, ok := p.packWire(tc.res, qname, tc.qtype, dns.ClassINET); ok == tc.msg {
+			if _, ok := p.PackWire(sections(tc.res), qname, tc.qtype, dns.ClassINET); ok == tc.msg {
 				t.Errorf("packWire ok = %v, want %v", ok, !tc.msg)
 			}
 			if off, size, n := shuffleRun(want); a.shufOff != off || a.shufLen != size || a.shufN != n {
@@ -129,7 +130,7 @@ func referencePack(t *testing.T, res nametable.Result, qname string, qtype uint1
 // once its packer's buffer has grown (the cache's copy aside).
 func TestBuildAnswerAllocs(t *testing.T) {
 	var tbl Lookuper = fixedLookuper(nametable.Result{Action: nametable.Answer, Answer: mustRRs(t, "a. 30 IN A 10.0.0.1", "a. 30 IN AAAA fd00::1")})
-	p := &packer{}
+	p := &dnswire.Packer{}
 	allocs := testing.AllocsPerRun(100, func() {
 		if _, err := buildAnswer(tbl, p, "web.demo.svc.cluster.local.", dns.TypeA, dns.ClassINET); err != nil {
 			t.Fatal(err)
@@ -174,8 +175,8 @@ func FuzzPackWire(f *testing.F) {
 			res.Chain = []dns.RR{&dns.SRV{Hdr: hdr(target, dns.TypeSRV), Port: 80, Target: zone}, &dns.PTR{Hdr: hdr(zone, dns.TypePTR), Ptr: qname}}
 			res.Extra = []dns.RR{&dns.A{Hdr: hdr(zone, dns.TypeA), A: a.A}}
 		}
-		p := &packer{}
-		got, ok := p.packWire(res, qname, qtype, dns.ClassINET)
+		p := &dnswire.Packer{}
+		got, ok := p.PackWire(sections(res), qname, qtype, dns.ClassINET)
 		m := new(dns.Msg)
 		m.Response, m.Authoritative, m.RecursionAvailable = true, true, true
 		m.Rcode, m.Compress = res.Rcode, true
@@ -209,10 +210,10 @@ func TestQuestionName(t *testing.T) {
 		{name: "NUL", wire: []byte("\x01\x00\x05local\x00")},
 		{name: "longest", wire: append(bytes.Repeat([]byte("\x3f"+strings.Repeat("a", 63)), 3), append([]byte("\x3d"), append([]byte(strings.Repeat("b", 61)), 0)...)...), ok: true},
 	}
-	p := &packer{}
+	p := &dnswire.Packer{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := p.questionName(tc.wire)
+			got, ok := p.QuestionName(tc.wire)
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v (%q)", ok, tc.ok, got)
 			}

@@ -305,17 +305,17 @@ func (s *tableState) len() int {
 // is spelt in the packer's scratch), so a table answer costs about the
 // same whether the cache kept it or not.
 func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int, error) {
-	p := packers.Get().(*packer)
-	defer p.release()
-	name, scratch := p.questionName(r.lname())
+	p := dnswire.GetPacker()
+	defer p.Release()
+	name, scratch := p.QuestionName(r.LName())
 	if !scratch {
-		name = wireName(r.lname())
+		name = wireName(r.LName())
 	}
-	a, err := buildAnswer(s.table, p, name, r.qtype, r.qclass)
+	a, err := buildAnswer(s.table, p, name, r.QType, r.QClass)
 	if err == nil && a.kind == kindChase && scratch {
 		// The kept Result may hold parts of the name (a wildcard's
 		// alias): ask again with a name of its own.
-		a, err = buildAnswer(s.table, p, strings.Clone(name), r.qtype, r.qclass)
+		a, err = buildAnswer(s.table, p, strings.Clone(name), r.QType, r.QClass)
 	}
 	if err != nil {
 		return dst, kindMiss, 0, err
@@ -331,7 +331,7 @@ func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int
 // presentation form, trailing dot) and, for an authoritative answer,
 // packs the reply into p's buffer (a.msg is valid until p is used again:
 // put copies it).
-func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) (answer, error) {
+func buildAnswer(t Lookuper, p *dnswire.Packer, lowerName string, qtype, qclass uint16) (answer, error) {
 	res := t.Lookup(dns.Question{Name: lowerName, Qtype: qtype, Qclass: qclass})
 	switch {
 	case res.Action != nametable.Answer:
@@ -340,10 +340,11 @@ func buildAnswer(t Lookuper, p *packer, lowerName string, qtype, qclass uint16) 
 		chase := res // only this branch puts a Result on the heap
 		return answer{kind: kindChase, res: &chase}, nil
 	}
-	buf, ok := p.packWire(res, lowerName, qtype, qclass)
+	sec := sections(res)
+	buf, ok := p.PackWire(sec, lowerName, qtype, qclass)
 	if !ok {
 		var err error
-		if buf, err = p.pack(res, lowerName, qtype, qclass); err != nil {
+		if buf, err = p.Pack(sec, lowerName, qtype, qclass); err != nil {
 			return answer{}, err
 		}
 	}
@@ -367,7 +368,7 @@ func resultAnswer(res nametable.Result, qname string) []dns.RR {
 	out := make([]dns.RR, 0, len(res.Answer)+1)
 	if res.Alias != "" {
 		owner = strings.ToLower(dns.Fqdn(res.Alias))
-		out = append(out, aliasCNAME(res, qname, owner))
+		out = append(out, dnswire.AliasCNAME(sections(res), qname, owner))
 	}
 	for _, rr := range res.Answer {
 		c := dns.Copy(rr)
@@ -377,12 +378,10 @@ func resultAnswer(res nametable.Result, qname string) []dns.RR {
 	return out
 }
 
-// aliasCNAME is the CNAME from the question name to its Alias.
-func aliasCNAME(res nametable.Result, qname, owner string) dns.RR {
-	return &dns.CNAME{
-		Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: aliasTTL(res)},
-		Target: owner,
-	}
+// sections is what of res the packer packs.
+func sections(res nametable.Result) dnswire.Sections {
+	return dnswire.Sections{Rcode: res.Rcode, Alias: res.Alias, AliasTTL: aliasTTL(res),
+		Answer: res.Answer, Chain: res.Chain, Ns: res.Ns, Extra: res.Extra}
 }
 
 // aliasTTL picks the TTL of the synthesized CNAME: the table gives none, so
@@ -405,12 +404,12 @@ const defaultAliasTTL = 30
 // the answer section with the same owner bytes and the same length, so the
 // server can rotate them in the wire copy without re-packing.
 func shuffleRun(msg []byte) (off, size, n int) {
-	if len(msg) < headerLen {
+	if len(msg) < dnswire.HeaderLen {
 		return 0, 0, 0
 	}
 	qd := int(binary.BigEndian.Uint16(msg[4:]))
 	an := int(binary.BigEndian.Uint16(msg[6:]))
-	p := headerLen
+	p := dnswire.HeaderLen
 	for range qd {
 		if p = dnswire.SkipName(msg, p); p < 0 || p+4 > len(msg) {
 			return 0, 0, 0

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/miekg/dns"
 )
@@ -23,9 +24,9 @@ func BenchmarkBuildAnswer(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		p := packers.Get().(*packer)
+		p := dnswire.GetPacker()
 		a, err := buildAnswer(tbl, p, names[i%n], dns.TypeA, dns.ClassINET)
-		p.release()
+		p.Release()
 		if err != nil || a.kind != kindPacked || len(a.msg) == 0 {
 			b.Fatalf("answer %+v, %v", a, err)
 		}
@@ -56,7 +57,7 @@ func BenchmarkFirstAnswer(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if r := h.Serve(ctx, dst, pkts[i%n], UDP); len(r) < headerLen || r[7] != 1 {
+		if r := h.Serve(ctx, dst, pkts[i%n], UDP); len(r) < dnswire.HeaderLen || r[7] != 1 {
 			b.Fatalf("reply %x", r)
 		}
 		i++
@@ -118,7 +119,7 @@ func BenchmarkTableAnswers(b *testing.B) {
 				start, ok := testenv.ThreadCPUTime()
 				i := 0
 				for b.Loop() {
-					if r := h.Serve(ctx, dst, pkts[i%n], UDP); len(r) < headerLen || r[3]&rcodeMask == dns.RcodeServerFailure {
+					if r := h.Serve(ctx, dst, pkts[i%n], UDP); len(r) < dnswire.HeaderLen || r[3]&dnswire.RcodeMask == dns.RcodeServerFailure {
 						b.Fatalf("reply %x", r)
 					}
 					i++

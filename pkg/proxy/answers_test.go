@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // serviceQuery is the A question for service i of serviceTable, and the
@@ -69,7 +71,7 @@ func TestAnswerCacheGenerationsReuseMemory(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	for _, p := range pkts[n/2:] {
 		for range 2 {
-			if r := h.Serve(t.Context(), dst, p, UDP); len(r) < headerLen || r[7] != 1 {
+			if r := h.Serve(t.Context(), dst, p, UDP); len(r) < dnswire.HeaderLen || r[7] != 1 {
 				t.Fatalf("reply %x", r)
 			}
 		}
@@ -133,7 +135,7 @@ func TestAnswerKeptWhenAskedAgain(t *testing.T) {
 	h.SetTable(tbl)
 	pkt := packMsg(t, newQuery("web.demo.svc.cluster.local.", dns.TypeA))
 	for i, want := range []struct{ entries, lookups int64 }{{0, 1}, {1, 2}, {1, 2}, {1, 2}} {
-		if r := h.Serve(t.Context(), nil, pkt, UDP); len(r) < headerLen || binary.BigEndian.Uint16(r[6:]) != 3 {
+		if r := h.Serve(t.Context(), nil, pkt, UDP); len(r) < dnswire.HeaderLen || binary.BigEndian.Uint16(r[6:]) != 3 {
 			t.Fatalf("query %d: reply %x", i+1, r)
 		}
 		if got := int64(h.state.Load().len()); got != want.entries {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
@@ -38,7 +39,7 @@ func newCachedResolver(t testing.TB) *cachedResolver {
 
 func (c *cachedResolver) AppendCached(dst, qwire, _ []byte, _ *upstream.Probe) ([]byte, upstream.Source, bool) {
 	out := append(dst, c.reply...)
-	copy(out[headerLen:], qwire)
+	copy(out[dnswire.HeaderLen:], qwire)
 	return out, upstream.SourceCache, true
 }
 
@@ -90,7 +91,7 @@ func BenchmarkHandler(b *testing.B) {
 			dst := make([]byte, 0, maxUDPPacket)
 			b.ReportAllocs()
 			for b.Loop() {
-				if r := h.Serve(ctx, dst, pkt, UDP); len(r) < headerLen {
+				if r := h.Serve(ctx, dst, pkt, UDP); len(r) < dnswire.HeaderLen {
 					b.Fatal("no reply")
 				}
 			}
@@ -163,7 +164,7 @@ func BenchmarkLoopbackRealStack(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if buf[3]&0x0f == dns.RcodeServerFailure || n < headerLen {
+				if buf[3]&0x0f == dns.RcodeServerFailure || n < dnswire.HeaderLen {
 					b.Fatalf("bad reply %x", buf[:n])
 				}
 			}
@@ -200,7 +201,7 @@ func BenchmarkHandlerManyNames(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if r := h.Serve(ctx, dst, pkts[i%len(pkts)], UDP); len(r) < headerLen || r[7] != 1 {
+		if r := h.Serve(ctx, dst, pkts[i%len(pkts)], UDP); len(r) < dnswire.HeaderLen || r[7] != 1 {
 			b.Fatalf("reply %x", r)
 		}
 		i++

@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnsname"
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // Config configures a Handler and a Server. Every zero value has a default.
@@ -163,7 +164,7 @@ func (cfg Config) withDefaults() (Config, error) {
 
 // zoneWire returns the lowercased wire form of a domain name.
 func zoneWire(domain string) ([]byte, error) {
-	buf := make([]byte, maxNameLen)
+	buf := make([]byte, dnswire.MaxNameLen)
 	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(domain)), buf, 0, nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("pack %q: %w", domain, err)

@@ -182,10 +182,10 @@ func (s *Server) SetFailingNames(f *FailingNames) { s.h.SetFailingNames(f) }
 // recordFailing is observe's hook: one comparison for a successful
 // answer, one atomic load more for a failing one while no summary is set.
 func (h *Handler) recordFailing(r *request, rcode int) {
-	if rcode == dns.RcodeSuccess || r.nameEnd == 0 {
+	if rcode == dns.RcodeSuccess || r.NameEnd == 0 {
 		return
 	}
 	if f := h.failing.Load(); f != nil {
-		f.record(r.lname(), rcode)
+		f.record(r.LName(), rcode)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/policy"
 )
 
@@ -85,7 +86,7 @@ func FuzzHandler(f *testing.F) {
 			if reply == nil {
 				continue
 			}
-			if len(pkt) < headerLen || pkt[2]&0x80 != 0 {
+			if len(pkt) < dnswire.HeaderLen || pkt[2]&0x80 != 0 {
 				t.Fatalf("%s: reply to a packet that should be dropped: %x", p, pkt)
 			}
 			if binary.BigEndian.Uint16(reply) != binary.BigEndian.Uint16(pkt) || reply[2]&0x80 == 0 {
@@ -96,11 +97,11 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("%s: reply does not unpack: %v\nquery %x\nreply %x", p, err, pkt, reply)
 			}
 			if p == UDP {
-				limit := minUDPSize
+				limit := dnswire.MinUDPSize
 				if opt := m.IsEdns0(); opt != nil {
-					var q request
-					if parseQuery(pkt, &q) == parseOK {
-						limit = q.udpSize
+					var q dnswire.Query
+					if dnswire.ParseQuery(pkt, &q) == dnswire.ParseOK {
+						limit = q.UDPSize
 					}
 				}
 				if len(reply) > limit {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -113,7 +114,7 @@ func (h *Handler) Serve(ctx context.Context, dst, pkt []byte, p Protocol) []byte
 	if wait {
 		reply = h.resolve(ctx, dst, r)
 	}
-	r.pkt, r.chase = nil, nil
+	r.Pkt, r.chase = nil, nil
 	requestPool.Put(r)
 	return reply
 }
@@ -157,14 +158,14 @@ func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte,
 // answerQuery is answer without the timing.
 func (h *Handler) answerQuery(dst, pkt []byte, r *request) ([]byte, bool) {
 	p := r.proto
-	switch parseQuery(pkt, r) {
-	case parseDrop:
+	switch dnswire.ParseQuery(pkt, &r.Query) {
+	case dnswire.ParseDrop:
 		h.m.drop(p, dropMalformed)
 		return nil, false
-	case parseFormErr:
-		r.qEnd, r.edns = 0, false
+	case dnswire.ParseFormErr:
+		r.QEnd, r.EDNS = 0, false
 		return h.local(dst, r, malformed(r), srcLocal), false
-	case parseSlow:
+	case dnswire.ParseSlow:
 		if !h.canonicalize(r) {
 			return h.local(dst, r, malformed(r), srcLocal), false
 		}
@@ -177,7 +178,7 @@ func (h *Handler) answerQuery(dst, pkt []byte, r *request) ([]byte, bool) {
 // (RFC 8906 3.1.4: a header-only query with an unknown opcode tests for
 // NOTIMP, and FORMERR would say the packet is wrong), else FORMERR.
 func malformed(r *request) int {
-	if r.opcode() != dns.OpcodeQuery {
+	if r.Opcode() != dns.OpcodeQuery {
 		return dns.RcodeNotImplemented
 	}
 	return dns.RcodeFormatError
@@ -189,27 +190,27 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	st := h.state.Load()
 	r.pol, r.zoneAllowed, r.ownsCluster = st.pol, st.zoneAllowed, st.ownsCluster
 	switch {
-	case r.opcode() != dns.OpcodeQuery:
+	case r.Opcode() != dns.OpcodeQuery:
 		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false
-	case r.edns && r.ednsVersion > 0:
+	case r.EDNS && r.EDNSVersion > 0:
 		// RFC 6891 6.1.3: we speak EDNS version 0 only.
 		return h.local(dst, r, dns.RcodeBadVers, srcLocal), false
-	case r.qclass != classIN:
+	case r.QClass != dnswire.ClassIN:
 		// CHAOS and friends are not ours; the upstream may know them.
 		return h.fromCache(dst, r)
 	}
 	if st.table == nil {
-		if inZone(r.lname(), h.zone) {
+		if dnswire.InZone(r.LName(), h.zone) {
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
 		return h.fromCache(dst, r)
 	}
-	key := r.qkey()
+	key := r.QKey()
 	out, kind, rcode := st.appendCached(dst[:0], key, r)
 	if kind == kindMiss {
 		var err error
 		if out, kind, rcode, err = h.fill(st, dst[:0], key, r); err != nil {
-			h.log.Error("pack table answer", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
+			h.log.Error("pack table answer", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType), "err", err)
 			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
 		}
 	}
@@ -239,15 +240,15 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 	}
 	r.upstream = ""
 	h.recordForwards(r)
-	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.qwire(), r.qkey(), &r.probe)
-	if err != nil || len(out) < r.qEnd {
+	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.QWire(), r.QKey(), &r.probe)
+	if err != nil || len(out) < r.QEnd {
 		rcode := dns.RcodeServerFailure
 		if isOverloaded(err) {
 			rcode = dns.RcodeRefused
 		}
 		r.upErr = errOr(err, errShortReply)
 		if h.log.Enabled(ctx, slog.LevelDebug) {
-			h.log.DebugContext(ctx, "forward failed", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype), "err", err)
+			h.log.DebugContext(ctx, "forward failed", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType), "err", err)
 		}
 		return h.local(dst, r, rcode, srcUpstream)
 	}
@@ -268,8 +269,8 @@ func (h *Handler) fromCache(dst []byte, r *request) ([]byte, bool) {
 	if r.pol != nil && h.judge(r, false) {
 		return h.deny(dst, r), false
 	}
-	out, s, ok := h.resolver.AppendCached(dst[:0], r.qwire(), r.qkey(), &r.probe)
-	if !ok || len(out) < r.qEnd {
+	out, s, ok := h.resolver.AppendCached(dst[:0], r.QWire(), r.QKey(), &r.probe)
+	if !ok || len(out) < r.QEnd {
 		return nil, true
 	}
 	return h.forwarded(context.Background(), out, r, s), false
@@ -293,10 +294,10 @@ func rotate(out []byte, a *answer) {
 // client's ID, RD and CD bits, and its question bytes, so owner names
 // compressed to offset 12 echo the client's spelling.
 func patchReply(out []byte, r *request) {
-	binary.BigEndian.PutUint16(out[0:], r.id)
-	flags := binary.BigEndian.Uint16(out[2:])&^(flagRD|flagCD) | r.flags&(flagRD|flagCD)
+	binary.BigEndian.PutUint16(out[0:], r.ID)
+	flags := binary.BigEndian.Uint16(out[2:])&^(dnswire.FlagRD|dnswire.FlagCD) | r.Flags&(dnswire.FlagRD|dnswire.FlagCD)
 	binary.BigEndian.PutUint16(out[2:], flags)
-	copy(out[headerLen:], r.qwire())
+	copy(out[dnswire.HeaderLen:], r.QWire())
 }
 
 // forwarded finishes a reply from the Resolver for the client.
@@ -306,7 +307,7 @@ func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstr
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(ctx, r, int(out[3]&rcodeMask), resolverSource(s), out)
+	h.observe(ctx, r, int(out[3]&dnswire.RcodeMask), resolverSource(s), out)
 	return out
 }
 
@@ -317,20 +318,20 @@ func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstr
 // it does not claim recursion for an operation we do not implement.
 func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 	out := dst[:0]
-	flags := flagQR | r.flags&maskOp | uint16(rcode&rcodeMask)
-	if r.opcode() == dns.OpcodeQuery {
-		flags |= flagRA | r.flags&(flagRD|flagCD)
+	flags := dnswire.FlagQR | r.Flags&dnswire.MaskOp | uint16(rcode&dnswire.RcodeMask)
+	if r.Opcode() == dns.OpcodeQuery {
+		flags |= dnswire.FlagRA | r.Flags&(dnswire.FlagRD|dnswire.FlagCD)
 	}
 	var qd byte
-	if r.qEnd > 0 {
+	if r.QEnd > 0 {
 		qd = 1
 	}
-	out = append(out, byte(r.id>>8), byte(r.id), byte(flags>>8), byte(flags), 0, qd, 0, 0, 0, 0, 0, 0)
-	if r.qEnd > 0 {
-		out = append(out, r.qwire()...)
+	out = append(out, byte(r.ID>>8), byte(r.ID), byte(flags>>8), byte(flags), 0, qd, 0, 0, 0, 0, 0, 0)
+	if r.QEnd > 0 {
+		out = append(out, r.QWire()...)
 	}
-	if r.edns {
-		out = appendOPT(out, rcode, r.do)
+	if r.EDNS {
+		out = dnswire.AppendReplyOPT(out, rcode, r.DO)
 	}
 	h.observe(context.Background(), r, rcode, src, out)
 	return out
@@ -340,17 +341,17 @@ func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
 func (h *Handler) finish(out []byte, r *request) []byte {
 	limit := dns.MaxMsgSize
 	if r.proto == UDP {
-		limit = r.udpSize
+		limit = r.UDPSize
 	}
-	if r.edns {
-		limit -= optLen
+	if r.EDNS {
+		limit -= dnswire.OPTLen
 	}
 	if len(out) > limit {
-		out = truncate(out, limit)
+		out = dnswire.Truncate(out, limit)
 		h.m.truncate(r.proto)
 	}
-	if r.edns {
-		out = appendOPT(out, int(out[3]&rcodeMask), r.do)
+	if r.EDNS {
+		out = dnswire.AppendReplyOPT(out, int(out[3]&dnswire.RcodeMask), r.DO)
 	}
 	return out
 }
@@ -366,13 +367,13 @@ func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source
 	if r.verdict.judged {
 		h.countDecision(r)
 	}
-	h.m.observe(r.proto, r.qtype, rcode, src, r.waited, r.weight, elapsed, len(out))
+	h.m.observe(r.proto, r.QType, rcode, src, r.waited, r.weight, elapsed, len(out))
 	h.recordFailing(r, rcode)
 	if r.qlog != nil {
 		r.qlog.write(h, r, out, rcode, src, elapsed)
 	}
 	if h.log.Enabled(ctx, slog.LevelDebug) {
-		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.name()), "qtype", dns.Type(r.qtype),
+		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType),
 			"rcode", dns.RcodeToString[rcode], "source", sourceNames[src], "protocol", r.proto.String(),
 			"duration", elapsed)
 	}

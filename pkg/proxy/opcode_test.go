@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // TestReplyFlagsByOpcode: RA, RD, CD and AD mean something for QUERY
@@ -52,7 +54,7 @@ func TestReplyFlagsByOpcode(t *testing.T) {
 		},
 		{
 			name: "unknown opcode, header only",
-			raw:  func(pkt []byte) []byte { return withOpcode(pkt[:headerLen], 15) },
+			raw:  func(pkt []byte) []byte { return withOpcode(pkt[:dnswire.HeaderLen], 15) },
 			want: flags{Rcode: dns.RcodeNotImplemented, Opcode: 15, QR: true},
 		},
 		{
@@ -91,7 +93,7 @@ func TestReplyFlagsByOpcode(t *testing.T) {
 				pkt = tc.raw(pkt)
 			}
 			out := h.Serve(context.Background(), nil, pkt, UDP)
-			if len(out) < headerLen {
+			if len(out) < dnswire.HeaderLen {
 				t.Fatalf("reply %x, want a header at least", out)
 			}
 			r := new(dns.Msg)

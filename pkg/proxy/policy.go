@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/policy"
 )
 
@@ -87,7 +88,7 @@ func (v *verdict) denied() bool { return v.judged && v.d.Action == policy.Deny }
 // domain is forwarded only when allowed as written (policy.DecideSearch).
 // It allocates nothing for names without bytes that need escaping.
 func (h *Handler) judge(r *request, fromTable bool) bool {
-	cluster := inZone(r.lname(), h.zone)
+	cluster := dnswire.InZone(r.LName(), h.zone)
 	if cluster && (fromTable || r.ownsCluster) {
 		if r.zoneAllowed {
 			// What Decide would say, without its probes: the common
@@ -98,8 +99,8 @@ func (h *Handler) judge(r *request, fromTable bool) bool {
 		}
 		fromTable = true
 	}
-	var buf [maxNameLen + 1]byte
-	name := presentationString(appendPresentation(buf[:0], r.lname()))
+	var buf [dnswire.MaxNameLen + 1]byte
+	name := dnswire.String(dnswire.AppendPresentation(buf[:0], r.LName()))
 	d := r.pol.p.DecideSearch(name, fromTable, h.search)
 	if cluster && !fromTable {
 		d, fromTable = r.pol.unowned(name, d, h.search)

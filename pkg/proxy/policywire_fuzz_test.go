@@ -5,6 +5,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/policy"
 )
 
@@ -48,11 +49,11 @@ func FuzzJudgeChain(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		var r request
-		if parseQuery(qpkt, &r) != parseOK {
+		if dnswire.ParseQuery(qpkt, &r.Query) != dnswire.ParseOK {
 			t.Fatal("query does not parse")
 		}
 		r.pol = pol
-		if len(msg) < r.qEnd {
+		if len(msg) < r.QEnd {
 			return // the handler answers SERVFAIL before judging
 		}
 		got := h.judgeChain(msg, &r)

@@ -207,8 +207,8 @@ func (l *queryLogger) write(h *Handler, r *request, out []byte, rcode int, src s
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("qname", wireName(r.name())),
-		slog.String("qtype", dns.Type(r.qtype).String()),
+		slog.String("qname", wireName(r.Name())),
+		slog.String("qtype", dns.Type(r.QType).String()),
 		slog.String("rcode", rcodeString(rcode)),
 		slog.String("source", sourceNames[src]),
 		slog.String("protocol", r.proto.String()),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -64,7 +65,7 @@ func truncatingUpstream(t testing.TB, tcp string) string {
 // truncatedReply is the header and question of query with QR, TC and RA
 // set, or nil for a packet without a plain question.
 func truncatedReply(query []byte) []byte {
-	off := headerLen
+	off := dnswire.HeaderLen
 	for off < len(query) && query[off] != 0 {
 		off += 1 + int(query[off])
 	}

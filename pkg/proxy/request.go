@@ -14,25 +14,10 @@ import (
 // or TCP connection for table answers and cache hits, a forwarding worker
 // for the rest. Nothing is parsed or looked up twice on the way.
 type request struct {
-	// pkt holds the query; the question is pkt[headerLen:qEnd]. A request
-	// handed to another goroutine gets its own copy (see moved).
-	pkt   []byte
-	id    uint16
-	flags uint16
-	// qEnd is the end of the question section, 0 when there is none (a
-	// FORMERR echoes no question); nameEnd the end of its name.
-	qEnd, nameEnd int
-	qtype, qclass uint16
-	// key is the question lowercased: the table's answer cache and the
-	// Resolver's cache are both keyed by it.
-	key [dnswire.MaxQuestion]byte
-	// edns is set when the query carried an OPT record.
-	edns        bool
-	ednsVersion uint8
-	do          bool
-	// udpSize is the largest UDP reply the client takes (512 without EDNS).
-	udpSize int
-	proto   Protocol
+	// Query is the query as parsed; its packet and question refer to the
+	// reader's buffer until moved gives it its own copy.
+	dnswire.Query
+	proto Protocol
 	// start is when answer started the clock, 0 when it did not; weight
 	// how many answers this one's time stands for (0: not timed); waited
 	// that it waited for the Resolver (see Handler.answer).
@@ -68,32 +53,10 @@ type request struct {
 	upstream string
 }
 
-func (r *request) opcode() int { return int(r.flags&maskOp) >> 11 }
-
-// The question accessors below are valid when r has a question (qEnd > 0),
-// which every caller past the parse checks or knows.
-
-// qwire is the question section exactly as the client sent it.
-func (r *request) qwire() []byte { return r.pkt[headerLen:r.qEnd] }
-
-// name is the question name in wire form, as sent; nil without a question.
-func (r *request) name() []byte {
-	if r.nameEnd == 0 {
-		return nil
-	}
-	return r.pkt[headerLen:r.nameEnd]
-}
-
-// qkey is the lowercased question: name, type, class.
-func (r *request) qkey() []byte { return r.key[:r.qEnd-headerLen] }
-
-// lname is the lowercased question name in wire form.
-func (r *request) lname() []byte { return r.key[:r.nameEnd-headerLen] }
-
 // moved returns a copy of r whose packet lives in buf (reused when big
 // enough), for a goroutine that outlives the reader's buffer.
 func (r *request) moved(buf []byte) request {
 	c := *r
-	c.pkt = append(buf[:0], r.pkt...)
+	c.Pkt = append(buf[:0], r.Pkt...)
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
@@ -366,8 +367,8 @@ func TestProtocolHygiene(t *testing.T) {
 				t.Fatalf("OPT = %v, want %v", opt, tc.wantOPT)
 			}
 			if opt != nil {
-				if opt.UDPSize() != ourUDPSize || opt.Version() != 0 || opt.Do() != tc.wantDO {
-					t.Errorf("OPT size %d version %d do %v, want %d 0 %v", opt.UDPSize(), opt.Version(), opt.Do(), ourUDPSize, tc.wantDO)
+				if opt.UDPSize() != dnswire.EDNSSize || opt.Version() != 0 || opt.Do() != tc.wantDO {
+					t.Errorf("OPT size %d version %d do %v, want %d 0 %v", opt.UDPSize(), opt.Version(), opt.Do(), dnswire.EDNSSize, tc.wantDO)
 				}
 			}
 			if tc.wantQ {

@@ -5,17 +5,19 @@ import (
 	"log/slog"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // canonicalize handles the legal but unusual packets the fast parser
 // leaves alone (a compressed question name, records in the answer or
 // authority section, extra additional records such as TSIG): miekg unpacks
-// r.pkt, and r is parsed again from a canonical query (header, plain
+// r.Pkt, and r is parsed again from a canonical query (header, plain
 // question, OPT). false means FORMERR; r then has no question to echo.
 func (h *Handler) canonicalize(r *request) bool {
-	id, flags := r.id, r.flags
+	id, flags := r.ID, r.Flags
 	m := new(dns.Msg)
-	if err := m.Unpack(r.pkt); err == nil && len(m.Question) == 1 {
+	if err := m.Unpack(r.Pkt); err == nil && len(m.Question) == 1 {
 		c := &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
 		ok := true
 		for _, rr := range m.Extra {
@@ -30,11 +32,11 @@ func (h *Handler) canonicalize(r *request) bool {
 			}
 			c.Extra = []dns.RR{opt}
 		}
-		if buf, err := c.Pack(); ok && err == nil && parseQuery(buf, r) == parseOK {
+		if buf, err := c.Pack(); ok && err == nil && dnswire.ParseQuery(buf, &r.Query) == dnswire.ParseOK {
 			return true
 		}
 	}
-	r.id, r.flags, r.qEnd, r.nameEnd, r.edns = id, flags, 0, 0, false
+	r.ID, r.Flags, r.QEnd, r.NameEnd, r.EDNS = id, flags, 0, 0, false
 	return false
 }
 
@@ -44,21 +46,21 @@ func (h *Handler) canonicalize(r *request) bool {
 // contract, step 4).
 func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	res := *r.chase
-	qname := wireName(r.lname())
+	qname := wireName(r.LName())
 	m := new(dns.Msg)
 	m.Response = true
 	m.RecursionAvailable = true
 	m.Compress = true
-	m.Question = []dns.Question{{Name: qname, Qtype: r.qtype, Qclass: r.qclass}}
+	m.Question = []dns.Question{{Name: qname, Qtype: r.QType, Qclass: r.QClass}}
 	m.Answer = append(resultAnswer(res, qname), res.Chain...)
 	target := dns.Fqdn(res.Chase)
 	src := srcTable
-	if r.qtype != dns.TypeCNAME {
+	if r.QType != dns.TypeCNAME {
 		// The target leaves the table: judged as a forwarded name.
 		if r.pol != nil && h.judgeTarget(r, target, nil) {
 			return h.deny(dst, r)
 		}
-		up, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: r.qtype, Qclass: r.qclass})
+		up, s, err := h.resolver.Exchange(ctx, dns.Question{Name: target, Qtype: r.QType, Qclass: r.QClass})
 		if err != nil {
 			rcode := dns.RcodeServerFailure
 			if isOverloaded(err) {
@@ -66,7 +68,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 			}
 			r.upErr = err
 			if h.log.Enabled(ctx, slog.LevelDebug) {
-				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.qtype), "err", err)
+				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.QType), "err", err)
 			}
 			return h.local(dst, r, rcode, srcUpstream)
 		}
@@ -80,7 +82,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	}
 	out, err := m.PackBuffer(dst[:0])
 	if err != nil {
-		h.log.Error("pack chased answer", "qname", qname, "qtype", dns.Type(r.qtype), "err", err)
+		h.log.Error("pack chased answer", "qname", qname, "qtype", dns.Type(r.QType), "err", err)
 		return h.local(dst, r, dns.RcodeServerFailure, srcTable)
 	}
 	patchReply(out, r)

@@ -48,7 +48,7 @@ func (h *Handler) recordForwards(r *request) {
 // monotonic clock, anchored at its epoch.
 func (l *queryLogger) tap(h *Handler, r *request, out []byte, elapsed time.Duration) {
 	received := h.epoch.Add(r.start - 1)
-	a := TapAnswer{Query: r.pkt, Reply: out, Protocol: r.proto, Client: r.client, Server: r.server,
+	a := TapAnswer{Query: r.Pkt, Reply: out, Protocol: r.proto, Client: r.client, Server: r.server,
 		Received: received, Answered: received.Add(elapsed), Forwarded: r.probe.Forwarded()}
 	l.out.TapAnswer(&a)
 }

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 // serveTCP accepts connections until l is closed. At MaxTCPConns (or a
@@ -83,7 +85,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 	br := bufio.NewReaderSize(c, 4096)
 	// Grown on demand: a connection costs 512 bytes here, not 64 KiB, and
 	// queries are rarely larger.
-	pkt := make([]byte, minUDPSize)
+	pkt := make([]byte, dnswire.MinUDPSize)
 	out := make([]byte, 0, 4096)
 	var lenBuf [2]byte
 	// A random phase for the 1-in-N answer timing (Handler.answer): a

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/internal/dnswire"
 )
 
 const (
@@ -118,7 +120,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	j := s.jobPool.Get().(*fwdJob)
 	j.conn, j.addr = c, addr
 	j.req = r.moved(j.buf)
-	j.buf = j.req.pkt
+	j.buf = j.req.Pkt
 	select {
 	case s.jobs <- j:
 		return
@@ -132,7 +134,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	s.pending.Add(-1)
 	j.conn = nil
 	s.jobPool.Put(j)
-	var out [maxNameLen + 64]byte
+	var out [dnswire.MaxNameLen + 64]byte
 	s.writeUDP(c, s.h.local(out[:0], r, dns.RcodeRefused, srcLocal), addr)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
@@ -171,7 +172,7 @@ func BenchmarkZonedAnswers(b *testing.B) {
 				b.ReportAllocs()
 				start, ok := testenv.ThreadCPUTime()
 				for b.Loop() {
-					if r := h.Serve(ctx, dst, q, UDP); len(r) < headerLen || r[7] != 8 {
+					if r := h.Serve(ctx, dst, q, UDP); len(r) < dnswire.HeaderLen || r[7] != 8 {
 						b.Fatalf("reply %x", r)
 					}
 				}

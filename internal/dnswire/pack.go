@@ -1,4 +1,4 @@
-package proxy
+package dnswire
 
 import (
 	"encoding/binary"
@@ -8,19 +8,17 @@ import (
 	"unsafe"
 
 	"github.com/miekg/dns"
-
-	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// packer is the scratch of packing one first answer: the reply is packed
+// Packer is the scratch of packing one first answer: the reply is packed
 // into buf and copied from there into the cache's chunk, so a miss leaves
 // no reply, message or record copies behind. While every name of a large
 // table is asked for the first time, that garbage (about 700 bytes a
 // miss) was what took the agent's peak to 1.5x its steady RSS at the
 // default GOGC.
-type packer struct {
+type Packer struct {
 	buf []byte
-	// sfx are the names packWire has written that later names may point
+	// sfx are the names PackWire has written that later names may point
 	// at (its compression map).
 	sfx []suffix
 	// qbuf holds the question name in presentation form for the Lookup.
@@ -33,6 +31,29 @@ type packer struct {
 	aaaa []dns.AAAA
 }
 
+// Sections is a reply for a Packer: the parts of pkg/nametable's Result
+// the wire form needs.
+type Sections struct {
+	Rcode int
+	// Alias, when set, is the target of a CNAME from the question name,
+	// which then owns the Answer records; AliasTTL is that CNAME's TTL.
+	Alias    string
+	AliasTTL uint32
+	Answer   []dns.RR
+	Chain    []dns.RR
+	Ns       []dns.RR
+	Extra    []dns.RR
+}
+
+// AliasCNAME is the CNAME from the question name to its Alias (owner, the
+// alias in the form packed).
+func AliasCNAME(res Sections, qname, owner string) dns.RR {
+	return &dns.CNAME{
+		Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: res.AliasTTL},
+		Target: owner,
+	}
+}
+
 // suffix is a name written at off, from one of its labels to the end,
 // without the trailing dot.
 type suffix struct {
@@ -40,15 +61,18 @@ type suffix struct {
 	off  int
 }
 
-var packers = sync.Pool{New: func() any { return &packer{buf: make([]byte, 512)} }}
+var packers = sync.Pool{New: func() any { return &Packer{buf: make([]byte, 512)} }}
+
+// GetPacker returns a Packer from a pool; Release puts it back.
+func GetPacker() *Packer { return packers.Get().(*Packer) }
 
 // maxPointer is the first offset a compression pointer cannot reach (14
 // bits, RFC 1035 4.1.4).
 const maxPointer = 1 << 14
 
-// packWire packs the reply the Result contract describes (pkg/nametable
-// Result: question CNAME Alias, Answer owned by Alias or the question
-// name, Chain, then Ns and Extra) straight into p.buf, byte for byte what
+// PackWire packs the reply the Sections describe (pkg/nametable's
+// Result contract: question CNAME Alias, Answer owned by Alias or the
+// question name, Chain, then Ns and Extra) straight into p.buf, byte for byte what
 // dns.Msg.Pack makes of it with compression: the same names are pointers
 // to the same earlier names. It takes no compression map, record copies
 // or message, which made a CNAME or negative answer that missed the
@@ -56,7 +80,7 @@ const maxPointer = 1 << 14
 // does not pack the way dns.Msg does (record types other than A, AAAA,
 // CNAME, PTR, NS, MX, SRV and SOA, names with escapes, an upper-case
 // alias, malformed records): dns.Msg packs those (pack).
-func (p *packer) packWire(res nametable.Result, qname string, qtype, qclass uint16) ([]byte, bool) {
+func (p *Packer) PackWire(res Sections, qname string, qtype, qclass uint16) ([]byte, bool) {
 	owner := qname
 	an := len(res.Answer) + len(res.Chain)
 	if res.Alias != "" {
@@ -72,7 +96,7 @@ func (p *packer) packWire(res nametable.Result, qname string, qtype, qclass uint
 	p.sfx = p.sfx[:0]
 	b := p.buf[:0]
 	b = binary.BigEndian.AppendUint16(b, 0) // ID
-	b = binary.BigEndian.AppendUint16(b, flagQR|1<<10|flagRA|uint16(res.Rcode))
+	b = binary.BigEndian.AppendUint16(b, FlagQR|FlagAA|FlagRA|uint16(res.Rcode))
 	b = binary.BigEndian.AppendUint16(b, 1)
 	b = binary.BigEndian.AppendUint16(b, uint16(an))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(res.Ns)))
@@ -89,7 +113,7 @@ func (p *packer) packWire(res nametable.Result, qname string, qtype, qclass uint
 		if !ok {
 			return nil, false
 		}
-		b = appendRRHeader(b, dns.TypeCNAME, dns.ClassINET, aliasTTL(res))
+		b = appendRRHeader(b, dns.TypeCNAME, dns.ClassINET, res.AliasTTL)
 		start := len(b)
 		if b, ok = p.name(b, owner, true, true); !ok {
 			return nil, false
@@ -116,7 +140,7 @@ func (p *packer) packWire(res nametable.Result, qname string, qtype, qclass uint
 }
 
 // rr appends rr owned by owner (an alias when alias: see name).
-func (p *packer) rr(b []byte, rr dns.RR, owner string, alias bool) ([]byte, bool) {
+func (p *Packer) rr(b []byte, rr dns.RR, owner string, alias bool) ([]byte, bool) {
 	if rr == nil {
 		return b, false
 	}
@@ -191,7 +215,7 @@ func appendRRHeader(b []byte, rrtype, class uint16, ttl uint32) []byte {
 // with a dot unless it is an alias (a table's alias may lack it: dns.Msg is
 // given it after dns.Fqdn). ok is false for what dns.Msg would refuse or
 // spell otherwise: escapes, empty or long labels, a missing trailing dot.
-func (p *packer) name(b []byte, s string, compress, alias bool) ([]byte, bool) {
+func (p *Packer) name(b []byte, s string, compress, alias bool) ([]byte, bool) {
 	if s == "." {
 		return append(b, 0), true
 	}
@@ -222,7 +246,7 @@ func (p *packer) name(b []byte, s string, compress, alias bool) ([]byte, bool) {
 
 // find returns the offset of the tail s written before. A reply has a few
 // names, so a scan is cheaper than hashing every tail.
-func (p *packer) find(s string) (int, bool) {
+func (p *Packer) find(s string) (int, bool) {
 	for _, x := range p.sfx {
 		if len(x.name) == len(s) && x.name == s {
 			return x.off, true
@@ -246,14 +270,14 @@ func lowerPlain(s string) bool {
 	return true
 }
 
-// pack packs the reply with dns.Msg, from p's scratch, into p's buffer:
-// for what packWire leaves, with the same sections.
-func (p *packer) pack(res nametable.Result, qname string, qtype, qclass uint16) ([]byte, error) {
+// Pack packs the reply with dns.Msg, from p's scratch, into p's buffer:
+// for what PackWire leaves, with the same sections.
+func (p *Packer) Pack(res Sections, qname string, qtype, qclass uint16) ([]byte, error) {
 	owner := qname
 	p.ans = p.ans[:0]
 	if res.Alias != "" {
 		owner = strings.ToLower(dns.Fqdn(res.Alias))
-		p.ans = append(p.ans, aliasCNAME(res, qname, owner))
+		p.ans = append(p.ans, AliasCNAME(res, qname, owner))
 	}
 	p.ans = append(p.owned(res.Answer, owner), res.Chain...)
 	p.q[0] = dns.Question{Name: qname, Qtype: qtype, Qclass: qclass}
@@ -279,7 +303,7 @@ func (p *packer) pack(res nametable.Result, qname string, qtype, qclass uint16) 
 // AAAA records (shallow: the addresses are shared, and only read while
 // packing), else by dns.Copy. The table's records are shared, so their
 // owners are never rewritten in place.
-func (p *packer) owned(rrs []dns.RR, owner string) []dns.RR {
+func (p *Packer) owned(rrs []dns.RR, owner string) []dns.RR {
 	p.a, p.aaaa = grow(p.a[:0], len(rrs)), grow(p.aaaa[:0], len(rrs))
 	for i, rr := range rrs {
 		var c dns.RR
@@ -307,9 +331,9 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// release clears what p points at (records and names of a table that may
+// Release clears what p points at (records and names of a table that may
 // be replaced) and puts it back in the pool.
-func (p *packer) release() {
+func (p *Packer) Release() {
 	clear(p.a)
 	clear(p.aaaa)
 	clear(p.ans[:cap(p.ans)])
@@ -320,15 +344,15 @@ func (p *packer) release() {
 	packers.Put(p)
 }
 
-// maxPresentName is the longest name questionName spells: 255 bytes in
+// maxPresentName is the longest name QuestionName spells: 255 bytes in
 // wire form are at most 255 in presentation form without escapes.
-const maxPresentName = maxNameLen
+const maxPresentName = MaxNameLen
 
-// questionName spells the lowercased wire-form question name in
+// QuestionName spells the lowercased wire-form question name in
 // presentation form in p's scratch (valid until p is released), as
 // dns.UnpackDomainName would, without allocating. ok is false for a name
 // with a byte that would need an escape (the caller allocates then).
-func (p *packer) questionName(wire []byte) (string, bool) {
+func (p *Packer) QuestionName(wire []byte) (string, bool) {
 	n := 0
 	for i := 0; i < len(wire); {
 		l := int(wire[i])
