@@ -93,6 +93,10 @@ var onlyImports = []struct {
 }{
 	{layer: "pkg/nametable", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname", "golang.org/x/net/publicsuffix", Module + "/pkg/nametable/internal"}, why: "pkg/nametable is stdlib plus miekg/dns types (and the one hostname check, the Public Suffix List and its own internal packages)"},
 	{layer: "pkg/policy", allow: []string{"github.com/miekg/dns", Module + "/internal/dnsname"}, why: "pkg/policy is stdlib plus miekg/dns types and the one hostname check"},
+	{layer: "pkg/proxy/observe", allow: []string{"github.com/miekg/dns", "golang.org/x/sys", Module + "/internal/dnswire", Module + "/pkg/metric", Module + "/pkg/policy", Module + "/pkg/proxy/upstream"},
+		why: "pkg/proxy/observe is the proxy's observer: it sits below pkg/proxy, which hands it one outcome per query, and knows no table, cache or listener"},
+	{layer: "internal/dnswire", allow: []string{"github.com/miekg/dns"},
+		why: "internal/dnswire is byte-level DNS shared by pkg/proxy and its upstream: stdlib plus miekg/dns record types, no meshdns package"},
 	{layer: "pkg/metric", deps: true, why: "pkg/metric is the public packages' metrics contract: the standard library only, so pkg/proxy and pkg/proxy/upstream can share it without a cycle and callers adapt any metrics library to it"},
 	{layer: "internal/metrics", deps: true, why: "internal/metrics is the agent's own Prometheus client: the standard library only, so metrics cost the sidecar no library's pages"},
 	{layer: "internal/namewire", allow: protowire, deps: true,

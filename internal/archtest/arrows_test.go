@@ -59,6 +59,16 @@ func TestViolations(t *testing.T) {
 			want: []string{"pkg/nametable imports github.com/google/uuid: pkg/nametable is stdlib plus miekg/dns types (and the one hostname check, the Public Suffix List and its own internal packages)"},
 		},
 		{
+			name: "the proxy's observer importing the proxy",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy/observe", Imports: []string{"fmt", m + "pkg/proxy/upstream", m + "pkg/proxy"}}},
+			want: []string{"pkg/proxy/observe imports " + m + "pkg/proxy: pkg/proxy/observe is the proxy's observer: it sits below pkg/proxy, which hands it one outcome per query, and knows no table, cache or listener"},
+		},
+		{
+			name: "dnswire importing the table",
+			pkgs: []Package{{ImportPath: m + "internal/dnswire", Imports: []string{"encoding/binary", "github.com/miekg/dns", m + "pkg/nametable"}}},
+			want: []string{"internal/dnswire imports " + m + "pkg/nametable: internal/dnswire is byte-level DNS shared by pkg/proxy and its upstream: stdlib plus miekg/dns record types, no meshdns package"},
+		},
+		{
 			name: "iptables depending on a DNS library",
 			pkgs: withStd(std, Package{ImportPath: m + "iptables", Deps: []string{"fmt", "github.com/miekg/dns"}}),
 			want: []string{"iptables imports github.com/miekg/dns: iptables/ uses the standard library only (internal/resolvconf is stdlib-only too)"},

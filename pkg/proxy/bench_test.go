@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -64,11 +65,11 @@ var benchQuestions = []struct {
 	{name: "cache_hit", qname: "www.example.org.", qtype: dns.TypeA},
 }
 
-// answerTimeEveryFlag overrides answerTimeEvery in the benchmarks, to
+// answerTimeEveryFlag overrides observe.TimeEvery in the benchmarks, to
 // compare timing every answer (1) with sampling.
-var answerTimeEveryFlag = flag.Uint("answer-time-every", answerTimeEvery, "time one answer in N in benchmarks (a power of two)")
+var answerTimeEveryFlag = flag.Uint("answer-time-every", observe.TimeEvery, "time one answer in N in benchmarks (a power of two)")
 
-func setBenchTiming(h *Handler) { h.timeMask = uint32(*answerTimeEveryFlag) - 1 }
+func setBenchTiming(h *Handler) { h.obs.SetTimeEvery(uint32(*answerTimeEveryFlag)) }
 
 func BenchmarkHandler(b *testing.B) {
 	h, err := NewHandler(testConfig(newCachedResolver(b)))

@@ -35,7 +35,7 @@ func (h *Handler) ExplainPolicy(ctx context.Context, q dns.Question) (*dns.Msg, 
 	if wait {
 		reply = h.resolve(ctx, nil, &r)
 	}
-	pv := policyVerdict(r.pol, r.verdict)
+	pv := r.pol.Describe(r.verdict)
 	if reply == nil {
 		return nil, "", pv, fmt.Errorf("explain %s: no reply", q.Name)
 	}
@@ -43,5 +43,5 @@ func (h *Handler) ExplainPolicy(ctx context.Context, q dns.Question) (*dns.Msg, 
 	if err := out.Unpack(reply); err != nil {
 		return nil, "", pv, fmt.Errorf("explain %s: %w", q.Name, err)
 	}
-	return out, sourceNames[r.src], pv, nil
+	return out, r.src.String(), pv, nil
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -23,7 +22,8 @@ import (
 type Handler struct {
 	resolver Resolver
 	log      *slog.Logger
-	m        *proxyMetrics
+	// obs counts, times and logs each query's outcome (pkg/proxy/observe).
+	obs *observe.Observer
 	// zone is the cluster domain in lowercased wire form.
 	zone                       []byte
 	maxAnswers, maxAnswerBytes int
@@ -31,42 +31,16 @@ type Handler struct {
 	// query loads it once, so a swap never waits for queries.
 	state atomic.Pointer[tableState]
 	ready atomic.Bool
-	// epoch anchors clock.
-	epoch time.Time
-	// timeMask: one answer in timeMask+1 that does not wait for the
-	// Resolver is timed, counted with that weight (see answer).
-	timeMask uint32
-	// qlog is the query log, nil when off (SetQueryLog); qlogOut its
-	// output. qlogNow and qlogIntN, when set (tests), replace the clock of
-	// its rate cap and the random numbers of its sampling.
-	qlog     atomic.Pointer[queryLogger]
-	qlogOut  *slog.Logger
-	qlogNow  func() time.Time
-	qlogIntN func(int) int
 	// search is the pod's search list, for judging expansions under a
-	// policy (policy.go); pm counts the policy's decisions.
+	// policy (policy.go).
 	search []string
-	pm     policyMetrics
 	// zoneMemo remembers zoneAllowed of the last policy set.
 	zoneMemo struct {
 		sync.Mutex
 		p       *Policy
 		allowed bool
 	}
-	// tap is the query log's second output (Config.QueryTap), or nil.
-	tap Tap
-	// failing counts failing answers per name (failing.go), nil when off.
-	failing atomic.Pointer[FailingNames]
 }
-
-// answerTimeEvery is the period of timing for answers that do not wait
-// (a power of two). Clock reads cost ~45ns each here, measurable next to a
-// table answer's ~200ns; every answer that waits is timed.
-const answerTimeEvery = 16
-
-// clock reads the monotonic clock only (time.Now reads the wall clock
-// too); never zero, which stands for "not taken".
-func (h *Handler) clock() time.Duration { return time.Since(h.epoch) + 1 }
 
 // NewHandler returns a Handler with no table: until SetTable, names inside
 // the cluster domain get SERVFAIL and the rest is forwarded.
@@ -80,19 +54,13 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{resolver: cfg.Resolver, log: cfg.Logger, zone: zone, maxAnswers: cfg.MaxAnswers, maxAnswerBytes: cfg.MaxAnswerBytes}
-	h.timeMask = answerTimeEvery - 1
 	h.search = cfg.Search
-	h.qlogOut, h.tap = cfg.QueryLogger, cfg.QueryTap
-	h.epoch = time.Now()
 	h.state.Store(newTableState(nil, cfg.MaxAnswers, cfg.MaxAnswerBytes))
-	h.m, err = newMetrics(cfg.Registry, func() float64 { return float64(h.state.Load().len()) })
+	h.obs, err = observe.New(observe.Config{Registry: cfg.Registry, Logger: cfg.Logger, QueryLog: cfg.QueryLog,
+		QueryLogger: cfg.QueryLogger, Tap: cfg.QueryTap, Answers: func() float64 { return float64(h.state.Load().len()) }})
 	if err != nil {
 		return nil, err
 	}
-	if err := registerPolicyMetrics(cfg.Registry, &h.pm); err != nil {
-		return nil, fmt.Errorf("register proxy metrics: %w", err)
-	}
-	h.SetQueryLog(cfg.QueryLog)
 	return h, nil
 }
 
@@ -130,27 +98,16 @@ var requestPool = sync.Pool{New: func() any { return &request{tick: rand.Uint32(
 // Resolver's cache. wait reports that r needs resolve (an upstream query
 // or an ExternalName chase), which the caller runs where blocking is fine.
 //
-// Timing: one answer in timeMask+1 on this request (a reader's own, or a
-// pooled one: no shared counter) starts the clock and counts for that
-// many, an unbiased estimate of the rest; an answer that waits is timed
-// every time, from here.
+// Timing (observe.Observer.Begin): one answer in observe.TimeEvery on
+// this request (a reader's own, or a pooled one: no shared counter) is
+// timed; an answer that waits is timed every time, from here.
 func (h *Handler) answer(dst, pkt []byte, p Protocol, r *request) (reply []byte, wait bool) {
-	r.proto, r.start, r.weight, r.waited, r.chase, r.upErr, r.upstream = p, 0, 0, false, nil, nil, ""
-	r.pol, r.verdict = nil, verdict{}
-	if r.tick++; r.tick&h.timeMask == 0 {
-		r.start, r.weight = h.clock(), h.timeMask+1
-	}
-	// The query log, when on, has every answer timed (its lines carry the
-	// duration); the histograms keep their sample.
-	if r.qlog = h.qlog.Load(); r.qlog != nil && r.start == 0 {
-		r.start = h.clock()
-	}
+	r.proto, r.chase, r.upErr, r.upstream, r.truncated = p, nil, nil, "", false
+	r.pol, r.verdict = nil, observe.Verdict{}
+	r.timing = h.obs.Begin(&r.tick)
 	reply, wait = h.answerQuery(dst, pkt, r)
 	if wait {
-		if r.start == 0 {
-			r.start = h.clock()
-		}
-		r.weight, r.waited = 1, true
+		r.timing = h.obs.Wait(r.timing)
 	}
 	return reply, wait
 }
@@ -160,14 +117,14 @@ func (h *Handler) answerQuery(dst, pkt []byte, r *request) ([]byte, bool) {
 	p := r.proto
 	switch dnswire.ParseQuery(pkt, &r.Query) {
 	case dnswire.ParseDrop:
-		h.m.drop(p, dropMalformed)
+		h.obs.Drop(p, observe.DropMalformed)
 		return nil, false
 	case dnswire.ParseFormErr:
 		r.QEnd, r.EDNS = 0, false
-		return h.local(dst, r, malformed(r), srcLocal), false
+		return h.local(dst, r, malformed(r), observe.SourceLocal), false
 	case dnswire.ParseSlow:
 		if !h.canonicalize(r) {
-			return h.local(dst, r, malformed(r), srcLocal), false
+			return h.local(dst, r, malformed(r), observe.SourceLocal), false
 		}
 	}
 	return h.answerParsed(dst, r)
@@ -191,17 +148,17 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	r.pol, r.zoneAllowed, r.ownsCluster = st.pol, st.zoneAllowed, st.ownsCluster
 	switch {
 	case r.Opcode() != dns.OpcodeQuery:
-		return h.local(dst, r, dns.RcodeNotImplemented, srcLocal), false
+		return h.local(dst, r, dns.RcodeNotImplemented, observe.SourceLocal), false
 	case r.EDNS && r.EDNSVersion > 0:
 		// RFC 6891 6.1.3: we speak EDNS version 0 only.
-		return h.local(dst, r, dns.RcodeBadVers, srcLocal), false
+		return h.local(dst, r, dns.RcodeBadVers, observe.SourceLocal), false
 	case r.QClass != dnswire.ClassIN:
 		// CHAOS and friends are not ours; the upstream may know them.
 		return h.fromCache(dst, r)
 	}
 	if st.table == nil {
 		if dnswire.InZone(r.LName(), h.zone) {
-			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
+			return h.local(dst, r, dns.RcodeServerFailure, observe.SourceTable), false
 		}
 		return h.fromCache(dst, r)
 	}
@@ -211,7 +168,7 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 		var err error
 		if out, kind, rcode, err = h.fill(st, dst[:0], key, r); err != nil {
 			h.log.Error("pack table answer", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType), "err", err)
-			return h.local(dst, r, dns.RcodeServerFailure, srcTable), false
+			return h.local(dst, r, dns.RcodeServerFailure, observe.SourceTable), false
 		}
 	}
 	if kind != kindForward && r.pol != nil && h.judge(r, true) {
@@ -225,21 +182,23 @@ func (h *Handler) answerParsed(dst []byte, r *request) ([]byte, bool) {
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)
-	h.observe(context.Background(), r, rcode, srcTable, out)
+	h.observe(context.Background(), r, rcode, observe.SourceTable, out)
 	return out, false
 }
 
 // resolve finishes a request answer left waiting: it chases the
 // ExternalName, or asks the Resolver about the cache miss answer saw.
 func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
-	if r.start == 0 { // not through answer
-		r.start, r.weight, r.waited = h.clock(), 1, true
+	if !r.timing.Waited { // not through answer
+		r.timing = h.obs.Wait(r.timing)
 	}
 	if r.chase != nil {
 		return h.chase(ctx, dst, r)
 	}
 	r.upstream = ""
-	h.recordForwards(r)
+	if h.obs.Tapping() {
+		r.probe.Record()
+	}
 	out, s, err := h.resolver.Resolve(ctx, dst[:0], r.QWire(), r.QKey(), &r.probe)
 	if err != nil || len(out) < r.QEnd {
 		rcode := dns.RcodeServerFailure
@@ -250,7 +209,7 @@ func (h *Handler) resolve(ctx context.Context, dst []byte, r *request) []byte {
 		if h.log.Enabled(ctx, slog.LevelDebug) {
 			h.log.DebugContext(ctx, "forward failed", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType), "err", err)
 		}
-		return h.local(dst, r, rcode, srcUpstream)
+		return h.local(dst, r, rcode, observe.SourceUpstream)
 	}
 	r.upstream = r.probe.Upstream()
 	return h.forwarded(ctx, out, r, s)
@@ -316,7 +275,7 @@ func (h *Handler) forwarded(ctx context.Context, out []byte, r *request, s upstr
 // defined for QUERY only: a reply to another opcode (NOTIMP, from us or
 // through the slow path) has them all clear (AD is never set here), so
 // it does not claim recursion for an operation we do not implement.
-func (h *Handler) local(dst []byte, r *request, rcode int, src source) []byte {
+func (h *Handler) local(dst []byte, r *request, rcode int, src observe.Source) []byte {
 	out := dst[:0]
 	flags := dnswire.FlagQR | r.Flags&dnswire.MaskOp | uint16(rcode&dnswire.RcodeMask)
 	if r.Opcode() == dns.OpcodeQuery {
@@ -348,7 +307,7 @@ func (h *Handler) finish(out []byte, r *request) []byte {
 	}
 	if len(out) > limit {
 		out = dnswire.Truncate(out, limit)
-		h.m.truncate(r.proto)
+		r.truncated = true
 	}
 	if r.EDNS {
 		out = dnswire.AppendReplyOPT(out, int(out[3]&dnswire.RcodeMask), r.DO)
@@ -356,27 +315,16 @@ func (h *Handler) finish(out []byte, r *request) []byte {
 	return out
 }
 
-// observe counts the reply out, and times it when answer started the
-// clock (r.weight > 0).
-func (h *Handler) observe(ctx context.Context, r *request, rcode int, src source, out []byte) {
-	var elapsed time.Duration
-	if r.start != 0 {
-		elapsed = h.clock() - r.start
-	}
+// observe hands what became of r, answered with out, to the observer.
+func (h *Handler) observe(ctx context.Context, r *request, rcode int, src observe.Source, out []byte) {
 	r.src = src
-	if r.verdict.judged {
-		h.countDecision(r)
+	oc := observe.Outcome{Query: &r.Query, Protocol: r.proto, Rcode: rcode, Source: src, Reply: out,
+		Truncated: r.truncated, Timing: r.timing, Verdict: r.verdict, Upstream: r.upstream, UpErr: r.upErr,
+		Probe: &r.probe, Client: r.client, Server: r.server}
+	if r.pol != nil {
+		oc.Policy = r.pol
 	}
-	h.m.observe(r.proto, r.QType, rcode, src, r.waited, r.weight, elapsed, len(out))
-	h.recordFailing(r, rcode)
-	if r.qlog != nil {
-		r.qlog.write(h, r, out, rcode, src, elapsed)
-	}
-	if h.log.Enabled(ctx, slog.LevelDebug) {
-		h.log.DebugContext(ctx, "dns query", "qname", wireName(r.Name()), "qtype", dns.Type(r.QType),
-			"rcode", dns.RcodeToString[rcode], "source", sourceNames[src], "protocol", r.proto.String(),
-			"duration", elapsed)
-	}
+	h.obs.Observe(ctx, &oc)
 }
 
 // errShortReply stands for a Resolver reply too short to hold the question.

@@ -309,3 +309,13 @@ func (r *testRegistry) value(t testing.TB, name string, labelValues ...string) f
 	t.Helper()
 	return r.series(t, name)[strings.Join(labelValues, ",")].Value
 }
+
+// wire is name in lowercase wire form, as the handler records it.
+func wire(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := zoneWire(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

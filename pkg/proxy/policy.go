@@ -1,14 +1,13 @@
 package proxy
 
 import (
-	"log/slog"
 	"strings"
-	"sync/atomic"
 
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/policy"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 // Policy is a DNS egress policy as the handler enforces it: the compiled
@@ -21,6 +20,8 @@ type Policy struct {
 	// tableDefault is the compiled Config's TableDefault.
 	tableDefault policy.Action
 }
+
+var _ observe.Describer = (*Policy)(nil)
 
 type ruleInfo struct{ pattern, source string }
 
@@ -63,19 +64,6 @@ func (h *Handler) Policy() *Policy { return h.state.Load().pol }
 // Handler.SetTablePolicy.
 func (s *Server) SetTablePolicy(t Lookuper, p *Policy) { s.h.SetTablePolicy(t, p) }
 
-// verdict is what the policy said about one query, kept in its request
-// for the metrics, the query log and Explain.
-type verdict struct {
-	judged    bool
-	fromTable bool
-	d         policy.Decision
-	// chain is the CNAME target that was denied, "" when the question
-	// name decided (set on the denial path only: it allocates).
-	chain string
-}
-
-func (v *verdict) denied() bool { return v.judged && v.d.Action == policy.Deny }
-
 // judge decides r's question name under r.pol and reports whether the
 // query must be answered with the denial (h.deny) instead of resolved.
 // fromTable says the table answers the name. A name inside the cluster
@@ -93,8 +81,8 @@ func (h *Handler) judge(r *request, fromTable bool) bool {
 		if r.zoneAllowed {
 			// What Decide would say, without its probes: the common
 			// case of a policy about outside names only.
-			r.verdict = verdict{judged: true, fromTable: true,
-				d: policy.Decision{Action: policy.Allow, Rule: policy.NoRule, Audit: r.pol.p.Mode() == policy.Audit}}
+			r.verdict = observe.Verdict{Judged: true, FromTable: true,
+				Decision: policy.Decision{Action: policy.Allow, Rule: policy.NoRule, Audit: r.pol.p.Mode() == policy.Audit}}
 			return false
 		}
 		fromTable = true
@@ -105,7 +93,7 @@ func (h *Handler) judge(r *request, fromTable bool) bool {
 	if cluster && !fromTable {
 		d, fromTable = r.pol.unowned(name, d, h.search)
 	}
-	r.verdict = verdict{judged: true, fromTable: fromTable, d: d}
+	r.verdict = observe.Verdict{Judged: true, FromTable: fromTable, Decision: d}
 	return d.Blocks()
 }
 
@@ -143,83 +131,30 @@ func (h *Handler) ownsCluster(t Lookuper) bool {
 // deny answers r with the policy's response: NXDOMAIN or REFUSED, made up
 // by the proxy, nothing asked upstream and nothing cached.
 func (h *Handler) deny(dst []byte, r *request) []byte {
-	return h.local(dst, r, int(r.verdict.d.Rcode), srcLocal)
+	return h.local(dst, r, int(r.verdict.Decision.Rcode), observe.SourceLocal)
 }
 
-// policyMetrics counts decisions by action and mode.
-type policyMetrics [2][2]atomic.Uint64
-
-var (
-	policyActionNames = [2]string{"allow", "deny"}
-	policyModeNames   = [2]string{"enforce", "audit"}
-)
-
-// countDecision counts r's final verdict, once per answered query.
-func (h *Handler) countDecision(r *request) {
-	mode := 0
-	if r.verdict.d.Audit {
-		mode = 1
-	}
-	h.pm[r.verdict.d.Action&1][mode].Add(1)
-}
-
-func registerPolicyMetrics(reg Registry, pm *policyMetrics) error {
-	return reg.Register(Family{
-		Name:   "meshdns_policy_decisions_total",
-		Help:   "Queries a DNS policy judged, by the final action (allow, deny) and the policy's mode (enforce, audit).",
-		Type:   CounterMetric,
-		Labels: []string{"action", "mode"},
-		Collect: func(emit func(Series)) {
-			for a := range pm {
-				for m := range pm[a] {
-					emitCount(emit, &pm[a][m], policyActionNames[a], policyModeNames[m])
-				}
-			}
-		},
-	})
-}
-
-// PolicyVerdict says how the policy judged a query (Explain).
-type PolicyVerdict struct {
-	// Judged is false when no policy applied (none set, or the query was
-	// answered before a name was judged).
-	Judged bool `json:"judged"`
-	// Action is "allow" or "deny"; Mode "enforce" or "audit" (a denial in
-	// audit mode is answered as allowed).
-	Action string `json:"action,omitempty"`
-	Mode   string `json:"mode,omitempty"`
-	// Rule is the deciding rule's pattern and Source the object it came
-	// from; when no rule matched Rule is "" and Default names the default
-	// that decided: "table_default" or "outside_default".
-	Rule    string `json:"rule,omitempty"`
-	Source  string `json:"source,omitempty"`
-	Default string `json:"default,omitempty"`
-	// Expansion: the name the pod meant under its search path denied a
-	// name its default allowed as written.
-	Expansion bool `json:"expansion,omitempty"`
-	// Chain is the CNAME target of a forwarded answer that was denied.
-	Chain string `json:"chain,omitempty"`
-}
-
-// policyVerdict describes v under p.
-func policyVerdict(p *Policy, v verdict) PolicyVerdict {
-	if !v.judged || p == nil {
+// Describe says how p judged v, naming the deciding rule; a nil p
+// describes no verdict. It makes *Policy the query log's
+// observe.Describer.
+func (p *Policy) Describe(v observe.Verdict) PolicyVerdict {
+	if !v.Judged || p == nil {
 		return PolicyVerdict{}
 	}
-	out := PolicyVerdict{Judged: true, Action: v.d.Action.String(), Mode: p.p.Mode().String(),
-		Expansion: v.d.Expansion, Chain: v.chain}
+	out := PolicyVerdict{Judged: true, Action: v.Decision.Action.String(), Mode: p.p.Mode().String(),
+		Expansion: v.Decision.Expansion, Chain: v.Chain}
 	out.Rule, out.Source, out.Default = p.rule(v)
 	return out
 }
 
 // rule names the rule that decided v: its pattern and source, or the
 // default.
-func (p *Policy) rule(v verdict) (pattern, source, def string) {
-	if i := int(v.d.Rule); i >= 0 && i < len(p.rules) {
+func (p *Policy) rule(v observe.Verdict) (pattern, source, def string) {
+	if i := int(v.Decision.Rule); i >= 0 && i < len(p.rules) {
 		return p.rules[i].pattern, p.rules[i].source, ""
 	}
 	// A chain target and an expansion are judged as outside names.
-	if v.fromTable && v.chain == "" && !v.d.Expansion {
+	if v.FromTable && v.Chain == "" && !v.Decision.Expansion {
 		return "", "", "table_default"
 	}
 	return "", "", "outside_default"
@@ -234,30 +169,8 @@ func (h *Handler) judgeTarget(r *request, target string, answer []dns.RR) bool {
 	if d.Action != policy.Deny {
 		return false
 	}
-	r.verdict.d, r.verdict.chain = d, name
+	r.verdict.Decision, r.verdict.Chain = d, name
 	return d.Blocks()
-}
-
-// appendPolicyAttrs adds a denial to a query log line: action (deny),
-// mode, the deciding rule (its pattern, or the default) and its source,
-// and the CNAME target that was denied.
-func appendPolicyAttrs(attrs []slog.Attr, r *request) []slog.Attr {
-	v := policyVerdict(r.pol, r.verdict)
-	rule := v.Rule
-	if rule == "" {
-		rule = v.Default
-	}
-	attrs = append(attrs, slog.String("action", v.Action), slog.String("mode", v.Mode), slog.String("rule", rule))
-	if v.Source != "" {
-		attrs = append(attrs, slog.String("rule_source", v.Source))
-	}
-	if v.Chain != "" {
-		attrs = append(attrs, slog.String("cname", v.Chain))
-	}
-	if v.Expansion {
-		attrs = append(attrs, slog.Bool("expansion", true))
-	}
-	return attrs
 }
 
 // zoneAllowed reports whether p allows every name inside the cluster

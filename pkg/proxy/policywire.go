@@ -28,7 +28,7 @@ func (h *Handler) judgeChain(msg []byte, r *request) bool {
 		}
 		name := dnswire.AppendPresentation(pbuf[:0], target)
 		if d := r.pol.p.DecideBytes(name, false); d.Action == policy.Deny {
-			r.verdict.d, r.verdict.chain = d, string(name)
+			r.verdict.Decision, r.verdict.Chain = d, string(name)
 			return d.Blocks()
 		}
 		cur = append(curBuf[:0], target...)

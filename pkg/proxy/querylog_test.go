@@ -93,7 +93,7 @@ func queryLogServer(t *testing.T, reg *testRegistry, now func() time.Time, intN 
 	cfg.QueryLogger = slog.New(slog.NewJSONHandler(out, nil)).With("namespace", "demo", "pod", "web-0")
 	s := startServer(t, cfg)
 	// Read only by SetQueryLog, on this goroutine.
-	s.h.qlogNow, s.h.qlogIntN = now, intN
+	s.h.obs.SetQueryLogClock(now, intN)
 	s.SetTable(demoTable(t))
 	return s, out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -192,7 +193,7 @@ func (rc *replyCounter) send(t testing.TB, id uint16, name string) {
 func (rc *replyCounter) clientDrops() int {
 	var n int
 	for _, c := range rc.conns {
-		d, _ := socketDrops(c)
+		d, _ := observe.SocketDrops(c)
 		n += int(d)
 	}
 	return n

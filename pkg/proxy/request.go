@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -18,14 +18,12 @@ type request struct {
 	// reader's buffer until moved gives it its own copy.
 	dnswire.Query
 	proto Protocol
-	// start is when answer started the clock, 0 when it did not; weight
-	// how many answers this one's time stands for (0: not timed); waited
-	// that it waited for the Resolver (see Handler.answer).
-	start  time.Duration
-	weight uint32
-	waited bool
+	// timing is when answer started the clock (observe.Timing).
+	timing observe.Timing
+	// truncated: finish cut the reply to the client's size.
+	truncated bool
 	// tick counts the answers of this request value, whoever reuses it,
-	// to time one in Handler.timeMask+1 without a shared counter.
+	// to time one in observe.TimeEvery without a shared counter.
 	tick uint32
 
 	// What the reader learned before handing over: the ExternalName to
@@ -33,15 +31,14 @@ type request struct {
 	chase *nametable.Result
 	probe upstream.Probe
 	// src is where the reply came from, noted when it is counted.
-	src source
-	// qlog is the query log answer saw, nil when off; upErr the
-	// Resolver's error when the reply is made up for lack of an answer.
-	qlog  *queryLogger
+	src observe.Source
+	// upErr is the Resolver's error when the reply is made up for lack of
+	// an answer.
 	upErr error
 	// pol is the policy of the table answer loaded, or nil; verdict what
 	// it said (policy.go).
 	pol     *Policy
-	verdict verdict
+	verdict observe.Verdict
 	// zoneAllowed and ownsCluster are those of the state loaded.
 	zoneAllowed, ownsCluster bool
 	// client is the address that sent the query and server the one that

@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/pkg/nametable"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
@@ -40,11 +41,11 @@ type Lookuper interface {
 
 func isOverloaded(err error) bool { return errors.Is(err, upstream.ErrOverloaded) }
 
-func resolverSource(s upstream.Source) source {
+func resolverSource(s upstream.Source) observe.Source {
 	if s == upstream.SourceCache {
-		return srcCache
+		return observe.SourceCache
 	}
-	return srcUpstream
+	return observe.SourceUpstream
 }
 
 var _ Lookuper = (*nametable.Table)(nil)

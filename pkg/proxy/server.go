@@ -95,7 +95,7 @@ func (s *Server) Listen() error {
 		}
 	}
 	for _, c := range s.udp {
-		s.h.m.udpQueue.watch(c)
+		s.h.obs.WatchUDP(c)
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (s *Server) Close() error {
 func (s *Server) closeLocked() error {
 	var errs []error
 	for _, c := range s.udp {
-		s.h.m.udpQueue.forget(c, &s.h.m.dropped[UDP][dropQueueFull])
+		s.h.obs.ForgetUDP(c)
 		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 // canonicalize handles the legal but unusual packets the fast parser
@@ -54,7 +55,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	m.Question = []dns.Question{{Name: qname, Qtype: r.QType, Qclass: r.QClass}}
 	m.Answer = append(resultAnswer(res, qname), res.Chain...)
 	target := dns.Fqdn(res.Chase)
-	src := srcTable
+	src := observe.SourceTable
 	if r.QType != dns.TypeCNAME {
 		// The target leaves the table: judged as a forwarded name.
 		if r.pol != nil && h.judgeTarget(r, target, nil) {
@@ -70,7 +71,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 			if h.log.Enabled(ctx, slog.LevelDebug) {
 				h.log.DebugContext(ctx, "chase failed", "qname", target, "qtype", dns.Type(r.QType), "err", err)
 			}
-			return h.local(dst, r, rcode, srcUpstream)
+			return h.local(dst, r, rcode, observe.SourceUpstream)
 		}
 		if r.pol != nil && h.judgeTarget(r, target, up.Answer) {
 			return h.deny(dst, r)
@@ -83,7 +84,7 @@ func (h *Handler) chase(ctx context.Context, dst []byte, r *request) []byte {
 	out, err := m.PackBuffer(dst[:0])
 	if err != nil {
 		h.log.Error("pack chased answer", "qname", qname, "qtype", dns.Type(r.QType), "err", err)
-		return h.local(dst, r, dns.RcodeServerFailure, srcTable)
+		return h.local(dst, r, dns.RcodeServerFailure, observe.SourceTable)
 	}
 	patchReply(out, r)
 	out = h.finish(out, r)

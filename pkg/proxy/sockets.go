@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -111,4 +112,16 @@ func (s *Sockets) Close() error {
 		errs = append(errs, l.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// addrPort returns the address and port of a UDP or TCP address, zero for
+// any other.
+func addrPort(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		return a.AddrPort()
+	case *net.TCPAddr:
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
 }

@@ -152,7 +152,7 @@ func TestQueryTapForwardedSampled(t *testing.T) {
 	s, tap, _ := tappedRealStack(t)
 	var draws atomic.Int64
 	// Read only by SetQueryLog, on this goroutine: odd draws sample out.
-	s.h.qlogIntN = func(int) int { return int(draws.Add(1) % 2) }
+	s.h.obs.SetQueryLogClock(nil, func(int) int { return int(draws.Add(1) % 2) })
 	s.SetQueryLog(QueryLogConfig{Classes: LogAll, Sample: 2})
 	exchange(t, "udp", udpAddr(s), newQuery("out.example.org.", dns.TypeA))
 	exchange(t, "udp", udpAddr(s), newQuery("in.example.org.", dns.TypeA))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 // serveTCP accepts connections until l is closed. At MaxTCPConns (or a
@@ -42,17 +43,17 @@ func (s *Server) serveTCP(ctx context.Context, wg *sync.WaitGroup, l *net.TCPLis
 		tc, res := s.tcpConns.admit(c, time.Now())
 		switch res {
 		case refusedClient, refusedTotal:
-			s.h.m.drop(TCP, dropTCPLimit)
+			s.h.obs.Drop(TCP, observe.DropTCPLimit)
 			_ = c.Close()
 			continue
 		case admittedReclaimed:
-			s.h.m.drop(TCP, dropTCPReclaimed)
+			s.h.obs.Drop(TCP, observe.DropTCPReclaimed)
 		}
-		s.h.m.tcpConns.Add(1)
+		s.h.obs.TCPConn(1)
 		wg.Go(func() {
 			defer func() {
 				s.tcpConns.remove(tc)
-				s.h.m.tcpConns.Add(-1)
+				s.h.obs.TCPConn(-1)
 			}()
 			s.serveConn(ctx, tc)
 		})
@@ -131,7 +132,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 			inflight.Go(func() {
 				defer func() { <-sem }()
 				if !w.write(s.h.resolve(ctx, nil, &req)) {
-					s.h.m.drop(TCP, dropSendFailed)
+					s.h.obs.Drop(TCP, observe.DropSendFailed)
 				}
 				tc.end()
 			})
@@ -139,7 +140,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 		}
 		ok := reply == nil || w.write(reply)
 		if !ok {
-			s.h.m.drop(TCP, dropSendFailed)
+			s.h.obs.Drop(TCP, observe.DropSendFailed)
 		}
 		tc.end()
 		if reply != nil && cap(reply) > cap(out) {

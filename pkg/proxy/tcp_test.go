@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 func dialTCP(t *testing.T, s *Server) net.Conn {
@@ -205,7 +206,7 @@ func TestTCPConnectionLimit(t *testing.T) {
 		if !roundTrip(t, recent, 2*time.Second) {
 			t.Error("the more recently active connection was closed instead")
 		}
-		if got := s.h.m.dropped[TCP][dropTCPReclaimed].Load(); got != 1 {
+		if got := s.h.obs.Dropped(TCP, observe.DropTCPReclaimed); got != 1 {
 			t.Errorf("tcp_reclaimed = %v, want 1", got)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 const (
@@ -107,7 +108,7 @@ func keepGrown(out, reply []byte) []byte {
 // is a lost reply, counted.
 func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 	if _, err := c.WriteToUDPAddrPort(reply, addr); err != nil && !errors.Is(err, net.ErrClosed) {
-		s.h.m.drop(UDP, dropSendFailed)
+		s.h.obs.Drop(UDP, observe.DropSendFailed)
 		s.log.Debug("write udp", "err", err)
 	}
 }
@@ -135,7 +136,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	j.conn = nil
 	s.jobPool.Put(j)
 	var out [dnswire.MaxNameLen + 64]byte
-	s.writeUDP(c, s.h.local(out[:0], r, dns.RcodeRefused, srcLocal), addr)
+	s.writeUDP(c, s.h.local(out[:0], r, dns.RcodeRefused, observe.SourceLocal), addr)
 }
 
 // forwardWorker resolves j, then further jobs until ctx ends or it idles.

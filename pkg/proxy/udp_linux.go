@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
 
 // udpBurst bounds the datagrams one wake-up of a reader answers before it
@@ -98,7 +100,7 @@ func (u *udpReader) burst(fd uintptr) bool {
 		case unix.EAGAIN, unix.EINTR:
 			u.s.writeUDP(u.c, reply, addr)
 		default:
-			u.s.h.m.drop(UDP, dropSendFailed)
+			u.s.h.obs.Drop(UDP, observe.DropSendFailed)
 			u.s.log.Debug("write udp", "err", errno)
 		}
 		u.out = keepGrown(u.out, reply)

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"net"
@@ -14,9 +14,9 @@ const (
 	skMeminfoVars  = 9
 )
 
-// socketDrops returns the kernel's count of datagrams dropped on c (a full
+// SocketDrops returns the kernel's count of datagrams dropped on c (a full
 // receive queue, mostly), or false when it cannot be read.
-func socketDrops(c *net.UDPConn) (uint32, bool) {
+func SocketDrops(c *net.UDPConn) (uint32, bool) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, false

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"bytes"
@@ -171,21 +171,17 @@ func (f *FailingNames) Take() ([]FailingName, uint64) {
 	return out, total
 }
 
-// SetFailingNames makes the handler count failing answers in f; nil
-// stops it.
-func (h *Handler) SetFailingNames(f *FailingNames) { h.failing.Store(f) }
+// SetFailingNames counts failing answers in f from now on; nil stops
+// it.
+func (o *Observer) SetFailingNames(f *FailingNames) { o.failing.Store(f) }
 
-// SetFailingNames counts failing answers in f; see
-// Handler.SetFailingNames.
-func (s *Server) SetFailingNames(f *FailingNames) { s.h.SetFailingNames(f) }
-
-// recordFailing is observe's hook: one comparison for a successful
+// recordFailing is Observe's hook: one comparison for a successful
 // answer, one atomic load more for a failing one while no summary is set.
-func (h *Handler) recordFailing(r *request, rcode int) {
-	if rcode == dns.RcodeSuccess || r.NameEnd == 0 {
+func (o *Observer) recordFailing(oc *Outcome) {
+	if oc.Rcode == dns.RcodeSuccess || oc.Query.NameEnd == 0 {
 		return
 	}
-	if f := h.failing.Load(); f != nil {
-		f.record(r.LName(), rcode)
+	if f := o.failing.Load(); f != nil {
+		f.record(oc.Query.LName(), oc.Rcode)
 	}
 }

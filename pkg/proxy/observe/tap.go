@@ -1,7 +1,6 @@
-package proxy
+package observe
 
 import (
-	"net"
 	"net/netip"
 	"time"
 
@@ -24,7 +23,7 @@ type TapAnswer struct {
 	Query, Reply []byte
 	Protocol     Protocol
 	// Client sent the query, Server received it (the proxy's socket);
-	// zero when the answer came through Handler.Serve.
+	// zero when the answer came through the proxy's Handler.Serve.
 	Client, Server netip.AddrPort
 	// Received is when the query was read, Answered when its reply was
 	// ready.
@@ -35,32 +34,14 @@ type TapAnswer struct {
 	Forwarded *upstream.Forwarded
 }
 
-// recordForwards asks the Resolve about r's cache miss to note its
-// upstream exchange when a Tap may write it: the sampling is decided only
-// once the answer is known, so every miss is noted while a Tap is set.
-func (h *Handler) recordForwards(r *request) {
-	if ql := h.qlog.Load(); ql != nil && ql.out != nil {
-		r.probe.Record()
-	}
-}
-
-// tap hands the answer to the Tap; its times come from the handler's
+// tap hands the answer to the Tap; its times come from the observer's
 // monotonic clock, anchored at its epoch.
-func (l *queryLogger) tap(h *Handler, r *request, out []byte, elapsed time.Duration) {
-	received := h.epoch.Add(r.start - 1)
-	a := TapAnswer{Query: r.Pkt, Reply: out, Protocol: r.proto, Client: r.client, Server: r.server,
-		Received: received, Answered: received.Add(elapsed), Forwarded: r.probe.Forwarded()}
-	l.out.TapAnswer(&a)
-}
-
-// addrPort returns the address and port of a UDP or TCP address, zero for
-// any other.
-func addrPort(a net.Addr) netip.AddrPort {
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		return a.AddrPort()
-	case *net.TCPAddr:
-		return a.AddrPort()
+func (l *queryLogger) tap(o *Observer, oc *Outcome, elapsed time.Duration) {
+	received := o.epoch.Add(oc.Timing.Start - 1)
+	a := TapAnswer{Query: oc.Query.Pkt, Reply: oc.Reply, Protocol: oc.Protocol, Client: oc.Client, Server: oc.Server,
+		Received: received, Answered: received.Add(elapsed)}
+	if oc.Probe != nil {
+		a.Forwarded = oc.Probe.Forwarded()
 	}
-	return netip.AddrPort{}
+	l.out.TapAnswer(&a)
 }

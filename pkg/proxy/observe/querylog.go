@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"context"
@@ -98,7 +98,7 @@ type QueryLogConfig struct {
 	Rate int `json:"rate"`
 }
 
-// queryLogger writes the query log of one QueryLogConfig; a Handler swaps
+// queryLogger writes the query log of one QueryLogConfig; an Observer swaps
 // in a new one on SetQueryLog, so its fields never change.
 type queryLogger struct {
 	cfg QueryLogConfig
@@ -107,7 +107,7 @@ type queryLogger struct {
 	log *slog.Logger
 	// out is the second output, or nil.
 	out  Tap
-	m    *proxyMetrics
+	m    *metrics
 	now  func() time.Time
 	intN func(int) int
 	// second is the unix second lines are counted in; lines those written
@@ -131,24 +131,24 @@ var queryLogOutcomeNames = [nQueryLogOutcomes]string{"written", "sampled_out", "
 // SetQueryLog switches the query log to cfg; safe while serving (the
 // next answer sees it). A zero Classes turns it off, after which an answer
 // pays one atomic load for it.
-func (h *Handler) SetQueryLog(cfg QueryLogConfig) {
+func (o *Observer) SetQueryLog(cfg QueryLogConfig) {
 	if cfg.Classes == 0 {
-		h.qlog.Store(nil)
+		o.qlog.Store(nil)
 		return
 	}
-	now, intN := h.qlogNow, h.qlogIntN
+	now, intN := o.qlogNow, o.qlogIntN
 	if now == nil {
 		now = time.Now
 	}
 	if intN == nil {
 		intN = rand.IntN
 	}
-	h.qlog.Store(&queryLogger{cfg: cfg, log: h.qlogOut, out: h.tap, m: h.m, now: now, intN: intN})
+	o.qlog.Store(&queryLogger{cfg: cfg, log: o.qlogOut, out: o.tap, m: o.m, now: now, intN: intN})
 }
 
 // QueryLog returns the query log's configuration.
-func (h *Handler) QueryLog() QueryLogConfig {
-	if ql := h.qlog.Load(); ql != nil {
+func (o *Observer) QueryLog() QueryLogConfig {
+	if ql := o.qlog.Load(); ql != nil {
 		return ql.cfg
 	}
 	return QueryLogConfig{}
@@ -189,39 +189,39 @@ func (l *queryLogger) admit() queryLogOutcome {
 
 // write logs one answer, the reply out, if it matches, is sampled and
 // within the rate.
-func (l *queryLogger) write(h *Handler, r *request, out []byte, rcode int, src source, elapsed time.Duration) {
-	upErr := r.upErr
-	denied := r.verdict.denied()
+func (l *queryLogger) write(o *Observer, oc *Outcome, elapsed time.Duration) {
+	upErr, rcode, src := oc.UpErr, oc.Rcode, oc.Source
+	denied := oc.Verdict.Denied()
 	if !l.matches(rcode, upErr) && !(denied && l.cfg.Classes&LogDenied != 0) {
 		return
 	}
-	o := l.admit()
-	l.m.queryLog[o].Add(1)
-	if o != qlWritten {
+	res := l.admit()
+	l.m.queryLog[res].Add(1)
+	if res != qlWritten {
 		return
 	}
 	if l.out != nil {
-		l.tap(h, r, out, elapsed)
+		l.tap(o, oc, elapsed)
 	}
 	if !l.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("qname", wireName(r.Name())),
-		slog.String("qtype", dns.Type(r.QType).String()),
+		slog.String("qname", wireName(oc.Query.Name())),
+		slog.String("qtype", dns.Type(oc.Query.QType).String()),
 		slog.String("rcode", rcodeString(rcode)),
 		slog.String("source", sourceNames[src]),
-		slog.String("protocol", r.proto.String()),
+		slog.String("protocol", oc.Protocol.String()),
 		slog.Duration("duration", elapsed),
 	}
-	if r.upstream != "" && src == srcUpstream {
-		attrs = append(attrs, slog.String("upstream", r.upstream))
+	if oc.Upstream != "" && src == SourceUpstream {
+		attrs = append(attrs, slog.String("upstream", oc.Upstream))
 	}
 	if upErr != nil {
 		attrs = append(attrs, slog.String("err", upErr.Error()))
 	}
 	if denied {
-		attrs = appendPolicyAttrs(attrs, r)
+		attrs = appendPolicyAttrs(attrs, oc)
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "dns query", attrs...)
 }

@@ -1,10 +1,12 @@
-package proxy
+package observe
 
 import (
 	"math/bits"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // Every answer is timed and sized (meshdns_dns_answer_duration_seconds,
@@ -102,10 +104,10 @@ func (h *durHistogram) observe(ns, weight uint64) {
 	h.sum.Add(ns * weight)
 }
 
-func (h *durHistogram) collect(emit func(Series), labelValues ...string) {
+func (h *durHistogram) collect(emit func(metric.Series), labelValues ...string) {
 	var cum [nDurBuckets + 1]uint64
 	if emitCumulative(h.counts[:], cum[:]) {
-		emit(Series{LabelValues: labelValues, Counts: cum[:], Sum: float64(h.sum.Load()) * 1e-9})
+		emit(metric.Series{LabelValues: labelValues, Counts: cum[:], Sum: float64(h.sum.Load()) * 1e-9})
 	}
 }
 
@@ -119,10 +121,10 @@ func (h *sizeHistogram) observe(n, weight uint64) {
 	h.sum.Add(n * weight)
 }
 
-func (h *sizeHistogram) collect(emit func(Series), labelValues ...string) {
+func (h *sizeHistogram) collect(emit func(metric.Series), labelValues ...string) {
 	var cum [nSizeBuckets + 1]uint64
 	if emitCumulative(h.counts[:], cum[:]) {
-		emit(Series{LabelValues: labelValues, Counts: cum[:], Sum: float64(h.sum.Load())})
+		emit(metric.Series{LabelValues: labelValues, Counts: cum[:], Sum: float64(h.sum.Load())})
 	}
 }
 

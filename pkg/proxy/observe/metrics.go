@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // Metric labels are small enums so the hot path indexes arrays instead of
@@ -31,14 +33,14 @@ func (p Protocol) String() string {
 	return "unknown"
 }
 
-// source says who produced an answer.
-type source uint8
+// Source says who produced an answer.
+type Source uint8
 
 const (
-	srcTable    source = iota // the name table (precomputed answers)
-	srcCache                  // the Resolver's cache
-	srcUpstream               // an upstream server
-	srcLocal                  // the proxy itself: FORMERR, NOTIMP, BADVERS, overload
+	SourceTable    Source = iota // the name table (precomputed answers)
+	SourceCache                  // the Resolver's cache
+	SourceUpstream               // an upstream server
+	SourceLocal                  // the proxy itself: FORMERR, NOTIMP, BADVERS, overload
 	nSources
 )
 
@@ -109,24 +111,24 @@ func classifyRcode(rc int) rcodeClass {
 	return rcOther
 }
 
-// dropReason says why a packet got no reply.
-type dropReason uint8
+// DropReason says why a packet got no reply.
+type DropReason uint8
 
 const (
-	dropMalformed    dropReason = iota // shorter than a header, or a response
-	dropTCPLimit                       // a TCP connection beyond MaxTCPConns, every one busy
-	dropTCPReclaimed                   // an idle TCP connection closed to admit a new one
-	dropQueueFull                      // dropped by the kernel: a UDP socket's receive queue full (udpdrops.go)
-	dropSendFailed                     // a reply the socket would not send
+	DropMalformed    DropReason = iota // shorter than a header, or a response
+	DropTCPLimit                       // a TCP connection beyond MaxTCPConns, every one busy
+	DropTCPReclaimed                   // an idle TCP connection closed to admit a new one
+	DropQueueFull                      // dropped by the kernel: a UDP socket's receive queue full (udpdrops.go)
+	DropSendFailed                     // a reply the socket would not send
 	nDropReasons
 )
 
 var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed", "queue_full", "send_failed"}
 
-// proxyMetrics are the serving metrics; see README.md. Every series is an
+// metrics are the serving metrics; see README.md. Every series is an
 // atomic in an array indexed by small enums, so counting a query is one
 // atomic add and allocates nothing.
-type proxyMetrics struct {
+type metrics struct {
 	requests  [nProtocols][nQtypes][nRcodes][nSources]atomic.Uint64
 	duration  [nProtocols][nSources]histogram
 	dropped   [nProtocols][nDropReasons]atomic.Uint64
@@ -136,7 +138,7 @@ type proxyMetrics struct {
 	respSize  [nProtocols]sizeHistogram
 	queryLog  [nQueryLogOutcomes]atomic.Uint64
 	// udpQueue reads the kernel's drops on the UDP sockets into
-	// dropped[UDP][dropQueueFull].
+	// dropped[UDP][DropQueueFull].
 	udpQueue udpQueueDrops
 }
 
@@ -154,14 +156,14 @@ func exponentialBuckets(start, factor float64, n int) []float64 {
 	return b
 }
 
-func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
-	m := &proxyMetrics{}
-	fs := []Family{{
+func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
+	m := &metrics{}
+	fs := []metric.Family{{
 		Name:   "meshdns_dns_requests_total",
 		Help:   "DNS queries answered, by protocol, query type, response code and source of the answer.",
-		Type:   CounterMetric,
+		Type:   metric.Counter,
 		Labels: []string{"protocol", "qtype", "rcode", "source"},
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				for qt := range nQtypes {
 					for rc := range nRcodes {
@@ -175,10 +177,10 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:    "meshdns_dns_request_duration_seconds",
 		Help:    "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
-		Type:    HistogramMetric,
+		Type:    metric.Histogram,
 		Labels:  []string{"protocol", "source"},
 		Buckets: durationBuckets,
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				for src := range nSources {
 					m.duration[p][src].collect(emit, protocolNames[p], sourceNames[src])
@@ -188,10 +190,10 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:    "meshdns_dns_answer_duration_seconds",
 		Help:    "Time from reading a query to having its reply, every answer (table answers and cache hits sampled and weighted), by protocol, source and rcode class.",
-		Type:    HistogramMetric,
+		Type:    metric.Histogram,
 		Labels:  []string{"protocol", "source", "rcode_class"},
 		Buckets: answerDurationBuckets,
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				for src := range nSources {
 					for rc := range nAnswerRcodes {
@@ -203,10 +205,10 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:    "meshdns_dns_response_size_bytes",
 		Help:    "Size of the replies sent, by protocol (sampled like the answer durations).",
-		Type:    HistogramMetric,
+		Type:    metric.Histogram,
 		Labels:  []string{"protocol"},
 		Buckets: responseSizeBuckets,
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				m.respSize[p].collect(emit, protocolNames[p])
 			}
@@ -214,9 +216,9 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:   "meshdns_dns_query_log_lines_total",
 		Help:   "Answers the query log's classes matched, by outcome: written, sampled_out, rate_limited.",
-		Type:   CounterMetric,
+		Type:   metric.Counter,
 		Labels: []string{"outcome"},
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for o := range nQueryLogOutcomes {
 				emitCount(emit, &m.queryLog[o], queryLogOutcomeNames[o])
 			}
@@ -224,10 +226,10 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:   "meshdns_dns_dropped_total",
 		Help:   "Queries, packets or connections dropped without a reply, by protocol and reason (malformed, tcp_limit, tcp_reclaimed, queue_full, send_failed).",
-		Type:   CounterMetric,
+		Type:   metric.Counter,
 		Labels: []string{"protocol", "reason"},
-		Collect: func(emit func(Series)) {
-			m.udpQueue.sample(&m.dropped[UDP][dropQueueFull])
+		Collect: func(emit func(metric.Series)) {
+			m.udpQueue.sample(&m.dropped[UDP][DropQueueFull])
 			for p := range nProtocols {
 				for r := range nDropReasons {
 					emitCount(emit, &m.dropped[p][r], protocolNames[p], dropReasonNames[r])
@@ -237,9 +239,9 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name:   "meshdns_dns_truncated_responses_total",
 		Help:   "Replies truncated to the client's size with TC set, by protocol.",
-		Type:   CounterMetric,
+		Type:   metric.Counter,
 		Labels: []string{"protocol"},
-		Collect: func(emit func(Series)) {
+		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				emitCount(emit, &m.truncated[p], protocolNames[p])
 			}
@@ -247,16 +249,16 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 	}, {
 		Name: "meshdns_dns_tcp_connections",
 		Help: "Open client TCP connections.",
-		Type: GaugeMetric,
-		Collect: func(emit func(Series)) {
-			emit(Series{Value: float64(m.tcpConns.Load())})
+		Type: metric.Gauge,
+		Collect: func(emit func(metric.Series)) {
+			emit(metric.Series{Value: float64(m.tcpConns.Load())})
 		},
 	}, {
 		Name: "meshdns_dns_answer_cache_entries",
 		Help: "Questions of the current table whose answers are kept precomputed.",
-		Type: GaugeMetric,
-		Collect: func(emit func(Series)) {
-			emit(Series{Value: answers()})
+		Type: metric.Gauge,
+		Collect: func(emit func(metric.Series)) {
+			emit(metric.Series{Value: answers()})
 		},
 	}}
 	for _, f := range fs {
@@ -268,9 +270,9 @@ func newMetrics(reg Registry, answers func() float64) (*proxyMetrics, error) {
 }
 
 // emitCount emits a counter's series once it has counted something.
-func emitCount(emit func(Series), c *atomic.Uint64, labelValues ...string) {
+func emitCount(emit func(metric.Series), c *atomic.Uint64, labelValues ...string) {
 	if n := c.Load(); n > 0 {
-		emit(Series{LabelValues: labelValues, Value: float64(n)})
+		emit(metric.Series{LabelValues: labelValues, Value: float64(n)})
 	}
 }
 
@@ -292,7 +294,7 @@ func (h *histogram) observe(v float64) {
 }
 
 // collect emits h once it has an observation, with cumulative counts.
-func (h *histogram) collect(emit func(Series), labelValues ...string) {
+func (h *histogram) collect(emit func(metric.Series), labelValues ...string) {
 	var cum [nDurationBuckets + 1]uint64
 	var n uint64
 	for i := range h.counts {
@@ -300,25 +302,31 @@ func (h *histogram) collect(emit func(Series), labelValues ...string) {
 		cum[i] = n
 	}
 	if n > 0 {
-		emit(Series{LabelValues: labelValues, Counts: cum[:], Sum: math.Float64frombits(h.sum.Load())})
+		emit(metric.Series{LabelValues: labelValues, Counts: cum[:], Sum: math.Float64frombits(h.sum.Load())})
 	}
 }
 
-// observe counts one answered query. waited says it waited for the
-// Resolver (the older request duration histogram); weight > 0 that it was
-// timed and stands for weight answers in the answer histograms.
-func (m *proxyMetrics) observe(p Protocol, qtype uint16, rcode int, src source, waited bool, weight uint32, elapsed time.Duration, size int) {
-	qt, rc := classifyQtype(qtype), classifyRcode(rcode)
+// observe counts one answered query, elapsed after it was read. Waited
+// says it waited for the Resolver (the older request duration histogram);
+// a weight > 0 that it was timed and stands for weight answers in the
+// answer histograms.
+func (m *metrics) observe(oc *Outcome, elapsed time.Duration) {
+	p, src, t := oc.Protocol, oc.Source, oc.Timing
+	qt, rc := classifyQtype(oc.Query.QType), classifyRcode(oc.Rcode)
 	m.requests[p][qt][rc][src].Add(1)
-	if waited {
+	if t.Waited {
 		m.duration[p][src].observe(elapsed.Seconds())
 	}
-	if weight > 0 {
-		m.answerDur[p][src][classifyAnswerRcode(rcode)].observe(uint64(max(elapsed, 0)), uint64(weight))
-		m.respSize[p].observe(uint64(size), uint64(weight))
+	if t.Weight > 0 {
+		m.answerDur[p][src][classifyAnswerRcode(oc.Rcode)].observe(uint64(max(elapsed, 0)), uint64(t.Weight))
+		m.respSize[p].observe(uint64(len(oc.Reply)), uint64(t.Weight))
 	}
 }
 
-func (m *proxyMetrics) drop(p Protocol, r dropReason) { m.dropped[p][r].Add(1) }
-
-func (m *proxyMetrics) truncate(p Protocol) { m.truncated[p].Add(1) }
+// String is the source's label value: table, cache, upstream or local.
+func (s Source) String() string {
+	if s < nSources {
+		return sourceNames[s]
+	}
+	return "unknown"
+}

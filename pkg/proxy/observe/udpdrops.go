@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"net"
@@ -22,7 +22,7 @@ type udpQueueDrops struct {
 // watch starts counting c's drops from now on: drops before (a socket
 // inherited from a supervisor) belong to whoever served it then.
 func (d *udpQueueDrops) watch(c *net.UDPConn) {
-	n, ok := socketDrops(c)
+	n, ok := SocketDrops(c)
 	if !ok {
 		return // not known on this system: nothing to count
 	}
@@ -43,7 +43,7 @@ func (d *udpQueueDrops) sample(into *atomic.Uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for c, last := range d.last {
-		if n, ok := socketDrops(c); ok {
+		if n, ok := SocketDrops(c); ok {
 			into.Add(uint64(n - last))
 			d.last[c] = n
 		}
@@ -59,7 +59,7 @@ func (d *udpQueueDrops) forget(c *net.UDPConn, into *atomic.Uint64) {
 	if !ok {
 		return
 	}
-	if n, ok := socketDrops(c); ok {
+	if n, ok := SocketDrops(c); ok {
 		into.Add(uint64(n - last))
 	}
 	delete(d.last, c)
