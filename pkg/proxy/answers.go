@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,38 +177,52 @@ func (s *tableState) admit(key []byte) bool {
 // appendCached looks key up and returns kindMiss when it is not cached,
 // else its kind and what the handler needs of it: for a packed answer dst
 // with the reply appended (its address run rotated) and its rcode, for a
-// chase the Result, in r.chase. Nothing it hands out points into the
+// chase the Result. Nothing it hands out points into the
 // shard, whose memory the next generation reuses once the lock is
 // released. It does not allocate.
-func (s *tableState) appendCached(dst, key []byte, r *request) (out []byte, kind answerKind, rcode int) {
+func (s *tableState) appendCached(dst, key []byte) (out []byte, kind answerKind, rcode int, chase *nametable.Result) {
 	sh := s.shard(key)
 	sh.mu.RLock()
 	a := sh.m[string(key)]
 	if a == nil {
 		sh.mu.RUnlock()
-		return dst, kindMiss, 0
+		return dst, kindMiss, 0, nil
 	}
-	dst = a.handOut(dst, r)
+	dst, chase = a.handOut(dst)
 	kind, rcode = a.kind, a.rcode
 	sh.mu.RUnlock()
-	return dst, kind, rcode
+	return dst, kind, rcode, chase
 }
 
 // handOut gives the handler what it needs of a, which it must not keep:
 // a packed reply is appended to dst (its run of addresses rotated), a
-// chased Result put in r.chase.
-func (a *answer) handOut(dst []byte, r *request) []byte {
+// chased Result returned.
+func (a *answer) handOut(dst []byte) ([]byte, *nametable.Result) {
 	switch a.kind {
 	case kindPacked:
 		out := append(dst, a.msg...)
 		if a.shufN > 1 {
 			rotate(out[len(dst):], a)
 		}
-		return out
+		return out, nil
 	case kindChase:
-		r.chase = a.res
+		return dst, a.res
 	}
-	return dst
+	return dst, nil
+}
+
+// rotate turns the run of A/AAAA records in out by a random amount: the
+// records have equal length, so this is a copy with no re-packing, and
+// each address comes first equally often.
+func rotate(out []byte, a *answer) {
+	r := rand.IntN(a.shufN)
+	if r == 0 {
+		return
+	}
+	src := a.msg[a.shufOff : a.shufOff+a.shufN*a.shufLen]
+	split := r * a.shufLen
+	n := copy(out[a.shufOff:], src[split:])
+	copy(out[a.shufOff+n:], src[:split])
 }
 
 // put stores a copy of a. When the shard is full (entries or bytes) a new
@@ -304,7 +319,7 @@ func (s *tableState) len() int {
 // It allocates nothing for the names the table holds (their question name
 // is spelt in the packer's scratch), so a table answer costs about the
 // same whether the cache kept it or not.
-func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int, error) {
+func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int, *nametable.Result, error) {
 	p := dnswire.GetPacker()
 	defer p.Release()
 	name, scratch := p.QuestionName(r.LName())
@@ -318,13 +333,13 @@ func (s *tableState) build(dst, key []byte, r *request) ([]byte, answerKind, int
 		a, err = buildAnswer(s.table, p, strings.Clone(name), r.QType, r.QClass)
 	}
 	if err != nil {
-		return dst, kindMiss, 0, err
+		return dst, kindMiss, 0, nil, err
 	}
-	dst = a.handOut(dst, r)
+	dst, chase := a.handOut(dst)
 	if s.admit(key) {
 		s.put(key, &a)
 	}
-	return dst, a.kind, a.rcode, nil
+	return dst, a.kind, a.rcode, chase, nil
 }
 
 // buildAnswer asks the table about the question (lowerName: lowercased,

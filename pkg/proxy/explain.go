@@ -30,12 +30,12 @@ func (h *Handler) ExplainPolicy(ctx context.Context, q dns.Question) (*dns.Msg, 
 	if err != nil {
 		return nil, "", PolicyVerdict{}, fmt.Errorf("explain %s: %w", q.Name, err)
 	}
-	var r request
-	reply, wait := h.answer(nil, pkt, TCP, &r)
+	var x query
+	reply, wait := h.answer(nil, pkt, TCP, &x)
 	if wait {
-		reply = h.resolve(ctx, nil, &r)
+		reply = h.resolve(ctx, nil, &x)
 	}
-	pv := r.pol.Describe(r.verdict)
+	pv := x.dec.pol.Describe(x.dec.Verdict)
 	if reply == nil {
 		return nil, "", pv, fmt.Errorf("explain %s: no reply", q.Name)
 	}
@@ -43,5 +43,5 @@ func (h *Handler) ExplainPolicy(ctx context.Context, q dns.Question) (*dns.Msg, 
 	if err := out.Unpack(reply); err != nil {
 		return nil, "", pv, fmt.Errorf("explain %s: %w", q.Name, err)
 	}
-	return out, r.src.String(), pv, nil
+	return out, x.dec.Source.String(), pv, nil
 }

@@ -57,19 +57,3 @@ func NewFailingNames(topN int) *FailingNames { return observe.NewFailingNames(to
 
 // PolicyVerdict says how the policy judged a query (Explain).
 type PolicyVerdict = observe.PolicyVerdict
-
-// SetQueryLog switches the query log to cfg; safe while serving (the
-// next answer sees it). A zero Classes turns it off, after which an answer
-// pays one atomic load for it.
-func (h *Handler) SetQueryLog(cfg QueryLogConfig) { h.obs.SetQueryLog(cfg) }
-
-// QueryLog returns the query log's configuration.
-func (h *Handler) QueryLog() QueryLogConfig { return h.obs.QueryLog() }
-
-// SetFailingNames makes the handler count failing answers in f; nil
-// stops it.
-func (h *Handler) SetFailingNames(f *FailingNames) { h.obs.SetFailingNames(f) }
-
-// SetFailingNames counts failing answers in f; see
-// Handler.SetFailingNames.
-func (s *Server) SetFailingNames(f *FailingNames) { s.h.SetFailingNames(f) }

@@ -43,26 +43,22 @@ func FuzzJudgeChain(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := NewHandler(testConfig(&fakeResolver{}))
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		var r request
 		if dnswire.ParseQuery(qpkt, &r.Query) != dnswire.ParseOK {
 			t.Fatal("query does not parse")
 		}
-		r.pol = pol
+		d := decision{pol: pol}
 		if len(msg) < r.QEnd {
 			return // the handler answers SERVFAIL before judging
 		}
-		got := h.judgeChain(msg, &r)
+		got := judgeChain(msg, &r, &d)
 		m := new(dns.Msg)
 		if err := m.Unpack(msg); err != nil || len(m.Question) != 1 || !equalFold(m.Question[0].Name, "outside.s3.amazonaws.com.") {
 			return
 		}
-		d, _ := pol.p.DecideChain("outside.s3.amazonaws.com.", m.Answer)
-		if want := d.Blocks(); got != want {
+		dec, _ := pol.p.DecideChain("outside.s3.amazonaws.com.", m.Answer)
+		if want := dec.Blocks(); got != want {
 			t.Errorf("judgeChain = %v, DecideChain blocks = %v for %v", got, want, m.Answer)
 		}
 	})

@@ -201,3 +201,11 @@ func (s *Server) closeLocked() error {
 	}
 	return nil
 }
+
+// SetTablePolicy swaps the table and the policy; see
+// Handler.SetTablePolicy.
+func (s *Server) SetTablePolicy(t Lookuper, p *Policy) { s.h.SetTablePolicy(t, p) }
+
+// SetFailingNames counts failing answers in f; see
+// Handler.SetFailingNames.
+func (s *Server) SetFailingNames(f *FailingNames) { s.h.SetFailingNames(f) }

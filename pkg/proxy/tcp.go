@@ -92,7 +92,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 	// A random phase for the 1-in-N answer timing (Handler.answer): a
 	// connection carries a query or two, and counting from zero would
 	// time none of them.
-	r := request{tick: rand.Uint32(), client: addrPort(c.RemoteAddr()), server: addrPort(c.LocalAddr())}
+	q := query{tick: rand.Uint32(), req: request{addrs: observe.Addrs{Client: addrPort(c.RemoteAddr()), Server: addrPort(c.LocalAddr())}}}
 	retire := tc.born.Add(s.cfg.MaxTCPConnAge)
 	for {
 		deadline := time.Now().Add(s.cfg.TCPIdleTimeout)
@@ -120,7 +120,7 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 		if !tc.begin() {
 			return // reclaimed for a newcomer
 		}
-		reply, wait := s.h.answer(out, pkt[:n], TCP, &r)
+		reply, wait := s.h.answer(out, pkt[:n], TCP, &q)
 		if wait {
 			select {
 			case sem <- struct{}{}:
@@ -128,10 +128,10 @@ func (s *Server) serveConn(ctx context.Context, tc *tcpConn) {
 				tc.end()
 				return
 			}
-			req := r.moved(nil)
+			moved := q.moved(nil)
 			inflight.Go(func() {
 				defer func() { <-sem }()
-				if !w.write(s.h.resolve(ctx, nil, &req)) {
+				if !w.write(s.h.resolve(ctx, nil, &moved)) {
 					s.h.obs.Drop(TCP, observe.DropSendFailed)
 				}
 				tc.end()

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/meshdns/meshdns/internal/dnswire"
 	"github.com/meshdns/meshdns/pkg/proxy/observe"
 )
@@ -37,7 +35,7 @@ const (
 type fwdJob struct {
 	conn *net.UDPConn
 	addr netip.AddrPort
-	req  request
+	q    query
 	// buf keeps the packet copy's storage for the next job.
 	buf []byte
 }
@@ -54,7 +52,8 @@ func (s *Server) serveUDPConn(ctx context.Context, wg *sync.WaitGroup, c *net.UD
 	defer s.readers.Add(-1)
 	buf := make([]byte, maxUDPPacket) // a query of any size is read whole
 	out := make([]byte, 0, readerReplyBuf)
-	r := request{server: addrPort(c.LocalAddr())}
+	var q query
+	q.req.addrs.Server = addrPort(c.LocalAddr())
 	for {
 		n, addr, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -63,7 +62,7 @@ func (s *Server) serveUDPConn(ctx context.Context, wg *sync.WaitGroup, c *net.UD
 			}
 			continue
 		}
-		if reply := s.answerUDP(ctx, wg, c, addr, buf[:n], out, &r); reply != nil {
+		if reply := s.answerUDP(ctx, wg, c, addr, buf[:n], out, &q); reply != nil {
 			s.writeUDP(c, reply, addr)
 			out = keepGrown(out, reply)
 		}
@@ -72,11 +71,11 @@ func (s *Server) serveUDPConn(ctx context.Context, wg *sync.WaitGroup, c *net.UD
 
 // answerUDP answers one datagram read from c: the reply to send now, or
 // nil when there is none or a worker sends it (dispatch).
-func (s *Server) answerUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt, out []byte, r *request) []byte {
-	r.client = addr
-	reply, wait := s.h.answer(out, pkt, UDP, r)
+func (s *Server) answerUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, pkt, out []byte, q *query) []byte {
+	q.req.addrs.Client = addr
+	reply, wait := s.h.answer(out, pkt, UDP, q)
 	if wait {
-		s.dispatch(ctx, wg, c, addr, r)
+		s.dispatch(ctx, wg, c, addr, q)
 		return nil
 	}
 	return reply
@@ -113,15 +112,15 @@ func (s *Server) writeUDP(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
 	}
 }
 
-// dispatch hands r to an idle worker, starts one when there is none and
+// dispatch hands q to an idle worker, starts one when there is none and
 // fewer than MaxForwarding run, or answers REFUSED: shed load rather than
 // queue without limit.
-func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, r *request) {
+func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn, addr netip.AddrPort, q *query) {
 	s.pending.Add(1)
 	j := s.jobPool.Get().(*fwdJob)
 	j.conn, j.addr = c, addr
-	j.req = r.moved(j.buf)
-	j.buf = j.req.Pkt
+	j.q = q.moved(j.buf)
+	j.buf = j.q.req.Pkt
 	select {
 	case s.jobs <- j:
 		return
@@ -136,7 +135,7 @@ func (s *Server) dispatch(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	j.conn = nil
 	s.jobPool.Put(j)
 	var out [dnswire.MaxNameLen + 64]byte
-	s.writeUDP(c, s.h.local(out[:0], r, dns.RcodeRefused, observe.SourceLocal), addr)
+	s.writeUDP(c, s.h.refuse(out[:0], q), addr)
 }
 
 // forwardWorker resolves j, then further jobs until ctx ends or it idles.
@@ -146,11 +145,11 @@ func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		reply := s.h.resolve(ctx, out, &j.req)
+		reply := s.h.resolve(ctx, out, &j.q)
 		s.writeUDP(j.conn, reply, j.addr)
 		s.pending.Add(-1)
 		out = keepGrown(out, reply)
-		j.conn, j.req.chase = nil, nil
+		j.conn, j.q.dec.chase = nil, nil
 		s.jobPool.Put(j)
 		idle.Reset(workerIdle)
 		select {

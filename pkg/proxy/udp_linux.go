@@ -28,7 +28,7 @@ type udpReader struct {
 	c   *net.UDPConn
 	buf []byte // a query of any size is read whole
 	out []byte
-	r   request
+	q   query
 	// sa is the sender of the datagram read last, salen its length.
 	sa    unix.RawSockaddrInet6
 	salen uint32
@@ -58,7 +58,7 @@ func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPCon
 	s.readers.Add(1)
 	defer s.readers.Add(-1)
 	u := &udpReader{s: s, ctx: ctx, wg: wg, c: c, buf: make([]byte, maxUDPPacket), out: make([]byte, 0, readerReplyBuf)}
-	u.r.server = addrPort(c.LocalAddr())
+	u.q.req.addrs.Server = addrPort(c.LocalAddr())
 	read := u.burst // one closure for the reader's life
 	for {
 		err := rc.Read(read)
@@ -89,7 +89,7 @@ func (u *udpReader) burst(fd uintptr) bool {
 			return true
 		}
 		addr := u.sender()
-		reply := u.s.answerUDP(u.ctx, u.wg, u.c, addr, u.buf[:n], u.out, &u.r)
+		reply := u.s.answerUDP(u.ctx, u.wg, u.c, addr, u.buf[:n], u.out, &u.q)
 		if len(reply) == 0 {
 			continue
 		}

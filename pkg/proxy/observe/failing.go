@@ -175,10 +175,11 @@ func (f *FailingNames) Take() ([]FailingName, uint64) {
 // it.
 func (o *Observer) SetFailingNames(f *FailingNames) { o.failing.Store(f) }
 
-// recordFailing is Observe's hook: one comparison for a successful
-// answer, one atomic load more for a failing one while no summary is set.
+// recordFailing is Observe's hook for an answer that is not a success
+// (Observe makes the one comparison a successful answer pays): one atomic
+// load while no summary is set.
 func (o *Observer) recordFailing(oc *Outcome) {
-	if oc.Rcode == dns.RcodeSuccess || oc.Query.NameEnd == 0 {
+	if oc.Query.NameEnd == 0 {
 		return
 	}
 	if f := o.failing.Load(); f != nil {

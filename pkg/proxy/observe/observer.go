@@ -48,6 +48,7 @@ type Observer struct {
 	// output. qlogNow and qlogIntN replace the clock of its rate cap and
 	// the random numbers of its sampling (SetQueryLogClock).
 	qlog     atomic.Pointer[queryLogger]
+	qlogOn   atomic.Bool // qlog != nil, cheaper to load
 	qlogOut  *slog.Logger
 	qlogNow  func() time.Time
 	qlogIntN func(int) int
@@ -94,20 +95,25 @@ func New(cfg Config) (*Observer, error) {
 func (o *Observer) Clock() time.Duration { return time.Since(o.epoch) + 1 }
 
 // Begin starts the timing of a query that may be answered without
-// waiting: one answer in TimeEvery per tick (a reader's own counter, or a
-// pooled request's: no shared counter) starts the clock and counts for
-// that many, an unbiased estimate of the rest. The query log, when on,
-// has every answer timed (its lines carry the duration); the histograms
-// keep their sample.
-func (o *Observer) Begin(tick *uint32) Timing {
-	var t Timing
-	if *tick++; *tick&o.timeMask == 0 {
-		t.Start, t.Weight = o.Clock(), o.timeMask+1
+// waiting, in *t (zero before): one answer in TimeEvery ticks (the caller
+// counts them on a reader's own counter, or a pooled query's: no shared
+// counter) starts the clock and counts for that many, an unbiased
+// estimate of the rest. The
+// query log, when on, has every answer timed (its lines carry the
+// duration); the histograms keep their sample. Small enough to inline:
+// most answers pay an increment, a mask and one atomic load.
+func (o *Observer) Begin(tick uint32, t *Timing) {
+	if tick&o.timeMask == 0 || o.qlogOn.Load() {
+		o.begin(tick, t)
 	}
-	if t.Start == 0 && o.qlog.Load() != nil {
-		t.Start = o.Clock()
+}
+
+// begin is Begin for an answer that is timed.
+func (o *Observer) begin(tick uint32, t *Timing) {
+	t.Start = o.Clock()
+	if tick&o.timeMask == 0 {
+		t.Weight = o.timeMask + 1
 	}
-	return t
 }
 
 // Wait marks a query that waits for the Resolver: timed every time, from
@@ -133,7 +139,9 @@ func (o *Observer) Observe(ctx context.Context, oc *Outcome) {
 		o.m.truncated[oc.Protocol].Add(1)
 	}
 	o.m.observe(oc, elapsed)
-	o.recordFailing(oc)
+	if oc.Rcode != dns.RcodeSuccess {
+		o.recordFailing(oc)
+	}
 	if ql := o.qlog.Load(); ql != nil {
 		ql.write(o, oc, elapsed)
 	}

@@ -37,8 +37,14 @@ type Outcome struct {
 	// Probe is the Resolver's note on a cache miss, for the Tap's
 	// upstream exchange; nil for other answers.
 	Probe *upstream.Probe
-	// Client sent the query and Server received it; zero through
-	// Handler.Serve.
+	// Addrs are the query's addresses, nil when unknown (through the
+	// proxy's Handler.Serve).
+	Addrs *Addrs
+}
+
+// Addrs are the addresses of a query: Client sent it, Server (the proxy's
+// socket) received it.
+type Addrs struct {
 	Client, Server netip.AddrPort
 }
 

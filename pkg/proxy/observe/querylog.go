@@ -134,6 +134,7 @@ var queryLogOutcomeNames = [nQueryLogOutcomes]string{"written", "sampled_out", "
 func (o *Observer) SetQueryLog(cfg QueryLogConfig) {
 	if cfg.Classes == 0 {
 		o.qlog.Store(nil)
+		o.qlogOn.Store(false)
 		return
 	}
 	now, intN := o.qlogNow, o.qlogIntN
@@ -144,6 +145,7 @@ func (o *Observer) SetQueryLog(cfg QueryLogConfig) {
 		intN = rand.IntN
 	}
 	o.qlog.Store(&queryLogger{cfg: cfg, log: o.qlogOut, out: o.tap, m: o.m, now: now, intN: intN})
+	o.qlogOn.Store(true)
 }
 
 // QueryLog returns the query log's configuration.

@@ -38,8 +38,11 @@ type TapAnswer struct {
 // monotonic clock, anchored at its epoch.
 func (l *queryLogger) tap(o *Observer, oc *Outcome, elapsed time.Duration) {
 	received := o.epoch.Add(oc.Timing.Start - 1)
-	a := TapAnswer{Query: oc.Query.Pkt, Reply: oc.Reply, Protocol: oc.Protocol, Client: oc.Client, Server: oc.Server,
+	a := TapAnswer{Query: oc.Query.Pkt, Reply: oc.Reply, Protocol: oc.Protocol,
 		Received: received, Answered: received.Add(elapsed)}
+	if oc.Addrs != nil {
+		a.Client, a.Server = oc.Addrs.Client, oc.Addrs.Server
+	}
 	if oc.Probe != nil {
 		a.Forwarded = oc.Probe.Forwarded()
 	}
