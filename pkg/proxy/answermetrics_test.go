@@ -56,7 +56,7 @@ func TestAnswerDurationSampled(t *testing.T) {
 	}
 }
 
-// Timing every answer (timeMask 0) allocates nothing on the table and the
+// Timing every answer (SetTimeEvery(1)) allocates nothing on the table and the
 // cache paths.
 func TestAnswerTimingAllocs(t *testing.T) {
 	if raceEnabled {
