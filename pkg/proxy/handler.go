@@ -71,7 +71,7 @@ func (h *Handler) Serve(ctx context.Context, dst, pkt []byte, p Protocol) []byte
 
 // queryPool serves callers of Serve; the servers' readers keep one query
 // each. A query escapes (it is handed to the Resolver interface), and
-// allocating its ~500 bytes per query would double a table answer's cost.
+// allocating its ~700 bytes per query would double a table answer's cost.
 var queryPool = sync.Pool{New: func() any { return &query{tick: rand.Uint32()} }}
 
 // answer is the part of a query that never blocks, run by the goroutine
