@@ -47,7 +47,7 @@ type Sections struct {
 
 // AliasCNAME is the CNAME from the question name to its Alias (owner, the
 // alias in the form packed).
-func AliasCNAME(res Sections, qname, owner string) dns.RR {
+func AliasCNAME(res *Sections, qname, owner string) dns.RR {
 	return &dns.CNAME{
 		Hdr:    dns.RR_Header{Name: qname, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: res.AliasTTL},
 		Target: owner,
@@ -80,7 +80,7 @@ const maxPointer = 1 << 14
 // does not pack the way dns.Msg does (record types other than A, AAAA,
 // CNAME, PTR, NS, MX, SRV and SOA, names with escapes, an upper-case
 // alias, malformed records): dns.Msg packs those (pack).
-func (p *Packer) PackWire(res Sections, qname string, qtype, qclass uint16) ([]byte, bool) {
+func (p *Packer) PackWire(res *Sections, qname string, qtype, qclass uint16) ([]byte, bool) {
 	owner := qname
 	an := len(res.Answer) + len(res.Chain)
 	if res.Alias != "" {
@@ -272,7 +272,7 @@ func lowerPlain(s string) bool {
 
 // Pack packs the reply with dns.Msg, from p's scratch, into p's buffer:
 // for what PackWire leaves, with the same sections.
-func (p *Packer) Pack(res Sections, qname string, qtype, qclass uint16) ([]byte, error) {
+func (p *Packer) Pack(res *Sections, qname string, qtype, qclass uint16) ([]byte, error) {
 	owner := qname
 	p.ans = p.ans[:0]
 	if res.Alias != "" {

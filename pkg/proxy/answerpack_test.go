@@ -94,7 +94,7 @@ func TestBuildAnswerPacksLikeMsg(t *testing.T) {
 			if !bytes.Equal(a.msg, want) {
 				t.Fatalf("packed\n%x\nwant\n%x", a.msg, want)
 			}
-			if _, ok := p.PackWire(sections(tc.res), qname, tc.qtype, dns.ClassINET); ok == tc.msg {
+			if _, ok := p.PackWire(ptr(sections(tc.res)), qname, tc.qtype, dns.ClassINET); ok == tc.msg {
 				t.Errorf("packWire ok = %v, want %v", ok, !tc.msg)
 			}
 			if off, size, n := shuffleRun(want); a.shufOff != off || a.shufLen != size || a.shufN != n {
@@ -176,7 +176,7 @@ func FuzzPackWire(f *testing.F) {
 			res.Extra = []dns.RR{&dns.A{Hdr: hdr(zone, dns.TypeA), A: a.A}}
 		}
 		p := &dnswire.Packer{}
-		got, ok := p.PackWire(sections(res), qname, qtype, dns.ClassINET)
+		got, ok := p.PackWire(ptr(sections(res)), qname, qtype, dns.ClassINET)
 		m := new(dns.Msg)
 		m.Response, m.Authoritative, m.RecursionAvailable = true, true, true
 		m.Rcode, m.Compress = res.Rcode, true
@@ -227,3 +227,5 @@ func TestQuestionName(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
