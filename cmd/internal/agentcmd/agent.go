@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if supervised {
-		return supervise(ctx, args, cfg.DNSAddrs, stderr)
+		return supervise(ctx, args, cfg, stderr)
 	}
 	if cfg.Sockets, err = inheritedSockets(); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
@@ -63,14 +64,17 @@ func inheritedSockets() (*proxy.Sockets, error) {
 // exit: the sockets outlive a crash or an OOM kill of the agent (the
 // largest process), so queries sent meanwhile wait in the socket queue for
 // the restarted agent instead of being refused or, behind the pod's
-// redirect, waiting for the client's timeout. SIGTERM and SIGINT are passed
-// to the agent, which drains; the supervisor then exits with it.
-func supervise(ctx context.Context, args, dnsAddrs []string, stderr io.Writer) error {
+// redirect, waiting for the client's timeout. When the agent cannot stay
+// up (safeModeCrashes quick crashes in a row) the supervisor serves the
+// sockets itself in safe mode between tries (supervisesafe.go). SIGTERM
+// and SIGINT are passed to the agent, which drains; the supervisor then
+// exits with it.
+func supervise(ctx context.Context, args []string, cfg agent.Config, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "supervisor")
-	if len(dnsAddrs) == 0 {
-		dnsAddrs = []string{"127.0.0.1:15053"}
+	if len(cfg.DNSAddrs) == 0 {
+		cfg.DNSAddrs = []string{"127.0.0.1:15053"}
 	}
-	socks, err := proxy.ListenSockets(dnsAddrs, runtime.GOMAXPROCS(0))
+	socks, err := proxy.ListenSockets(cfg.DNSAddrs, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
@@ -88,8 +92,16 @@ func supervise(ctx context.Context, args, dnsAddrs []string, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
-	backoff := time.Duration(0)
+	safe, err := newSafeMode(cfg, files, log)
+	if err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	defer safe.Close()
+	var crashes crashLoop
 	for {
+		// Hand the sockets and the probe address back before the agent
+		// starts: it takes them as it comes up.
+		safe.Leave()
 		cmd := exec.Command(self, append([]string{"agent"}, args...)...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, stderr
 		cmd.ExtraFiles = files
@@ -113,15 +125,16 @@ func supervise(ctx context.Context, args, dnsAddrs []string, stderr io.Writer) e
 		if ctx.Err() != nil {
 			return nil
 		}
-		// At once after a crash; a crash loop backs off up to 5s.
-		if time.Since(start) > 10*time.Second {
-			backoff = 0
-		} else {
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-		}
+		status := err.Error()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			log.Error("agent died; restarting it on the same sockets", "status", ee.String(), "after", backoff)
+			status = ee.String()
+		}
+		backoff := crashes.crashed(time.Since(start))
+		log.Error("agent died; restarting it on the same sockets", "status", status, "after", backoff)
+		if crashes.safeMode() {
+			safe.Enter(fmt.Sprintf("the agent crashed %d times in a row within %s of its start (last: %s)",
+				crashes.quick, quickCrash, status))
 		}
 		select {
 		case <-ctx.Done():
@@ -130,3 +143,41 @@ func supervise(ctx context.Context, args, dnsAddrs []string, stderr io.Writer) e
 		}
 	}
 }
+
+// quickCrash is how soon after its start an agent's death counts as a
+// crash loop: the agent is restarted at once after a longer run.
+const quickCrash = 10 * time.Second
+
+// safeModeCrashes quick crashes in a row put the pod in safe mode: one is
+// an accident (an OOM kill, a bug on one input) the next agent survives;
+// three in a row, about a second apart, is an agent that cannot stay up
+// (a bad image, a crash on start-up or on the state it restores).
+const safeModeCrashes = 3
+
+// crashLoop counts the agent's quick crashes in a row and sizes the wait
+// before the next try.
+type crashLoop struct {
+	quick   int
+	backoff time.Duration
+}
+
+// crashed notes a death after the agent ran for ran and returns the wait
+// before the next try: none after a long run; a crash loop backs off from
+// 100ms up to 5s, and up to 30s in safe mode (the pod is served meanwhile,
+// and each try may take the queries it read down with it).
+func (c *crashLoop) crashed(ran time.Duration) time.Duration {
+	if ran > quickCrash {
+		c.quick, c.backoff = 0, 0
+		return 0
+	}
+	c.quick++
+	limit := 5 * time.Second
+	if c.safeMode() {
+		limit = 30 * time.Second
+	}
+	c.backoff = min(max(2*c.backoff, 100*time.Millisecond), limit)
+	return c.backoff
+}
+
+// safeMode reports whether the crash loop calls for safe mode.
+func (c *crashLoop) safeMode() bool { return c.quick >= safeModeCrashes }
