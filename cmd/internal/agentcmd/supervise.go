@@ -113,12 +113,10 @@ func supervise(ctx context.Context, args []string, cfg agent.Config, stderr io.W
 		log.Info("agent started", "pid", cmd.Process.Pid)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		select {
-		case <-ctx.Done():
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			return <-done
-		case err = <-done:
+		if stop, err := waitAgent(ctx, cmd, done, safe); stop {
+			return err
 		}
+		err := <-done
 		if err == nil {
 			return nil // a clean exit is the agent's decision
 		}
@@ -140,6 +138,31 @@ func supervise(ctx context.Context, args []string, cfg agent.Config, stderr io.W
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff):
+		}
+	}
+}
+
+// waitAgent waits for the agent to die (its error then waits on done) or
+// for ctx, then SIGTERMs it and returns stop with its error. In safe
+// mode an agent that lives quickCrash ends safe mode.
+func waitAgent(ctx context.Context, cmd *exec.Cmd, done chan error, safe *supervisorSafe) (bool, error) {
+	var settled <-chan time.Time
+	if safe.On() {
+		t := time.NewTimer(quickCrash)
+		defer t.Stop()
+		settled = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return true, <-done
+		case <-settled:
+			safe.Recovered()
+			settled = nil
+		case err := <-done:
+			done <- err
+			return false, nil
 		}
 	}
 }

@@ -45,7 +45,7 @@ func newSafeMode(cfg agent.Config, files []*os.File, log *slog.Logger) (*supervi
 // dir's policy and the upstreams may have changed since the supervisor
 // started. A failure is logged: the supervisor keeps trying the agent.
 func (s *supervisorSafe) Enter(reason string) {
-	if s.Active() {
+	if s.Serving() {
 		return
 	}
 	mode := safemode.Mode{Policy: safemode.ReadPolicy(s.cfg.StateDir)}

@@ -59,7 +59,8 @@ type Server struct {
 	inflight sync.WaitGroup
 
 	mu  sync.Mutex // guards following
-	cur *episode   // or nil outside safe mode
+	on  bool       // in safe mode: from Enter until Recovered
+	cur *episode   // or nil: not serving (outside safe mode, or an agent is being tried)
 }
 
 // New returns a Server; it serves nothing until Enter.
@@ -80,16 +81,26 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, metrics: m}, nil
 }
 
-// Active reports whether safe mode is on.
-func (s *Server) Active() bool {
+// On reports whether the pod is in safe mode: from Enter until
+// Recovered, across the agent's tries in between.
+func (s *Server) On() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.on
+}
+
+// Serving reports whether the supervisor is reading the sockets.
+func (s *Server) Serving() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur != nil
 }
 
 // Enter starts serving the sockets (and the probe address) for reason;
-// in safe mode already, it does nothing. A probe address that cannot be
-// bound is logged: the DNS sockets are what matters.
+// serving already, it does nothing. The first Enter after Recovered (or
+// ever) counts an entry into safe mode; those after an agent's failed try
+// resume it. A probe address that cannot be bound is logged: the DNS
+// sockets are what matters.
 func (s *Server) Enter(reason string, mode Mode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,6 +112,11 @@ func (s *Server) Enter(reason string, mode Mode) error {
 		return fmt.Errorf("enter safe mode: %w", err)
 	}
 	s.cur = e
+	if s.on {
+		s.cfg.Logger.Info("safe mode resumed", "reason", reason, "refusing", mode.Refusing())
+		return nil
+	}
+	s.on = true
 	s.metrics.enter()
 	s.cfg.Logger.Warn("safe mode: the supervisor answers the pod's queries until an agent stays up",
 		"reason", reason, "refusing", mode.Refusing(), "upstreams", mode.Upstreams, "policy", mode.Policy.Why)
@@ -108,8 +124,8 @@ func (s *Server) Enter(reason string, mode Mode) error {
 }
 
 // Leave stops reading the sockets and frees the probe address, so that an
-// agent started next takes them; answers being made are still sent. Outside
-// safe mode it does nothing.
+// agent started next takes them; answers being made are still sent. The
+// pod stays in safe mode until Recovered. Not serving, it does nothing.
 func (s *Server) Leave() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -119,8 +135,18 @@ func (s *Server) Leave() {
 	s.cur.stop()
 	s.release(s.cur)
 	s.cur = nil
+}
+
+// Recovered ends safe mode: an agent stayed up. Call it after Leave.
+func (s *Server) Recovered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.on {
+		return
+	}
+	s.on = false
 	s.metrics.leave()
-	s.cfg.Logger.Info("safe mode left: an agent takes the sockets")
+	s.cfg.Logger.Warn("safe mode over: the agent stays up")
 }
 
 // Close leaves safe mode and waits for the answers being made.

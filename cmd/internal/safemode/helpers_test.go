@@ -1,0 +1,101 @@
+package safemode
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meshdns/meshdns/internal/namewire"
+)
+
+// upstream is a real DNS server on 127.0.0.1, UDP and TCP on one port,
+// answering every A question with 192.0.2.1.
+type upstream struct {
+	addr    string
+	queries atomic.Int64
+}
+
+func newUpstream(t testing.TB) *upstream {
+	t.Helper()
+	u := &upstream{}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.addr = pc.LocalAddr().String()
+	l, err := net.Listen("tcp", u.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		u.queries.Add(1)
+		m := new(dns.Msg).SetReply(r)
+		rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A 192.0.2.1")
+		m.Answer = append(m.Answer, rr)
+		w.WriteMsg(m)
+	})
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: l, Handler: h}} {
+		go srv.ActivateAndServe()
+		t.Cleanup(func() { srv.Shutdown() })
+	}
+	return u
+}
+
+// sockets binds a UDP socket and a TCP listener on one loopback port, as
+// the supervisor does, and returns their files and the address.
+func sockets(t testing.TB) ([]*os.File, string) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uf, err := pc.(*net.UDPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	l.Close()
+	t.Cleanup(func() { uf.Close(); tf.Close() })
+	return []*os.File{uf, tf}, addr
+}
+
+// ask sends one A question for name over proto and returns the reply.
+func ask(t testing.TB, proto, addr, name string) (*dns.Msg, time.Duration) {
+	t.Helper()
+	m := new(dns.Msg).SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, rtt, err := (&dns.Client{Net: proto, Timeout: 5 * time.Second}).Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", proto, name, err)
+	}
+	return r, rtt
+}
+
+// writeState writes a state file as the agent's client persists it: the
+// version and a full table of one name with settings s (none for nil).
+func writeState(t testing.TB, dir string, s *namewire.AgentSettings) {
+	t.Helper()
+	table := namewire.AppendEntry(nil, "web.demo.svc.cluster.local", nil)
+	table = namewire.AppendTableSettings(table, s)
+	b := protowire.AppendTag(nil, namewire.FieldResponseVersion, protowire.BytesType)
+	b = protowire.AppendString(b, "v7")
+	b = protowire.AppendTag(b, namewire.FieldResponseFull, protowire.BytesType)
+	b = protowire.AppendBytes(b, table)
+	if err := os.WriteFile(filepath.Join(dir, StateFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
