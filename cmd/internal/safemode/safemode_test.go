@@ -15,7 +15,6 @@ import (
 	"github.com/meshdns/meshdns/internal/testenv"
 )
 
-
 func startServer(t *testing.T, probe string) (*Server, string, *metrics.Registry) {
 	t.Helper()
 	files, addr := sockets(t)
