@@ -24,15 +24,8 @@ type upstream struct {
 func newUpstream(t testing.TB) *upstream {
 	t.Helper()
 	u := &upstream{}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := udpTCPPair(t)
 	u.addr = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", u.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
 		m := new(dns.Msg).SetReply(r)
@@ -51,14 +44,7 @@ func newUpstream(t testing.TB) *upstream {
 // the supervisor does, and returns their files and the address.
 func sockets(t testing.TB) ([]*os.File, string) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := udpTCPPair(t)
 	uf, err := pc.(*net.UDPConn).File()
 	if err != nil {
 		t.Fatal(err)
@@ -98,4 +84,23 @@ func writeState(t testing.TB, dir string, s *namewire.AgentSettings) {
 	if err := os.WriteFile(filepath.Join(dir, StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// udpTCPPair binds a UDP socket and a TCP listener on one loopback port,
+// trying other ports while the TCP one is taken.
+func udpTCPPair(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l
+		}
+		pc.Close()
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return nil, nil
 }

@@ -166,6 +166,7 @@ type episode struct {
 	probe   interface{ Close() error } // or nil
 	readers sync.WaitGroup
 	answers sync.WaitGroup // answers being made
+	sem     chan struct{}  // bounds the UDP answers being made
 
 	mu    sync.Mutex // guards following
 	conns map[net.Conn]struct{}
@@ -173,7 +174,7 @@ type episode struct {
 }
 
 func (s *Server) start(reason string, mode Mode) (*episode, error) {
-	e := &episode{reason: reason, mode: mode, conns: map[net.Conn]struct{}{}}
+	e := &episode{reason: reason, mode: mode, conns: map[net.Conn]struct{}{}, sem: make(chan struct{}, maxInflight)}
 	for _, f := range s.cfg.Files {
 		if pc, err := net.FilePacketConn(f); err == nil {
 			e.udp = append(e.udp, pc)

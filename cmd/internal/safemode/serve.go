@@ -9,9 +9,10 @@ import (
 	"github.com/miekg/dns"
 )
 
-// maxInflight bounds the answers being made at once per episode: beyond
-// it the readers wait and queries wait in the socket queues, so safe mode's
-// memory stays bounded under a flood.
+// maxInflight bounds the UDP answers being made at once, across the
+// sockets: beyond it the readers wait and queries wait in the socket
+// queues, so safe mode's memory stays bounded under a flood (each costs a
+// goroutine, the query and the upstream's reply: about 20 kB at most).
 const maxInflight = 128
 
 // tcpIdle is how long a TCP connection may wait for its next query.
@@ -19,8 +20,9 @@ const tcpIdle = 10 * time.Second
 
 func (s *Server) serveUDP(e *episode, pc net.PacketConn) {
 	defer e.readers.Done()
-	sem := make(chan struct{}, maxInflight)
-	buf := make([]byte, dns.MaxMsgSize)
+	// A query over UDP fits 4096 bytes (EDNS's usual buffer size, the
+	// agent's too); a longer datagram is not a query safe mode answers.
+	buf := make([]byte, dns.DefaultMsgSize)
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
@@ -30,10 +32,10 @@ func (s *Server) serveUDP(e *episode, pc net.PacketConn) {
 			continue // a transient error (ICMP feedback): keep reading
 		}
 		q := append([]byte(nil), buf[:n]...)
-		sem <- struct{}{}
+		e.sem <- struct{}{}
 		e.answers.Add(1)
 		go func() {
-			defer func() { <-sem; e.answers.Done() }()
+			defer func() { <-e.sem; e.answers.Done() }()
 			if out := s.answer(e.mode, q, "udp"); out != nil {
 				pc.WriteTo(out, from)
 			}
