@@ -119,7 +119,9 @@ type buildError struct {
 	out []byte
 }
 
-func (e *buildError) Error() string { return "build crashagent: " + e.err.Error() + ": " + string(e.out) }
+func (e *buildError) Error() string {
+	return "build crashagent: " + e.err.Error() + ": " + string(e.out)
+}
 
 // supervisor is a running `agent --supervise` process of crashagent.
 type supervisor struct {
