@@ -167,6 +167,8 @@ type episode struct {
 	readers sync.WaitGroup
 	answers sync.WaitGroup // answers being made
 	sem     chan struct{}  // bounds the UDP answers being made
+	connSem chan struct{}  // bounds the TCP connections served
+	stopped chan struct{}  // closed by stop
 
 	mu    sync.Mutex // guards following
 	conns map[net.Conn]struct{}
@@ -174,7 +176,8 @@ type episode struct {
 }
 
 func (s *Server) start(reason string, mode Mode) (*episode, error) {
-	e := &episode{reason: reason, mode: mode, conns: map[net.Conn]struct{}{}, sem: make(chan struct{}, maxInflight)}
+	e := &episode{reason: reason, mode: mode, conns: map[net.Conn]struct{}{}, sem: make(chan struct{}, maxInflight),
+		connSem: make(chan struct{}, maxConns), stopped: make(chan struct{})}
 	for _, f := range s.cfg.Files {
 		if pc, err := net.FilePacketConn(f); err == nil {
 			e.udp = append(e.udp, pc)
@@ -212,6 +215,7 @@ func (s *Server) start(reason string, mode Mode) (*episode, error) {
 func (e *episode) stop() {
 	e.mu.Lock()
 	e.done = true
+	close(e.stopped)
 	for c := range e.conns {
 		c.SetReadDeadline(time.Now())
 	}

@@ -43,11 +43,21 @@ func (s *Server) serveUDP(e *episode, pc net.PacketConn) {
 	}
 }
 
+// maxConns bounds the TCP connections served at once, across the
+// listeners: beyond it new ones wait in the listen backlog.
+const maxConns = 64
+
 func (s *Server) serveTCP(e *episode, l net.Listener) {
 	defer e.readers.Done()
 	for {
+		select {
+		case e.connSem <- struct{}{}:
+		case <-e.stopped:
+			return
+		}
 		c, err := l.Accept()
 		if err != nil {
+			<-e.connSem
 			if e.isDone() {
 				return
 			}
@@ -55,12 +65,13 @@ func (s *Server) serveTCP(e *episode, l net.Listener) {
 			continue
 		}
 		if !e.track(c) {
+			<-e.connSem
 			c.Close()
 			return
 		}
 		e.answers.Add(1)
 		go func() {
-			defer e.answers.Done()
+			defer func() { <-e.connSem; e.answers.Done() }()
 			defer e.untrack(c)
 			s.serveConn(e.mode, c)
 		}()
