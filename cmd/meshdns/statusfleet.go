@@ -253,7 +253,9 @@ func whyNotConnected(p *corev1.Pod) string {
 	case !st.Ready:
 		return "agent running, not ready: it has no table yet (it cannot reach a control plane, or is refused; see its log)"
 	}
-	return "agent ready but no stream to any replica: it serves its last table and is reconnecting"
+	// A supervisor in safe mode (the agent crash-looping) also reports
+	// ready while it forwards; only its probe port tells which.
+	return "agent ready but no stream to any replica: it serves its last table and is reconnecting, or its supervisor is in safe mode (its probe port's /healthz/ready says which)"
 }
 
 func messageOf(m string) string {
