@@ -148,11 +148,40 @@ func TestServerProbeRefusing(t *testing.T) {
 
 func get(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestServerHandsBackTCP: a connection open when safe mode stops is
+// closed, so the client asks again on a new one, which the agent accepts.
+func TestServerHandsBackTCP(t *testing.T) {
+	up := newUpstream(t)
+	s, addr, _ := startServer(t, "")
+	if err := s.Enter("test", Mode{Upstreams: []string{up.addr}}); err != nil {
+		t.Fatal(err)
+	}
+	co, err := dns.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	if err := co.WriteMsg(new(dns.Msg).SetQuestion("example.org.", dns.TypeA)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := co.ReadMsg(); err != nil || len(r.Answer) != 1 {
+		t.Fatalf("first query: %v, %v", r, err)
+	}
+	s.Leave()
+	co.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if r, err := co.ReadMsg(); err == nil {
+		t.Fatalf("after Leave the connection still answers: %v", r)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("after Leave the connection stays open")
+	}
 }

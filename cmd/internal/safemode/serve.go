@@ -32,7 +32,11 @@ func (s *Server) serveUDP(e *episode, pc net.PacketConn) {
 			continue // a transient error (ICMP feedback): keep reading
 		}
 		q := append([]byte(nil), buf[:n]...)
-		e.sem <- struct{}{}
+		select {
+		case e.sem <- struct{}{}:
+		case <-e.stopped:
+			return // the query read is lost, as one a crashing agent read
+		}
 		e.answers.Add(1)
 		go func() {
 			defer func() { <-e.sem; e.answers.Done() }()
@@ -73,17 +77,21 @@ func (s *Server) serveTCP(e *episode, l net.Listener) {
 		go func() {
 			defer func() { <-e.connSem; e.answers.Done() }()
 			defer e.untrack(c)
-			s.serveConn(e.mode, c)
+			s.serveConn(e, c)
 		}()
 	}
 }
 
 // serveConn answers the queries of one TCP connection in turn (RFC 7766
-// framing: a two-byte length before each message).
-func (s *Server) serveConn(mode Mode, c net.Conn) {
+// framing: a two-byte length before each message) until the episode
+// stops: the client then asks again on a new connection, which the agent
+// accepts.
+func (s *Server) serveConn(e *episode, c net.Conn) {
 	var l [2]byte
 	for {
-		c.SetReadDeadline(time.Now().Add(tcpIdle))
+		if !e.setReadDeadline(c, time.Now().Add(tcpIdle)) {
+			return
+		}
 		if _, err := io.ReadFull(c, l[:]); err != nil {
 			return
 		}
@@ -91,7 +99,7 @@ func (s *Server) serveConn(mode Mode, c net.Conn) {
 		if _, err := io.ReadFull(c, q); err != nil {
 			return
 		}
-		out := s.answer(mode, q, "tcp")
+		out := s.answer(e.mode, q, "tcp")
 		if out == nil {
 			return
 		}
@@ -100,6 +108,18 @@ func (s *Server) serveConn(mode Mode, c net.Conn) {
 			return
 		}
 	}
+}
+
+// setReadDeadline sets c's read deadline unless the episode is stopping
+// (stop's own deadline must stay), and reports whether it did.
+func (e *episode) setReadDeadline(c net.Conn, t time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return false
+	}
+	c.SetReadDeadline(t)
+	return true
 }
 
 func (e *episode) isDone() bool {
