@@ -100,12 +100,24 @@ func TestSupervisorSafeModeRefusesUnderPolicy(t *testing.T) {
 	}
 }
 
+// crashAgentDir holds the crashagent build, removed by TestMain.
+var crashAgentDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if crashAgentDir != "" {
+		os.RemoveAll(crashAgentDir)
+	}
+	os.Exit(code)
+}
+
 // crashAgentBin builds testdata/crashagent once per test binary.
 var crashAgentBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "meshdns-crashagent")
 	if err != nil {
 		return "", err
 	}
+	crashAgentDir = dir
 	bin := filepath.Join(dir, "meshdns-agent")
 	out, err := exec.Command("go", "build", "-o", bin, "./testdata/crashagent").CombinedOutput()
 	if err != nil {
