@@ -102,21 +102,16 @@ func supervise(ctx context.Context, args []string, cfg agent.Config, stderr io.W
 		// Hand the sockets and the probe address back before the agent
 		// starts: it takes them as it comes up.
 		safe.Leave()
-		cmd := exec.Command(self, append([]string{"agent"}, args...)...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, stderr
-		cmd.ExtraFiles = files
-		cmd.Env = append(os.Environ(), inheritedFDsEnv+"="+strconv.Itoa(len(files)))
 		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("supervisor: start agent: %w", err)
+		cmd, done, err := startAgent(self, args, files, stderr)
+		if err != nil {
+			return err
 		}
 		log.Info("agent started", "pid", cmd.Process.Pid)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		if stop, err := waitAgent(ctx, cmd, done, safe); stop {
 			return err
 		}
-		err := <-done
+		err = <-done
 		if err == nil {
 			return nil // a clean exit is the agent's decision
 		}
@@ -140,6 +135,21 @@ func supervise(ctx context.Context, args []string, cfg agent.Config, stderr io.W
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// startAgent starts the agent on the sockets' files; done receives its
+// end.
+func startAgent(self string, args []string, files []*os.File, stderr io.Writer) (*exec.Cmd, chan error, error) {
+	cmd := exec.Command(self, append([]string{"agent"}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, stderr
+	cmd.ExtraFiles = files
+	cmd.Env = append(os.Environ(), inheritedFDsEnv+"="+strconv.Itoa(len(files)))
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("supervisor: start agent: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done, nil
 }
 
 // waitAgent waits for the agent to die (its error then waits on done) or
