@@ -44,6 +44,17 @@ image: ## build the meshdns image (meshdns and the sidecar's meshdns-agent, stat
 	  $(foreach p,$(PLATFORMS),-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns -agent-binary $(p)=$(IMAGE_DIR)/$(subst /,_,$(p))/meshdns-agent) \
 	  -layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/meshdns.tar
 
+RELEASE_DIR ?= $(BIN)/release
+HELM ?= $(HOME)/.cache/meshdns/helm/helm
+
+.PHONY: release
+release: ## make release VERSION=vX.Y.Z (the newest CHANGELOG.md version): image tarball, chart, linux amd64/arm64 binaries, SBOMs, SHA256SUMS into $(RELEASE_DIR)
+	GO=$(GO) MAKE=$(MAKE) VERSION=$(VERSION) BIN=$(BIN) IMAGE_DIR=$(IMAGE_DIR) RELEASE_DIR=$(RELEASE_DIR) PLATFORMS="$(PLATFORMS)" HELM=$(HELM) ./hack/release.sh
+
+# The SBOM generator, pinned in a module of its own (tools/sbom/go.mod).
+$(BIN)/cyclonedx-gomod: tools/sbom/go.mod
+	cd tools/sbom && GOBIN=$(abspath $(BIN)) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+
 # make run forwards the names outside the sample table to this machine's
 # own resolvers: the nameservers of RUN_RESOLV_CONF, passed as --upstream,
 # while examples/resolv.conf gives the demo pod's search list and ndots.
@@ -144,6 +155,11 @@ bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsp
 bench-memory: build ## agent RSS, peak and ready time at 1k/10k/100k names, file and stream, beside dnsmasq (needs dnsperf, dnsmasq)
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns memory $(BENCHMEM_FLAGS)
+
+NDOTS_FLAGS ?=
+.PHONY: bench-ndots
+bench-ndots: build ## the ndots:5 walk of an outside name from a pod (glibc, musl), with and without meshdns: queries to CoreDNS, time (root; CoreDNS from make deps, musl-gcc, dig)
+	$(GO) run ./hack/ndotsbench -meshdns $(BIN)/meshdns-agent $(NDOTS_FLAGS)
 
 .PHONY: e2e
 e2e: ## end-to-end tests only: network namespaces, real iptables, real kube-apiserver (root)
