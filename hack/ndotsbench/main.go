@@ -120,6 +120,11 @@ func run(ctx context.Context, cfg config) (rows []row, err error) {
 	}
 	for _, s := range setups {
 		r, err := m.setup(ctx, s, clients, meshdns, dir)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted or out of time: say so rather than how a
+			// killed client ended.
+			return nil, fmt.Errorf("%s: stopped (-timeout %s): %w", s.name, cfg.timeout, ctx.Err())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
