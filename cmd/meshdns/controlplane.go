@@ -110,6 +110,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	ff := newFailingFlags(fs)
 	pf := newPolicyFlags(fs)
 	fwd := newForwardingFlags(fs)
+	qf := newQueryLogFlags(fs)
 	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -164,6 +165,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	if err := ff.apply(&cfg, log, rc); err != nil {
+		return err
+	}
+	if err := qf.apply(&cfg); err != nil {
 		return err
 	}
 	if err := fwd.apply(&cfg, log, rc); err != nil {

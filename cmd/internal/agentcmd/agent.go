@@ -128,6 +128,9 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	if err != nil {
 		return cfg, err
 	}
+	// The query log's lines go where the command's logs go, not to the
+	// process's stderr behind the caller's back.
+	cfg.QueryLogOutput = stderr
 	for i, u := range upstreams {
 		if upstreams[i], err = upstreamAddr(u); err != nil {
 			return cfg, err

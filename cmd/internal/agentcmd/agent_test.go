@@ -108,7 +108,7 @@ func TestAgentFlags(t *testing.T) {
 			if got.Logger == nil || got.Registry == nil || got.LogLevel == nil {
 				t.Error("logger, level or registry not set")
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "Registry", "Version")); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(agent.Config{}, "Logger", "LogLevel", "QueryLogOutput", "Registry", "Version")); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
 		})
