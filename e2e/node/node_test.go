@@ -49,39 +49,10 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	meshdns, agent, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "meshdns-agent"), filepath.Join(dir, "testapp")
-	buildStatic(t, "./cmd/meshdns", meshdns)
-	buildStatic(t, archtest.AgentMain, agent, agentBuildFlags...)
-	buildStatic(t, "./e2e/node/testapp", app)
-
 	// Pod Security: every namespace enforces baseline unless labelled
-	// otherwise, as a cluster-wide default of the API server. The
-	// ServiceAccount admission plugin on (kubetest turns it off), as in
-	// every cluster: pods run as their ServiceAccount, and the kubelet gets
-	// their projected tokens (the agent's, audience meshdns) from the
-	// TokenRequest API, signed with kubetest's service-account key.
-	c := kubetest.Start(t, kubetest.WithRBAC(), kubetest.WithArgs(
-		"--admission-control-config-file="+podSecurityDefaults(t, dir), "--disable-admission-plugins="))
-	defaultServiceAccounts(t, c)
-	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
-	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir, meshdns: meshdns}
-
-	// The project's image, as `make image` writes it (hack/image), for
-	// this machine's platform; the test application's image from its
-	// static binary.
-	if err := n.ImportArchive(projectImage(t, meshdns, agent, dir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.LoadImage(nodetest.Image{Name: "testapp", Files: map[string]string{"/bin/testapp": app},
-		Entrypoint: []string{"/bin/testapp"}, User: "1000:1000"}); err != nil {
-		t.Fatal(err)
-	}
-
+	// otherwise, as a cluster-wide default of the API server.
+	e := startNode(t, "--admission-control-config-file="+podSecurityDefaults(t, t.TempDir()))
+	c, dir, meshdns := e.c, e.dir, e.meshdns
 	// The control plane as a process with the ServiceAccount and RBAC of
 	// the manifests, serving gRPC on the node address the pods reach.
 	rest := applyManifests(t, c, "00-namespace.yaml", "10-rbac.yaml", "40-webhook.yaml")
@@ -117,6 +88,44 @@ func setup(t *testing.T) *env {
 	startControlPlane(t, "controlplane-vm", meshdns, dir, vmAdmin,
 		"--kubeconfig", kubeconfig, "--grpc-addr", e.vmGRPCAddr, "--admin-addr", vmAdmin,
 		"--tls-cert", e.vm.serverCert, "--tls-key", e.vm.serverKey, "--client-ca", e.vm.ca)
+	return e
+}
+
+// startNode builds the binaries, starts the API server (RBAC on, the
+// ServiceAccount admission plugin on, apiArgs) and the node, the DNS
+// stand-in, and loads the images: a cluster with nothing of meshdns.
+func startNode(t *testing.T, apiArgs ...string) *env {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meshdns, agent, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "meshdns-agent"), filepath.Join(dir, "testapp")
+	buildStatic(t, "./cmd/meshdns", meshdns)
+	buildStatic(t, archtest.AgentMain, agent, agentBuildFlags...)
+	buildStatic(t, "./e2e/node/testapp", app)
+
+	// The ServiceAccount admission plugin on (kubetest turns it off), as in
+	// every cluster: pods run as their ServiceAccount, and the kubelet gets
+	// their projected tokens (the agent's, audience meshdns) from the
+	// TokenRequest API, signed with kubetest's service-account key.
+	c := kubetest.Start(t, kubetest.WithRBAC(), kubetest.WithArgs(append(apiArgs, "--disable-admission-plugins=")...))
+	defaultServiceAccounts(t, c)
+	n := nodetest.Start(t, c, nodetest.Options{Search: []string{"corp.example.com"}})
+	e := &env{c: c, n: n, standIn: startStandIn(t), dir: dir, meshdns: meshdns}
+
+	// The project's image, as `make image` writes it (hack/image), for
+	// this machine's platform; the test application's image from its
+	// static binary.
+	if err := n.ImportArchive(projectImage(t, meshdns, agent, dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.LoadImage(nodetest.Image{Name: "testapp", Files: map[string]string{"/bin/testapp": app},
+		Entrypoint: []string{"/bin/testapp"}, User: "1000:1000"}); err != nil {
+		t.Fatal(err)
+	}
+
 	return e
 }
 

@@ -77,6 +77,9 @@ func projectImage(t *testing.T, meshdns, agent, dir string) string {
 type dnsStandIn struct {
 	mu   sync.Mutex
 	seen map[string]int
+	// more are names the test adds (answer), as a cluster DNS learns a
+	// Service's name.
+	more map[string]string
 }
 
 const (
@@ -88,16 +91,22 @@ const (
 
 func startStandIn(t *testing.T) *dnsStandIn {
 	t.Helper()
-	s := &dnsStandIn{seen: map[string]int{}}
+	s := &dnsStandIn{seen: map[string]int{}, more: map[string]string{}}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		q := r.Question[0]
 		s.mu.Lock()
 		s.seen[strings.ToLower(q.Name)]++
+		more, known := s.more[strings.ToLower(q.Name)]
 		s.mu.Unlock()
 		name := strings.ToLower(q.Name)
-		if ip, ok := map[string]string{"web.corp.example.com.": corpWebIP}[name]; ok || dns.IsSubDomain("example.org.", name) {
+		if known {
+			if q.Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(q.Name + " 5 IN A " + more)
+				m.Answer = append(m.Answer, rr)
+			}
+		} else if ip, ok := map[string]string{"web.corp.example.com.": corpWebIP}[name]; ok || dns.IsSubDomain("example.org.", name) {
 			if !ok {
 				ip = externalIP
 			}
@@ -122,6 +131,13 @@ func startStandIn(t *testing.T) *dnsStandIn {
 		t.Cleanup(func() { _ = srv.Shutdown() })
 	}
 	return s
+}
+
+// answer makes the stand-in answer the fully qualified name with ip.
+func (s *dnsStandIn) answer(name, ip string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.more[strings.ToLower(name)] = ip
 }
 
 func (s *dnsStandIn) asked(name string) int {

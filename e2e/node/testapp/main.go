@@ -12,6 +12,8 @@
 // reply's order (the Go resolver sorts addresses, RFC 6724), the rest as
 // addresses. Each line is "RESULT <unix nanos> <name> ok <answers, sorted>"
 // (in order for "=") or "RESULT <unix nanos> <name> err <error>".
+// With -check it looks each name up once and exits 1 if one failed, as
+// nslookup does (install-check.sh runs it with kubectl exec).
 package main
 
 import (
@@ -29,7 +31,9 @@ import (
 
 func main() {
 	every := flag.Duration("every", 0, "repeat the lookups at this interval (0: once)")
+	check := flag.Bool("check", false, "look each name up once, exit 1 if one failed")
 	flag.Parse()
+	failed := false
 	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			fmt.Println("RESOLV " + line)
@@ -44,6 +48,7 @@ func main() {
 			now := time.Now().UnixNano()
 			if err != nil {
 				fmt.Printf("RESULT %d %s err %v\n", now, name, strings.ReplaceAll(err.Error(), " ", "_"))
+				failed = true
 				continue
 			}
 			if !strings.HasPrefix(name, "=") {
@@ -51,7 +56,10 @@ func main() {
 			}
 			fmt.Printf("RESULT %d %s ok %s\n", now, name, strings.Join(answers, ","))
 		}
-		if *every == 0 {
+		if *check && failed {
+			os.Exit(1)
+		}
+		if *every == 0 || *check {
 			return
 		}
 		time.Sleep(*every)
