@@ -65,7 +65,7 @@ injected() { k -n "$NS" get pod "$1" -o jsonpath='{.spec.initContainers[*].name}
 
 step "helm install meshdns $CHART (image $IMAGE_REPOSITORY:$IMAGE_TAG)"
 # shellcheck disable=SC2086 # HELM_ARGS is split into arguments
-"$HELM" install meshdns "$CHART" -n meshdns-system --create-namespace --wait=false \
+"$HELM" install meshdns "$CHART" -n meshdns-system --create-namespace \
 	--set image.repository="$IMAGE_REPOSITORY" --set image.tag="$IMAGE_TAG" $HELM_ARGS >/dev/null
 k -n meshdns-system rollout status deploy/meshdns-controlplane --timeout=3m
 
@@ -100,12 +100,15 @@ eventually 60 denied || fail "pod check still resolves $DENIED_NAME under the DN
 resolves check "$OUTSIDE_NAME" || fail "pod check does not resolve $OUTSIDE_NAME, which the DNSPolicy allows"
 
 step "the query log of pod check shows the denial"
-denial() { k -n "$NS" logs check -c meshdns-agent | grep "\"qname\":\"$DENIED_NAME.\"" | grep -q NXDOMAIN; }
-eventually 30 denial || fail "no NXDOMAIN for $DENIED_NAME in the query log of pod check"
-k -n "$NS" logs check -c meshdns-agent | grep "\"qname\":\"$DENIED_NAME.\"" | grep NXDOMAIN | tail -1
+# One JSON line per answer on the agent's stderr; a denial names its action.
+denials() { k -n "$NS" logs check -c meshdns-agent | grep "\"qname\":\"$DENIED_NAME.\"" | grep '"action":"deny"'; }
+eventually 30 denials >/dev/null || fail "no denial of $DENIED_NAME in the query log of pod check"
+denials | tail -1
 
 step "meshdns status"
-"$MESHDNS" status --kubeconfig "$KUBECONFIG" || fail "meshdns status reports a problem"
+status=$("$MESHDNS" status --kubeconfig "$KUBECONFIG") || fail "meshdns status reports a problem: $status"
+echo "$status"
+echo "$status" | grep -Eq "^$NS +check +meshdns-controlplane-[^ ]+ +SYNCED " || fail "meshdns status does not list pod check in sync"
 step "meshdns analyze"
 "$MESHDNS" analyze --kubeconfig "$KUBECONFIG" || fail "meshdns analyze reports an error"
 
