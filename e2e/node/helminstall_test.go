@@ -65,6 +65,7 @@ func TestHelmInstall(t *testing.T) {
 	logLines(t, out, start)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("install-check.sh: %v", err)
+		t.Logf("control plane log:\n%s", tail(e.n.ContainerLog("meshdns-system", "meshdns-controlplane-1", "controlplane"), 4000))
 		t.Logf("node:\n%s", tail(e.n.Logs(), 6000))
 		return
 	}

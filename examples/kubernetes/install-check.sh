@@ -59,7 +59,9 @@ eventually() {
 checkpod() {
 	k -n "$NS" run "$1" --image="$CHECK_IMAGE" --restart=Never --labels=app=meshdns-check \
 		--annotations=meshdns.io/query-log=all --command -- $CHECK_COMMAND >/dev/null
-	k -n "$NS" wait --for=condition=Ready "pod/$1" --timeout=3m >/dev/null
+	k -n "$NS" wait --for=condition=Ready "pod/$1" --timeout=3m >/dev/null && return
+	k -n "$NS" logs "$1" -c meshdns-agent --tail=5 >&2 || true
+	fail "pod $1 not ready within 3 minutes (an injected pod is ready once its agent has its first table from the control plane; its log above)"
 }
 injected() { k -n "$NS" get pod "$1" -o jsonpath='{.spec.initContainers[*].name}' | grep -qw meshdns-agent; }
 
