@@ -4,7 +4,10 @@
 # resolves a Service and an outside name, a DNSPolicy denies a name and the
 # pod's query log shows it, meshdns status and analyze report the install
 # healthy, helm uninstall leaves the DNSPolicy and DNS working. Each step
-# prints what it does; the first one that fails stops the script (exit 1).
+# prints what it does; the first one that fails stops the script (exit 1)
+# and leaves everything as it is, to look at; to start again: helm
+# uninstall meshdns -n meshdns-system; kubectl delete namespace
+# meshdns-check.
 #
 # Run it against a cluster you may install into (KUBECONFIG), with the
 # image loaded where the nodes find it:
