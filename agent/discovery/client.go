@@ -54,6 +54,14 @@ type Config struct {
 
 	// StateDir holds the last applied table; "" disables persistence.
 	StateDir string
+	// Probation is how long the agent must serve a version from the
+	// control plane without its process dying before the version is the
+	// one a restart restores (the last known good); 30s. Until then the
+	// state dir keeps the previous one beside it, and a start after a
+	// death within the probation restores that one and NACKs the version
+	// (probation.go). Without a state dir nothing outlives the process,
+	// and there is no probation.
+	Probation time.Duration
 
 	// CACert verifies the control plane; TLSCert and TLSKey are the agent's
 	// client certificate (mTLS). Any of them set turns TLS on; without
@@ -125,6 +133,8 @@ type Client struct {
 	// until a write succeeds.
 	stateFailing atomic.Bool
 
+	prob *probation // the state dir's last known good (probation.go)
+
 	reportMu sync.Mutex // guards rep
 	rep      reporting  // the failing-names report (report.go)
 
@@ -167,6 +177,7 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.MaxBackoff, 30*time.Second)
 	def(&cfg.KeepaliveTime, 30*time.Second)
 	def(&cfg.KeepaliveTimeout, 10*time.Second)
+	def(&cfg.Probation, 30*time.Second)
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 256 << 20
 	}
@@ -191,6 +202,7 @@ func New(cfg Config) (*Client, error) {
 		log:     cfg.Logger,
 		metrics: m,
 		synced:  make(chan struct{}),
+		prob:    &probation{dir: cfg.StateDir, period: cfg.Probation, now: cfg.Now, log: cfg.Logger},
 	}
 	if cfg.CACert != "" || cfg.TLSCert != "" {
 		if c.tls, err = certfile.New(certfile.Config{
@@ -234,11 +246,17 @@ func (c *Client) Addr() string {
 
 // Restore builds the table persisted in StateDir, read name by name from
 // the file (one pass, never whole in memory), so the agent serves its last
-// table before any control plane answers. It returns false with no error
-// when there is nothing to restore. Call it before Run.
+// table before any control plane answers. When the previous process died
+// within the probation of its version, that is the last known good table,
+// and the version is rejected (NACKed when the control plane sends it). It
+// returns false with no error when there is nothing to restore. Call it
+// before Run.
 func (c *Client) Restore() (bool, error) {
 	if c.cfg.StateDir == "" {
 		return false, nil
+	}
+	if err := c.prob.start(); err != nil {
+		return false, fmt.Errorf("state dir %s: %w", c.cfg.StateDir, err)
 	}
 	path := filepath.Join(c.cfg.StateDir, stateFile)
 	version, shape, err := namewire.FileVersion(path)
@@ -264,6 +282,31 @@ func (c *Client) Restore() (bool, error) {
 	c.setCurrent(version, nil, true, settings)
 	c.log.Info("restored name table", "version", version)
 	return true, nil
+}
+
+// applyNew applies a version from the stream, on probation from before
+// Apply runs: a process that dies applying it rejects it at the next start.
+func (c *Client) applyNew(version string, t namewire.RawTable, shape *namewire.Shape, settings *namewire.AgentSettings) error {
+	if err := c.prob.begin(version, c.stateVersion()); err != nil {
+		c.log.Error("put name table on probation; a crash in it will not be caught", "version", version, "err", err)
+	}
+	crashOnApply(version, t)
+	if err := c.apply(version, t, shape, settings); err != nil {
+		c.prob.cancel()
+		return err
+	}
+	return nil
+}
+
+// stateVersion returns the version in the state file, or "" when the
+// table applied is not there.
+func (c *Client) stateVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.onDisk {
+		return ""
+	}
+	return c.version
 }
 
 // apply hands the table version to Apply; shape is the table's when
@@ -323,6 +366,7 @@ func (c *Client) markSynced() {
 // of a restarted replica do not all land on the next one in the same
 // instant. It returns nil when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
+	defer c.prob.stop()
 	failures := 0
 	for {
 		stable := false

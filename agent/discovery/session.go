@@ -45,6 +45,12 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		},
 		VersionInfo: version,
 	}
+	if r := c.prob.rejectedVersion(); r.Version != "" {
+		// Every stream says so until the control plane moves on: the
+		// replica it reaches may not have seen it yet.
+		first.RejectedVersion = r.Version
+		first.ErrorDetail = &namewire.ErrorDetail{Code: int32(grpcstream.Aborted), Message: r.Message}
+	}
 	if err := stream.Send(first.Append(nil)); err != nil {
 		c.metrics.connects.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("send identity to %s: %w", addr, err)
@@ -144,7 +150,14 @@ func (c *Client) handle(resp *response) *namewire.Request {
 	}
 	var err error
 	code := grpcstream.InvalidArgument
+	if r := c.prob.rejectedVersion(); r.Version != "" && resp.Version == r.Version {
+		// Never applied again on its own: it killed the agent.
+		resp.DropFull()
+		resp.pending = nil
+		code, err = grpcstream.Aborted, errors.New(r.Message)
+	}
 	switch {
+	case err != nil:
 	case resp.IsFull:
 		if resp.Version == cur && base != nil {
 			// Versions name content (a hash of the view), so this is
@@ -219,6 +232,8 @@ func (c *Client) handle(resp *response) *namewire.Request {
 			ErrorDetail:   &namewire.ErrorDetail{Code: int32(code), Message: err.Error()},
 		}
 	}
+	c.prob.arm()
+	c.prob.accepted(resp.Version)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.metrics.lastApplied.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
 	c.markSynced()
@@ -228,6 +243,7 @@ func (c *Client) handle(resp *response) *namewire.Request {
 
 // ackUnchanged ACKs a response that holds the table already applied.
 func (c *Client) ackUnchanged(resp *response, kind string) *namewire.Request {
+	c.prob.accepted(resp.Version)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
 	c.markSynced()
 	return &namewire.Request{VersionInfo: resp.Version, ResponseNonce: resp.Nonce}
@@ -255,7 +271,7 @@ func (c *Client) applyFull(version string, full []byte, settings *namewire.Agent
 		c.stateFailed(err)
 	}
 	c.dropBase()
-	if err := c.apply(version, namewire.MemTable(full), nil, settings); err != nil {
+	if err := c.applyNew(version, namewire.MemTable(full), nil, settings); err != nil {
 		return err
 	}
 	c.setCurrent(version, full, false, settings)
@@ -290,7 +306,7 @@ func (c *Client) applyDelta(version string, base namewire.RawTable, d *namewire.
 		next = []byte{}
 	}
 	c.dropBase()
-	if err := c.apply(version, namewire.MemTable(next), nil, d.Settings()); err != nil {
+	if err := c.applyNew(version, namewire.MemTable(next), nil, d.Settings()); err != nil {
 		return err
 	}
 	c.setCurrent(version, next, false, d.Settings())
@@ -323,7 +339,7 @@ func writePending(dir, version string, base namewire.RawTable, d *namewire.Delta
 // file the state when the table was applied.
 func (c *Client) applyPending(version string, p *pendingState, settings *namewire.AgentSettings) error {
 	c.dropBase() // when the base was in memory (a state write failed before)
-	if err := c.apply(version, p.table(), p.shape, settings); err != nil {
+	if err := c.applyNew(version, p.table(), p.shape, settings); err != nil {
 		p.abort()
 		return err
 	}

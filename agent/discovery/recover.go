@@ -1,0 +1,133 @@
+package discovery
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/meshdns/meshdns/internal/atomicfile"
+)
+
+// start reads the state dir's probation at a start, before the state
+// file is restored: a marker not stopped means the previous process died
+// within the probation of its version, which is then rejected (persisted
+// first, so a death during this recovery loses nothing) and the last known
+// good state file put back. A stopped marker resumes the probation.
+func (p *probation) start() error {
+	if p.dir == "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.readRejectedLocked(); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(p.path(markerFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		os.Remove(p.path(goodFile)) // a crash between the two removes of clearLocked
+		return nil
+	}
+	var m marker
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return fmt.Errorf("read probation marker: %w", err)
+	}
+	if m.Stopped {
+		m.Stopped, m.Applied = false, p.now()
+		p.cur = &m
+		p.armLocked()
+		return p.writeMarker(&m)
+	}
+	restored := m.Good
+	if restored == "" {
+		restored = "no table"
+	}
+	rej := rejection{
+		Version: m.Version,
+		Message: fmt.Sprintf("the agent died within %s of applying version %s; restored %s", p.period, m.Version, restored),
+	}
+	if err := p.writeRejectedLocked(rej); err != nil {
+		return err
+	}
+	if err := p.restoreGood(m.Good); err != nil {
+		return err
+	}
+	p.log.Error("the previous process died during the probation of a name table; rejected it", "version", m.Version, "restored", restored, "probation", p.period)
+	if err := os.Remove(p.path(markerFile)); err != nil {
+		return fmt.Errorf("remove probation marker: %w", err)
+	}
+	return nil
+}
+
+// restoreGood puts the good file back as the state file. Without one, the
+// state file is the good one already (a recovery cut after the rename), or
+// there was no good version and the state file is the rejected one's.
+func (p *probation) restoreGood(good string) error {
+	err := os.Rename(p.path(goodFile), p.path(stateFile))
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("restore the last known good table: %w", err)
+	case good == "":
+		if err := os.Remove(p.path(stateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the rejected table: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *probation) readRejectedLocked() error {
+	b, err := os.ReadFile(p.path(rejectedFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var r rejection
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		return fmt.Errorf("read rejected version: %w", err)
+	}
+	p.rejected = r
+	return nil
+}
+
+func (p *probation) writeRejectedLocked(r rejection) error {
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = atomicfile.WriteFile(p.path(rejectedFile), b, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("persist rejected version: %w", err)
+	}
+	p.rejected = r
+	return nil
+}
+
+// rejectedVersion returns the version rejected, if any.
+func (p *probation) rejectedVersion() rejection {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rejected
+}
+
+// accepted notes that the agent applied or holds version, sent by the
+// control plane: a rejected version other than it is forgotten, the
+// control plane having moved on.
+func (p *probation) accepted(version string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rejected.Version == "" || p.rejected.Version == version {
+		return
+	}
+	p.log.Info("the control plane moved past the rejected name table", "rejected", p.rejected.Version, "version", version)
+	p.rejected = rejection{}
+	if err := os.Remove(p.path(rejectedFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.log.Error("forget rejected version", "dir", p.dir, "err", err)
+	}
+}
