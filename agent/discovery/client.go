@@ -59,8 +59,8 @@ type Config struct {
 	// one a restart restores (the last known good); 30s. Until then the
 	// state dir keeps the previous one beside it, and a start after a
 	// death within the probation restores that one and NACKs the version
-	// (probation.go). Without a state dir nothing outlives the process,
-	// and there is no probation.
+	// (probation.go). Negative: no probation. Without a state dir nothing
+	// outlives the process, and there is no probation.
 	Probation time.Duration
 
 	// CACert verifies the control plane; TLSCert and TLSKey are the agent's
@@ -177,7 +177,9 @@ func New(cfg Config) (*Client, error) {
 	def(&cfg.MaxBackoff, 30*time.Second)
 	def(&cfg.KeepaliveTime, 30*time.Second)
 	def(&cfg.KeepaliveTimeout, 10*time.Second)
-	def(&cfg.Probation, 30*time.Second)
+	if cfg.Probation == 0 {
+		cfg.Probation = 30 * time.Second
+	}
 	if cfg.MaxMessageSize <= 0 {
 		cfg.MaxMessageSize = 256 << 20
 	}

@@ -376,13 +376,15 @@ func TestRestartFromPersistedState(t *testing.T) {
 	<-done
 
 	// A new agent process: no control plane reachable, yet Restore serves
-	// the persisted v2 at once.
+	// the persisted v2 at once. It stops cleanly (else the next start
+	// would take it for a death within v2's probation).
 	rec2 := &recorder{}
 	c2 := newClient(t, Config{Addrs: []string{deadAddr(t)}, Apply: rec2.apply, StateDir: dir})
 	ok, err := c2.Restore()
 	if err != nil || !ok {
 		t.Fatalf("Restore = %v, %v; want true", ok, err)
 	}
+	runUntil(t, c2)()
 	if diff := cmp.Diff([]string{"v2"}, rec2.versions); diff != "" {
 		t.Errorf("restored versions (-want +got)\n%s", diff)
 	}

@@ -40,6 +40,8 @@ type marker struct {
 	Version string    `json:"version"` // on probation
 	Good    string    `json:"good"`    // in goodFile; "" when there is none
 	Applied time.Time `json:"applied"`
+	// Probation is the process's, which its death is measured against.
+	Probation time.Duration `json:"probation"`
 	// Stopped: the process shut down cleanly during the probation, so
 	// the next start resumes it rather than rejecting the version.
 	Stopped bool `json:"stopped,omitempty"`
@@ -54,7 +56,9 @@ type rejection struct {
 
 // probation keeps the marker and the good file of a state dir. Its methods
 // do nothing without a state dir: a process that dies loses its memory,
-// so there is nothing to restore and nothing to remember.
+// so there is nothing to restore and nothing to remember. A negative
+// period puts no version on probation (each is the last known good once
+// applied), but a start still reads what an earlier process left.
 type probation struct {
 	dir    string // or ""
 	period time.Duration
@@ -75,14 +79,14 @@ func (p *probation) path(name string) string { return filepath.Join(p.dir, name)
 // version current ("" when unknown), becomes the good file first, unless a
 // version on probation replaced it already.
 func (p *probation) begin(version, current string) error {
-	if p.dir == "" {
+	if p.dir == "" || p.period < 0 {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopTimerLocked()
 	p.prev = p.cur
-	m := &marker{Version: version, Applied: p.now()}
+	m := &marker{Version: version, Applied: p.now(), Probation: p.period}
 	if p.cur != nil {
 		m.Good = p.cur.Good
 	} else {

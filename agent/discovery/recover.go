@@ -37,7 +37,7 @@ func (p *probation) start() error {
 		return fmt.Errorf("read probation marker: %w", err)
 	}
 	if m.Stopped {
-		m.Stopped, m.Applied = false, p.now()
+		m.Stopped, m.Applied, m.Probation = false, p.now(), p.period
 		p.cur = &m
 		p.armLocked()
 		return p.writeMarker(&m)
@@ -48,7 +48,7 @@ func (p *probation) start() error {
 	}
 	rej := rejection{
 		Version: m.Version,
-		Message: fmt.Sprintf("the agent died within %s of applying version %s; restored %s", p.period, m.Version, restored),
+		Message: fmt.Sprintf("the agent died within %s of applying version %s; restored %s", m.Probation, m.Version, restored),
 	}
 	if err := p.writeRejectedLocked(rej); err != nil {
 		return err
@@ -56,7 +56,7 @@ func (p *probation) start() error {
 	if err := p.restoreGood(m.Good); err != nil {
 		return err
 	}
-	p.log.Error("the previous process died during the probation of a name table; rejected it", "version", m.Version, "restored", restored, "probation", p.period)
+	p.log.Error("the previous process died during the probation of a name table; rejected it", "version", m.Version, "restored", restored, "probation", m.Probation)
 	if err := os.Remove(p.path(markerFile)); err != nil {
 		return fmt.Errorf("remove probation marker: %w", err)
 	}
