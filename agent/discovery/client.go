@@ -368,7 +368,14 @@ func (c *Client) markSynced() {
 // of a restarted replica do not all land on the next one in the same
 // instant. It returns nil when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
-	defer c.prob.stop()
+	err := c.run(ctx)
+	// Not deferred: a panic unwinding through Run is a death, whose
+	// version the next start must reject, not a clean stop.
+	c.prob.stop()
+	return err
+}
+
+func (c *Client) run(ctx context.Context) error {
 	failures := 0
 	for {
 		stable := false

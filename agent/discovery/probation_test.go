@@ -272,3 +272,41 @@ func TestCleanStopResumesProbation(t *testing.T) {
 		t.Errorf("state file = %q, %v; want v1", v, err)
 	}
 }
+
+// A panic in Apply that unwinds through Run is a death, not a clean stop:
+// the marker is left as it was, and the next start rejects the version.
+func TestPanicThroughRunIsADeath(t *testing.T) {
+	dir := t.TempDir()
+	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
+	rec := &recorder{}
+	apply := func(v *Version) error {
+		if v.ID() == "v2" {
+			panic("the version trips a bug")
+		}
+		return rec.apply(v)
+	}
+	c := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: apply, StateDir: dir, Probation: time.Millisecond})
+	died := make(chan any, 1)
+	go func() {
+		defer func() { died <- recover() }()
+		c.Run(context.Background())
+	}()
+	srv.Recv(t)
+	srv.Send(full("v1", "n1", table("a.example")))
+	checkAck(t, srv.Recv(t), "v1", "n1")
+	testenv.Eventually(t, "v1 passes its probation", discoverytest.Patience(t), func() bool { return len(dirNames(t, dir)) == 1 })
+	srv.Send(full("v2", "n2", table("b.example")))
+	if r := <-died; r == nil {
+		t.Fatal("Run returned without the panic")
+	}
+	srv.Stop() // the dead process's connection goes with it
+
+	rec2 := &recorder{}
+	c2 := newClient(t, Config{Addrs: []string{deadAddr(t)}, Apply: rec2.apply, StateDir: dir})
+	if ok, err := c2.Restore(); !ok || err != nil || rec2.versions[0] != "v1" {
+		t.Fatalf("Restore = %v, %v, %v; want v1", ok, err, rec2.versions)
+	}
+	if r := c2.prob.rejectedVersion(); r.Version != "v2" {
+		t.Errorf("rejected = %+v, want v2", r)
+	}
+}
