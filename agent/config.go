@@ -99,6 +99,11 @@ type Config struct {
 	// ReadyGrace bounds how long a table restored from StateDir serves
 	// before the agent reports ready without a control plane; 10s.
 	ReadyGrace time.Duration
+	// Probation is how long a version from the control plane must serve
+	// without the agent dying before a restart restores it (the last
+	// known good); a start after a death within it restores the previous
+	// version and NACKs this one (agent/discovery); 30s, negative: none.
+	Probation time.Duration
 
 	// UpstreamTimeout is how long a try waits alone before the next try
 	// goes out; earlier tries keep listening until the pod's resolver

@@ -112,6 +112,7 @@ func (a *Agent) discoveryConfig() discovery.Config {
 			return a.apply(src, v)
 		},
 		StateDir:  cfg.StateDir,
+		Probation: cfg.Probation,
 		CACert:    cfg.CACert,
 		TLSCert:   cfg.TLSCert,
 		TLSKey:    cfg.TLSKey,
