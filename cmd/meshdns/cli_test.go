@@ -296,7 +296,7 @@ func TestValidate(t *testing.T) {
 			stdout: []string{"INVALID " + empty + `: file is empty (write "entries: []" for a file with no entries)`}},
 		{name: "bad address names the entry", args: []string{"--entries", badEntry, "--quiet"}, code: 1,
 			stdout: []string{"INVALID " + badEntry + `: entries[1] "web.example": address "10.0.0.300"`}},
-		{name: "misspelt field", args: []string{"--entries", typo}, code: 1, stdout: []string{"INVALID " + typo + `: decode: error unmarshaling JSON: while decoding JSON: json: unknown field "adresses"`}},
+		{name: "misspelt field", args: []string{"--entries", typo}, code: 1, stdout: []string{"INVALID " + typo + `: entries[0] "a.example": unknown field "adresses"`}},
 		{name: "bad template", args: []string{"--inject-template", badTmpl}, code: 1, stdout: []string{"INVALID " + badTmpl + ": invalid template: dnsPort 15020, adminPort 15020 and probePort 15121 must differ"}},
 		{name: "missing file", args: []string{"--entries", filepath.Join(dir, "nope.yaml")}, code: 1, stdout: []string{"INVALID " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"}},
 		{name: "folder without entries files", args: []string{"--entries", emptyDir}, code: 1, stdout: []string{"INVALID " + emptyDir + ": folder holds no"}},
@@ -307,7 +307,7 @@ func TestValidate(t *testing.T) {
 			stdout: []string{"ok      " + none + " (0 entries, 0 zones)", "ok      " + good + " (1 entries, 0 zones)",
 				"ok      " + tmpl + " (injection template, image registry.example/meshdns:v1)"}},
 		{name: "every fault of one entry", args: []string{"--entries", twoFaults}, code: 1,
-			stdout: []string{"INVALID " + twoFaults + `: entries[0] "-web.example": hostname: `, `        entries[0] "-web.example": address "10.0.0.300"`}},
+			stdout: []string{"INVALID " + twoFaults + `: entries[0] "-web.example": hostname: `, "INVALID " + twoFaults + `: entries[0] "-web.example": address "10.0.0.300"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

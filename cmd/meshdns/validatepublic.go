@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"golang.org/x/net/publicsuffix"
@@ -10,7 +9,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/registry"
 )
 
-// warnPublic prints a warning for each name of entries (hostname, alias,
+// publicWarnings warns of each name of entries (hostname, alias,
 // wildcard) that is a public name, one ending in a top-level domain of
 // the Public Suffix List: every agent that sees the entry answers it
 // instead of the public DNS. That may be the intent (an internal address
@@ -18,14 +17,16 @@ import (
 // do this: agents answer a Service's svc.ns or svc form that ends in a
 // top-level domain only under the pod's search domains (pkg/nametable,
 // Answer rules).
-func warnPublic(w io.Writer, path string, entries []registry.Entry) {
+func publicWarnings(entries []registry.Entry) []string {
+	var out []string
 	for _, e := range entries {
 		for _, name := range append([]string{e.Hostname}, e.AltHosts...) {
 			if tld, ok := publicTLD(name); ok {
-				fmt.Fprintf(w, "WARNING %s: %q overrides a public name (.%s is a top-level domain) for every agent that sees it\n", path, name, tld)
+				out = append(out, fmt.Sprintf("%q overrides a public name (.%s is a top-level domain) for every agent that sees it", name, tld))
 			}
 		}
 	}
+	return out
 }
 
 // publicTLD returns the last label of name when it is a top-level domain

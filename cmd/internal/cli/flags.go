@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,10 +37,15 @@ func ParseFlags(fs *flag.FlagSet, args []string, extraEnv map[string][]string) e
 		return Usagef("unexpected arguments: %q", fs.Args())
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		if long, ok := shortOf(f); ok {
+			set[long] = true // -o json is --output json: the environment must not override it
+		}
+	})
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if _, short := shortOf(f); set[f.Name] || short || err != nil {
 			return
 		}
 		names := append([]string{envName(f.Name)}, extraEnv[f.Name]...)
@@ -70,11 +77,23 @@ func PrintHelp(w io.Writer, fs *flag.FlagSet) {
 		}
 	}
 	fmt.Fprintln(w, "flags (each also read from MESHDNS_<FLAG_NAME>, e.g. --admin-addr from MESHDNS_ADMIN_ADDR):")
+	short := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
+		if long, ok := shortOf(f); ok {
+			short[long] = f.Name
+		}
+	})
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := shortOf(f); ok {
+			return
+		}
 		// flag.PrintDefaults spells flags with one dash; users and the
 		// READMEs use two.
 		arg, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
+		if s, ok := short[f.Name]; ok {
+			line = "  -" + s + ", --" + f.Name
+		}
 		if arg != "" {
 			line += " " + arg
 		}
@@ -86,6 +105,26 @@ func PrintHelp(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(w, line)
 	})
+}
+
+// shortUsage starts the usage of a short flag, which PrintHelp shows
+// beside its long name rather than on a line of its own.
+const shortUsage = "\x00short for --"
+
+// Short makes -short (one letter) another name of fs's flag long, as
+// kubectl's -o for --output: both set the same value, --help shows them
+// on one line, and the environment variable is the long name's only.
+func Short(fs *flag.FlagSet, short, long string) {
+	f := fs.Lookup(long)
+	if f == nil {
+		panic("cli.Short: no flag --" + long)
+	}
+	fs.Var(f.Value, short, shortUsage+long)
+}
+
+// shortOf returns the long name of f when f is a short flag.
+func shortOf(f *flag.Flag) (long string, ok bool) {
+	return strings.CutPrefix(f.Usage, shortUsage)
 }
 
 // flagError rewords the flag package's messages with the flag spelt as
@@ -171,3 +210,32 @@ func (l *StringList) Set(v string) error {
 	}
 	return nil
 }
+
+// DurationVar defines a duration flag that also takes a bare whole number
+// as seconds: flags that took seconds as a number keep reading the
+// command lines and environment written for them ("--ttl 30" is 30s).
+func DurationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*seconds)(p), name, usage+" (a duration such as 30s or 5m; a bare number is seconds)")
+}
+
+type seconds time.Duration
+
+func (d *seconds) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n > int64(math.MaxInt64/time.Second) || n < int64(math.MinInt64/time.Second) {
+			return errors.New("out of range")
+		}
+		*d = seconds(time.Duration(n) * time.Second)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = seconds(v)
+	return nil
+}
+
+func (d *seconds) String() string { return time.Duration(*d).String() }
+func (d *seconds) Get() any       { return time.Duration(*d) }
