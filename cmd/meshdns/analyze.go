@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 )
@@ -33,34 +32,26 @@ is found or the API server cannot be read, 2 for a mistake in the command line.`
 func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the pod's service account)")
-	system := fs.String("system-namespace", "meshdns-system", "the namespace meshdns is installed in")
-	output := fs.String("output", "table", "table or json")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the API server")
-	if err := cli.ParseFlags(fs, args, nil); err != nil {
+	f := newFleetFlags(fs, fleetOpts{timeout: 30 * time.Second})
+	if err := f.parse(fs, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" {
-		return cli.Usagef("--output %q: want table or json", *output)
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	rc, err := f.restConfig()
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	k, err := newKubeREST(rc)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	c, err := readCluster(ctx, k, *system)
+	c, err := readCluster(ctx, k, f.system)
 	if err != nil {
 		return err
 	}
 	findings := analyze(c)
-	if *output == "json" {
+	if f.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if findings == nil {

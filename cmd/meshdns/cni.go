@@ -23,6 +23,7 @@ import (
 func init() {
 	cli.Register("cni", cli.Command{
 		Summary: "install or uninstall the chained CNI plugin on a node (the DaemonSet's container)",
+		Usage:   cniUsage,
 		Run:     runCNI,
 	})
 	personalities[cni.PluginType] = runCNIPlugin
@@ -37,9 +38,7 @@ const cniUsage = `usage: meshdns cni install|uninstall [flags]
              was before install, byte for byte, where nothing else changed it since) and
              remove its binary and kubeconfig; with --if-daemonset-gone (the DaemonSet
              pod's preStop), only when the DaemonSet is gone or being deleted, so a
-             restarted or upgraded pod keeps the node's pods redirected meanwhile
-
-flags (each also read from MESHDNS_<FLAG_NAME>):`
+             restarted or upgraded pod keeps the node's pods redirected meanwhile`
 
 // cniFlags are the flags of both actions.
 type cniFlags struct {
@@ -51,11 +50,7 @@ type cniFlags struct {
 
 func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cni", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, cniUsage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(stdout)
 	var f cniFlags
 	fs.StringVar(&f.binDir, "bin-dir", "/host/opt/cni/bin", "the node's CNI bin directory, as mounted")
 	fs.StringVar(&f.confDir, "conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration directory, as mounted")
@@ -74,14 +69,16 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&f.lifetime, "token-lifetime", 24*time.Hour, "lifetime of the plugin's token, renewed at half; how long the plugin outlives a deleted installer")
 	fs.BoolVar(&f.once, "once", false, "install once and exit")
 	fs.BoolVar(&f.ifGone, "if-daemonset-gone", false, "uninstall only when the DaemonSet is gone or being deleted (the preStop hook)")
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fs.Usage()
+	if len(args) == 0 {
+		return cli.Usagef("no action given (want install or uninstall)")
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		cli.PrintHelp(stdout, fs)
 		return flag.ErrHelp
 	}
 	action := args[0]
 	if action != "install" && action != "uninstall" {
-		fs.Usage()
-		return fmt.Errorf("cni: unknown action %q (want install or uninstall)", action)
+		return cli.Usagef("unknown action %q (want install or uninstall)", action)
 	}
 	if err := cli.ParseFlags(fs, args[1:], map[string][]string{"namespace": {"POD_NAMESPACE"}}); err != nil {
 		return err
@@ -104,10 +101,10 @@ func cniInstall(ctx context.Context, f cniFlags, log *slog.Logger) error {
 		return errors.New("--kube-server is empty and KUBERNETES_SERVICE_HOST/PORT are not set")
 	}
 	if f.interval <= 0 {
-		return fmt.Errorf("--interval %s must be positive", f.interval)
+		return cli.Usagef("--interval %s must be positive", f.interval)
 	}
 	if f.lifetime < 10*time.Minute {
-		return fmt.Errorf("--token-lifetime %s: the API server's minimum is 10m", f.lifetime)
+		return cli.Usagef("--token-lifetime %s: the API server's minimum is 10m", f.lifetime)
 	}
 	self, err := os.Executable()
 	if err != nil {

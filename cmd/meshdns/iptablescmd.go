@@ -70,6 +70,12 @@ func runIPTables(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		// 53 packet is captured anyway.
 		rf.ResolvConf = ""
 	}
+	if action != "clean" && len(uids) == 0 && len(gids) == 0 {
+		return &cli.UsageError{Err: iptables.ErrNoProxyOwner}
+	}
+	if _, err := captureflags.ParseBackend(*backend); err != nil {
+		return cli.Usagef("--backend %q: %v", *backend, err)
+	}
 	cfg, err := rf.Config()
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 
 func init() {
 	cli.Register("status", cli.Command{
-		Summary: "list the agents connected to the control plane (every replica, through the API server, with --kubeconfig): acked vs current version, last NACK, injected pods not connected",
+		Summary: "list the agents connected to the control plane (every replica through the API server, or one with --admin-addr): acked vs current version, last NACK, injected pods not connected",
 		Run:     runStatus,
 	})
 }
@@ -32,41 +32,34 @@ const statusHint = "is the control plane running, and its admin port forwarded? 
 func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	addr := fs.String("admin-addr", "127.0.0.1:15014", "admin address of the control plane (host:port or an http:// URL)")
-	output := fs.String("output", "table", "table or json")
-	namespace := fs.String("namespace", "", "only the agents of this namespace")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
-	fleet := newFleetFlags(fs)
-	if err := cli.ParseFlags(fs, args, nil); err != nil {
+	f := newFleetFlags(fs, fleetOpts{admin: "admin address of one control plane replica", namespace: "only the agents of this namespace", timeout: 5 * time.Second})
+	if err := f.parse(fs, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" {
-		return cli.Usagef("--output %q: want table or json", *output)
+	if !f.direct() {
+		return runStatusFleet(ctx, stdout, f)
 	}
-	if fleet.on() {
-		return runStatusFleet(ctx, stdout, fleet, *namespace, *timeout, *output)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	agents, err := fetchAgents(ctx, *addr)
+	agents, err := fetchAgents(ctx, f.adminAddr)
 	if err != nil {
 		return err
 	}
-	if *namespace != "" {
+	if f.namespace != "" {
 		kept := agents[:0]
 		for _, a := range agents {
-			if a.Namespace == *namespace {
+			if a.Namespace == f.namespace {
 				kept = append(kept, a)
 			}
 		}
 		agents = kept
 	}
-	if *output == "json" {
+	if f.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(agents)
 	}
-	return printStatus(stdout, agents, *addr)
+	return printStatus(stdout, agents, f.adminAddr)
 }
 
 // fetchAgents reads the list of connected agents from the control plane

@@ -303,16 +303,16 @@ func printFleet(w io.Writer, fs *fleetStatus, output string) error {
 	return tw.Flush()
 }
 
-// runStatusFleet is status --kubeconfig. It fails (exit 1), after printing
+// runStatusFleet is status through the API server. It fails (exit 1), after printing
 // what it read, when a replica could not be read: the view is incomplete.
-func runStatusFleet(ctx context.Context, stdout io.Writer, fleet *fleetFlags, namespace string, timeout time.Duration, output string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func runStatusFleet(ctx context.Context, stdout io.Writer, fleet *fleetFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, fleet.timeout)
 	defer cancel()
-	fs, err := fleet.read(ctx, namespace)
+	fs, err := fleet.read(ctx)
 	if err != nil {
 		return err
 	}
-	if err := printFleet(stdout, fs, output); err != nil {
+	if err := printFleet(stdout, fs, fleet.output); err != nil {
 		return err
 	}
 	var failed []string

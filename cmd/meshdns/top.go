@@ -30,19 +30,12 @@ func init() {
 func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("top", flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	addrs := fs.String("admin-addr", "127.0.0.1:15014", "admin addresses of the control plane replicas, comma-separated (host:port or http:// URLs); reports are merged per pod")
-	output := fs.String("output", "table", "table or json")
-	namespace := fs.String("namespace", "", "only the pods of this namespace")
+	f := newFleetFlags(fs, fleetOpts{admin: "admin addresses of control plane replicas, comma-separated, whose reports are merged per pod", namespace: "only the pods of this namespace", timeout: 5 * time.Second})
 	name := fs.String("name", "", "only this query name: which pods fail for it")
 	rcode := fs.String("rcode", "", "only this response code: NXDOMAIN, SERVFAIL or REFUSED")
 	limit := fs.Int("limit", 10, "at most this many names per pod in the table (0: all)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the control plane")
-	fleet := newFleetFlags(fs)
-	if err := cli.ParseFlags(fs, args, nil); err != nil {
+	if err := f.parse(fs, args); err != nil {
 		return err
-	}
-	if *output != "table" && *output != "json" {
-		return cli.Usagef("--output %q: want table or json", *output)
 	}
 	switch strings.ToUpper(*rcode) {
 	case "", "NXDOMAIN", "SERVFAIL", "REFUSED":
@@ -52,20 +45,19 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *limit < 0 {
 		return cli.Usagef("--limit %d: want 0 or more", *limit)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	var lists [][]server.AgentInfo
 	var errs []error
-	where := *addrs
-	if fleet.on() {
-		where = "the control plane replicas of " + fleet.system
+	where := f.adminAddr
+	if !f.direct() {
+		where = "the control plane replicas of " + f.system
 		var err error
-		if lists, errs, err = fleetAgents(ctx, fleet, *namespace); err != nil {
+		if lists, errs, err = fleetAgents(ctx, f); err != nil {
 			return err
 		}
-		*addrs = ""
 	}
-	for _, addr := range strings.Split(*addrs, ",") {
+	for _, addr := range strings.Split(f.adminAddr, ",") {
 		addr = strings.TrimSpace(addr)
 		if addr == "" {
 			continue
@@ -80,15 +72,15 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(lists) == 0 && len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if len(lists) == 0 && !fleet.on() {
+	if len(lists) == 0 && f.direct() {
 		return cli.Usagef("--admin-addr: no address")
 	}
 	for _, err := range errs {
 		// Some replicas answered: show theirs, say which did not.
 		fmt.Fprintf(stderr, "warning: %v\n", err)
 	}
-	pods := admin.Failing(mergeReports(lists), *namespace, *name, *rcode)
-	if *output == "json" {
+	pods := admin.Failing(mergeReports(lists), f.namespace, *name, *rcode)
+	if f.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(pods)
@@ -99,8 +91,8 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // fleetAgents reads the agents of every replica as status --kubeconfig
 // does, one list per replica; a replica that could not be read is an
 // error of errs.
-func fleetAgents(ctx context.Context, fleet *fleetFlags, namespace string) (lists [][]server.AgentInfo, errs []error, err error) {
-	fs, err := fleet.read(ctx, namespace)
+func fleetAgents(ctx context.Context, fleet *fleetFlags) (lists [][]server.AgentInfo, errs []error, err error) {
+	fs, err := fleet.read(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

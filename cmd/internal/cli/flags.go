@@ -90,6 +90,11 @@ func PrintHelp(w io.Writer, fs *flag.FlagSet) {
 		// flag.PrintDefaults spells flags with one dash; users and the
 		// READMEs use two.
 		arg, usage := flag.UnquoteUsage(f)
+		if g, ok := f.Value.(flag.Getter); ok && arg == "value" {
+			if _, ok := g.Get().(time.Duration); ok {
+				arg = "duration"
+			}
+		}
 		line := "  --" + f.Name
 		if s, ok := short[f.Name]; ok {
 			line = "  -" + s + ", --" + f.Name
