@@ -60,7 +60,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "unknown command", args: []string{"agnet"}, code: 2, stderr: `meshdns: unknown command "agnet"`, stderrRows: 2},
 		{name: "flag before the command", args: []string{"--upstream", "1.2.3.4"}, code: 2, stderr: "flag --upstream given before the command", stderrRows: 2},
 		{name: "unknown flag", args: []string{"agent", "--bogus"}, code: 2, stderr: "meshdns agent: unknown flag --bogus\nRun 'meshdns agent --help' for usage.\n", stderrRows: 2},
-		{name: "bad flag value", args: []string{"agent", "--ttl", "many"}, code: 2, stderr: `meshdns agent: --ttl "many": want a whole number`, stderrRows: 2},
+		{name: "bad flag value", args: []string{"agent", "--ttl", "many"}, code: 2, stderr: `meshdns agent: --ttl "many": want a duration`, stderrRows: 2},
 		{name: "negative duration", args: []string{"controlplane", "--debounce=-1s"}, code: 2, stderr: "--debounce -1s: a duration must not be negative", stderrRows: 2},
 		{name: "negative duration in the environment", args: []string{"status", "--timeout=-1s"}, code: 2, stderr: "--timeout -1s", stderrRows: 2},
 		{name: "iptables without action", args: []string{"iptables"}, code: 2, stderr: "meshdns iptables: no action given", stderrRows: 2},

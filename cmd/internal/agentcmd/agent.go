@@ -62,7 +62,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	var (
 		dnsAddrs, upstreams, controlPlanes cli.StringList
 		cfg                                agent.Config
-		ttl                                uint
+		ttl                                time.Duration
 		rules                              captureflags.Rules
 	)
 	fs.Var(&dnsAddrs, "dns-addr", "address served over UDP and TCP, repeatable (default 127.0.0.1:15053)")
@@ -75,7 +75,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the pod (env POD_NAMESPACE)")
 	fs.StringVar(&cfg.PodName, "pod-name", "", "name of the pod (env POD_NAME)")
 	fs.StringVar(&cfg.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain")
-	fs.UintVar(&ttl, "ttl", 30, "TTL in seconds of table answers whose name has none")
+	cli.DurationVar(fs, &ttl, "ttl", 30*time.Second, "TTL of table answers whose name has none")
 	fs.Var(podRecordsFlag{&cfg.ForwardPods}, "pod-records", `pod names a-b-c-d.<ns>.pod.<domain>: "insecure" synthesizes them from the name (kubeadm's default), "forward" asks the cluster DNS ("pods verified")`)
 	zoneAware := fs.Bool("zone-aware", true, "answer a headless service with the endpoints in the pod's zone first (the zone the control plane sends; false: the table's order)")
 	fs.StringVar(&cfg.NameTableFile, "nametable-file", "", "static name table (protojson meshdns.v1.NameTable), reloaded on change")
@@ -122,8 +122,8 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	if cfg.Prefetch < 0 || cfg.PrefetchPercent < 1 || cfg.PrefetchPercent > 100 {
 		return cfg, cli.Usagef("--prefetch takes a number >= 0 and --prefetch-percent 1 to 100")
 	}
-	if ttl == 0 || ttl > 1<<31-1 {
-		return cfg, cli.Usagef("--ttl %d: want 1 to 2147483647 seconds", ttl)
+	if ttl < time.Second || ttl > (1<<31-1)*time.Second || ttl%time.Second != 0 {
+		return cfg, cli.Usagef("--ttl %s: want whole seconds from 1s to 2147483647s (DNS TTLs count seconds)", ttl)
 	}
 	log, level, err := logs.Logger(stderr)
 	if err != nil {
@@ -165,7 +165,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	cfg.DNSAddrs = dnsAddrs
 	cfg.Upstreams = upstreams
 	cfg.ControlPlanes = controlPlanes
-	cfg.TTL = uint32(ttl)
+	cfg.TTL = uint32(ttl / time.Second)
 	cfg.Version = cli.BuildInfo().Version
 	cfg.LogLevel = level
 	cfg.Logger = log
