@@ -143,6 +143,13 @@ func flagError(fs *flag.FlagSet, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Errorf("flag --%s needs a value", strings.TrimPrefix(name, "-"))
 	}
+	// invalid boolean value "x" for -quiet: parse error
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		if val, name, ok := strings.Cut(rest, " for -"); ok {
+			name, _, _ = strings.Cut(name, ": ")
+			return fmt.Errorf("--%s %s: want true or false", strings.TrimPrefix(name, "-"), val)
+		}
+	}
 	// invalid value "x" for flag -ttl: parse error
 	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
 		if val, after, ok := strings.Cut(rest, " for flag -"); ok {
