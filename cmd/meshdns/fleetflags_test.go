@@ -77,3 +77,43 @@ func TestFleetFlagsFindReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetByDefault: without --admin-addr, status and top read the
+// replicas through the cluster kubectl would use ($KUBECONFIG here), as
+// analyze does; analyze takes the same flags.
+func TestFleetByDefault(t *testing.T) {
+	c := kubetest.Start(t)
+	ns := c.Namespace(t, "fleet-default")
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	for _, args := range [][]string{{"status"}, {"top"}, {"status", "-n", "demo", "-o", "json"}, {"top", "-A"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := cli.Run(context.Background(), append(args, "--system-namespace", ns, "--timeout", "30"), io.Discard, &stderr)
+			want := "no control plane pod in namespace " + ns
+			if code != 1 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit status %d, stderr %q; want 1 and %q", code, stderr.String(), want)
+			}
+		})
+	}
+}
+
+// TestFleetFlagMistakes: the shared flags' mistakes are usage errors.
+func TestFleetFlagMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"status", "-A", "-n", "demo"}, want: "--all-namespaces and --namespace demo exclude each other"},
+		{args: []string{"top", "--admin-addr", "127.0.0.1:1", "--kubeconfig", "k"}, want: "--admin-addr and --kubeconfig exclude each other"},
+		{args: []string{"analyze", "-o", "yaml"}, want: `--output "yaml": want table or json`},
+		{args: []string{"status", "--timeout", "soon"}, want: `--timeout "soon": want a duration`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := cli.Run(context.Background(), tc.args, &stdout, &stderr)
+			if code != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit status %d, stdout %q, stderr %q; want 2, nothing and %q", code, stdout.String(), stderr.String(), tc.want)
+			}
+		})
+	}
+}
