@@ -24,7 +24,7 @@ a folder means its *.yaml, *.yml and *.json files; "-" is stdin.
 
   -f, --filename   any mix of Kubernetes objects, as kubectl apply -f reads them: the rendered chart
                    (helm template ... | meshdns validate -f -), kustomize build, examples/kubernetes.
-                   ConfigMaps keys template.yaml (injection template) and rules.yaml (forwarding
+                   ConfigMap keys template.yaml (injection template) and rules.yaml (forwarding
                    rules), the *.yaml keys of an entries ConfigMap and DNSPolicy objects are checked;
                    every other object is listed as skipped. A bare entries or forwarding file is
                    recognised by its entries, zones or rules list.
