@@ -34,7 +34,12 @@ func newUpstream(t testing.TB) *upstream {
 		w.WriteMsg(m)
 	})
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: l, Handler: h}} {
+		// Wait for the server to start: a Shutdown before it started
+		// fails and leaves its goroutine serving (goleak sees it).
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
 		go srv.ActivateAndServe()
+		<-started
 		t.Cleanup(func() { srv.Shutdown() })
 	}
 	return u
