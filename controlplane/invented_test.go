@@ -23,7 +23,7 @@ func BenchmarkInventedNamespaces(b *testing.B) {
 	dir := b.TempDir()
 	writeEntries(b, dir, names, 8, 0, "10.255.0.1", true)
 	for b.Loop() {
-		cp := startBenchCP(b, dir, "")
+		cp := startBenchCP(b, dir, "", nil)
 		// The first stream waits for the first version; after it the
 		// control plane holds its model and the one view.
 		first := cptest.Dial(b, cp.grpc, cptest.DialOpts{Namespace: "warmup"})

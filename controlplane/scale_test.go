@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,10 +49,15 @@ func runBenchServer(dir string) {
 		os.Exit(1)
 	}
 	al, _ := net.Listen("tcp", "127.0.0.1:0")
-	cp, err := controlplane.New(controlplane.Config{
+	cfg := controlplane.Config{
 		Entries: []string{dir}, GRPCListener: gl, AdminListener: al,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if err := benchServerTLS(&cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cp, err := controlplane.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -66,16 +72,25 @@ func runBenchServer(dir string) {
 	os.Exit(0)
 }
 
-// runBenchFleet is an agents child: "addrs agents first namespaces watch"
-// in $MESHDNS_BENCH_FLEET; events on stdout until stdin closes.
+// runBenchFleet is an agents child: "addrs agents first namespaces watch
+// sources bundle" in $MESHDNS_BENCH_FLEET (bundle "-" for plaintext);
+// events on stdout until stdin closes.
 func runBenchFleet(spec string) {
-	var addrs, watch string
+	var addrs, watch, bundle string
 	var f loadagent.Fleet
-	if _, err := fmt.Sscan(spec, &addrs, &f.Agents, &f.First, &f.Namespaces, &watch); err != nil {
+	if _, err := fmt.Sscan(spec, &addrs, &f.Agents, &f.First, &f.Namespaces, &watch, &f.Sources, &bundle); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet spec:", err)
 		os.Exit(1)
 	}
 	f.Addrs, f.Watch = strings.Split(addrs, ","), watch
+	if bundle != "-" {
+		confs, err := readBundle(bundle)
+		if err != nil || len(confs) != f.Agents {
+			fmt.Fprintln(os.Stderr, "fleet certificates:", len(confs), err)
+			os.Exit(1)
+		}
+		f.TLS = func(i int) *tls.Config { return confs[i-f.First] }
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
 	if err := loadagent.RunFleet(ctx, f, os.Stdout); err != nil {
@@ -130,11 +145,14 @@ type benchCP struct {
 	grpc, admin string
 }
 
-func startBenchCP(tb testing.TB, dir, grpcAddr string) *benchCP {
+func startBenchCP(tb testing.TB, dir, grpcAddr string, pki *benchPKI) *benchCP {
 	tb.Helper()
 	env := []string{benchServerEnv + "=" + dir}
 	if grpcAddr != "" {
 		env = append(env, benchGRPCEnv+"="+grpcAddr)
+	}
+	if pki != nil {
+		env = append(env, benchTLSEnv+"="+pki.dir)
 	}
 	c := &benchCP{child: startChild(tb, env...)}
 	if _, err := fmt.Fscanf(c.out, "ADDR %s %s\n", &c.grpc, &c.admin); err != nil {
@@ -254,7 +272,10 @@ type fleet struct {
 	events   chan loadagent.Event
 }
 
-func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces int, watch string) *fleet {
+// startFleet starts agents in procs children, spread over sources
+// loopback addresses (0: the kernel's), with certificates of pki (nil:
+// plaintext).
+func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces, sources int, watch string, pki *benchPKI) *fleet {
 	tb.Helper()
 	fl := &fleet{events: make(chan loadagent.Event, 1<<16)}
 	per := (agents + procs - 1) / procs
@@ -263,7 +284,12 @@ func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces int, wa
 		if n <= 0 {
 			break
 		}
-		c := startChild(tb, fmt.Sprintf("%s=%s %d %d %d %s", benchFleetEnv, strings.Join(addrs, ","), n, p*per, namespaces, watch))
+		bundle := "-"
+		if pki != nil {
+			bundle = pki.bundle(tb, p*per, n, max(namespaces, 1))
+		}
+		c := startChild(tb, fmt.Sprintf("%s=%s %d %d %d %s %d %s", benchFleetEnv, strings.Join(addrs, ","), n, p*per, namespaces, watch,
+			sources, bundle))
 		fl.children = append(fl.children, c)
 		go func() {
 			for {
@@ -318,6 +344,13 @@ func BenchmarkScale(b *testing.B) {
 	nEntries := envInt("MESHDNS_BENCH_ENTRIES", 10000)
 	nFiles := envInt("MESHDNS_BENCH_FILES", 100)
 	nNamespaces := envInt("MESHDNS_BENCH_NAMESPACES", 1)
+	// Each agent from an address of its own, as pods are: the control
+	// plane bounds the connections of one address (256 by default).
+	nSources := envInt("MESHDNS_BENCH_SOURCES", nAgents)
+	var pki *benchPKI
+	if os.Getenv("MESHDNS_BENCH_TLS") != "" {
+		pki = newBenchPKI(b)
+	}
 	// Generous bounds that still end a stuck run: ~6s per 1,000 agents.
 	bound := 30*time.Second + time.Duration(nAgents)*6*time.Millisecond
 	dir := b.TempDir()
@@ -326,7 +359,7 @@ func BenchmarkScale(b *testing.B) {
 	cps := make([]*benchCP, nReplicas)
 	addrs := make([]string, nReplicas)
 	for r := range cps {
-		cps[r] = startBenchCP(b, dir, "")
+		cps[r] = startBenchCP(b, dir, "", pki)
 		addrs[r] = cps[r].grpc
 	}
 	totalTicks := func() (t int64) {
@@ -337,15 +370,17 @@ func BenchmarkScale(b *testing.B) {
 	}
 	// The baseline: replicas with their model built, no agent yet.
 	time.Sleep(time.Second)
-	rss0, heap0, stack0 := 0.0, 0.0, 0.0
+	rss0, heap0, stack0, gr0 := 0.0, 0.0, 0.0, 0.0
 	for _, c := range cps {
 		rss0 += rssBytes(b, c.pid())
 		heap0 += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
 		stack0 += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
+		gr0 += scrape(b, c.admin, "go_goroutines")
 	}
+	profileIdle(b, cps[0].admin, "0")
 
 	connectStart := time.Now()
-	fl := startFleet(b, addrs, nAgents, nProcs, nNamespaces, "svc0.corp.example")
+	fl := startFleet(b, addrs, nAgents, nProcs, nNamespaces, nSources, "svc0.corp.example", pki)
 	var fullBytes int
 	seen := map[int]bool{}
 	fl.await(b, bound, "every agent's first table", func(e loadagent.Event) bool {
@@ -365,7 +400,7 @@ func BenchmarkScale(b *testing.B) {
 	// while holds it: the garbage of the connects is gone and goroutine
 	// stacks grown while sending full tables have shrunk back (the
 	// runtime halves a stack using under a quarter of it at each GC).
-	rssGC, heapGC, stackGC := 0.0, 0.0, 0.0
+	rssGC, heapGC, stackGC, grGC := 0.0, 0.0, 0.0, 0.0
 	for _, c := range cps {
 		for range 3 {
 			forceGC(b, c.admin)
@@ -373,7 +408,9 @@ func BenchmarkScale(b *testing.B) {
 		rssGC += rssBytes(b, c.pid())
 		heapGC += scrape(b, c.admin, "go_memstats_heap_inuse_bytes")
 		stackGC += scrape(b, c.admin, "go_memstats_stack_inuse_bytes")
+		grGC += scrape(b, c.admin, "go_goroutines")
 	}
+	profileIdle(b, cps[0].admin, "1")
 
 	var lat []time.Duration
 	var fanout time.Duration // sum over iterations of last minus first agent
@@ -448,26 +485,27 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric((rssGC-rss0)/float64(nAgents)/1024, "cp-gc-rss-KiB/agent")
 	b.ReportMetric((heapGC-heap0)/float64(nAgents)/1024, "cp-gc-heap-KiB/agent")
 	b.ReportMetric((stackGC-stack0)/float64(nAgents)/1024, "cp-gc-stack-KiB/agent")
+	b.ReportMetric((grGC-gr0)/float64(nAgents), "cp-goroutines/agent")
 	b.ReportMetric(float64(connectAll.Milliseconds()), "connect-all-ms")
 	b.ReportMetric(marshals, "encodings/update")
 	b.ReportMetric(float64(fanout.Microseconds())/1000/float64(iters), "first-to-last-ms")
-	b.Logf("%d agents (%d processes) in %d namespaces on %d replicas, %d entries in %d files: connect+full table to all %v; "+
+	b.Logf("tls %t, %d source addresses; %d agents (%d processes) in %d namespaces on %d replicas, %d entries in %d files: connect+full table to all %v; "+
 		"per update p50 %.1fms p99 %.1fms max %.1fms (first to last agent %.1fms); delta %dB vs full %dB; "+
 		"cp cpu %.0fms/update (%.1fus per agent), agents' cpu %.0fms/update; heap %.1fMiB rss %.1fMiB peak; per agent %.1fKiB rss %.1fKiB heap %.1fKiB stacks (after 3 GCs %.1f rss %.1f heap %.1f stacks); %.1f delta encodings per update",
-		nAgents, nProcs, nNamespaces, nReplicas, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000,
+		pki != nil, nSources, nAgents, nProcs, nNamespaces, nReplicas, nEntries, nFiles, connectAll, pct(0.5), pct(0.99), float64(lat[len(lat)-1].Microseconds())/1000,
 		float64(fanout.Microseconds())/1000/float64(iters), deltaBytes, fullBytes, cpuPerUpdate, cpuPerUpdate*1000/float64(nAgents), float64(agentTicks)*10/float64(iters),
 		heapMax/(1<<20), rssMax/(1<<20), (rss1-rss0)/float64(nAgents)/1024, (heap1-heap0)/float64(nAgents)/1024, (stack1-stack0)/float64(nAgents)/1024,
 		(rssGC-rss0)/float64(nAgents)/1024, (heapGC-heap0)/float64(nAgents)/1024, (stackGC-stack0)/float64(nAgents)/1024, marshals)
 
 	if os.Getenv("MESHDNS_BENCH_STORM") != "" {
-		benchStorm(b, dir, cps, fl, nAgents, bound)
+		benchStorm(b, dir, cps, fl, nAgents, bound, pki)
 	}
 }
 
 // benchStorm kills the first replica and restarts it at its address; it
 // reports how long until every agent that was on it applied a table from
 // a replica again, and the kinds of those tables.
-func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int, bound time.Duration) {
+func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int, bound time.Duration, pki *benchPKI) {
 	victim := cps[0]
 	moving := 0
 	for i := range nAgents {
@@ -485,7 +523,7 @@ func benchStorm(b *testing.B, dir string, cps []*benchCP, fl *fleet, nAgents int
 	go func() {
 		// A replacement pod takes a moment to start: agents of a single
 		// replica retry meanwhile, those of several move on.
-		c := startBenchCP(b, dir, victim.grpc)
+		c := startBenchCP(b, dir, victim.grpc, pki)
 		mu.Lock()
 		listening = time.Now()
 		mu.Unlock()
@@ -548,43 +586,5 @@ func drain[T any](c chan T) {
 		default:
 			return
 		}
-	}
-}
-
-// profileUpdates, when MESHDNS_BENCH_PROFILE names a folder, saves the
-// first replica's CPU profile of the first MESHDNS_BENCH_PROFILE_SECONDS
-// (10) of the update loop (cpu.pprof) and its allocations before and after
-// the loop, each after a collection so it is complete (allocs-0.pprof,
-// allocs-1.pprof: compare with pprof -base).
-// The returned function waits for the profile.
-func profileUpdates(tb testing.TB, admin string) func() {
-	dir := os.Getenv("MESHDNS_BENCH_PROFILE")
-	if dir == "" {
-		return func() {}
-	}
-	save := func(path, name string) {
-		resp, err := http.Get(admin + path)
-		if err != nil {
-			tb.Error(err)
-			return
-		}
-		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			tb.Error(err)
-			return
-		}
-		defer f.Close()
-		_, _ = io.Copy(f, resp.Body)
-	}
-	save("/debug/pprof/heap?gc=1", "allocs-0.pprof")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", envInt("MESHDNS_BENCH_PROFILE_SECONDS", 10)), "cpu.pprof")
-	}()
-	return func() {
-		<-done
-		save("/debug/pprof/heap?gc=1", "allocs-1.pprof")
 	}
 }

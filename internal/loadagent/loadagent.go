@@ -8,13 +8,17 @@ package loadagent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -63,6 +67,13 @@ type Config struct {
 	MinBackoff time.Duration
 	// Report receives every event; it must not block for long.
 	Report func(Event)
+	// Source is the local address connections are made from (an address
+	// of 127.0.0.0/8 on loopback, so that each agent is a peer of its own
+	// as a pod is); the zero Addr lets the kernel choose.
+	Source netip.Addr
+	// TLS, when set, dials with it (mTLS when it holds a certificate);
+	// nil dials plaintext.
+	TLS *tls.Config
 }
 
 // Run keeps a stream open until ctx ends.
@@ -95,12 +106,28 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// window is the agent's static HTTP/2 stream and connection window.
+const window = 4 << 20
+
 // session runs one stream; got reports whether it delivered a response.
 func session(ctx context.Context, cfg Config, addr string, version *string) (got bool, err error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)),
 		// As the agent dials: static windows, no BDP pings.
-		grpc.WithStaticStreamWindowSize(4<<20), grpc.WithStaticConnWindowSize(4<<20))
+		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(window),
+	}
+	if cfg.Source.IsValid() {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(cfg.Source, 0))}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", a)
+		}))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}

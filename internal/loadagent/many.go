@@ -3,8 +3,10 @@ package loadagent
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -22,6 +24,21 @@ type Fleet struct {
 	Watch string
 	// Ramp spreads the connects over this long; zero connects at once.
 	Ramp time.Duration
+	// Sources spreads the agents over this many loopback source addresses
+	// (SourceAddr), agent i on the (i mod Sources)th, as agents of
+	// distinct pods come from distinct addresses; zero lets the kernel
+	// choose (every agent from 127.0.0.1 on loopback).
+	Sources int
+	// TLS, when set, returns agent i's TLS configuration (Config.TLS).
+	TLS func(i int) *tls.Config
+}
+
+// SourceAddr is the kth loopback source address: 127.1.0.1 onwards,
+// skipping host bytes 0 and 255 so that no address looks like a subnet's
+// network or broadcast address.
+func SourceAddr(k int) netip.Addr {
+	a := k / 254
+	return netip.AddrFrom4([4]byte{127, byte(1 + a>>8), byte(a), byte(1 + k%254)})
 }
 
 // RunFleet runs the fleet until ctx ends, writing one line per event to w
@@ -45,7 +62,7 @@ func RunFleet(ctx context.Context, f Fleet, w io.Writer) error {
 				case <-time.After(f.Ramp * time.Duration(k) / time.Duration(f.Agents)):
 				}
 			}
-			_ = Run(ctx, Config{
+			cfg := Config{
 				Addrs: f.Addrs, Namespace: fmt.Sprintf("ns-%d", i%f.Namespaces), Pod: fmt.Sprintf("pod-%d", i),
 				Index: i, Watch: f.Watch,
 				Report: func(e Event) {
@@ -54,7 +71,14 @@ func RunFleet(ctx context.Context, f Fleet, w io.Writer) error {
 					case <-ctx.Done():
 					}
 				},
-			})
+			}
+			if f.Sources > 0 {
+				cfg.Source = SourceAddr(i % f.Sources)
+			}
+			if f.TLS != nil {
+				cfg.TLS = f.TLS(i)
+			}
+			_ = Run(ctx, cfg)
 		}()
 	}
 	done := make(chan struct{})
