@@ -73,12 +73,13 @@ func runBenchServer(dir string) {
 }
 
 // runBenchFleet is an agents child: "addrs agents first namespaces watch
-// sources bundle" in $MESHDNS_BENCH_FLEET (bundle "-" for plaintext);
+// sources bundle ramp-nanoseconds" in $MESHDNS_BENCH_FLEET (bundle "-"
+// for plaintext);
 // events on stdout until stdin closes.
 func runBenchFleet(spec string) {
 	var addrs, watch, bundle string
 	var f loadagent.Fleet
-	if _, err := fmt.Sscan(spec, &addrs, &f.Agents, &f.First, &f.Namespaces, &watch, &f.Sources, &bundle); err != nil {
+	if _, err := fmt.Sscan(spec, &addrs, &f.Agents, &f.First, &f.Namespaces, &watch, &f.Sources, &bundle, &f.Ramp); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet spec:", err)
 		os.Exit(1)
 	}
@@ -259,6 +260,27 @@ func rssBytes(tb testing.TB, pid int) float64 {
 	return 0
 }
 
+// admissions sums the replicas' connection refusals and stream admissions,
+// for a benchmark that failed to connect its agents.
+func admissions(tb testing.TB, cps []*benchCP) string {
+	var sb strings.Builder
+	for _, m := range []string{
+		`meshdns_controlplane_connections_refused_total{reason="peer"}`,
+		`meshdns_controlplane_connections_refused_total{reason="total"}`,
+		`meshdns_controlplane_stream_admissions_total{method="spiffe",result="ok"}`,
+		`meshdns_controlplane_stream_admissions_total{method="insecure",result="ok"}`,
+		`meshdns_controlplane_stream_admissions_total{method="none",result="limited"}`,
+		`meshdns_controlplane_stream_admissions_total{method="none",result="unauthenticated"}`,
+	} {
+		v := 0.0
+		for _, c := range cps {
+			v += max(scrape(tb, c.admin, m), 0)
+		}
+		fmt.Fprintf(&sb, "%s %.0f; ", m, v)
+	}
+	return sb.String()
+}
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -272,24 +294,36 @@ type fleet struct {
 	events   chan loadagent.Event
 }
 
-// startFleet starts agents in procs children, spread over sources
-// loopback addresses (0: the kernel's), with certificates of pki (nil:
-// plaintext).
-func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces, sources int, watch string, pki *benchPKI) *fleet {
+// fleetSpec describes the agents of a benchmark.
+type fleetSpec struct {
+	addrs                     []string
+	agents, procs, namespaces int
+	sources                   int // loopback source addresses; 0: the kernel's
+	watch                     string
+	ramp                      time.Duration // connects spread over this long
+	bundles                   []string      // each child's certificates (benchPKI.bundles); nil: plaintext
+}
+
+// split calls f with each child's first agent and agent count.
+func (s fleetSpec) split(f func(p, first, n int)) {
+	per := (s.agents + s.procs - 1) / s.procs
+	for p := range s.procs {
+		if n := min(per, s.agents-p*per); n > 0 {
+			f(p, p*per, n)
+		}
+	}
+}
+
+func startFleet(tb testing.TB, s fleetSpec) *fleet {
 	tb.Helper()
 	fl := &fleet{events: make(chan loadagent.Event, 1<<16)}
-	per := (agents + procs - 1) / procs
-	for p := range procs {
-		n := min(per, agents-p*per)
-		if n <= 0 {
-			break
-		}
+	s.split(func(p, first, n int) {
 		bundle := "-"
-		if pki != nil {
-			bundle = pki.bundle(tb, p*per, n, max(namespaces, 1))
+		if s.bundles != nil {
+			bundle = s.bundles[p]
 		}
-		c := startChild(tb, fmt.Sprintf("%s=%s %d %d %d %s %d %s", benchFleetEnv, strings.Join(addrs, ","), n, p*per, namespaces, watch,
-			sources, bundle))
+		c := startChild(tb, fmt.Sprintf("%s=%s %d %d %d %s %d %s %d", benchFleetEnv, strings.Join(s.addrs, ","), n, first, s.namespaces,
+			s.watch, s.sources, bundle, int64(s.ramp)))
 		fl.children = append(fl.children, c)
 		go func() {
 			for {
@@ -304,12 +338,13 @@ func startFleet(tb testing.TB, addrs []string, agents, procs, namespaces, source
 				fl.events <- e
 			}
 		}()
-	}
+	})
 	return fl
 }
 
-// await reads events until done returns true, failing after timeout.
-func (fl *fleet) await(tb testing.TB, timeout time.Duration, what string, done func(loadagent.Event) bool) {
+// await reads events until done returns true, failing after timeout with
+// what and progress().
+func (fl *fleet) await(tb testing.TB, timeout time.Duration, what string, progress func() string, done func(loadagent.Event) bool) {
 	tb.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -319,7 +354,7 @@ func (fl *fleet) await(tb testing.TB, timeout time.Duration, what string, done f
 				return
 			}
 		case <-deadline:
-			tb.Fatalf("%s: not done within %v", what, timeout)
+			tb.Fatalf("%s: not done within %v: %s", what, timeout, progress())
 		}
 	}
 }
@@ -351,6 +386,8 @@ func BenchmarkScale(b *testing.B) {
 	if os.Getenv("MESHDNS_BENCH_TLS") != "" {
 		pki = newBenchPKI(b)
 	}
+	// MESHDNS_BENCH_RAMP spreads the agents' connects over a duration.
+	ramp, _ := time.ParseDuration(os.Getenv("MESHDNS_BENCH_RAMP"))
 	// Generous bounds that still end a stuck run: ~6s per 1,000 agents.
 	bound := 30*time.Second + time.Duration(nAgents)*6*time.Millisecond
 	dir := b.TempDir()
@@ -379,11 +416,18 @@ func BenchmarkScale(b *testing.B) {
 	}
 	profileIdle(b, cps[0].admin, "0")
 
+	spec := fleetSpec{addrs: addrs, agents: nAgents, procs: nProcs, namespaces: nNamespaces, sources: nSources,
+		watch: "svc0.corp.example", ramp: ramp}
+	if pki != nil {
+		spec.bundles = pki.bundles(b, spec)
+	}
 	connectStart := time.Now()
-	fl := startFleet(b, addrs, nAgents, nProcs, nNamespaces, nSources, "svc0.corp.example", pki)
+	fl := startFleet(b, spec)
 	var fullBytes int
 	seen := map[int]bool{}
-	fl.await(b, bound, "every agent's first table", func(e loadagent.Event) bool {
+	fl.await(b, bound+ramp, "every agent's first table", func() string {
+		return fmt.Sprintf("%d agents had one; %s", len(seen), admissions(b, cps))
+	}, func(e loadagent.Event) bool {
 		seen[e.Agent] = true
 		fullBytes = max(fullBytes, e.Bytes)
 		return len(seen) == nAgents
@@ -434,7 +478,9 @@ func BenchmarkScale(b *testing.B) {
 		writeEntries(b, dir, nEntries, nFiles, nNamespaces, ip, false)
 		first, last := time.Duration(0), time.Duration(0)
 		got := map[int]bool{}
-		fl.await(b, bound, fmt.Sprintf("iteration %d", iters), func(e loadagent.Event) bool {
+		fl.await(b, bound, fmt.Sprintf("iteration %d", iters), func() string {
+			return fmt.Sprintf("%d agents had it", len(got))
+		}, func(e loadagent.Event) bool {
 			if e.Watched != ip || got[e.Agent] {
 				return false
 			}
