@@ -28,6 +28,7 @@ func main() {
 	flag.IntVar(&f.Namespaces, "namespaces", 1, "namespaces the agents are spread over")
 	flag.StringVar(&f.Watch, "watch", "", "hostname whose new address each delta reports")
 	flag.DurationVar(&f.Ramp, "ramp", 0, "spread the connects over this long")
+	flag.IntVar(&f.Sources, "sources", 0, "dial from this many loopback addresses (127.1.0.1 on), agent i from the (i mod n)th, as pods of distinct addresses; 0 lets the kernel choose")
 	duration := flag.Duration("duration", 10*time.Minute, "stop after this long (the run is always bounded)")
 	flag.Parse()
 	f.Addrs = strings.Split(*addrs, ",")
