@@ -9,12 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/loadagent"
 )
 
 // benchTLSEnv names, in a control plane child, the folder of its
@@ -145,28 +143,5 @@ func TestBenchBundle(t *testing.T) {
 		if _, err := leaf.Verify(x509.VerifyOptions{Roots: c.RootCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Errorf("agent %d: %v", 10+k, err)
 		}
-	}
-}
-
-// TestScaleFleetTLS: the scale benchmark's pieces with mTLS, small: a
-// control plane child serving mTLS with SPIFFE identities and agents in
-// two children, each from a loopback address of its own with its own
-// certificate, every one admitted by its SPIFFE ID and served.
-func TestScaleFleetTLS(t *testing.T) {
-	dir := t.TempDir()
-	writeEntries(t, dir, 10, 1, 1, "10.200.0.0", true)
-	pki := newBenchPKI(t)
-	cp := startBenchCP(t, dir, "", pki)
-	spec := fleetSpec{addrs: []string{cp.grpc}, agents: 4, procs: 2, namespaces: 2, sources: 4, watch: "svc0.corp.example"}
-	spec.bundles = pki.bundles(t, spec)
-	fl := startFleet(t, spec)
-	seen := map[int]bool{}
-	fl.await(t, time.Minute, "every agent's first table", func() string { return admissions(t, []*benchCP{cp}) },
-		func(e loadagent.Event) bool {
-			seen[e.Agent] = true
-			return len(seen) == spec.agents
-		})
-	if got := scrape(t, cp.admin, `meshdns_controlplane_stream_admissions_total{method="spiffe",result="ok"}`); got != 4 {
-		t.Errorf("%v streams admitted by their SPIFFE ID, want 4", got)
 	}
 }
