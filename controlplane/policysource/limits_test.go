@@ -17,7 +17,7 @@ import (
 // crdFiles are every copy of the DNSPolicy CRD that is installed.
 var crdFiles = []string{
 	"../../examples/kubernetes/15-dnspolicy-crd.yaml",
-	"../../charts/meshdns/templates/dnspolicy-crd.yaml",
+	"../../charts/meshdns/crds/dnspolicies.meshdns.io.yaml",
 }
 
 // TestLimitsMatchCRD: every bound of the CRD's schema, in every copy, is
