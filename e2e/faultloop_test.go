@@ -124,7 +124,8 @@ type queryLoop struct {
 	sent, failed atomic.Int64
 	timeouts     atomic.Int64 // failed lookups that waited the whole deadline
 	mu           sync.Mutex
-	firstErr     error // guarded by mu
+	firstErr     error       // guarded by mu
+	timedOut     []time.Time // guarded by mu: when each timed-out lookup was sent
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 }
@@ -154,14 +155,20 @@ func startQueryLoop(t *testing.T, addr string, names []string) *queryLoop {
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
+				sent := time.Now()
 				if err := lookup(addr, name, want); err != nil {
 					l.failed.Add(1)
+					timeout := false
 					if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 						l.timeouts.Add(1)
+						timeout = true
 					}
 					l.mu.Lock()
 					if l.firstErr == nil {
 						l.firstErr = err
+					}
+					if timeout {
+						l.timedOut = append(l.timedOut, sent)
 					}
 					l.mu.Unlock()
 				}
@@ -170,6 +177,19 @@ func startQueryLoop(t *testing.T, addr string, names []string) *queryLoop {
 	}()
 	t.Cleanup(func() { l.stop() })
 	return l
+}
+
+// timeoutsSentAfter counts the timed-out lookups sent after t.
+func (l *queryLoop) timeoutsSentAfter(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.timedOut {
+		if s.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *queryLoop) counts() loopCounts {
