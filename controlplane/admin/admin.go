@@ -25,6 +25,8 @@ type Agents interface {
 	Agents() []server.AgentInfo
 	// AgentView returns the view of a connected agent, or nil.
 	AgentView(namespace, pod string) *view.View
+	// Quarantine lists the tables agents reported crashing on.
+	Quarantine() []server.QuarantineInfo
 }
 
 // Config configures the handler.
@@ -59,6 +61,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /debug/agents", h.agents)
 	mux.HandleFunc("GET /debug/nametable", h.nametable)
 	mux.HandleFunc("GET /debug/failing", h.failing)
+	mux.HandleFunc("GET /debug/quarantine", h.quarantine)
 	adminhttp.LogLevel{Var: cfg.Level, Logger: cfg.Logger}.Register(mux)
 	adminhttp.Pprof(mux)
 	return adminhttp.Guard(mux), nil
@@ -97,6 +100,10 @@ func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
 
 func (h *handler) agents(w http.ResponseWriter, _ *http.Request) {
 	adminhttp.WriteJSON(w, h.cfg.Agents.Agents())
+}
+
+func (h *handler) quarantine(w http.ResponseWriter, _ *http.Request) {
+	adminhttp.WriteJSON(w, h.cfg.Agents.Quarantine())
 }
 
 // nametable serves ?agent=<namespace>/<pod> (that agent's current view) or

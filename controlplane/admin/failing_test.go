@@ -18,6 +18,7 @@ type fakeAgents []server.AgentInfo
 
 func (f fakeAgents) Agents() []server.AgentInfo        { return f }
 func (fakeAgents) AgentView(string, string) *view.View { return nil }
+func (fakeAgents) Quarantine() []server.QuarantineInfo { return nil }
 
 func TestDebugFailing(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -16,6 +16,8 @@ type metrics struct {
 	programming prometheus.Histogram
 	streams     *prometheus.CounterVec
 	holds       prometheus.Counter
+	crashNacks  *prometheus.CounterVec
+	quarantined prometheus.GaugeFunc
 
 	settingsSent    prometheus.Counter
 	settingsChanges prometheus.Counter
@@ -41,7 +43,7 @@ func (m *metrics) push(kind string) (count, bytes prometheus.Counter) {
 // well under a second.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, q *quarantine) (*metrics, error) {
 	m := &metrics{
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshdns_controlplane_agents_connected",
@@ -77,6 +79,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "meshdns_controlplane_push_holds_total",
 			Help: "Times an agent's next versions were held back because it had not answered what it was sent (8 responses or 32 KiB); it gets the current version in one response when it answers.",
 		}),
+		crashNacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_crash_nacks_total",
+			Help: "Agents' reports of a version they crashed running (code ABORTED, on reconnect or on a live stream), by the part blamed (table|settings|both: the parts that differ from the version the agent kept).",
+		}, []string{"blame"}),
+		quarantined: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "meshdns_controlplane_quarantined_versions",
+			Help: "Views whose current table is quarantined: enough agents crashed running it that the others are held at the version before it (this replica's count).",
+		}, func() float64 { return float64(q.quarantined()) }),
 		settingsSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_settings_sent_total",
 			Help: "Responses that carried an agent's settings (a full table with settings, or a delta whose settings differ from the agent's).",
@@ -98,7 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "gRPC connections closed as soon as accepted, by reason (total: the connection limit; peer: the limit of one IP address).",
 		}, []string{"reason"}),
 	}
-	if err := meshmetrics.RegisterAll(reg, "control plane server", []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused}); err != nil {
+	if err := meshmetrics.RegisterAll(reg, "control plane server", []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.crashNacks, m.quarantined, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused}); err != nil {
 		return nil, err
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
@@ -109,6 +119,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.admissions.WithLabelValues(admitUnauthenticated, "none")
 	m.admissions.WithLabelValues(admitLimited, "none")
+	for _, b := range []string{blameTable, blameSettings, blameBoth} {
+		m.crashNacks.WithLabelValues(b)
+	}
 	m.connsRefused.WithLabelValues("total")
 	m.connsRefused.WithLabelValues("peer")
 	for _, method := range []string{auth.MethodToken, auth.MethodSPIFFE} {

@@ -118,6 +118,13 @@ type Config struct {
 	// nil means none (every agent's settings are empty). The server runs
 	// it (Settings.Run) while it serves, so give each server its own.
 	Settings *agentsettings.Settings
+	// QuarantineMinAgents and QuarantineFraction set how many agents of a
+	// view must report crashing on its current table (quarantine.go) for
+	// it to be quarantined: the larger of QuarantineMinAgents (zero means
+	// 3) and QuarantineFraction of the view's connected agents (zero
+	// means 0.01), counted by this replica.
+	QuarantineMinAgents int
+	QuarantineFraction  float64
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -142,6 +149,8 @@ type Server struct {
 	limits   *limits
 	peers    *peers    // before authentication
 	refusals *logLimit // of "agent stream refused" lines
+
+	quar *quarantine // tables agents reported crashing on
 
 	gone *podsGone // streams by the pod their token is bound to; nil without Config.Pods
 
@@ -177,17 +186,20 @@ func New(cfg Config) (*Server, error) {
 	positiveOr(&cfg.MaxStreamsPerConnection, 8)
 	positiveOr(&cfg.HandshakeTimeout, 10*time.Second)
 	positiveOr(&cfg.MaxRequestBytes, 64<<10)
+	positiveOr(&cfg.QuarantineMinAgents, 3)
+	positiveOr(&cfg.QuarantineFraction, 0.01)
 	if cfg.Settings == nil {
 		cfg.Settings = agentsettings.Compose()
 	}
 	cfg.Now = deps.Now(cfg.Now)
 	log := deps.Logger(cfg.Logger)
 	reg := deps.Registerer(cfg.Registerer)
-	m, err := newMetrics(reg)
+	quar := newQuarantine(cfg.QuarantineMinAgents, cfg.QuarantineFraction)
+	m, err := newMetrics(reg, quar)
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, m: m, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
+	s := &Server{cfg: cfg, log: log, m: m, quar: quar, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
 		auth:     cfg.Authenticator,
 		settings: cfg.Settings,
 		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),

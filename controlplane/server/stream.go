@@ -189,6 +189,11 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}
 	s.log.Info("agent connected", "pod", a.namespace+"/"+a.pod, "instance", a.instanceID, "peer", a.peer,
 		"version", first.GetVersionInfo())
+	if rv := first.GetRejectedVersion(); rv != "" {
+		// Before the first send: the report that quarantines a table
+		// keeps it from this agent as well.
+		s.crashed(a, rv, first.GetVersionInfo(), first.GetErrorDetail().GetMessage())
+	}
 
 	s.send(a)
 	err = s.receive(st, a)
@@ -311,6 +316,10 @@ func (s *Server) send(a *agent) {
 	for {
 		a.mu.Lock()
 		target := v.Current()
+		if held := s.quar.heldAt(v, target); held != nil && a.sentID != target.ID {
+			// Quarantined: only agents sent it before keep it.
+			target = held
+		}
 		switch {
 		case a.ended:
 			a.scheduled = false
@@ -468,8 +477,19 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 			a.refused, a.refusedSettings = true, f.settings
 		}
 		wake := a.releaseLocked() || resend
+		kept := a.acked
 		a.mu.Unlock()
 		s.m.nacks.Inc()
+		if detail.GetCode() == codeAborted {
+			// The agent crashed running what it rejects.
+			rejected := ans.nack.GetRejectedVersion()
+			if rejected == "" && known {
+				rejected = joinVersion(f.version.ID, f.settings)
+			}
+			if rejected != "" {
+				s.crashed(a, rejected, kept, detail.GetMessage())
+			}
+		}
 		kind := "delta"
 		if f.full {
 			kind = "full"

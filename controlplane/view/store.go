@@ -81,6 +81,10 @@ type View struct {
 	// cur is the current version; written with mu held, read without it
 	// (every agent of the view reads it on each version).
 	cur atomic.Pointer[Version]
+	// prev is the version cur replaced, or nil: the one agents are held
+	// at while cur is quarantined (Previous). Keeping it costs what
+	// differs between the two tables, as versions share their names.
+	prev atomic.Pointer[Version]
 
 	mu        sync.Mutex // guards following
 	steps     []*step    // oldest first; the last made cur
@@ -293,6 +297,7 @@ func (v *View) advance(nv *Version, before map[string]*registry.Candidate, histo
 			}
 		})
 	}
+	v.prev.Store(v.cur.Load())
 	v.cur.Store(nv)
 	v.steps = append(v.steps, st)
 	if len(v.steps) > history {
@@ -309,6 +314,9 @@ func (v *View) Key() Key { return v.key }
 
 // Current returns the current version.
 func (v *View) Current() *Version { return v.cur.Load() }
+
+// Previous returns the version Current replaced, or nil for the first.
+func (v *View) Previous() *Version { return v.prev.Load() }
 
 // Response returns what takes an agent holding version base to target: a
 // delta when base is in the history (an empty one when base is target),

@@ -45,6 +45,9 @@ type DialOpts struct {
 	Namespace, Pod, ClusterDomain string
 	// Resume is the version the agent reports it holds.
 	Resume string
+	// Rejected, when set, is the version the agent reports it crashed
+	// running (rejected_version, with error_detail code ABORTED).
+	Rejected string
 	// TLS, when set, dials with TLS.
 	TLS *tls.Config
 	// Token, when set, is sent as "authorization: Bearer <token>".
@@ -106,7 +109,7 @@ func Dial(t testing.TB, addr string, o DialOpts) *Agent {
 		err = st.Send(&meshdnsv1.StreamNameTableRequest{
 			Identity: &meshdnsv1.AgentIdentity{PodName: o.Pod, Namespace: o.Namespace, ClusterDomain: o.ClusterDomain,
 				InstanceId: "test-" + o.Pod, Features: o.Features},
-			VersionInfo: o.Resume,
+			VersionInfo: o.Resume, RejectedVersion: o.Rejected, ErrorDetail: crashDetail(o.Rejected),
 		})
 	}
 	if errors.Is(err, io.EOF) {
@@ -257,4 +260,13 @@ func Kind(r *meshdnsv1.StreamNameTableResponse) string {
 		return "delta"
 	}
 	return "none"
+}
+
+// crashDetail is the error detail of a first request reporting a crash on
+// rejected, or nil when it reports none.
+func crashDetail(rejected string) *meshdnsv1.ErrorDetail {
+	if rejected == "" {
+		return nil
+	}
+	return &meshdnsv1.ErrorDetail{Code: 10, Message: "agent died running " + rejected}
 }

@@ -1,0 +1,131 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshdns/meshdns/controlplane/internal/cptest"
+	"github.com/meshdns/meshdns/controlplane/server"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// quarantineHarness is a control plane quarantining a table that 3 agents
+// reported crashing on, with the view of namespace ns at its first
+// version v1 and early, an agent that holds it (and keeps the view).
+func quarantineHarness(t *testing.T) (h *harness, early *cptest.Agent, v1 string) {
+	t.Helper()
+	h = newHarness(t, harnessOpts{server: func(c *server.Config) { c.QuarantineMinAgents = 3 }})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	early = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "early"})
+	return h, early, early.Next().GetVersionInfo()
+}
+
+// crashReports has k agents reconnect holding good and reporting they
+// crashed running bad, as an agent does after its process died within
+// its probation.
+func crashReports(t *testing.T, h *harness, k int, good, bad string) []*cptest.Agent {
+	t.Helper()
+	as := make([]*cptest.Agent, k)
+	for i := range as {
+		as[i] = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("crashed-%d", i), Resume: good, Rejected: bad})
+		as[i].Recv()
+	}
+	return as
+}
+
+func TestCrashReportsQuarantineVersion(t *testing.T) {
+	h, early, v1 := quarantineHarness(t)
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
+	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+	if r := early.Next(); r.GetVersionInfo() != v2 {
+		t.Fatalf("early agent got %q, want v2 %q", r.GetVersionInfo(), v2)
+	}
+	crashReports(t, h, 3, v1, v2)
+	waitFor(t, "v2 quarantined", func() bool { return h.metric(t, "meshdns_controlplane_quarantined_versions") == 1 })
+	if got := h.metric(t, "meshdns_controlplane_crash_nacks_total", "blame", "table"); got != 3 {
+		t.Errorf("crash NACKs blaming the table = %v, want 3", got)
+	}
+
+	// A new agent and one on v1 are held at v1; the agent that ran v2
+	// keeps it.
+	fresh := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fresh"})
+	older := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "older", Resume: v1})
+	for name, a := range map[string]*cptest.Agent{"fresh": fresh, "older": older} {
+		if r := a.Next(); r.GetVersionInfo() != v1 {
+			t.Errorf("%s agent was sent %q, want v1 %q (v2 %q is quarantined)", name, r.GetVersionInfo(), v1, v2)
+		}
+		if _, bad := a.Table["bad.corp.example"]; bad {
+			t.Errorf("%s agent holds the quarantined name", name)
+		}
+	}
+	want := []server.QuarantineInfo{{ClusterDomain: "cluster.local", Version: v2, Reports: 3, Threshold: 3, Quarantined: true,
+		HeldAt: v1, Reason: "agent died running " + v2, LastAgent: "ns/crashed-2/"}}
+	got := h.srv.Quarantine()
+	for i := range got {
+		got[i].Since = want[i].Since
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Quarantine() (-want +got):\n%s", diff)
+	}
+
+	// A later version lifts the quarantine and reaches everyone.
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("good.corp.example", "10.0.0.7"))
+	v3 := h.views.Lookup(viewKey("ns")).Current().ID
+	for name, a := range map[string]*cptest.Agent{"early": early, "fresh": fresh, "older": older} {
+		if r := a.Next(); r.GetVersionInfo() != v3 {
+			t.Errorf("%s agent was sent %q, want v3 %q", name, r.GetVersionInfo(), v3)
+		}
+	}
+	if got := h.metric(t, "meshdns_controlplane_quarantined_versions"); got != 0 {
+		t.Errorf("quarantined versions after v3 = %v, want 0", got)
+	}
+}
+
+func TestCrashReportsBelowThreshold(t *testing.T) {
+	h, _, v1 := quarantineHarness(t)
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
+	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+	// The same pod reporting twice is one agent.
+	crashReports(t, h, 2, v1, v2)
+	crashReports(t, h, 1, v1, v2)
+	fresh := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fresh"})
+	if r := fresh.Next(); r.GetVersionInfo() != v2 {
+		t.Errorf("fresh agent was sent %q, want v2 %q (2 reports, threshold 3)", r.GetVersionInfo(), v2)
+	}
+	if got := h.srv.Quarantine(); len(got) != 1 || got[0].Quarantined || got[0].Reports != 2 {
+		t.Errorf("Quarantine() = %+v, want v2 reported by 2, not quarantined", got)
+	}
+}
+
+func TestAbortedNACKsQuarantineVersion(t *testing.T) {
+	h, _, v1 := quarantineHarness(t)
+	as := make([]*cptest.Agent, 3)
+	for i := range as {
+		as[i] = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("live-%d", i)})
+		as[i].Next()
+	}
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
+	for _, a := range as {
+		r := a.Recv()
+		a.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: a.Version, ResponseNonce: r.GetNonce(),
+			ErrorDetail: &meshdnsv1.ErrorDetail{Code: 10, Message: "probation: serving loop panicked"}})
+	}
+	waitFor(t, "v2 quarantined", func() bool { return h.metric(t, "meshdns_controlplane_quarantined_versions") == 1 })
+	fresh := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fresh"})
+	if r := fresh.Next(); r.GetVersionInfo() != v1 {
+		t.Errorf("fresh agent was sent %q, want v1 %q", r.GetVersionInfo(), v1)
+	}
+}
+
+func TestCrashReportBlamesSettings(t *testing.T) {
+	h, _, v1 := quarantineHarness(t)
+	crashReports(t, h, 3, v1+"+aaaa", v1+"+bbbb")
+	if got := h.metric(t, "meshdns_controlplane_crash_nacks_total", "blame", "settings"); got != 3 {
+		t.Errorf("crash NACKs blaming the settings = %v, want 3", got)
+	}
+	if got := h.metric(t, "meshdns_controlplane_quarantined_versions"); got != 0 {
+		t.Errorf("quarantined versions = %v, want 0: the table is the one the agents kept", got)
+	}
+}
