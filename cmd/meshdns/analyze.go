@@ -50,6 +50,7 @@ func runAnalyze(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.quarantine = readQuarantine(ctx, rc, k, f.system)
 	findings := analyze(c)
 	if f.output == "json" {
 		enc := json.NewEncoder(stdout)

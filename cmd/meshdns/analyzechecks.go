@@ -30,6 +30,8 @@ type cluster struct {
 	pods         []corev1.Pod
 	cniPods      []corev1.Pod // pods of the meshdns-cni DaemonSet
 	policies     []dnsPolicy  // DNSPolicy objects of every namespace
+
+	quarantine []replicaQuarantine // what each replica quarantined (quarantine.go)
 }
 
 // finding is one problem analyze reports.
@@ -51,6 +53,7 @@ const (
 	codeIstioDNSCapture    = "MD0301"
 	codeIstioClash         = "MD0302"
 	codeAgentBehind        = "MD0401"
+	codeVersionQuarantined = "MD0402" // quarantine.go
 	codeCNINodeWithout     = "MD0501"
 	codePolicyRejected     = "MD0601" // analyzepolicy.go
 )
@@ -64,7 +67,7 @@ const (
 // analyze runs every check, findings in a stable order.
 func analyze(c *cluster) []finding {
 	var out []finding
-	for _, check := range []func(*cluster) []finding{checkWebhook, checkPodSecurity, checkPods, checkPolicies} {
+	for _, check := range []func(*cluster) []finding{checkWebhook, checkPodSecurity, checkPods, checkPolicies, checkQuarantine} {
 		out = append(out, check(c)...)
 	}
 	slices.SortStableFunc(out, func(a, b finding) int {

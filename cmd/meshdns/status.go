@@ -59,7 +59,14 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(agents)
 	}
-	return printStatus(stdout, agents, f.adminAddr)
+	if err := printStatus(stdout, agents, f.adminAddr); err != nil {
+		return err
+	}
+	qs, err := fetchQuarantine(ctx, http.DefaultClient, adminURL(f.adminAddr))
+	if err != nil {
+		return err
+	}
+	return printQuarantine(stdout, qs)
 }
 
 // fetchAgents reads the list of connected agents from the control plane
