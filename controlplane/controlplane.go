@@ -93,6 +93,11 @@ type Config struct {
 	// MaxConnectionsPerPeer bounds the gRPC connections of one IP address
 	// (server.Config.MaxConnectionsPerPeer); zero means 256.
 	MaxConnectionsPerPeer int
+	// QuarantineMinAgents and QuarantineFraction say how many agents of a
+	// view must report crashing on its table for the table to be
+	// quarantined (server.Config); zero means 3 and 0.01.
+	QuarantineMinAgents int
+	QuarantineFraction  float64
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// SettingsParts fill each agent's settings (package agentsettings:
@@ -252,6 +257,7 @@ func New(cfg Config) (*ControlPlane, error) {
 	scfg := server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
 		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: c.settings,
+		QuarantineMinAgents: cfg.QuarantineMinAgents, QuarantineFraction: cfg.QuarantineFraction,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}
 	if cfg.Pods != nil {

@@ -111,6 +111,7 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	pf := newPolicyFlags(fs)
 	fwd := newForwardingFlags(fs)
 	qf := newQueryLogFlags(fs)
+	qrf := newQuarantineFlags(fs)
 	if err := cli.ParseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -120,6 +121,9 @@ func runControlPlane(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	cfg, err := f.config(log, level)
 	if err != nil {
+		return err
+	}
+	if err := qrf.apply(&cfg); err != nil {
 		return err
 	}
 	// One registry for the control plane, the webhook and the build info.
