@@ -241,6 +241,9 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 	if blame == blameSettings {
 		return
 	}
+	a.mu.Lock()
+	a.rejected = table
+	a.mu.Unlock()
 	v := a.sub.View()
 	n := s.viewAgents()[v]
 	agentKey := a.namespace + "/" + a.pod + "/" + a.claimedPod
@@ -249,4 +252,25 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 			"view", v.Key().String(), "version", in.Version, "reports", in.Reports, "threshold", in.Threshold,
 			"held_at", in.HeldAt, "err", reason)
 	}
+}
+
+// targetLocked is the version a sender brings a to: the current version
+// of its view v, unless a was not sent it and it is quarantined, or a
+// reported crashing on it; then the version before it (which a keeps,
+// or gets a delta to). Called with a.mu held.
+func (s *Server) targetLocked(a *agent, v *view.View) *view.Version {
+	cur := v.Current()
+	if a.sentID == cur.ID {
+		return cur // sent before: the agent runs it, or crashes and reports
+	}
+	if held := s.quar.heldAt(v, cur); held != nil {
+		return held
+	}
+	if a.rejected == cur.ID {
+		// Below the threshold, but this agent would only reject it.
+		if prev := v.Previous(); prev != nil {
+			return prev
+		}
+	}
+	return cur
 }

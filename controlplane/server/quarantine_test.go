@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,7 +31,12 @@ func crashReports(t *testing.T, h *harness, k int, good, bad string) []*cptest.A
 	as := make([]*cptest.Agent, k)
 	for i := range as {
 		as[i] = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("crashed-%d", i), Resume: good, Rejected: bad})
-		as[i].Recv()
+		// Even below the threshold, an agent is not sent what it
+		// reported: it would only reject it.
+		got, _, _ := strings.Cut(as[i].Recv().GetVersionInfo(), "+")
+		if kept, _, _ := strings.Cut(good, "+"); got != kept {
+			t.Errorf("agent %d, reporting %q, was sent table %q, want the one it kept %q", i, bad, got, kept)
+		}
 	}
 	return as
 }

@@ -69,6 +69,7 @@ type agent struct {
 	lastNack                      string
 	holds                         int
 	failing                       *FailingReport // the agent's last report (failing.go), or nil
+	rejected                      string         // the table the agent reported crashing on (quarantine.go), or ""
 }
 
 const (
@@ -315,11 +316,7 @@ func (s *Server) send(a *agent) {
 	v := a.sub.View()
 	for {
 		a.mu.Lock()
-		target := v.Current()
-		if held := s.quar.heldAt(v, target); held != nil && a.sentID != target.ID {
-			// Quarantined: only agents sent it before keep it.
-			target = held
-		}
+		target := s.targetLocked(a, v)
 		switch {
 		case a.ended:
 			a.scheduled = false
