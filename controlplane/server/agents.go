@@ -39,6 +39,9 @@ type AgentInfo struct {
 	// Holds counts the times the agent's versions were held back
 	// because it had not answered enough of what it was sent.
 	Holds int `json:"holds"`
+	// Rejected is the table the agent reported crashing on (it restored
+	// the version before it; /debug/quarantine), or "".
+	Rejected string `json:"rejected,omitempty"`
 	// Failing is the agent's last report of the names that failed most
 	// for its pod, when its settings turn the report on.
 	Failing *FailingReport `json:"failing,omitempty"`

@@ -66,6 +66,11 @@ func TestCrashReportsQuarantineVersion(t *testing.T) {
 			t.Errorf("%s agent holds the quarantined name", name)
 		}
 	}
+	for _, ai := range h.srv.Agents() {
+		if want := map[bool]string{true: v2}[strings.HasPrefix(ai.Pod, "crashed-")]; ai.Rejected != want {
+			t.Errorf("agent %s: rejected %q, want %q", ai.Pod, ai.Rejected, want)
+		}
+	}
 	want := []server.QuarantineInfo{{ClusterDomain: "cluster.local", Version: v2, Reports: 3, Threshold: 3, Quarantined: true,
 		HeldAt: v1, Reason: "agent died running " + v2, LastAgent: "ns/crashed-2/"}}
 	got := h.srv.Quarantine()

@@ -99,7 +99,7 @@ func (a *agent) info() AgentInfo {
 		AgentVersion: a.agentVersion, Peer: a.peer, Connected: a.connected, Sent: joinVersion(a.sentID, a.sentSettings),
 		Acked: a.acked, AckedAt: a.ackedAt, Nacks: a.nacks, LastNack: a.lastNack, Holds: a.holds,
 		Failing: a.failingLocked(), View: joinVersion(a.sub.View().Current().ID, a.settings.Version),
-		Settings: settingsInfo(a.settings),
+		Settings: settingsInfo(a.settings), Rejected: a.rejected,
 	}
 }
 
