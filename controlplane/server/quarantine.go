@@ -49,6 +49,8 @@ type quarantine struct {
 	// while nothing is.
 	active atomic.Int32
 
+	// mu guards following. Lock order: an agent's mu, then mu, then
+	// Server.mu (report counts a view's agents with mu held).
 	mu     sync.Mutex              // guards following
 	byView map[*view.View]*suspect // the view's current table, once reported
 }
@@ -92,9 +94,11 @@ func (q *quarantine) heldAt(v *view.View, cur *view.Version) *view.Version {
 }
 
 // report records that agent (namespace/pod) crashed running table id of
-// v, whose view has n agents. It returns the suspect's state when this
-// report quarantined it, else nil.
-func (q *quarantine) report(v *view.View, id, agent, reason string, n int, now time.Time) *QuarantineInfo {
+// v; agents counts the view's agents, asked only when the reports reach
+// the minimum (a reconnect storm of reports must not count every stream
+// for each). It returns the suspect's state when this report quarantined
+// it, else nil.
+func (q *quarantine) report(v *view.View, id, agent, reason string, agents func() int, now time.Time) *QuarantineInfo {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pruneLocked()
@@ -112,7 +116,11 @@ func (q *quarantine) report(v *view.View, id, agent, reason string, n int, now t
 	}
 	sp.agents[agent] = struct{}{}
 	sp.reason, sp.lastAgent = reason, agent
-	if sp.quarantined || len(sp.agents) < q.threshold(n) {
+	if sp.quarantined || len(sp.agents) < q.minAgents {
+		return nil
+	}
+	n := agents()
+	if len(sp.agents) < q.threshold(n) {
 		return nil
 	}
 	sp.quarantined, sp.since = true, now
@@ -245,9 +253,9 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 	a.rejected = table
 	a.mu.Unlock()
 	v := a.sub.View()
-	n := s.viewAgents()[v]
 	agentKey := a.namespace + "/" + a.pod + "/" + a.claimedPod
-	if in := s.quar.report(v, table, agentKey, reason, n, s.cfg.Now()); in != nil {
+	count := func() int { return s.viewAgents()[v] }
+	if in := s.quar.report(v, table, agentKey, reason, count, s.cfg.Now()); in != nil {
 		log.Error("version quarantined: agents crashed running it; holding the others at the version before it",
 			"view", v.Key().String(), "version", in.Version, "reports", in.Reports, "threshold", in.Threshold,
 			"held_at", in.HeldAt, "err", reason)

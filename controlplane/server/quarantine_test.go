@@ -140,3 +140,25 @@ func TestCrashReportBlamesSettings(t *testing.T) {
 		t.Errorf("quarantined versions = %v, want 0: the table is the one the agents kept", got)
 	}
 }
+
+func TestCrashReportsFractionOfView(t *testing.T) {
+	h := newHarness(t, harnessOpts{server: func(c *server.Config) { c.QuarantineMinAgents, c.QuarantineFraction = 1, 0.5 }})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	v1 := ""
+	for i := range 2 {
+		a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("calm-%d", i)})
+		v1 = a.Next().GetVersionInfo()
+	}
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
+	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+	// 3 agents: half is 2 reports.
+	crashReports(t, h, 1, v1, v2)
+	if got := h.srv.Quarantine(); len(got) != 1 || got[0].Quarantined || got[0].Threshold != 2 {
+		t.Fatalf("after 1 report of 3 agents: %+v, want not quarantined, threshold 2", got)
+	}
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "crashed-1", Resume: v1, Rejected: v2})
+	a.Recv()
+	if got := h.srv.Quarantine(); len(got) != 1 || !got[0].Quarantined || got[0].Reports != 2 {
+		t.Errorf("after 2 reports of 4 agents: %+v, want quarantined", got)
+	}
+}
