@@ -128,6 +128,20 @@ func TestAbortedNACKsQuarantineVersion(t *testing.T) {
 	if r := fresh.Next(); r.GetVersionInfo() != v1 {
 		t.Errorf("fresh agent was sent %q, want v1 %q", r.GetVersionInfo(), v1)
 	}
+	// The agents that crashed on v2 are not sent it again (as a full
+	// table after a NACKed delta): the next they get is v3, a delta
+	// from the v1 they kept.
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("good.corp.example", "10.0.0.7"))
+	v3 := h.views.Lookup(viewKey("ns")).Current().ID
+	for i, a := range as {
+		r := a.Next()
+		if got, want := [2]string{r.GetVersionInfo(), cptest.Kind(r)}, [2]string{v3, "delta"}; got != want {
+			t.Errorf("agent %d after its ABORTED NACK was sent %v, want %v", i, got, want)
+		}
+		if _, bad := a.Table["bad.corp.example"]; bad {
+			t.Errorf("agent %d holds the name of v2", i)
+		}
+	}
 }
 
 func TestCrashReportBlamesSettings(t *testing.T) {

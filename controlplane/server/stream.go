@@ -462,11 +462,14 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 		// response (it already repairs the agent; pipelined deltas
 		// NACKed after it must not trigger a full table each). A NACKed
 		// full table is not resent: the agent would reject it again; it
-		// keeps its last good table until the next version.
-		resend := (!known || !f.full) && a.lastFull < n
+		// keeps its last good table until the next version. Nor is
+		// what an agent crashed running (ABORTED), delta or full: its
+		// table is the one it kept.
+		aborted := detail.GetCode() == codeAborted
+		resend := !aborted && (!known || !f.full) && a.lastFull < n
 		if resend {
 			a.needFull = true
-		} else if known && f.full && n == a.nonce {
+		} else if known && (f.full || aborted) && n == a.nonce {
 			// The agent kept its table: base the next delta on it
 			// (a full table again if it is not in the history), and do
 			// not send the refused settings again for this table.
@@ -477,7 +480,7 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 		kept := a.acked
 		a.mu.Unlock()
 		s.m.nacks.Inc()
-		if detail.GetCode() == codeAborted {
+		if aborted {
 			// The agent crashed running what it rejects.
 			rejected := ans.nack.GetRejectedVersion()
 			if rejected == "" && known {
