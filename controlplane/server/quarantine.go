@@ -87,7 +87,19 @@ func (q *quarantine) heldAt(v *view.View, cur *view.Version) *view.Version {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if sp := q.byView[v]; sp != nil && sp.quarantined && sp.id == cur.ID {
+	sp := q.byView[v]
+	switch {
+	case sp == nil:
+		return nil
+	case sp.id != cur.ID:
+		// The view moved on: the first send after it lifts the
+		// quarantine, so a table that comes back later is sent again.
+		if sp.quarantined {
+			q.active.Add(-1)
+		}
+		delete(q.byView, v)
+		return nil
+	case sp.quarantined:
 		return sp.good
 	}
 	return nil

@@ -89,6 +89,12 @@ func TestCrashReportsQuarantineVersion(t *testing.T) {
 			t.Errorf("%s agent was sent %q, want v3 %q", name, r.GetVersionInfo(), v3)
 		}
 	}
+	// Lifted, not remembered: v2 coming back is sent again (and
+	// reported again if it still kills agents).
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
+	if r := fresh.Next(); r.GetVersionInfo() != v2 {
+		t.Errorf("after v3, v2 again: fresh agent was sent %q, want v2 %q", r.GetVersionInfo(), v2)
+	}
 	if got := h.metric(t, "meshdns_controlplane_quarantined_versions"); got != 0 {
 		t.Errorf("quarantined versions after v3 = %v, want 0", got)
 	}
