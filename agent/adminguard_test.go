@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
 
@@ -47,7 +48,7 @@ func adminRequest(t testing.TB, method, url, host string, header map[string]stri
 func TestAdminRefusesWebRequests(t *testing.T) {
 	up := startUpstream(t)
 	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
-	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}, QueryLogOutput: &lockedBuffer{}})
+	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}, QueryLogOutput: &testenv.Buffer{}})
 	eventually(t, "ready", a.Ready)
 	textPlain := map[string]string{"Content-Type": "text/plain"}
 	for _, tc := range []struct {
@@ -86,7 +87,7 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 // The log level may go to more detail at runtime and back, never quieter
 // than the operator's; each change is an Info line.
 func TestAdminLogLevelFloor(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	a := startAgent(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	for _, tc := range []struct {
 		level string

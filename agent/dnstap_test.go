@@ -119,7 +119,7 @@ func TestDnstapReadByDnstapCommand(t *testing.T) {
 			addr, frames := startDnstapReader(t, network)
 			up := startUpstream(t)
 			path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
-			lines := &lockedBuffer{}
+			lines := &testenv.Buffer{}
 			a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}, PodName: "web-0",
 				QueryLog: proxy.QueryLogConfig{Classes: proxy.LogNXDomain | proxy.LogServFail}, QueryLogOutput: lines,
 				QueryLogNoLines: true, Dnstap: addr})

@@ -1,34 +1,15 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/miekg/dns"
 
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
-
-// lockedBuffer collects the query log written by the agent's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The query log is off until /debug/querylog turns it on, then writes a
 // JSON line naming the pod for each NXDOMAIN over real sockets, and goes
@@ -36,7 +17,7 @@ func (l *lockedBuffer) String() string {
 func TestQueryLogAtRuntime(t *testing.T) {
 	up := startUpstream(t)
 	path := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	a := startAgent(t, Config{NameTableFile: path, Upstreams: []string{up.addr}, PodName: "web-0", QueryLogOutput: out})
 	eventually(t, "ready", a.Ready)
 	const missing = "nope.demo.svc.cluster.local"
@@ -93,7 +74,7 @@ func TestQueryLogAtRuntime(t *testing.T) {
 // from the cache names none.
 func TestQueryLogNamesUpstream(t *testing.T) {
 	up := startUpstream(t)
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	a := startAgent(t, Config{Upstreams: []string{up.addr}, PodName: "web-0", QueryLogOutput: out,
 		QueryLog: proxy.QueryLogConfig{Classes: proxy.LogAll}})
 	eventually(t, "ready", a.Ready)

@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
+	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/proxy"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -65,7 +66,7 @@ func TestCheckRaise(t *testing.T) {
 func TestQueryLogFloorKeepsDenials(t *testing.T) {
 	up := startNamesUpstream(t)
 	cp := discoverytest.Start(t, "127.0.0.1:0", nil)
-	qlog, logs := &lockedBuffer{}, &lockedBuffer{}
+	qlog, logs := &testenv.Buffer{}, &testenv.Buffer{}
 	a := startAgent(t, Config{ControlPlanes: []string{cp.Addr}, StateDir: t.TempDir(), Upstreams: []string{up.addr}, PodName: "web-0",
 		QueryLogOutput: qlog, QueryLog: proxy.QueryLogConfig{Classes: proxy.LogDenied, Rate: 100},
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})

@@ -109,7 +109,7 @@ func TestQueryLogFromPodAnnotations(t *testing.T) {
 	table := writeFile(t, t.TempDir(), "nametable.json", readExample(t))
 	dir := t.TempDir()
 	writeAnnotations(t, dir, map[string]string{"other": "x", AnnotationQueryLog: "nxdomain"})
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	a := startAgent(t, Config{NameTableFile: table, Upstreams: []string{up.addr}, PodName: "web-0", QueryLogOutput: out,
 		PodAnnotations: filepath.Join(dir, "annotations"), QueryLog: proxy.QueryLogConfig{Rate: 50}})
 	eventually(t, "ready", a.Ready)
@@ -148,7 +148,7 @@ func TestQueryLogFromSettings(t *testing.T) {
 	dir := t.TempDir()
 	writeAnnotations(t, dir, map[string]string{"other": "x"})
 	a := startAgent(t, Config{ControlPlanes: []string{cp.Addr}, StateDir: t.TempDir(), Upstreams: []string{up.addr}, PodName: "web-0",
-		PodAnnotations: filepath.Join(dir, "annotations"), QueryLogOutput: &lockedBuffer{}})
+		PodAnnotations: filepath.Join(dir, "annotations"), QueryLogOutput: &testenv.Buffer{}})
 	id := cp.Recv(t).GetIdentity()
 	if f := id.GetFeatures(); !strings.Contains(strings.Join(f, ","), "query-log") {
 		t.Errorf("identity features %q lack query-log", f)

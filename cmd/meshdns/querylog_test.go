@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
@@ -14,25 +13,6 @@ import (
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
-
-// lockedBuffer is an io.Writer safe for the agent's goroutines and the
-// test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestAgentQueryLogFromControlPlane runs a control plane with
 // --agent-query-log nxdomain and a real agent with no query log flag of its
@@ -55,7 +35,7 @@ func TestAgentQueryLogFromControlPlane(t *testing.T) {
 	run("controlplane", io.Discard, "controlplane", "--insecure-allow-unauthenticated", "--entries", "../../examples/entries",
 		"--grpc-addr", grpcAddr, "--admin-addr", cpAdmin, "--debounce", "10ms", "--log-level", "error",
 		"--agent-query-log", "nxdomain", "--agent-query-log-rate", "1000")
-	var agentLog lockedBuffer
+	var agentLog testenv.Buffer
 	run("agent", &agentLog, "agent", "--control-plane", grpcAddr, "--namespace", "team-a", "--pod-name", "web-0",
 		"--resolv-conf", "../../examples/resolv.conf", "--upstream", "127.0.0.1", "--dns-addr", dnsAddr,
 		"--admin-addr", agentAdmin, "--log-level", "error")

@@ -1,7 +1,6 @@
 package agentcmd
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -140,7 +139,7 @@ type supervisor struct {
 	cmd        *exec.Cmd
 	dns, probe string
 	marker     string // while it exists, every agent started exits
-	stderr     *lockedBuffer
+	stderr     *testenv.Buffer
 }
 
 func startSupervisor(t *testing.T, args ...string) *supervisor {
@@ -150,7 +149,7 @@ func startSupervisor(t *testing.T, args ...string) *supervisor {
 		t.Fatal(err)
 	}
 	sv := &supervisor{dns: testenv.FreeAddr(t), probe: testenv.FreeAddr(t),
-		marker: filepath.Join(t.TempDir(), "crash"), stderr: &lockedBuffer{}}
+		marker: filepath.Join(t.TempDir(), "crash"), stderr: &testenv.Buffer{}}
 	args = append([]string{"agent", "--supervise", "--namespace", "demo", "--resolv-conf", "../../../examples/resolv.conf",
 		"--dns-addr", sv.dns, "--admin-addr", testenv.FreeAddr(t), "--probe-addr", sv.probe, "--log-level", "warn"}, args...)
 	sv.cmd = exec.Command(bin, args...)
@@ -202,23 +201,6 @@ func (sv *supervisor) heal(t *testing.T) {
 // crashes counts the agents that exited at start.
 func (sv *supervisor) crashes() int {
 	return strings.Count(sv.stderr.String(), "crashagent: crashing at start")
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitProbe waits for /healthz/ready on addr to answer code with a body
