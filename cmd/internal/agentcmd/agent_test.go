@@ -78,7 +78,7 @@ func TestAgentFlags(t *testing.T) {
 		{name: "zero ttl", args: []string{"--ttl", "0"}, wantErr: "--ttl 0"},
 		{name: "ttl as a duration", args: []string{"--ttl", "2m"}, want: agent.Config{AdminAddr: "127.0.0.1:15020", ResolvConf: "/etc/resolv.conf",
 			VMResolvConf: "/var/lib/meshdns/resolv.conf", ClusterDomain: "cluster.local", TTL: 120,
-			ReadyGrace: 10 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, PrefetchWindow: time.Minute, PrefetchPercent: 10, QueryLog: defaultQueryLog}},
+			ReadyGrace: 10 * time.Second, Probation: 30 * time.Second, UpstreamTimeout: 2 * time.Second, CacheSize: 10000, PrefetchWindow: time.Minute, PrefetchPercent: 10, QueryLog: defaultQueryLog}},
 		{name: "ttl not in whole seconds", args: []string{"--ttl", "1500ms"}, wantErr: "--ttl 1.5s: want whole seconds"},
 		{name: "bad pod records", args: []string{"--pod-records", "verified"}, wantErr: "want insecure or forward"},
 		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
