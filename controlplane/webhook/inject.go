@@ -256,6 +256,9 @@ func (t *Template) agentContainer() corev1.Container {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	for _, e := range t.AgentEnv {
+		c.Env = append(c.Env, *e.DeepCopy())
+	}
 	if t.secure() {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: IdentityVolumeName, MountPath: identityDir, ReadOnly: true})
 	}

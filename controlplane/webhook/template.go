@@ -95,6 +95,11 @@ type Template struct {
 	// (a later flag wins in Go's flag package).
 	AgentArgs    []string `json:"agentArgs,omitempty"`
 	IptablesArgs []string `json:"iptablesArgs,omitempty"`
+	// AgentEnv is appended to the agent container's environment, after
+	// the variables the webhook sets (name with value or valueFrom, as in
+	// a pod spec). A name meshdns sets or reads in its place is refused
+	// (see reservedAgentEnv).
+	AgentEnv []corev1.EnvVar `json:"agentEnv,omitempty"`
 	// HoldApplicationUntilReady adds a startup probe to the agent, so the
 	// kubelet starts the application containers only after the agent has
 	// its first name table. Off by default: with it, pods do not start
@@ -253,6 +258,9 @@ func (t Template) validate() error {
 	}
 	if t.StateDir == "" || t.StateDir[0] != '/' {
 		errs = append(errs, fmt.Errorf("stateDir %q is not absolute", t.StateDir))
+	}
+	if err := t.validateAgentEnv(); err != nil {
+		errs = append(errs, fmt.Errorf("agentEnv: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ func twoTemplates() (a, b Template) {
 		ProbePort: 5, TokenAudience: "a", TokenExpirationSeconds: 601, Plaintext: true, StateDir: "/a",
 		StateSizeLimit: &qa, AgentResources: res("1m"), InitResources: res("2m"), Supervise: ptr(true),
 		AgentArgs: []string{"-a"}, IptablesArgs: []string{"-a"}, HoldApplicationUntilReady: true, CNI: true,
+		AgentEnv:    []corev1.EnvVar{{Name: "A", Value: "a"}},
 		BesideIstio: IstioNumbers{DNSPort: 6, AdminPort: 7, ProxyUID: 8, ProxyGID: 9},
 		shifted:     "a"}
 	b = Template{Image: "b", ImagePullPolicy: corev1.PullNever, Command: []string{"b"}, AgentCommand: []string{"b"},
@@ -28,6 +29,7 @@ func twoTemplates() (a, b Template) {
 		ProbePort: 15, TokenAudience: "b", TokenExpirationSeconds: 602, Plaintext: true, StateDir: "/b",
 		StateSizeLimit: &qb, AgentResources: res("3m"), InitResources: res("4m"), Supervise: ptr(false),
 		AgentArgs: []string{"-b"}, IptablesArgs: []string{"-b"}, HoldApplicationUntilReady: true, CNI: true,
+		AgentEnv:    []corev1.EnvVar{{Name: "B", Value: "b"}},
 		BesideIstio: IstioNumbers{DNSPort: 16, AdminPort: 17, ProxyUID: 18, ProxyGID: 19},
 		shifted:     "b"}
 	return a, b
@@ -82,7 +84,7 @@ func TestTemplateOverZeroValues(t *testing.T) {
 		layer Template
 		want  func(*Template)
 	}{
-		{name: "empty lists fall back", layer: Template{Command: []string{}, AgentArgs: []string{}},
+		{name: "empty lists fall back", layer: Template{Command: []string{}, AgentArgs: []string{}, AgentEnv: []corev1.EnvVar{}},
 			want: func(w *Template) {}},
 		{name: "istio numbers layer field by field", layer: Template{BesideIstio: IstioNumbers{AdminPort: 25020, ProxyGID: 4000}},
 			want: func(w *Template) { w.BesideIstio.AdminPort, w.BesideIstio.ProxyGID = 25020, 4000 }},
