@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
@@ -124,7 +125,9 @@ func TestChartKnobs(t *testing.T) {
 		"--set", "imagePullSecrets[0].name=regcred", "--set", "podAnnotations.team=dns", "--set", "podLabels.tier=infra",
 		"--set", "extraArgs[0]=--log-level=debug", "--set", "extraEnv[0].name=GODEBUG", "--set", "extraEnv[0].value=http2debug=1",
 		"--set", "vm.extraArgs[0]=--log-level=info", "--set", "cni.extraArgs[0]=--capture-all-dns", "--set", "cni.nodeSelector.os=linux",
-		"--set", "agent.extraArgs[0]=--log-level=warn",
+		"--set", "agent.extraArgs[0]=--log-level=warn", "--set", "agent.extraEnv[0].name=GODEBUG",
+		"--set", "agent.extraEnv[0].value=madvdontneed=1", "--set", "agent.extraEnv[1].name=NODE_NAME",
+		"--set", "agent.extraEnv[1].valueFrom.fieldRef.fieldPath=spec.nodeName",
 		"--set", "webhook.failurePolicy=Fail", "--set", "webhook.timeoutSeconds=3", "--set", "webhook.annotatedPods=false"))
 	objs := byName(raw)
 	text := func(key string) string {
@@ -148,11 +151,16 @@ func TestChartKnobs(t *testing.T) {
 	if hooks, _, _ := unstructured.NestedSlice(objs["MutatingWebhookConfiguration /meshdns-sidecar-injector"], "webhooks"); len(hooks) != 1 {
 		t.Errorf("webhook.annotatedPods=false: %d webhook entries, want the namespace one only", len(hooks))
 	}
-	// The agents' arguments go through the injection template, as the
+	// The agents' arguments and environment go through the injection template, as the
 	// control plane parses it.
 	tmpl := injectTemplate(t, raw)
 	if diff := cmp.Diff([]string{"--log-level=warn"}, tmpl.AgentArgs); diff != "" {
 		t.Errorf("agentArgs (-want +got):\n%s", diff)
+	}
+	wantEnv := []corev1.EnvVar{{Name: "GODEBUG", Value: "madvdontneed=1"},
+		{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
+	if diff := cmp.Diff(wantEnv, tmpl.AgentEnv); diff != "" {
+		t.Errorf("agentEnv (-want +got):\n%s", diff)
 	}
 	// topologySpreadConstraints [] is none.
 	none := byName(decodeAll(t, helm(t, "template", "x", chartDir, "--set-json", "topologySpreadConstraints=[]")))
