@@ -52,12 +52,18 @@ kind: DNSPolicy
 metadata: {name: p, namespace: dns}
 spec: {bogus: 1}
 `)
+	agentEnv := write("agentenv.yaml", "agentEnv:\n- {name: GODEBUG, value: madvdontneed=1}\n- name: NODE_NAME\n  valueFrom: {fieldRef: {fieldPath: spec.nodeName}}\n")
+	reservedEnv := write("reservedenv.yaml", "agentEnv: [{name: GOMEMLIMIT, value: 1GiB}]\n")
 	tests := []struct {
 		name string
 		args []string
 		code int
 		want []string // stdout lines
 	}{
+		{name: "a template with the agent's environment", args: []string{"--inject-template", agentEnv}, code: 0,
+			want: []string{"ok      " + agentEnv + " (injection template, image ghcr.io/meshdns/meshdns:latest)"}},
+		{name: "a template setting a variable meshdns sets", args: []string{"--inject-template", reservedEnv}, code: 1,
+			want: []string{"INVALID " + reservedEnv + ": invalid template: agentEnv: GOMEMLIMIT is set by the webhook"}},
 		{name: "the shipped inject template ConfigMap", args: []string{"--inject-template", "../../examples/kubernetes/20-inject-template.yaml"}, code: 0,
 			want: []string{"ok      ../../examples/kubernetes/20-inject-template.yaml: ConfigMap meshdns-system/meshdns-inject key template.yaml (injection template, image ghcr.io/meshdns/meshdns:latest)"}},
 		{name: "the shipped entries ConfigMap", args: []string{"--entries", "../../examples/kubernetes/25-entries.yaml"}, code: 0,
