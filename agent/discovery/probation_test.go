@@ -205,9 +205,10 @@ func TestDeathWhileApplyingRejects(t *testing.T) {
 	}
 }
 
-// The first version ever has no last known good: a death in its
-// probation leaves the agent with no table rather than the crashing one.
-func TestDeathDuringFirstProbationRestoresNothing(t *testing.T) {
+// A death within the probation of the first version has no last known good
+// to fall back to: rejecting the version would leave the pod with no table,
+// so the version is restored and its probation starts over.
+func TestDeathDuringFirstProbationServesItAgain(t *testing.T) {
 	dir := t.TempDir()
 	srv := discoverytest.Start(t, "127.0.0.1:0", nil)
 	c := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: (&recorder{}).apply, StateDir: dir})
@@ -218,15 +219,15 @@ func TestDeathDuringFirstProbationRestoresNothing(t *testing.T) {
 	crashed := crashCopy(t, dir)
 
 	c2 := newClient(t, Config{Addrs: []string{srv.Addr}, Apply: (&recorder{}).apply, StateDir: crashed})
-	if ok, err := c2.Restore(); ok || err != nil {
-		t.Fatalf("Restore = %v, %v; want nothing restored", ok, err)
+	if ok, err := c2.Restore(); !ok || err != nil {
+		t.Fatalf("Restore = %v, %v; want v1 restored", ok, err)
 	}
 	runUntil(t, c2)
 	first := srv.Recv(t)
-	if first.GetVersionInfo() != "" || first.GetRejectedVersion() != "v1" || first.GetErrorDetail().GetMessage() != "the agent died within 30s of applying version v1; restored no table" {
-		t.Errorf("first request = %v", first)
+	if first.GetVersionInfo() != "v1" || first.GetRejectedVersion() != "" || first.GetErrorDetail() != nil {
+		t.Errorf("first request = %v, want v1 held and nothing rejected", first)
 	}
-	if diff := cmp.Diff([]string{rejectedFile}, dirNames(t, crashed)); diff != "" {
+	if diff := cmp.Diff([]string{stateFile, markerFile}, dirNames(t, crashed)); diff != "" {
 		t.Errorf("state dir (-want +got)\n%s", diff)
 	}
 }

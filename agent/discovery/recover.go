@@ -14,7 +14,8 @@ import (
 // file is restored: a marker not stopped means the previous process died
 // within the probation of its version, which is then rejected (persisted
 // first, so a death during this recovery loses nothing) and the last known
-// good state file put back. A stopped marker resumes the probation.
+// good state file put back. A stopped marker, or one with no last known
+// good to put back, resumes the probation.
 func (p *probation) start() error {
 	if p.dir == "" {
 		return nil
@@ -36,7 +37,16 @@ func (p *probation) start() error {
 	if err != nil {
 		return fmt.Errorf("read probation marker: %w", err)
 	}
-	if m.Stopped {
+	// With no last known good, rejecting the version would leave the pod
+	// with no table at all (SERVFAIL for its cluster names) whatever
+	// killed the agent, an OOM kill as likely as the version: it is served
+	// again, its probation started over, and should it crash the agent
+	// every time, the supervisor's safe mode answers the pod meanwhile.
+	if !m.Stopped && m.Good == "" {
+		p.log.Warn("the previous process died during the probation of its first name table; no last known good to fall back to, serving it again",
+			"version", m.Version, "probation", m.Probation)
+	}
+	if m.Stopped || m.Good == "" {
 		m.Stopped, m.Applied, m.Probation = false, p.now(), p.period
 		p.cur = &m
 		p.armLocked()
