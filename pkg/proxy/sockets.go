@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )
 
 // Sockets are the DNS sockets of a Server. A supervisor binds them with
@@ -116,12 +117,4 @@ func (s *Sockets) Close() error {
 
 // addrPort returns the address and port of a UDP or TCP address, zero for
 // any other.
-func addrPort(a net.Addr) netip.AddrPort {
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		return a.AddrPort()
-	case *net.TCPAddr:
-		return a.AddrPort()
-	}
-	return netip.AddrPort{}
-}
+var addrPort = upstream.AddrPort

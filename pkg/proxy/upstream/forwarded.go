@@ -43,7 +43,7 @@ func (rec *Forwarded) sent(t Transport, conn net.Conn, up *upstream, query []byt
 	}
 	*rec = Forwarded{Transport: t, Upstream: up.ip, Sent: time.Now(), Query: slices.Clone(query)}
 	if conn != nil {
-		rec.Local, rec.Upstream = netAddrPort(conn.LocalAddr()), netAddrPort(conn.RemoteAddr())
+		rec.Local, rec.Upstream = AddrPort(conn.LocalAddr()), AddrPort(conn.RemoteAddr())
 	}
 }
 
@@ -55,7 +55,9 @@ func (rec *Forwarded) received(reply []byte) {
 	rec.Received, rec.Reply = time.Now(), slices.Clone(reply)
 }
 
-func netAddrPort(a net.Addr) netip.AddrPort {
+// AddrPort returns the address and port of a UDP or TCP address, zero for
+// any other. The proxy's listeners use it too.
+func AddrPort(a net.Addr) netip.AddrPort {
 	switch a := a.(type) {
 	case *net.UDPAddr:
 		return a.AddrPort()
