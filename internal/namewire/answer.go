@@ -20,6 +20,9 @@ type Answer struct {
 	// Nack: the request carries an error detail (read by the caller, with
 	// the whole request: NACKs are rare).
 	Nack bool
+	// Rejected is rejected_version: a version the agent died running, NACKed
+	// outside the response that carried it; or empty.
+	Rejected []byte
 }
 
 var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
@@ -34,7 +37,7 @@ var errInvalidUTF8 = errors.New("string field is not valid UTF-8")
 // message on its own, as two invalid halves can make a valid whole), and
 // its error ends the decoding.
 func (a *Answer) Decode(b []byte, failing func(v []byte) error) error {
-	a.Version, a.RawNonce = a.Version[:0], a.RawNonce[:0]
+	a.Version, a.RawNonce, a.Rejected = a.Version[:0], a.RawNonce[:0], a.Rejected[:0]
 	a.Nonce, a.NonceOK, a.Nack = 0, false, false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -71,6 +74,11 @@ func (a *Answer) Decode(b []byte, failing func(v []byte) error) error {
 				return fmt.Errorf("response_nonce: %w", errInvalidUTF8)
 			}
 			a.RawNonce = append(a.RawNonce[:0], v...)
+		case FieldRequestRejected:
+			if !utf8.Valid(v) {
+				return fmt.Errorf("rejected_version: %w", errInvalidUTF8)
+			}
+			a.Rejected = append(a.Rejected[:0], v...)
 		case FieldRequestError:
 			a.Nack = true
 		case FieldRequestFailing:

@@ -44,6 +44,9 @@ func FuzzAnswer(f *testing.F) {
 		Failing: &meshdnsv1.FailingNames{WindowSeconds: 60, Names: []*meshdnsv1.FailingName{{Name: "a.example.", Rcode: 3, Count: 9}}}}))
 	f.Add([]byte("\x1a\x013\x2a\x02\x08\x3c\x2a\x07\x12\x05\x0a\x01a\x10\x02"))
 	f.Add([]byte("\x1a\x013\x2a\x05\x12\x03\x0a\x01\xff"))
+	// A crash report after a restart: the version kept, the one rejected.
+	f.Add(marshalRequest(f, &meshdnsv1.StreamNameTableRequest{VersionInfo: "v1", RejectedVersion: "v2",
+		ErrorDetail: &meshdnsv1.ErrorDetail{Code: 10, Message: "the agent died within 30s of applying version v2; restored v1"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var a namewire.Answer
 		var failing *meshdnsv1.FailingNames
@@ -73,6 +76,9 @@ func FuzzAnswer(f *testing.F) {
 		n, perr := strconv.ParseUint(r.GetResponseNonce(), 10, 64)
 		if a.NonceOK != (perr == nil) || (perr == nil && a.Nonce != n) {
 			t.Errorf("nonce %d (%v), ParseUint %d (%v)", a.Nonce, a.NonceOK, n, perr)
+		}
+		if string(a.Rejected) != r.GetRejectedVersion() {
+			t.Errorf("rejected %q, proto %q", a.Rejected, r.GetRejectedVersion())
 		}
 		if a.Nack != (r.ErrorDetail != nil) {
 			t.Errorf("nack %v, proto error detail %v", a.Nack, r.ErrorDetail)
