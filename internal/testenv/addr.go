@@ -30,3 +30,23 @@ func FreeAddr(t testing.TB) string {
 	t.Fatal("no port free for both TCP and UDP on 127.0.0.1")
 	return ""
 }
+
+// ListenPair binds a UDP socket and a TCP listener on one 127.0.0.1 port,
+// as a DNS server holds them, trying other ports while the TCP one is
+// taken. The caller closes both.
+func ListenPair(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l
+		}
+		pc.Close()
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return nil, nil
+}

@@ -2,7 +2,6 @@ package agentcmd
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -320,7 +319,7 @@ type testUpstream struct {
 func newTestUpstream(t *testing.T) *testUpstream {
 	t.Helper()
 	u := &testUpstream{}
-	pc, l := udpTCPPair(t)
+	pc, l := testenv.ListenPair(t)
 	u.addr = pc.LocalAddr().String()
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
@@ -349,23 +348,4 @@ func writeTestState(t *testing.T, dir string, s *namewire.AgentSettings) {
 	if err := os.WriteFile(filepath.Join(dir, safemode.StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// udpTCPPair binds a UDP socket and a TCP listener on one loopback port,
-// trying other ports while the TCP one is taken.
-func udpTCPPair(t testing.TB) (net.PacketConn, net.Listener) {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, l
-		}
-		pc.Close()
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return nil, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // upstream is a real DNS server on 127.0.0.1, UDP and TCP on one port,
@@ -24,7 +25,7 @@ type upstream struct {
 func newUpstream(t testing.TB) *upstream {
 	t.Helper()
 	u := &upstream{}
-	pc, l := udpTCPPair(t)
+	pc, l := testenv.ListenPair(t)
 	u.addr = pc.LocalAddr().String()
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
@@ -49,7 +50,7 @@ func newUpstream(t testing.TB) *upstream {
 // the supervisor does, and returns their files and the address.
 func sockets(t testing.TB) ([]*os.File, string) {
 	t.Helper()
-	pc, l := udpTCPPair(t)
+	pc, l := testenv.ListenPair(t)
 	uf, err := pc.(*net.UDPConn).File()
 	if err != nil {
 		t.Fatal(err)
@@ -89,23 +90,4 @@ func writeState(t testing.TB, dir string, s *namewire.AgentSettings) {
 	if err := os.WriteFile(filepath.Join(dir, StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// udpTCPPair binds a UDP socket and a TCP listener on one loopback port,
-// trying other ports while the TCP one is taken.
-func udpTCPPair(t testing.TB) (net.PacketConn, net.Listener) {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, l
-		}
-		pc.Close()
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return nil, nil
 }
