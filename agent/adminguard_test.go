@@ -1,45 +1,13 @@
 package agent
 
 import (
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/meshdns/meshdns/internal/testenv"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )
-
-// adminRequest sends method to url with Host host ("" keeps the URL's)
-// and headers, over the agent's real admin listener.
-func adminRequest(t testing.TB, method, url, host string, header map[string]string, body string) (int, string) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if host != "" {
-		req.Host = host
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // The admin port is not a web page: what a page can make a browser send
 // (a POST with text/plain, needing no preflight; a request under the
@@ -66,7 +34,7 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 		{name: "write from another origin", method: "PUT", path: "/debug/querylog?classes=all&rate=0", header: map[string]string{"Origin": "http://evil.example"}, want: 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if code, body := adminRequest(t, tc.method, a.admin+tc.path, tc.host, tc.header, ""); code != tc.want {
+			if code, body := testenv.HTTP(t, tc.method, a.admin+tc.path, tc.host, tc.header, ""); code != tc.want {
 				t.Errorf("%d %q, want %d", code, body, tc.want)
 			}
 		})
@@ -78,7 +46,7 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 		t.Errorf("log level %v after refused requests, want info", got)
 	}
 	for _, host := range []string{"localhost", "127.0.0.1", "[::1]"} {
-		if code, _ := adminRequest(t, "GET", a.admin+"/debug/nametable", host+":15020", nil, ""); code != 200 {
+		if code, _ := testenv.HTTP(t, "GET", a.admin+"/debug/nametable", host+":15020", nil, ""); code != 200 {
 			t.Errorf("read as %s: %d, want 200", host, code)
 		}
 	}
@@ -99,7 +67,7 @@ func TestAdminLogLevelFloor(t *testing.T) {
 		{level: "warn", code: 403, want: slog.LevelDebug},
 		{level: "info", code: 200, want: slog.LevelInfo},
 	} {
-		code, body := adminRequest(t, "PUT", a.admin+"/debug/loglevel?level="+tc.level, "", nil, "")
+		code, body := testenv.HTTP(t, "PUT", a.admin+"/debug/loglevel?level="+tc.level, "", nil, "")
 		if code != tc.code || a.cfg.LogLevel.Level() != tc.want {
 			t.Errorf("PUT level=%s: %d %q, level %v; want %d, %v", tc.level, code, body, a.cfg.LogLevel.Level(), tc.code, tc.want)
 		}

@@ -49,7 +49,7 @@ func adminOnLocalhost(t *testing.T, hosts string) {
 	if !addr.IP.Equal(net.IPv4(127, 0, 0, 1)) {
 		t.Fatalf("admin listens on %s, want 127.0.0.1", addr)
 	}
-	if code, body := adminRequest(t, "GET", a.admin+"/healthz/live", "localhost", nil, ""); code != 200 {
+	if code, body := testenv.HTTP(t, "GET", a.admin+"/healthz/live", "localhost", nil, ""); code != 200 {
 		t.Errorf("GET /healthz/live as localhost: %d %q", code, body)
 	}
 }

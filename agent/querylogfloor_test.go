@@ -96,7 +96,7 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 		{name: "PUT a misspelt parameter", method: "PUT", path: "/debug/querylog?clases=off", want: 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if code, body := adminRequest(t, tc.method, a.admin+tc.path, "", tc.header, tc.body); code != tc.want {
+			if code, body := testenv.HTTP(t, tc.method, a.admin+tc.path, "", tc.header, tc.body); code != tc.want {
 				t.Errorf("%d %q, want %d", code, body, tc.want)
 			}
 			if got := a.run.server.QueryLog(); got != floor {
@@ -104,7 +104,7 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 			}
 		})
 	}
-	if code, body := adminRequest(t, "PUT", a.admin+"/debug/querylog?classes=off", "", nil, ""); !strings.Contains(body, "classes denied are set by the operator") {
+	if code, body := testenv.HTTP(t, "PUT", a.admin+"/debug/querylog?classes=off", "", nil, ""); !strings.Contains(body, "classes denied are set by the operator") {
 		t.Errorf("PUT classes=off: %d %q, want a message naming denied", code, body)
 	}
 
@@ -118,7 +118,7 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 	a.cfg.LogLevel.Set(slog.LevelInfo)
 
 	// Adding, by a JSON body, with the cap lifted: accepted and logged.
-	code, body := adminRequest(t, "PUT", a.admin+"/debug/querylog", "", jsonBody, `{"classes": ["denied", "nxdomain"], "rate": 0}`)
+	code, body := testenv.HTTP(t, "PUT", a.admin+"/debug/querylog", "", jsonBody, `{"classes": ["denied", "nxdomain"], "rate": 0}`)
 	var got proxy.QueryLogConfig
 	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
 		t.Fatalf("PUT JSON: %d %q %v", code, body, err)
@@ -126,7 +126,7 @@ func TestQueryLogFloorKeepsDenials(t *testing.T) {
 	if want := (proxy.QueryLogConfig{Classes: proxy.LogDenied | proxy.LogNXDomain}); got != want || a.run.server.QueryLog() != want {
 		t.Errorf("after PUT JSON: %+v (server %+v), want %+v", got, a.run.server.QueryLog(), want)
 	}
-	if code, _ := adminRequest(t, "DELETE", a.admin+"/debug/querylog", "", nil, ""); code != 200 || a.run.server.QueryLog() != floor {
+	if code, _ := testenv.HTTP(t, "DELETE", a.admin+"/debug/querylog", "", nil, ""); code != 200 || a.run.server.QueryLog() != floor {
 		t.Errorf("DELETE: %d, query log %+v, want %+v", code, a.run.server.QueryLog(), floor)
 	}
 	changes := changeLines(t, logs.String())

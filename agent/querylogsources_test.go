@@ -179,7 +179,7 @@ func TestQueryLogFromSettings(t *testing.T) {
 
 	// /debug/querylog cannot turn off what they set; it raises the
 	// sample toward every answer; DELETE goes back.
-	if code, body := adminRequest(t, "PUT", a.admin+"/debug/querylog?classes=off", "", nil, ""); code != 403 || !strings.Contains(body, "classes all are set by the operator") {
+	if code, body := testenv.HTTP(t, "PUT", a.admin+"/debug/querylog?classes=off", "", nil, ""); code != 403 || !strings.Contains(body, "classes all are set by the operator") {
 		t.Errorf("PUT classes=off: %d %q, want 403 naming the operator's classes", code, body)
 	}
 	body, err := httpPut(a.admin + "/debug/querylog?sample=1")

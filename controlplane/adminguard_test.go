@@ -1,41 +1,13 @@
 package controlplane_test
 
 import (
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/internal/testenv"
 )
-
-// adminDo sends method to url with Host host ("" keeps the URL's) and
-// header, over the control plane's real admin listener.
-func adminDo(t *testing.T, method, url, host string, header map[string]string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if host != "" {
-		req.Host = host
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // The control plane's admin port refuses what a web page can make a
 // browser send, as the agent's does (the same guard): a POST with
@@ -60,7 +32,7 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 		{name: "write from another origin", method: "PUT", path: "/debug/loglevel?level=debug", header: map[string]string{"Origin": "http://evil.example"}, want: 403},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if code, body := adminDo(t, tc.method, r.admin+tc.path, tc.host, tc.header); code != tc.want {
+			if code, body := testenv.HTTP(t, tc.method, r.admin+tc.path, tc.host, tc.header, ""); code != tc.want {
 				t.Errorf("%d %q, want %d", code, body, tc.want)
 			}
 		})
@@ -72,11 +44,11 @@ func TestAdminRefusesWebRequests(t *testing.T) {
 		t.Errorf("a refused request logged a change:\n%s", logs.String())
 	}
 	for _, host := range []string{"localhost:15014", "127.0.0.1", "[::1]:1"} {
-		if code, _ := adminDo(t, "GET", r.admin+"/debug/agents", host, nil); code != 200 {
+		if code, _ := testenv.HTTP(t, "GET", r.admin+"/debug/agents", host, nil, ""); code != 200 {
 			t.Errorf("read as %s: %d, want 200", host, code)
 		}
 	}
-	if code, body := adminDo(t, "PUT", r.admin+"/debug/loglevel?level=debug", "localhost:15014", nil); code != 200 || body != "debug\n" {
+	if code, body := testenv.HTTP(t, "PUT", r.admin+"/debug/loglevel?level=debug", "localhost:15014", nil, ""); code != 200 || body != "debug\n" {
 		t.Errorf("PUT level=debug: %d %q", code, body)
 	}
 	if !strings.Contains(logs.String(), `level=INFO msg="log level changed at runtime" component=admin endpoint=/debug/loglevel from=info to=debug`) {

@@ -75,24 +75,6 @@ func start(t *testing.T, cfg controlplane.Config) *running {
 	return &running{grpc: gl.Addr().String(), admin: "http://" + al.Addr().String(), cp: cp}
 }
 
-func do(t *testing.T, method, url string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 func TestLogLevelEndpoint(t *testing.T) {
 	level := new(slog.LevelVar)
 	r := start(t, controlplane.Config{Entries: []string{t.TempDir()}, Level: level})
@@ -110,7 +92,7 @@ func TestLogLevelEndpoint(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := do(t, tc.method, r.admin+"/debug/loglevel"+tc.query)
+			code, body := testenv.HTTP(t, tc.method, r.admin+"/debug/loglevel"+tc.query, "", nil, "")
 			if code != tc.code || (tc.body != "" && body != tc.body) {
 				t.Errorf("got %d %q, want %d %q", code, body, tc.code, tc.body)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshdns/meshdns/controlplane"
+	"github.com/meshdns/meshdns/internal/testenv"
 )
 
 // TestProbePortFromAnotherPod stands 127.0.0.2 for the control plane's pod
@@ -39,7 +40,7 @@ func TestProbePortFromAnotherPod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			code, _ := do(t, tc.method, probe+tc.path)
+			code, _ := testenv.HTTP(t, tc.method, probe+tc.path, "", nil, "")
 			if diff := cmp.Diff(tc.want, code); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
@@ -50,7 +51,7 @@ func TestProbePortFromAnotherPod(t *testing.T) {
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("dial the admin port at 127.0.0.2: %v, want connection refused", err)
 		}
-		if code, _ := do(t, "GET", r.admin+"/debug/agents"); code != http.StatusOK {
+		if code, _ := testenv.HTTP(t, "GET", r.admin+"/debug/agents", "", nil, ""); code != http.StatusOK {
 			t.Errorf("admin on loopback: /debug/agents %d, want 200", code)
 		}
 	})
