@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // hostsChildEnv holds, in the child of TestAdminLocalhostIgnoresHosts,

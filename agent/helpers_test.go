@@ -23,7 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshdns/meshdns/agent/ingest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestReadyOnFirstGoodFile: a table file that is rejected leaves the agent

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/meshdns/meshdns/iptables"
 )
 

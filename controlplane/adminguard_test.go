@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // The control plane's admin port refuses what a web page can make a

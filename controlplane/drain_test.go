@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestDrain: when the control plane's context ends (SIGTERM), it reports

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/meshdns/meshdns/internal/loadagent"
+	"github.com/meshdns/meshdns/internal/testkit/loadagent"
 )
 
 // The load agents' children report each response on a line of their

@@ -21,8 +21,8 @@ import (
 	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/controlplane/policysource"
 	"github.com/meshdns/meshdns/controlplane/registry"
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 

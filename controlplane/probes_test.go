@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestProbePortFromAnotherPod stands 127.0.0.2 for the control plane's pod

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/internal/loadagent"
+	"github.com/meshdns/meshdns/internal/testkit/loadagent"
 )
 
 // The scale benchmark runs each control plane replica in a child process

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/loadagent"
+	"github.com/meshdns/meshdns/internal/testkit/loadagent"
 )
 
 // TestScaleFleetTLS: the scale benchmark's pieces with mTLS, small: a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane"
 	"github.com/meshdns/meshdns/controlplane/auth"
-	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
 // benchTLSEnv names, in a control plane child, the folder of its

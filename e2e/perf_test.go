@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // dnsperfResult is what one dnsperf run reports.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // agentTable writes a protojson name table of n names svcI.corp.example ->

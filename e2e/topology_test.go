@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/internal/archtest"
-	"github.com/meshdns/meshdns/internal/buildtest"
-	"github.com/meshdns/meshdns/internal/netnstest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/buildtest"
+	"github.com/meshdns/meshdns/internal/testkit/netnstest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // cmdTimeout bounds every command the tests run.

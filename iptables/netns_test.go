@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/meshdns/meshdns/internal/netnstest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/netnstest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // newNetns creates an empty network namespace for one test and deletes it

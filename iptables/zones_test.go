@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/netnstest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/netnstest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestConntrackZones reproduces the UDP conntrack race the raw-table

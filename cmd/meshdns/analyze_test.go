@@ -18,8 +18,8 @@ import (
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/cni"
-	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // TestAnalyzeBrokenCluster breaks a real API server's cluster in every way

@@ -16,7 +16,7 @@ import (
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestFailingReportReachesTop runs control planes and real agents over

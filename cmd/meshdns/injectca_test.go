@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
-	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestMountedCertHandsAgentsCA runs the cert-manager shape: the webhook's

@@ -15,7 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // runResolver is the machine's resolver in TestMakeRunForwardsToMachineResolver:

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestControlPlanePolicyFile runs `meshdns controlplane --policy-file` (a

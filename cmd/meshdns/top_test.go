@@ -16,7 +16,7 @@ import (
 	"github.com/meshdns/meshdns/cmd/internal/cli"
 	"github.com/meshdns/meshdns/controlplane/admin"
 	"github.com/meshdns/meshdns/controlplane/server"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // replica serves agents as a control plane's /debug/agents.

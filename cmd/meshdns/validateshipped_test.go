@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/buildtest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/buildtest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // meshdnsBinary is this command, built once for the tests that run it as

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/meshdns/meshdns/cmd/internal/cli"
-	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestControlPlaneServesWebhook runs `meshdns controlplane` with the

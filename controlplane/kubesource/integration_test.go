@@ -17,7 +17,7 @@ import (
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 
-// These tests run against a real kube-apiserver and etcd (internal/kubetest).
+// These tests run against a real kube-apiserver and etcd (internal/testkit/kubetest).
 // No controllers run, so EndpointSlices are written by hand, the way the
 // EndpointSlice controller would write them: an endpoint's hostname is set
 // for a pod whose spec.hostname is set and whose spec.subdomain names the

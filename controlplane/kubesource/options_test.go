@@ -15,7 +15,7 @@ import (
 )
 
 // The options of CoreDNS's kubernetes plugin, against a real API server
-// (internal/kubetest). The differential test (e2e/difftest) compares the
+// (internal/testkit/kubetest). The differential test (e2e/difftest) compares the
 // agent's answers under the same options with CoreDNS's.
 
 func TestOptionsRejected(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshdns/meshdns/controlplane/registry"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 )
 

@@ -3,7 +3,7 @@ package podmeta
 import (
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // cluster is one real etcd + kube-apiserver for the package's tests,

@@ -18,7 +18,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/certfile"
-	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
 // reviewer answers token reviews from a fixed table, as the API server

@@ -15,8 +15,8 @@ import (
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/podmeta"
 	"github.com/meshdns/meshdns/controlplane/server"
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestStreamEndsWithItsPodAPIServer: with a real kube-apiserver issuing

@@ -8,7 +8,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/internal/certfile"
-	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
 func TestMTLS(t *testing.T) {

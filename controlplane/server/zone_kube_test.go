@@ -14,7 +14,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/nodezone"
 	"github.com/meshdns/meshdns/controlplane/server"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // TestPodZoneAPIServer: an agent whose pod-bound token names its node

@@ -19,7 +19,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
 // servedWebhook is a Webhook served over HTTPS on loopback the way the

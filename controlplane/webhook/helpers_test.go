@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // eventually polls cond every 20ms until it holds or 10s pass.

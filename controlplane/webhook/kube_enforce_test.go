@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshdns/meshdns/controlplane/policysource"
-	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // allocMeter wraps a handler and records what the last request it served

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 var cluster = kubetest.NewShared()

@@ -21,8 +21,8 @@ import (
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // The multi-cluster comparison: CoreDNS with `multicluster clusterset.local`

@@ -19,7 +19,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // exposedLabel is the namespace label the namespace_labels configuration

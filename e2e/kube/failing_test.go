@@ -16,7 +16,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/failingreport"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestFailingReportByNamespaceLabel: against a real API server, labelling

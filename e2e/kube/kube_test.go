@@ -18,7 +18,7 @@ import (
 
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 const externalIP = "198.51.100.7" // TEST-NET-2; only the test upstream knows it

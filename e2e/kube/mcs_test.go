@@ -15,7 +15,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/mcssource"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 var importGVR = schema.GroupVersionResource{Group: mcssource.Group, Version: mcssource.Version, Resource: mcssource.Resource}

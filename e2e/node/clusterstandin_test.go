@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/meshdns/meshdns/internal/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
 )
 
 // clusterStandIn does, for what a user's helm install makes, the jobs of

@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/cni"
-	"github.com/meshdns/meshdns/internal/kustomizetest"
-	"github.com/meshdns/meshdns/internal/nodetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestCNIFailSafe: nothing the CNI mode installs stops the node from

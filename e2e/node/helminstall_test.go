@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestHelmInstall runs examples/kubernetes/install-check.sh, the install a

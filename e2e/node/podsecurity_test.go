@@ -21,9 +21,9 @@ import (
 
 	"github.com/meshdns/meshdns/cni"
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/kustomizetest"
-	"github.com/meshdns/meshdns/internal/nodetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // templateText is the injection template of the test's init container

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // testSidecarRestart kills the sidecar's processes, as an OOM kill or a

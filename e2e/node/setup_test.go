@@ -27,9 +27,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/nodetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // agentBuildFlags make the sidecar's binary (archtest.AgentMain) as the

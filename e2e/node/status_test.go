@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/nodetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestStatusFleet: `meshdns status --kubeconfig` on a real node with two

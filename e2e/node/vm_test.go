@@ -15,9 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/nodetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // The VM's network: a veth pair between the machine and a namespace that

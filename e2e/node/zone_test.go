@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshdns/meshdns/controlplane/nodezone"
-	"github.com/meshdns/meshdns/internal/nodetest"
+	"github.com/meshdns/meshdns/internal/testkit/nodetest"
 )
 
 // testPodZone labels the node with a zone and runs an injected pod that

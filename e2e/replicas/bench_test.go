@@ -16,9 +16,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/loadagent"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/loadagent"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 func envInt(name string, def int) int {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/controlplane"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // pollTimeout bounds every wait: generous, for -race on a loaded 2-core

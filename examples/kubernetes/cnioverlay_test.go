@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testkit/kustomizetest"
 )
 
 const podSecurityLabel = "pod-security.kubernetes.io/enforce"

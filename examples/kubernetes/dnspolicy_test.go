@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 	"github.com/meshdns/meshdns/pkg/policy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

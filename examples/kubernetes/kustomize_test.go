@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/kubetest"
-	"github.com/meshdns/meshdns/internal/kustomizetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 const repo = "ghcr.io/meshdns/meshdns"

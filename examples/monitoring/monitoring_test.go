@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshdns/meshdns/controlplane/webhook"
-	"github.com/meshdns/meshdns/internal/kustomizetest"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/kustomizetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // ruleGroups returns the PrometheusRule's spec: the rule file promtool

@@ -23,7 +23,7 @@ import (
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/controlplane"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestRealPrometheus runs a real Prometheus (Debian's, beside promtool)

@@ -29,7 +29,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/selfcert"
 	"github.com/meshdns/meshdns/controlplane/webhook"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // family is what a query may assume of a registered metric family.

@@ -3,7 +3,7 @@
 // do not share the control plane's CPU accounting. Every agent ACKs what it
 // gets, resumes from its last version and moves to the next address when a
 // stream ends, as the real agent does. It prints one line per applied
-// response (see internal/loadagent.FormatEvent) and stops after -duration.
+// response (see internal/testkit/loadagent.FormatEvent) and stops after -duration.
 //
 //	go run ./hack/agentload -addrs 127.0.0.1:15010 -agents 5000 -namespaces 100 -duration 2m
 package main
@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/loadagent"
+	"github.com/meshdns/meshdns/internal/testkit/loadagent"
 )
 
 func main() {

@@ -24,10 +24,10 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/archtest"
-	"github.com/meshdns/meshdns/internal/buildtest"
-	"github.com/meshdns/meshdns/internal/netnstest"
+	"github.com/meshdns/meshdns/internal/testkit/buildtest"
+	"github.com/meshdns/meshdns/internal/testkit/netnstest"
 	"github.com/meshdns/meshdns/internal/ociimage"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // roleEnv makes the test binary a stand-in upstream DNS server inside a

@@ -126,6 +126,18 @@ var wireOwned = []string{"agent", "controlplane/view"}
 
 const wireWhy = "meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"
 
+// testkit is the room of the test harnesses (a real API server, a node,
+// network namespaces, certificates, load agents): nothing that ships links
+// it, so the layout shows what ships.
+const testkit = "internal/testkit"
+
+// testRooms are the layers whose non-test code may use the test kit: the kit
+// itself, the end-to-end suites, the benchmark tools and the repository's own
+// checks.
+var testRooms = []string{testkit, "e2e", "hack", "internal/archtest", "internal/readmetest", "docs"}
+
+const testkitWhy = "internal/testkit holds test harnesses: only tests, e2e/ and hack/ use them"
+
 // lean lists import path prefixes a layer's non-test code must not depend
 // on, even indirectly; its tests may.
 var lean = []struct {
@@ -207,6 +219,13 @@ func Violations(pkgs []Package) []string {
 		}
 		if slices.ContainsFunc(wireOwned, func(l string) bool { return under(rel, l) }) && slices.Contains(p.Imports, protowire[0]) {
 			out = append(out, fmt.Sprintf("%s imports %s: %s", rel, protowire[0], wireWhy))
+		}
+		if !slices.ContainsFunc(testRooms, func(l string) bool { return under(rel, l) }) {
+			for _, d := range p.Deps {
+				if under(d, Module+"/"+testkit) {
+					out = append(out, fmt.Sprintf("%s depends on %s: %s", rel, d, testkitWhy))
+				}
+			}
 		}
 		// Nothing imports the command: it is the top of the graph.
 		if !under(rel, "cmd") {

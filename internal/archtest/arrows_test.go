@@ -39,6 +39,15 @@ func TestViolations(t *testing.T) {
 			},
 		},
 		{
+			name: "shipped code linking a test harness",
+			pkgs: []Package{
+				{ImportPath: m + "agent/ingest", Deps: []string{m + "internal/testkit/testenv"}, XTestImports: []string{m + "internal/testkit/kubetest"}},
+				{ImportPath: m + "e2e/internal/kubestack", Deps: []string{m + "internal/testkit/kubetest"}},
+				{ImportPath: m + "hack/agentload", Deps: []string{m + "internal/testkit/loadagent"}},
+			},
+			want: []string{"agent/ingest depends on github.com/meshdns/meshdns/internal/testkit/testenv: " + testkitWhy},
+		},
+		{
 			name: "pkg reaching grpc through another package",
 			pkgs: []Package{{ImportPath: m + "pkg/proxy", Imports: []string{"example.com/wrapper"}, Deps: []string{"example.com/wrapper", "google.golang.org/grpc"}}},
 			want: []string{"pkg/proxy depends on google.golang.org/grpc: pkg/* is pure domain code: only agent/ and controlplane/ convert wire and Kubernetes types"},
@@ -129,8 +138,8 @@ func TestViolations(t *testing.T) {
 		},
 		{
 			name: "something importing cmd",
-			pkgs: []Package{{ImportPath: m + "internal/kubetest", Deps: []string{m + "cmd/meshdns"}}},
-			want: []string{"internal/kubetest depends on github.com/meshdns/meshdns/cmd/meshdns: nothing imports cmd/"},
+			pkgs: []Package{{ImportPath: m + "internal/testkit/kubetest", Deps: []string{m + "cmd/meshdns"}}},
+			want: []string{"internal/testkit/kubetest depends on github.com/meshdns/meshdns/cmd/meshdns: nothing imports cmd/"},
 		},
 	}
 	for _, tc := range tests {

@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/meshdns/meshdns/internal/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

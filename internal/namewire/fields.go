@@ -5,7 +5,7 @@ package namewire
 // on protowire instead of the generated code, which is this package. Those
 // still used outside it are exported: the control plane adds an agent's
 // settings and base version to a shared response (controlplane/server),
-// the load agent reads responses (internal/loadagent), and the tests of
+// the load agent reads responses (internal/testkit/loadagent), and the tests of
 // both sides and the drift test name them. TestDescriptorDrift checks
 // every field of the generated descriptors against what this package
 // decodes and encodes.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/miekg/dns"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/miekg/dns"
 )
 

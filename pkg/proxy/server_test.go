@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream"
 )

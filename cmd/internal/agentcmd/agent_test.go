@@ -18,7 +18,7 @@ import (
 	"github.com/meshdns/meshdns/agent"
 	"github.com/meshdns/meshdns/cmd/internal/captureflags"
 	"github.com/meshdns/meshdns/cmd/internal/cli"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/meshdns/meshdns/iptables"
 	"github.com/meshdns/meshdns/pkg/proxy"
 )

@@ -19,7 +19,7 @@ import (
 
 	"github.com/meshdns/meshdns/cmd/internal/safemode"
 	"github.com/meshdns/meshdns/internal/namewire"
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // TestSupervisorSafeMode runs a real supervisor (the test-only build of

@@ -21,8 +21,8 @@ import (
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/controlplane/registry"
-	"github.com/meshdns/meshdns/internal/certtest"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // Stack is a running control plane and the agent of one pod.

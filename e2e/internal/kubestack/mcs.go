@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/meshdns/meshdns/controlplane/mcssource"
-	"github.com/meshdns/meshdns/internal/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/kubetest"
 )
 
 // InstallServiceImportCRD installs the ServiceImport CRD of the MCS API

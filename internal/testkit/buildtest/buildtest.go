@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 // Timeout bounds one build.

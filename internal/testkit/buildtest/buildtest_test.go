@@ -8,7 +8,7 @@ import (
 )
 
 func TestBuildOnce(t *testing.T) {
-	b := &Binary{Pkg: "github.com/meshdns/meshdns/internal/buildtest/testdata/hello", Args: []string{"-ldflags", "-X main.greeting=hi"}}
+	b := &Binary{Pkg: "github.com/meshdns/meshdns/internal/testkit/buildtest/testdata/hello", Args: []string{"-ldflags", "-X main.greeting=hi"}}
 	defer b.Remove()
 	p := b.Path(t)
 	fi, err := os.Stat(p)
@@ -33,7 +33,7 @@ func TestBuildOnce(t *testing.T) {
 }
 
 func TestBuildError(t *testing.T) {
-	b := &Binary{Pkg: "github.com/meshdns/meshdns/internal/buildtest/testdata/nosuch"}
+	b := &Binary{Pkg: "github.com/meshdns/meshdns/internal/testkit/buildtest/testdata/nosuch"}
 	defer b.Remove()
 	if _, err := b.build("go"); err == nil || !strings.Contains(err.Error(), "go build") {
 		t.Errorf("build of a missing package: %v, want a go build error", err)

@@ -17,7 +17,7 @@ import (
 // again is no error.
 func TestInstallCRD(t *testing.T) {
 	c := cluster.Get(t)
-	const path = "../../examples/kubernetes/15-dnspolicy-crd.yaml"
+	const path = "../../../examples/kubernetes/15-dnspolicy-crd.yaml"
 	gvr := c.InstallCRD(t, path)
 	if diff := cmp.Diff(schema.GroupVersionResource{Group: "meshdns.io", Version: "v1alpha1", Resource: "dnspolicies"}, gvr); diff != "" {
 		t.Errorf("resource (-want +got):\n%s", diff)

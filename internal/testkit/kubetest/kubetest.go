@@ -58,7 +58,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/testenv"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -245,7 +245,7 @@ func start(assets string, o options) (*Cluster, error) {
 		// cluster does not need; off, the apiserver is ready sooner.
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-		// A node (internal/nodetest) is reached at its InternalIP, never
+		// A node (internal/testkit/nodetest) is reached at its InternalIP, never
 		// by looking its name up in the machine's DNS.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
