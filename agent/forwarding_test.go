@@ -12,8 +12,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
-	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 

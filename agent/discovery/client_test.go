@@ -21,9 +21,9 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/meshdns/meshdns/agent/discovery/discoverytest"
-	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/namewire"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )

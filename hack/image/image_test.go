@@ -24,9 +24,9 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/archtest"
+	"github.com/meshdns/meshdns/internal/ociimage"
 	"github.com/meshdns/meshdns/internal/testkit/buildtest"
 	"github.com/meshdns/meshdns/internal/testkit/netnstest"
-	"github.com/meshdns/meshdns/internal/ociimage"
 	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	"github.com/meshdns/meshdns/internal/filewatch"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
