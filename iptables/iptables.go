@@ -87,22 +87,35 @@ func restoreStep(b Backend, f Family, input string) Step {
 // PlanApply reads the live rules and returns the transactions Apply would
 // run, one per family.
 func (m *Manager) PlanApply(ctx context.Context) ([]Step, error) {
-	b, err := m.Backend(ctx)
+	var steps []Step
+	err := m.eachLive(ctx, func(b Backend, f Family, cur Dump) {
+		steps = append(steps, restoreStep(b, f, ApplyInput(Build(m.cfg, f), cur)))
+	})
 	if err != nil {
 		return nil, err
 	}
-	var steps []Step
+	return steps, nil
+}
+
+// eachLive reads the live rules of each family on the detected backend and
+// hands them to fn, passing over a family skipFamily excuses. Planning and
+// drift checks read the same rules the same way.
+func (m *Manager) eachLive(ctx context.Context, fn func(b Backend, f Family, cur Dump)) error {
+	b, err := m.Backend(ctx)
+	if err != nil {
+		return err
+	}
 	for _, f := range m.cfg.families() {
 		cur, err := m.dump(ctx, b, f)
 		if m.skipFamily(f, err) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		steps = append(steps, restoreStep(b, f, ApplyInput(Build(m.cfg, f), cur)))
+		fn(b, f, cur)
 	}
-	return steps, nil
+	return nil
 }
 
 // skipFamily reports whether family f is left out because its tables

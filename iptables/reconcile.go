@@ -16,20 +16,12 @@ import (
 // jump in its built-in chain is not checked: another tool inserting above
 // it is not drift we can fix without fighting that tool.
 func (m *Manager) Diff(ctx context.Context) ([]string, error) {
-	b, err := m.Backend(ctx)
+	var out []string
+	err := m.eachLive(ctx, func(_ Backend, f Family, cur Dump) {
+		out = append(out, diffRules(Build(m.cfg, f), cur)...)
+	})
 	if err != nil {
 		return nil, err
-	}
-	var out []string
-	for _, f := range m.cfg.families() {
-		cur, err := m.dump(ctx, b, f)
-		if m.skipFamily(f, err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, diffRules(Build(m.cfg, f), cur)...)
 	}
 	return out, nil
 }
