@@ -16,10 +16,10 @@ import (
 	"slices"
 	"sync"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/controlplane/auth"
+	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -197,8 +197,7 @@ func (s *Settings) policyEncoding(p *meshdnsv1.DNSPolicy) *policyEnc {
 	if err != nil {
 		panic("agentsettings: marshal policy: " + err.Error())
 	}
-	field := protowire.AppendTag(make([]byte, 0, len(body)+8), fieldPolicy, protowire.BytesType)
-	field = protowire.AppendBytes(field, body)
+	field := namewire.AppendSettingsPolicy(make([]byte, 0, len(body)+8), body)
 	pe = &policyEnc{field: field, sum: sha256.Sum256(field)}
 	s.cacheMu.Lock()
 	if len(s.policies) >= maxPolicyCache {
@@ -208,9 +207,6 @@ func (s *Settings) policyEncoding(p *meshdnsv1.DNSPolicy) *policyEnc {
 	s.cacheMu.Unlock()
 	return pe
 }
-
-// fieldPolicy is AgentSettings.policy.
-const fieldPolicy = 1
 
 // Requires returns the features m uses, sorted, with any m already
 // requires: the agent must NACK a version whose settings it cannot apply

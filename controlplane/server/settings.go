@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -83,13 +81,6 @@ func (s *Server) watchSettings(ctx context.Context, ch <-chan struct{}) {
 	}
 }
 
-// Field numbers of the settings in a full table and in a delta.
-const (
-	tableSettings = namewire.FieldNameTableSettings
-	deltaSettings = namewire.FieldDeltaSettings
-	deltaBase     = namewire.FieldDeltaBase
-)
-
 // encode is p for one agent whose settings are st and who holds the
 // settings version held before p: a full table carries the settings
 // unless they are empty (a table without settings has none); a delta
@@ -110,17 +101,10 @@ func (s *Server) encode(p *view.Prepared, nonce uint64, st agentsettings.Agent, 
 	if p.Kind != "full" && held != "" {
 		// A later value of a scalar field replaces the earlier one, in
 		// proto and in the agent's decoder.
-		inner = protowire.AppendTag(inner, deltaBase, protowire.BytesType)
-		inner = protowire.AppendVarint(inner, uint64(len(p.Base)+len(settingsSep)+len(held)))
-		inner = append(append(append(inner, p.Base...), settingsSep...), held...)
+		inner = namewire.AppendDeltaBase(inner, p.Base, settingsSep, held)
 	}
 	if sendSettings {
-		num := protowire.Number(deltaSettings)
-		if p.Kind == "full" {
-			num = tableSettings
-		}
-		inner = protowire.AppendTag(inner, num, protowire.BytesType)
-		inner = protowire.AppendVarint(inner, uint64(st.Size()))
+		inner = namewire.AppendSettingsHead(inner, p.Kind == "full", st.Size())
 		s1, s2 = st.Encoding()
 		s.m.settingsSent.Inc()
 	}

@@ -121,6 +121,16 @@ func TestViolations(t *testing.T) {
 			want: []string{"controlplane/view imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
 		},
 		{
+			name: "control plane server adding settings with protowire itself",
+			pkgs: []Package{{ImportPath: m + "controlplane/server", Imports: []string{"google.golang.org/protobuf/encoding/protowire", m + "internal/namewire"}}},
+			want: []string{"controlplane/server imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
+		},
+		{
+			name: "load agent reading responses with protowire itself",
+			pkgs: []Package{{ImportPath: m + "internal/testkit/loadagent", Imports: []string{"google.golang.org/protobuf/encoding/protowire"}}},
+			want: []string{"internal/testkit/loadagent imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
+		},
+		{
 			name: "tests of the agent may read the wire",
 			pkgs: []Package{{ImportPath: m + "agent/discovery", TestImports: []string{"google.golang.org/protobuf/encoding/protowire"}}},
 		},

@@ -30,9 +30,53 @@ func AppendDeltaResponse(b []byte, version string, delta []byte) []byte {
 	return appendBytesField(b, FieldResponseDelta, delta)
 }
 
-// AppendDeltaBase appends a NameTableDelta's base version.
-func AppendDeltaBase(b []byte, base string) []byte {
-	return appendField(b, FieldDeltaBase, base)
+// AppendDeltaBase appends a NameTableDelta's base version, made of the
+// parts joined (the control plane names the version an agent holds from
+// the view's and its settings' without joining them in a new string).
+func AppendDeltaBase(b []byte, base ...string) []byte {
+	if len(base) == 1 {
+		return appendField(b, FieldDeltaBase, base[0])
+	}
+	return appendJoined(b, FieldDeltaBase, base)
+}
+
+// appendJoined appends a length-delimited field holding the parts joined.
+func appendJoined(b []byte, num protowire.Number, parts []string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// AppendSettingsHead appends the tag and length of the settings field of
+// a NameTable (full) or of a NameTableDelta, holding an AgentSettings of
+// size bytes marshalled, which follows it: the control plane composes an
+// agent's settings once and sends their bytes from where they are kept.
+// Fields may come in any order and a decoder merges them, so the field
+// goes after the table's or delta's other fields.
+func AppendSettingsHead(b []byte, full bool, size int) []byte {
+	num := protowire.Number(FieldDeltaSettings)
+	if full {
+		num = FieldNameTableSettings
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(size))
+}
+
+// AppendSettingsPolicy appends an AgentSettings' policy field holding
+// policy, a DNSPolicy marshalled. The control plane marshals a policy that
+// many agents share once (a thousand rules are 40 KB) and sends this field
+// before the rest of each agent's settings marshalled without it: the
+// policy is field 1, so the two pieces are what the generated code writes
+// for the whole, in field number order.
+func AppendSettingsPolicy(b, policy []byte) []byte {
+	return appendBytesField(b, fieldSettingsPolicy, policy)
 }
 
 // AppendDeltaUpserted appends one upserted name of a NameTableDelta, its
@@ -114,15 +158,7 @@ func ResponseHeadSize(vlen, size int) int {
 // version, made of the parts joined, and the tag and length of the table
 // or delta.
 func AppendResponseHead(b []byte, full bool, size int, version ...string) []byte {
-	vlen := 0
-	for _, v := range version {
-		vlen += len(v)
-	}
-	b = protowire.AppendTag(b, FieldResponseVersion, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(vlen))
-	for _, v := range version {
-		b = append(b, v...)
-	}
+	b = appendJoined(b, FieldResponseVersion, version)
 	num := protowire.Number(FieldResponseDelta)
 	if full {
 		num = FieldResponseFull

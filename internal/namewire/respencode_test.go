@@ -114,3 +114,108 @@ func resend(t *testing.T, resp []byte, suffix string, nonce uint64, valid bool, 
 	want.VersionInfo, want.Nonce = version, strconv.FormatUint(nonce, 10)
 	checkResponse(t, b, valid && utf8.ValidString(suffix), want)
 }
+
+// FuzzSettingsAttach checks the control plane's per-agent settings against
+// the generated code: a policy marshalled alone, wrapped as a policy field
+// and followed by the rest of the settings marshalled without it, is what
+// proto marshals for the whole; attached after a shared full table or
+// delta (AppendSettingsHead, and for a delta a base version in parts:
+// AppendDeltaBase), re-headed with a version in parts and a nonce, proto
+// decodes the response it was made to be, and the agent's reader reads the
+// same settings.
+func FuzzSettingsAttach(f *testing.F) {
+	// A delta to an agent holding settings; a full table; empty strings;
+	// a policy of more than 127 bytes (multi-byte lengths); strings not
+	// UTF-8 (refused by proto's marshal: the parts never make them).
+	f.Add("v1", "s1", "v0", "s0", "*.example.com", "zone-a", false, uint64(7))
+	f.Add("v2", "s2", "", "", "a.x", "", true, uint64(0))
+	f.Add("", "", "", "", "", "", false, uint64(1<<64-1))
+	f.Add("v", "s", "b", "h", string(make([]byte, 200)), "z", true, uint64(300))
+	f.Add("v", "s", "b", "\xff", "a.x", "z", false, uint64(1))
+	f.Add("v", "s", "b", "h", "\xff", "z", true, uint64(1))
+	f.Fuzz(func(t *testing.T, version, settings, base, held, pattern, zone string, full bool, nonce uint64) {
+		pbPolicy := &meshdnsv1.DNSPolicy{Rules: []*meshdnsv1.PolicyRule{{Pattern: pattern, Action: meshdnsv1.PolicyAction_POLICY_ACTION_ALLOW}},
+			OutsideDefault: meshdnsv1.PolicyAction_POLICY_ACTION_DENY, Source: "ns/p"}
+		pbSettings := &meshdnsv1.AgentSettings{Policy: pbPolicy, PodZone: zone, Requires: []string{"policy"}}
+		det := proto.MarshalOptions{Deterministic: true}
+		want, err := det.Marshal(pbSettings)
+		if err != nil {
+			return // a string not UTF-8: the parts never make one
+		}
+		policy, err := det.Marshal(pbPolicy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, err := det.Marshal(&meshdnsv1.AgentSettings{PodZone: zone, Requires: []string{"policy"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := append(namewire.AppendSettingsPolicy(nil, policy), rest...)
+		if diff := cmp.Diff(want, st); diff != "" {
+			t.Fatalf("policy field and rest, against proto's whole (-want +got):\n%s", diff)
+		}
+		b, wantResp := attachSettings(t, version, settings, base, held, st, full, nonce, pbSettings)
+		// A full table carries neither base version; a delta carries
+		// base, and held when the agent holds settings.
+		valid := utf8.ValidString(version) && utf8.ValidString(settings) &&
+			(full || utf8.ValidString(base) && utf8.ValidString(held))
+		checkResponse(t, b, valid, wantResp)
+		if !valid {
+			return
+		}
+		r, err := readResponse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *namewire.AgentSettings
+		if full {
+			if got, err = namewire.TableSettings(r.Full); err != nil {
+				t.Fatalf("TableSettings: %v", err)
+			}
+		} else {
+			got = r.Delta.Settings
+		}
+		if diff := cmp.Diff(fromSettings(pbSettings), got, equate); diff != "" {
+			t.Fatalf("settings ReadResponse read (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// attachSettings makes what the control plane sends an agent that holds
+// the version base+"+"+held (none when held is ""), at version+"+"+settings
+// with the settings st: a shared response of one name, split, its table or
+// delta followed by the base (a delta only) and the settings field, a head
+// and a nonce; and the message proto should decode from it.
+func attachSettings(t *testing.T, version, settings, base, held string, st []byte, full bool, nonce uint64, pb *meshdnsv1.AgentSettings) ([]byte, *meshdnsv1.StreamNameTableResponse) {
+	t.Helper()
+	info := namewire.NameInfo{IPs: []string{"10.0.0.1"}}
+	var shared []byte
+	if full {
+		shared = namewire.AppendFullResponse(nil, version, namewire.AppendEntry(nil, "a.x", info.Append(nil)))
+	} else {
+		d := namewire.AppendDeltaBase(nil, base)
+		shared = namewire.AppendDeltaResponse(nil, version, namewire.AppendDeltaUpserted(d, "a.x", info.Append(nil)))
+	}
+	_, body, err := namewire.SplitResponse(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inner []byte
+	wantBase := base
+	if !full && held != "" {
+		inner = namewire.AppendDeltaBase(inner, base, "+", held)
+		wantBase = base + "+" + held
+	}
+	inner = append(namewire.AppendSettingsHead(inner, full, len(st)), st...)
+	b := namewire.AppendResponseHead(nil, full, len(body)+len(inner), version, "+", settings)
+	b = namewire.AppendNonce(append(append(b, body...), inner...), nonce)
+
+	want := &meshdnsv1.StreamNameTableResponse{VersionInfo: version + "+" + settings, Nonce: strconv.FormatUint(nonce, 10)}
+	names := map[string]*meshdnsv1.NameInfo{"a.x": {Ips: []string{"10.0.0.1"}}}
+	if full {
+		want.Update = &meshdnsv1.StreamNameTableResponse_Full{Full: &meshdnsv1.NameTable{Table: names, Settings: pb}}
+	} else {
+		want.Update = &meshdnsv1.StreamNameTableResponse_Delta{Delta: &meshdnsv1.NameTableDelta{BaseVersion: wantBase, Upserted: names, Settings: pb}}
+	}
+	return b, want
+}
