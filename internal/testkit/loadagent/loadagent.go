@@ -7,6 +7,7 @@
 package loadagent
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,13 +16,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -158,31 +159,39 @@ func session(ctx context.Context, cfg Config, addr string, version *string) (got
 		if err := st.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: r.version, ResponseNonce: r.nonce}); err != nil {
 			return got, err
 		}
-		ev := Event{Agent: cfg.Index, Addr: addr, Version: r.version, Kind: r.kind, Empty: r.empty, At: at, Bytes: r.size}
-		if r.delta != nil && cfg.Watch != "" {
-			d := &meshdnsv1.NameTableDelta{}
-			if err := proto.Unmarshal(r.delta, d); err != nil {
-				return got, fmt.Errorf("decode delta: %w", err)
-			}
-			if ni, ok := d.GetUpserted()[cfg.Watch]; ok && len(ni.GetIps()) > 0 {
-				ev.Watched = ni.GetIps()[0]
-			}
+		ev, err := event(cfg, addr, &r, at)
+		if err != nil {
+			return got, err
 		}
 		cfg.Report(ev)
 	}
 }
 
+// event is the Event of r, read from addr at at.
+func event(cfg Config, addr string, r *response, at time.Time) (Event, error) {
+	ev := Event{Agent: cfg.Index, Addr: addr, Version: r.version, Kind: r.kind, At: at, Bytes: r.size}
+	if r.delta == nil {
+		return ev, nil
+	}
+	ev.Empty = deltaEmpty(r.delta)
+	var err error
+	if cfg.Watch != "" {
+		ev.Watched, err = watched(r.delta, cfg.Watch)
+	}
+	return ev, err
+}
+
 // response is what the codec keeps of a StreamNameTableResponse: its
-// top-level fields, the delta's bytes (small), never a full table's.
+// version and nonce, its kind and its delta (small), never a full table.
 type response struct {
 	version, nonce, kind string
-	empty                bool
-	delta                []byte
+	delta                *namewire.Delta // or nil
 	size                 int
 }
 
-// rawCodec marshals requests with proto and reads responses field by
-// field from gRPC's buffers.
+// rawCodec marshals requests with proto and reads responses with the
+// agent's reader (internal/namewire) from gRPC's buffers, a full table
+// skipped as it is read.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
@@ -192,86 +201,66 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	r := v.(*response)
-	r.size = data.Len()
 	rd := data.Reader()
 	defer rd.Close()
-	for {
-		tag, err := readVarint(rd)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		num, typ := protowire.DecodeTag(tag)
-		if typ != protowire.BytesType {
-			return fmt.Errorf("field %d: unexpected wire type %d", num, typ)
-		}
-		n, err := readVarint(rd)
-		if err != nil {
-			return err
-		}
-		switch num {
-		case 3: // full
-			r.kind = "full"
-			if m, err := rd.Discard(int(n)); err != nil || m != int(n) {
-				return fmt.Errorf("short full table: %w", io.ErrUnexpectedEOF)
-			}
-			continue
-		case 4: // delta
-			r.kind = "delta"
-		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(rd, b); err != nil {
-			return err
-		}
-		switch num {
-		case namewire.FieldResponseVersion:
-			r.version = string(b)
-		case namewire.FieldResponseNonce:
-			r.nonce = string(b)
-		case namewire.FieldResponseDelta:
-			r.delta = b
-			r.empty = deltaEmpty(b)
-		}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(rd)
+	defer func() {
+		br.Reset(nil) // keeps nothing of gRPC's buffers
+		readers.Put(br)
+	}()
+	got, err := namewire.ReadResponse(br, discard)
+	if err != nil {
+		return err
 	}
+	*r = response{version: got.Version, nonce: got.Nonce, delta: got.Delta, size: data.Len()}
+	switch {
+	case got.IsFull:
+		r.kind = "full"
+	case got.Delta != nil:
+		r.kind = "delta"
+	}
+	return nil
 }
 
 func (rawCodec) Name() string { return "proto" }
 
-// deltaEmpty reports whether a NameTableDelta holds only its base version.
-func deltaEmpty(b []byte) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		if num != namewire.FieldDeltaBase {
-			return false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return false
-		}
-		b = b[n+m:]
+// readers are the buffers responses are read through: ReadResponse reads
+// through a reader of its buffer size as it is, and a buffer per response
+// would be most of what thousands of agents allocate.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
+
+// readBuffer is ReadResponse's buffer size.
+const readBuffer = 32 << 10
+
+// discard is the spool of a full table: the table is read, field by
+// field, into nothing.
+func discard(_ string, _ int, copy func(io.Writer) (*namewire.Shape, error)) (func(), error) {
+	if _, err := copy(io.Discard); err != nil {
+		return nil, err
 	}
-	return true
+	return func() {}, nil
 }
 
-func readVarint(r io.ByteReader) (uint64, error) {
-	var x uint64
-	for s := uint(0); s < 64; s += 7 {
-		c, err := r.ReadByte()
-		if err != nil {
-			if s > 0 && errors.Is(err, io.EOF) {
-				return 0, io.ErrUnexpectedEOF
-			}
-			return 0, err
+// deltaEmpty reports whether d changes nothing (it holds only its base
+// version).
+func deltaEmpty(d *namewire.Delta) bool {
+	return len(d.Upserted) == 0 && len(d.Removed) == 0 && d.AuthoritativeZones == nil && d.Settings == nil
+}
+
+// watched returns the first address of host when d upserts it, else "".
+func watched(d *namewire.Delta, host string) (string, error) {
+	for _, u := range d.Upserted {
+		if u.Host != host {
+			continue
 		}
-		x |= uint64(c&0x7f) << s
-		if c < 0x80 {
-			return x, nil
+		var info namewire.NameInfo
+		if err := info.Unmarshal(u.Info); err != nil {
+			return "", fmt.Errorf("decode delta: %w", err)
+		}
+		if len(info.IPs) > 0 {
+			return info.IPs[0], nil
 		}
 	}
-	return 0, errors.New("varint overflows 64 bits")
+	return "", nil
 }
