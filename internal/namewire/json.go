@@ -153,30 +153,14 @@ func (m *NameInfo) readJSON(s *jscan) error {
 }
 
 func (m *NameInfo) readPorts(s *jscan) error {
-	if s.peek() != '[' {
-		return s.unexpected("an array")
-	}
-	s.i++
-	for first := true; ; first = false {
-		if more, err := s.nextElem(first); err != nil || !more {
-			return err
-		}
+	return s.array(func() error {
 		m.Ports = append(m.Ports, Port{})
-		if err := s.memoPort(&m.Ports[len(m.Ports)-1], m, len(m.Ports)-1); err != nil {
-			return err
-		}
-	}
+		return s.memoPort(&m.Ports[len(m.Ports)-1], m, len(m.Ports)-1)
+	})
 }
 
 func (m *NameInfo) readEndpoints(s *jscan) error {
-	if s.peek() != '[' {
-		return s.unexpected("an array")
-	}
-	s.i++
-	for first := true; ; first = false {
-		if more, err := s.nextElem(first); err != nil || !more {
-			return err
-		}
+	return s.array(func() error {
 		// An endpoint past the length is zero, or with resetDeep holds
 		// empty lists to reuse.
 		if n := len(m.Endpoints); n < cap(m.Endpoints) {
@@ -184,10 +168,8 @@ func (m *NameInfo) readEndpoints(s *jscan) error {
 		} else {
 			m.Endpoints = append(m.Endpoints, Endpoint{})
 		}
-		if err := s.endpoint(&m.Endpoints[len(m.Endpoints)-1]); err != nil {
-			return err
-		}
-	}
+		return s.endpoint(&m.Endpoints[len(m.Endpoints)-1])
+	})
 }
 
 // port reads a Port into p, sharing strings through info.

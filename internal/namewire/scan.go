@@ -95,20 +95,12 @@ func (s *jscan) array(elem func() error) error {
 
 // strings reads an array of strings, appending them to into.
 func (s *jscan) strings(into []string) ([]string, error) {
-	if s.peek() != '[' {
-		return into, s.unexpected("an array")
-	}
-	s.i++
-	for first := true; ; first = false {
-		if more, err := s.nextElem(first); err != nil || !more {
-			return into, err
-		}
+	err := s.array(func() error {
 		v, err := s.str()
 		into = append(into, v)
-		if err != nil {
-			return into, err
-		}
-	}
+		return err
+	})
+	return into, err
 }
 
 func (s *jscan) unexpected(want string) error {
