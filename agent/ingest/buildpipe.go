@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
-	"sync/atomic"
 
 	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/pkg/nametable"
@@ -33,100 +32,110 @@ const batchEntries = 128
 // errZonesLater. names is how many names v holds, or 0 when unknown. pace,
 // or nil, is called with the names converted so far.
 func pipeBuild(v Version, zones []string, known bool, names int, lim Limits, pod nametable.Context, pace func(int)) (*nametable.Table, int, error) {
-	full := make(chan *entryBatch, pipeDepth)
-	free := make(chan *entryBatch, pipeDepth+1)
-	for range pipeDepth + 1 {
-		free <- &entryBatch{es: make([]nametable.Entry, batchEntries)}
-	}
-	var stop atomic.Bool
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer close(full)
-		// Sized for the names the version holds: grown by doubling, the
-		// set was rehashed 17 times on the way to 100,000 names.
-		conv := &converting{lim: lim, hashes: make(map[uint64]struct{}, min(names, lim.MaxNames)), seed: maphash.MakeSeed()}
-		if pace != nil {
-			pace(0)
-		}
-		walked := zones
-		started := known
-		b := <-free
-		b.n = 0
-		name := func(host, raw []byte) error {
-			if stop.Load() {
-				return errPipeStopped
-			}
-			if !started {
-				if len(walked) == 0 {
-					return errZonesLater
-				}
-				started = true
-			}
-			if pace != nil && conv.n&paceEvery == 0 {
-				pace(conv.n)
-			}
-			if err := conv.convert(&b.es[b.n], host, raw); err != nil {
+	var tb *nametable.Builder
+	n := 0
+	err := runPipe(newEntryBatch, func(p *pipe[*entryBatch]) (err error) {
+		w := &batcher{p: p, conv: newConverting(lim, names), pace: pace, zones: zones, started: known}
+		n, err = w.run(v, known)
+		return err
+	}, func(b *entryBatch) (err error) {
+		if tb == nil {
+			// and the names a table adds (parents, ...)
+			if tb, err = newBuilder(b.zones, pod, names+names/8); err != nil {
 				return err
 			}
-			if b.n++; b.n < len(b.es) {
-				return nil
-			}
-			b.zones = walked
-			full <- b
-			b = <-free
-			b.n = 0
-			return nil
 		}
-		var zone func(string) error
-		if !known {
-			zone = func(z string) error {
-				if started {
-					return errZonesLater
-				}
-				walked = append(walked, z)
-				return nil
-			}
-		}
-		err := v.Walk(name, zone)
-		if err == nil {
-			if pace != nil {
-				pace(conv.n) // the table's finish at buildGCPercent, the end's
-			}
-			b.zones = walked
-			full <- b // the last, maybe empty: it carries the zones
-		}
-		done <- result{conv.n, err}
-	}()
-	var tb *nametable.Builder
-	var err error
-	for b := range full {
-		if err == nil && tb == nil {
-			tb, err = newBuilder(b.zones, pod, names+names/8) // and the names a table adds (parents, ...)
-		}
-		for i := 0; err == nil && i < b.n; i++ {
-			if aerr := tb.Add(&b.es[i]); aerr != nil {
-				err = fmt.Errorf("%w: %v", ErrInvalidTable, aerr)
-			}
-		}
-		if err != nil {
-			stop.Store(true)
-		}
-		free <- b
-	}
-	// A failure of the converting goroutine is at a name after those
-	// added: the builder's, if any, came first.
-	r := <-done
-	if err == nil {
-		err = r.err
-	}
+		return addBatch(tb, b)
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	return tb.Table(), r.n, nil
+	return tb.Table(), n, nil
+}
+
+func newEntryBatch() *entryBatch {
+	return &entryBatch{es: make([]nametable.Entry, batchEntries)}
+}
+
+// addBatch adds the entries of b to tb.
+func addBatch(tb *nametable.Builder, b *entryBatch) error {
+	for i := range b.n {
+		if err := tb.Add(&b.es[i]); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidTable, err)
+		}
+	}
+	return nil
+}
+
+// batcher converts the names of a walk into batches on a pipe's
+// producing goroutine, noting the zones the walk yields before its first
+// name unless they are known.
+type batcher struct {
+	p       *pipe[*entryBatch]
+	conv    *converting
+	pace    func(int)   // or nil
+	b       *entryBatch // being filled
+	zones   []string    // known, or walked so far
+	started bool        // a name was converted, or the zones are known
+}
+
+// run walks v and sends its names in batches, the last (maybe empty)
+// after the walk, and returns how many it converted.
+func (w *batcher) run(v Version, known bool) (int, error) {
+	if w.pace != nil {
+		w.pace(0)
+	}
+	w.b = w.p.next()
+	w.b.n = 0
+	var zone func(string) error
+	if !known {
+		zone = w.zone
+	}
+	if err := v.Walk(w.name, zone); err != nil {
+		return w.conv.n, err
+	}
+	if w.pace != nil {
+		w.pace(w.conv.n) // the table's finish at buildGCPercent, the end's
+	}
+	w.b.zones = w.zones
+	w.p.send(w.b) // the last, maybe empty: it carries the zones
+	return w.conv.n, nil
+}
+
+// name converts one name into the batch, sent once full.
+func (w *batcher) name(host, raw []byte) error {
+	if w.p.stopped() {
+		return errPipeStopped
+	}
+	if !w.started {
+		if len(w.zones) == 0 {
+			return errZonesLater
+		}
+		w.started = true
+	}
+	if w.pace != nil && w.conv.n&paceEvery == 0 {
+		w.pace(w.conv.n)
+	}
+	if err := w.conv.convert(&w.b.es[w.b.n], host, raw); err != nil {
+		return err
+	}
+	if w.b.n++; w.b.n < len(w.b.es) {
+		return nil
+	}
+	w.b.zones = w.zones
+	w.p.send(w.b)
+	w.b = w.p.next()
+	w.b.n = 0
+	return nil
+}
+
+// zone notes a zone the walk yields before the first name.
+func (w *batcher) zone(z string) error {
+	if w.started {
+		return errZonesLater
+	}
+	w.zones = append(w.zones, z)
+	return nil
 }
 
 // newBuilder converts the zone names and returns a table builder for pod
@@ -161,6 +170,13 @@ type converting struct {
 	// table keeps serving and the next build draws another seed.
 	hashes map[uint64]struct{}
 	seed   maphash.Seed
+}
+
+// newConverting returns the conversion of a build of names names.
+func newConverting(lim Limits, names int) *converting {
+	// Sized for the names the version holds: grown by doubling, the set
+	// was rehashed 17 times on the way to 100,000 names.
+	return &converting{lim: lim, hashes: make(map[uint64]struct{}, min(names, lim.MaxNames)), seed: maphash.MakeSeed()}
 }
 
 // convert converts the name host, its NameInfo in wire form raw, into e,

@@ -157,66 +157,108 @@ func convertInto(e *nametable.Entry, host string, info *namewire.NameInfo, lim L
 	if e.IPs, err = parseIPs(e.IPs, info.IPs, lim.MaxIPs); err != nil {
 		return err
 	}
-	if e.ShortName != "" || e.Namespace != "" {
-		if err := dnsname.CheckLabel(e.ShortName); err != nil {
-			return fmt.Errorf("shortname: %v", err)
-		}
-		if err := dnsname.CheckLabel(e.Namespace); err != nil {
-			return fmt.Errorf("namespace: %v", err)
-		}
+	if err := checkService(e.ShortName, e.Namespace); err != nil {
+		return err
 	}
-	if n := len(info.AltHosts); n > lim.MaxAltHosts {
-		return fmt.Errorf("%d alt hosts, more than the limit of %d", n, lim.MaxAltHosts)
+	if e.AltHosts, err = convertAltHosts(e.AltHosts, info.AltHosts, lim.MaxAltHosts); err != nil {
+		return err
 	}
-	for _, a := range info.AltHosts {
+	if e.Ports, err = convertPorts(e.Ports, info.Ports, lim.MaxPorts); err != nil {
+		return err
+	}
+	if e.Endpoints, err = convertEndpoints(e.Endpoints, info.Endpoints, lim); err != nil {
+		return err
+	}
+	return checkCanonical(e)
+}
+
+// checkService checks a Kubernetes service's name and namespace, when
+// the name is one's.
+func checkService(shortName, namespace string) error {
+	if shortName == "" && namespace == "" {
+		return nil
+	}
+	if err := dnsname.CheckLabel(shortName); err != nil {
+		return fmt.Errorf("shortname: %v", err)
+	}
+	if err := dnsname.CheckLabel(namespace); err != nil {
+		return fmt.Errorf("namespace: %v", err)
+	}
+	return nil
+}
+
+// convertAltHosts appends the alternate names of in to out.
+func convertAltHosts(out, in []string, limit int) ([]string, error) {
+	if len(in) > limit {
+		return out, fmt.Errorf("%d alt hosts, more than the limit of %d", len(in), limit)
+	}
+	for _, a := range in {
 		a = strings.TrimSuffix(a, ".")
 		if err := dnsname.Check(a, true); err != nil {
-			return fmt.Errorf("alt host %q: %v", a, err)
+			return out, fmt.Errorf("alt host %q: %v", a, err)
 		}
-		e.AltHosts = append(e.AltHosts, a)
+		out = append(out, a)
 	}
-	if n := len(info.Ports); n > lim.MaxPorts {
-		return fmt.Errorf("%d ports, more than the limit of %d", n, lim.MaxPorts)
+	return out, nil
+}
+
+// convertPorts appends the ports of in to out.
+func convertPorts(out []nametable.Port, in []namewire.Port, limit int) ([]nametable.Port, error) {
+	if len(in) > limit {
+		return out, fmt.Errorf("%d ports, more than the limit of %d", len(in), limit)
 	}
-	for i := range info.Ports {
-		np, err := convertPort(&info.Ports[i])
+	for i := range in {
+		np, err := convertPort(&in[i])
 		if err != nil {
-			return err
+			return out, err
 		}
-		e.Ports = append(e.Ports, np)
+		out = append(out, np)
 	}
-	if n := len(info.Endpoints); n > lim.MaxEndpoints {
-		return fmt.Errorf("%d endpoints, more than the limit of %d", n, lim.MaxEndpoints)
+	return out, nil
+}
+
+// convertEndpoints appends the endpoints of in to out, reusing the lists
+// of addresses of the endpoints out had past its length.
+func convertEndpoints(out []nametable.Endpoint, in []namewire.Endpoint, lim Limits) ([]nametable.Endpoint, error) {
+	if len(in) > lim.MaxEndpoints {
+		return out, fmt.Errorf("%d endpoints, more than the limit of %d", len(in), lim.MaxEndpoints)
 	}
-	for i := range info.Endpoints {
-		ep := &info.Endpoints[i]
+	for i := range in {
+		ep := &in[i]
 		if ep.Hostname != "" {
 			if err := dnsname.CheckLabel(ep.Hostname); err != nil {
-				return fmt.Errorf("endpoint %d hostname: %v", i, err)
+				return out, fmt.Errorf("endpoint %d hostname: %v", i, err)
 			}
 		}
 		var reuse []netip.Addr
-		if i < cap(e.Endpoints) {
-			reuse = e.Endpoints[:i+1][i].IPs[:0]
+		if i < cap(out) {
+			reuse = out[:i+1][i].IPs[:0]
 		}
 		ips, err := parseIPs(reuse, ep.IPs, lim.MaxIPs)
 		if err != nil {
-			return fmt.Errorf("endpoint %d: %v", i, err)
+			return out, fmt.Errorf("endpoint %d: %v", i, err)
 		}
 		if len(ips) == 0 {
-			return fmt.Errorf("endpoint %d has no address", i)
+			return out, fmt.Errorf("endpoint %d has no address", i)
 		}
-		e.Endpoints = append(e.Endpoints, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips, Zone: ep.Zone, ForZones: ep.ForZones})
+		out = append(out, nametable.Endpoint{Hostname: ep.Hostname, IPs: ips, Zone: ep.Zone, ForZones: ep.ForZones})
 	}
-	if e.CanonicalName != "" {
-		if err := dnsname.Check(e.CanonicalName, false); err != nil {
-			return fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
-		}
-		// An ExternalName is a CNAME: RFC 1034 section 3.6.2 forbids other
-		// data beside a CNAME, so addresses here mean a broken source.
-		if len(e.IPs) > 0 || len(e.Endpoints) > 0 {
-			return errors.New("canonical name together with addresses")
-		}
+	return out, nil
+}
+
+// checkCanonical checks the canonical name of e, an ExternalName's, if
+// any.
+func checkCanonical(e *nametable.Entry) error {
+	if e.CanonicalName == "" {
+		return nil
+	}
+	if err := dnsname.Check(e.CanonicalName, false); err != nil {
+		return fmt.Errorf("canonical name %q: %v", e.CanonicalName, err)
+	}
+	// An ExternalName is a CNAME: RFC 1034 section 3.6.2 forbids other
+	// data beside a CNAME, so addresses here mean a broken source.
+	if len(e.IPs) > 0 || len(e.Endpoints) > 0 {
+		return errors.New("canonical name together with addresses")
 	}
 	return nil
 }

@@ -1,11 +1,9 @@
 package ingest
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"sync/atomic"
 
 	"github.com/meshdns/meshdns/internal/namewire"
 )
@@ -16,17 +14,9 @@ import (
 // 100,000 services decoded it (a third of its CPU time) before the build
 // began, on one core, where the sidecar has two and no CPU limit.
 
-const (
-	// pipeBatch is the size a batch of wire form is sent at.
-	pipeBatch = 64 << 10
-	// pipeDepth is how many batches wait for the consumer at most: the
-	// pipeline holds pipeDepth+1 batches (about 320 KiB) whatever the
-	// table's size.
-	pipeDepth = 4
-)
-
-// errPipeStopped stops the converting goroutine once the consumer failed.
-var errPipeStopped = errors.New("walk stopped")
+// pipeBatch is the size a batch of wire form is sent at: the pipe holds
+// about 320 KiB whatever the table's size.
+const pipeBatch = 64 << 10
 
 // convertWalk walks the names of the file's JSON in wire form and fills
 // v.pending with that wire form as it goes (batches are written by the
@@ -41,67 +31,13 @@ func (v *FileVersion) convertWalk(name func(host, info []byte) error) error {
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	full := make(chan []byte, pipeDepth)
-	free := make(chan []byte, pipeDepth+1)
-	for range pipeDepth + 1 {
-		free <- make([]byte, 0, pipeBatch+pipeBatch/4)
-	}
-	var stop atomic.Bool
 	var size int64
-	done := make(chan error, 1)
-	go func() {
-		defer close(full)
-		b := <-free
-		send := func() error {
-			if _, err := f.Write(b); err != nil {
-				return err
-			}
-			size += int64(len(b))
-			full <- b
-			return nil
-		}
-		var zones []string
-		err := v.walkJSON(func(host, info []byte) error {
-			if stop.Load() {
-				return errPipeStopped
-			}
-			if b = namewire.AppendEntry(b, host, info); len(b) < pipeBatch {
-				return nil
-			}
-			if err := send(); err != nil {
-				return err
-			}
-			b = (<-free)[:0]
-			return nil
-		}, func(z string) error {
-			zones = append(zones, z)
-			return nil
-		})
-		if err == nil && !slices.Equal(zones, v.zones) {
-			// Read from the same bytes (their hash is checked): only a
-			// file the first pass could not read right gets here.
-			err = fmt.Errorf("%w: zones %q, but %q when the file was first read", ErrInvalidTable, zones, v.zones)
-		}
-		if err == nil {
-			for _, z := range zones {
-				b = namewire.AppendZone(b, z)
-			}
-			err = send()
-		}
-		done <- err
-	}()
-	var err error
-	for b := range full {
-		if err == nil {
-			if err = namewire.EachName(b, name, nil); err != nil {
-				stop.Store(true)
-			}
-		}
-		free <- b
-	}
-	if perr := <-done; err == nil {
-		err = perr
-	}
+	err := runPipe(newWireBatch, func(p *pipe[[]byte]) (err error) {
+		size, err = v.fillWire(p, f)
+		return err
+	}, func(b []byte) error {
+		return namewire.EachName(b, name, nil)
+	})
 	if err != nil {
 		// The next walk empties it too, and says if it cannot. err
 		// itself is returned as it is: build compares it.
@@ -109,5 +45,66 @@ func (v *FileVersion) convertWalk(name func(host, info []byte) error) error {
 		return err
 	}
 	v.wire, v.wireSize, v.pending = f, size, nil
+	return nil
+}
+
+func newWireBatch() []byte { return make([]byte, 0, pipeBatch+pipeBatch/4) }
+
+// fillWire walks the file's JSON on a pipe's producing goroutine and
+// sends its wire form in batches, each written to f first, the zones
+// last; it returns the bytes written.
+func (v *FileVersion) fillWire(p *pipe[[]byte], f io.Writer) (int64, error) {
+	w := &wireBatcher{p: p, f: f, b: p.next()[:0]}
+	err := v.walkJSON(w.name, w.zone)
+	if err == nil && !slices.Equal(w.zones, v.zones) {
+		// Read from the same bytes (their hash is checked): only a file
+		// the first pass could not read right gets here.
+		err = fmt.Errorf("%w: zones %q, but %q when the file was first read", ErrInvalidTable, w.zones, v.zones)
+	}
+	if err != nil {
+		return w.size, err
+	}
+	for _, z := range w.zones {
+		w.b = namewire.AppendZone(w.b, z)
+	}
+	return w.size, w.send()
+}
+
+// wireBatcher appends the names of a walk in wire form to a batch, sent
+// once it holds pipeBatch bytes.
+type wireBatcher struct {
+	p     *pipe[[]byte]
+	f     io.Writer // where every batch is written before it is sent
+	b     []byte    // being filled
+	size  int64     // written to f
+	zones []string  // as walked, sent after the names
+}
+
+func (w *wireBatcher) name(host, info []byte) error {
+	if w.p.stopped() {
+		return errPipeStopped
+	}
+	if w.b = namewire.AppendEntry(w.b, host, info); len(w.b) < pipeBatch {
+		return nil
+	}
+	if err := w.send(); err != nil {
+		return err
+	}
+	w.b = w.p.next()[:0]
+	return nil
+}
+
+func (w *wireBatcher) zone(z string) error {
+	w.zones = append(w.zones, z)
+	return nil
+}
+
+// send writes the batch to f and hands it to the consumer.
+func (w *wireBatcher) send() error {
+	if _, err := w.f.Write(w.b); err != nil {
+		return err
+	}
+	w.size += int64(len(w.b))
+	w.p.send(w.b)
 	return nil
 }

@@ -98,18 +98,11 @@ func (r *Releaser) Run(ctx context.Context) error {
 // as of now; the live figure is from the last GC) and the free heap pages
 // the runtime still holds.
 func readReclaimable() (reclaim, live uint64) {
-	s := []rtmetrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/gc/heap/live:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"},
+	v, ok := readMetrics("/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes", "/memory/classes/heap/free:bytes")
+	if !ok {
+		return 0, 0 // an unknown metric: never release on its account
 	}
-	rtmetrics.Read(s)
-	for _, v := range s {
-		if v.Value.Kind() != rtmetrics.KindUint64 {
-			return 0, 0 // an unknown metric: never release on its account
-		}
-	}
-	objects, live, free := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	objects, live, free := v[0], v[1], v[2]
 	if objects > live {
 		reclaim = objects - live
 	}
@@ -222,19 +215,29 @@ func startPace(names int) func(added int) {
 // the OS (what a memory limit counts) less its free heap pages, and the
 // live heap, in bytes; zeros when the metrics are unknown.
 func readHeld() (held, live uint64) {
-	s := []rtmetrics.Sample{
-		{Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/live:bytes"},
+	v, ok := readMetrics("/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
+		"/memory/classes/heap/free:bytes", "/gc/heap/live:bytes")
+	if !ok {
+		return 0, 0
 	}
-	rtmetrics.Read(s)
-	for _, v := range s {
-		if v.Value.Kind() != rtmetrics.KindUint64 {
-			return 0, 0
+	return v[0] - v[1] - v[2], v[3]
+}
+
+// readMetrics reads the runtime/metrics named (at most four), in bytes;
+// false when one of them is unknown (not a uint64).
+func readMetrics(names ...string) (v [4]uint64, ok bool) {
+	var s [4]rtmetrics.Sample
+	for i, n := range names {
+		s[i].Name = n
+	}
+	rtmetrics.Read(s[:len(names)])
+	for i := range names {
+		if s[i].Value.Kind() != rtmetrics.KindUint64 {
+			return v, false
 		}
+		v[i] = s[i].Value.Uint64()
 	}
-	return s[0].Value.Uint64() - s[1].Value.Uint64() - s[2].Value.Uint64(), s[3].Value.Uint64()
+	return v, true
 }
 
 // changeLimit sets a memory limit for a change applied in place (the

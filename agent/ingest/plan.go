@@ -194,27 +194,12 @@ func (in *Ingest[S]) patch(prev *Served[S], next Version, c *change) (*nametable
 	if names > in.lim.MaxNames {
 		return nil, 0, fmt.Errorf("%w: %d names, more than the limit of %d", ErrInvalidTable, names, in.lim.MaxNames)
 	}
-	var remove, add []nametable.Entry
 	conv := converter(in.lim)
-	err := next.Walk(func(host, info []byte) error {
-		if c.base.Same(host, info) {
-			return nil
-		}
-		e, err := conv(string(host), info)
-		add = append(add, e)
-		return err
-	}, nil)
+	add, err := convertWhere(next, conv, func(host, info []byte) bool { return !c.base.Same(host, info) })
 	if err != nil {
 		return nil, 0, err
 	}
-	err = prev.v.Walk(func(host, info []byte) error {
-		if !c.base.Changed(host) {
-			return nil
-		}
-		e, err := conv(string(host), info)
-		remove = append(remove, e)
-		return err
-	}, nil)
+	remove, err := convertWhere(prev.v, conv, func(host, _ []byte) bool { return c.base.Changed(host) })
 	if err != nil {
 		return nil, 0, err
 	}
@@ -223,6 +208,20 @@ func (in *Ingest[S]) patch(prev *Served[S], next Version, c *change) (*nametable
 		return nil, 0, err
 	}
 	return t, names, nil
+}
+
+// convertWhere converts the names of v that pick picks.
+func convertWhere(v Version, conv func(host string, raw []byte) (nametable.Entry, error), pick func(host, info []byte) bool) ([]nametable.Entry, error) {
+	var es []nametable.Entry
+	err := v.Walk(func(host, info []byte) error {
+		if !pick(host, info) {
+			return nil
+		}
+		e, err := conv(string(host), info)
+		es = append(es, e)
+		return err
+	}, nil)
+	return es, err
 }
 
 // converter returns the conversion of one name in wire form into an
