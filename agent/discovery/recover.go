@@ -25,17 +25,14 @@ func (p *probation) start() error {
 	if err := p.readRejectedLocked(); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(p.path(markerFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		os.Remove(p.path(goodFile)) // a crash between the two removes of clearLocked
-		return nil
-	}
 	var m marker
-	if err == nil {
-		err = json.Unmarshal(b, &m)
-	}
+	found, err := readJSON(p.path(markerFile), &m)
 	if err != nil {
 		return fmt.Errorf("read probation marker: %w", err)
+	}
+	if !found {
+		os.Remove(p.path(goodFile)) // a crash between the two removes of clearLocked
+		return nil
 	}
 	// With no last known good, rejecting the version would leave the pod
 	// with no table at all (SERVFAIL for its cluster names) whatever
@@ -92,19 +89,28 @@ func (p *probation) restoreGood(good string) error {
 }
 
 func (p *probation) readRejectedLocked() error {
-	b, err := os.ReadFile(p.path(rejectedFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	var r rejection
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
+	found, err := readJSON(p.path(rejectedFile), &r)
 	if err != nil {
 		return fmt.Errorf("read rejected version: %w", err)
 	}
-	p.rejected = r
+	if found {
+		p.rejected = r
+	}
 	return nil
+}
+
+// readJSON decodes the JSON file at path into v; false, and no error,
+// when there is no such file.
+func readJSON(path string, v any) (found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	return err == nil, err
 }
 
 func (p *probation) writeRejectedLocked(r rejection) error {

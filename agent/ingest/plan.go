@@ -154,26 +154,19 @@ func compare(old, next Version, names int) (*change, error) {
 	// Sized once: grown by appends, the hashes would take up to twice
 	// their size while they grow, at the start of a replacement.
 	c := &change{base: hashdiff.New(names)}
-	var oldZones, newZones []string
-	err := old.Walk(func(host, info []byte) error {
+	oldZones, err := walkZones(old, func(host, info []byte) error {
 		c.base.Add(host, info)
-		return nil
-	}, func(z string) error {
-		oldZones = append(oldZones, z)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.base.Seal()
-	err = next.Walk(func(host, info []byte) error {
+	newZones, err := walkZones(next, func(host, info []byte) error {
 		c.names++
 		if !c.base.Match(host, info) {
 			c.changed++
 		}
-		return nil
-	}, func(z string) error {
-		newZones = append(newZones, z)
 		return nil
 	})
 	if err != nil {
@@ -208,6 +201,17 @@ func (in *Ingest[S]) patch(prev *Served[S], next Version, c *change) (*nametable
 		return nil, 0, err
 	}
 	return t, names, nil
+}
+
+// walkZones walks v, its names with name (nil: none), and returns its
+// zones.
+func walkZones(v Version, name func(host, info []byte) error) ([]string, error) {
+	var zones []string
+	err := v.Walk(name, func(z string) error {
+		zones = append(zones, z)
+		return nil
+	})
+	return zones, err
 }
 
 // convertWhere converts the names of v that pick picks.
@@ -267,12 +271,12 @@ func build(v Version, lim Limits, pod nametable.Context, paced bool) (*nametable
 	if err != errZonesLater {
 		return t, n, err
 	}
-	var zones []string
 	var count func(host, info []byte) error
 	if names == 0 {
 		count = func(_, _ []byte) error { names++; return nil }
 	}
-	if err := v.Walk(count, func(z string) error { zones = append(zones, z); return nil }); err != nil {
+	zones, err := walkZones(v, count)
+	if err != nil {
 		return nil, 0, err
 	}
 	if paced && names > 0 {
