@@ -156,8 +156,8 @@ func namesOf(v Version) int {
 	return 0
 }
 
-// converting converts the names of one build, rejecting names that
-// appear twice in any case.
+// converting converts the names of one build (or of a decoded table,
+// convertTable), rejecting names that appear twice in any case.
 type converting struct {
 	lim  Limits
 	info namewire.NameInfo // reused by every name
@@ -188,7 +188,13 @@ func (c *converting) convert(e *nametable.Entry, host, raw []byte) error {
 	if err := c.info.Unmarshal(raw); err != nil {
 		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 	}
-	if err := convertInto(e, string(host), &c.info, c.lim); err != nil {
+	return c.add(e, string(host), &c.info)
+}
+
+// add converts the name host, its NameInfo decoded, into e, reusing e's
+// slices. The caller checked the limit of names.
+func (c *converting) add(e *nametable.Entry, host string, info *namewire.NameInfo) error {
+	if err := convertInto(e, host, info, c.lim); err != nil {
 		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
 	}
 	c.n++

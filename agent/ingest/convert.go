@@ -64,13 +64,17 @@ func convertTable(t *namewire.NameTable, lim Limits) ([]nametable.Entry, []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	c := newCollector(len(t.Table), lim)
+	c := newConverting(lim, len(t.Table))
+	entries := make([]nametable.Entry, 0, len(t.Table))
 	for host, info := range t.Table {
-		if err := c.add(host, info); err != nil {
+		var e nametable.Entry
+		if err := c.add(&e, host, info); err != nil {
 			return nil, nil, err
 		}
+		entries = append(entries, e)
 	}
-	return c.done(), zones, nil
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Hostname < entries[j].Hostname })
+	return entries, zones, nil
 }
 
 // convertZones checks and normalizes the authoritative zones.
@@ -84,45 +88,6 @@ func convertZones(in []string) ([]string, error) {
 		zones = append(zones, z)
 	}
 	return zones, nil
-}
-
-// collector converts names one at a time into entries, rejecting names
-// that appear twice in any case (convertTable; a build converts with
-// converting, buildpipe.go).
-type collector struct {
-	lim     Limits
-	seen    map[string]struct{}
-	entries []nametable.Entry
-}
-
-func newCollector(n int, lim Limits) *collector {
-	return &collector{lim: lim, seen: make(map[string]struct{}, n), entries: make([]nametable.Entry, 0, n)}
-}
-
-func (c *collector) add(host string, info *namewire.NameInfo) error {
-	if len(c.entries) >= c.lim.MaxNames {
-		return fmt.Errorf("%w: more than the limit of %d names", ErrInvalidTable, c.lim.MaxNames)
-	}
-	var e nametable.Entry
-	if err := convertInto(&e, host, info, c.lim); err != nil {
-		return fmt.Errorf("%w: name %q: %v", ErrInvalidTable, host, err)
-	}
-	// Two keys differing only in case: the agent matches names
-	// case-insensitively, so one would silently shadow the other.
-	key := strings.ToLower(e.Hostname)
-	if _, ok := c.seen[key]; ok {
-		return fmt.Errorf("%w: name %q appears twice (names are case-insensitive)", ErrInvalidTable, host)
-	}
-	c.seen[key] = struct{}{}
-	c.entries = append(c.entries, e)
-	return nil
-}
-
-// done returns the entries sorted by hostname, so equal tables convert to
-// equal slices.
-func (c *collector) done() []nametable.Entry {
-	sort.Slice(c.entries, func(i, j int) bool { return c.entries[i].Hostname < c.entries[j].Hostname })
-	return c.entries
 }
 
 func convertInfo(host string, info *namewire.NameInfo, lim Limits) (nametable.Entry, error) {
