@@ -35,12 +35,12 @@ func pipeBuild(v Version, zones []string, known bool, names int, lim Limits, pod
 	var tb *nametable.Builder
 	n := 0
 	err := runPipe(newEntryBatch, func(p *pipe[*entryBatch]) (err error) {
-		w := &batcher{p: p, conv: newConverting(lim, names), pace: pace, zones: zones, started: known}
+		w := &batcher{p: p, conv: newConverting(lim, names), pace: pace, zones: zones}
 		n, err = w.run(v, known)
 		return err
 	}, func(b *entryBatch) (err error) {
 		if tb == nil {
-			// and the names a table adds (parents, ...)
+			// Room for the names a table adds too (parents, ...).
 			if tb, err = newBuilder(b.zones, pod, names+names/8); err != nil {
 				return err
 			}
@@ -82,6 +82,7 @@ type batcher struct {
 // run walks v and sends its names in batches, the last (maybe empty)
 // after the walk, and returns how many it converted.
 func (w *batcher) run(v Version, known bool) (int, error) {
+	w.started = known
 	if w.pace != nil {
 		w.pace(0)
 	}
