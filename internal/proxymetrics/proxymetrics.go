@@ -21,9 +21,9 @@ func (r registry) Register(f metric.Family) error { return r.reg.Register(collec
 type collector struct{ f metric.Family }
 
 var types = map[metric.Type]metrics.Type{
-	metric.Counter:   metrics.CounterType,
-	metric.Gauge:     metrics.GaugeType,
-	metric.Histogram: metrics.HistogramType,
+	metric.CounterType:   metrics.CounterType,
+	metric.GaugeType:     metrics.GaugeType,
+	metric.HistogramType: metrics.HistogramType,
 }
 
 func (c collector) Describe() []metrics.Desc {
@@ -32,7 +32,7 @@ func (c collector) Describe() []metrics.Desc {
 
 func (c collector) Collect(w *metrics.Writer) {
 	c.f.Collect(func(s metric.Series) {
-		if c.f.Type == metric.Histogram {
+		if c.f.Type == metric.HistogramType {
 			w.Histogram(c.f.Name, c.f.Labels, s.LabelValues, c.f.Buckets, s.Counts, s.Sum)
 			return
 		}

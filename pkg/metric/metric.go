@@ -1,8 +1,12 @@
-// Package metric is the metrics contract of meshdns's public packages
-// (pkg/proxy, pkg/proxy/upstream), in standard types, so any metrics
-// library can stand behind it and code outside the module can give those
-// packages a registry. It sits below both so they share one contract
-// without an import cycle.
+// Package metric is how meshdns's public packages (pkg/proxy, its
+// observer and pkg/proxy/upstream) count, and the contract through which
+// their counts reach a registry. The series they count with (Counter,
+// Gauge, Histogram, Pow2Histogram, and the labelled CounterVec and
+// HistogramVec) update with atomic adds and allocate nothing; a Family
+// reads them on every scrape. The contract is in standard types, so any
+// metrics library can stand behind it and code outside the module can give
+// those packages a registry. It sits below them all, so they share one way
+// of counting without an import cycle.
 package metric
 
 // Registry receives metric families: a package registers each family
@@ -19,9 +23,9 @@ type Registry interface {
 type Type uint8
 
 const (
-	Counter Type = iota
-	Gauge
-	Histogram
+	CounterType Type = iota
+	GaugeType
+	HistogramType
 )
 
 // Family is one metric family.

@@ -13,9 +13,9 @@ type Registry = metric.Registry
 type MetricType = metric.Type
 
 const (
-	CounterMetric   = metric.Counter
-	GaugeMetric     = metric.Gauge
-	HistogramMetric = metric.Histogram
+	CounterMetric   = metric.CounterType
+	GaugeMetric     = metric.GaugeType
+	HistogramMetric = metric.HistogramType
 )
 
 // Family is one metric family.

@@ -20,16 +20,16 @@ func TestDurBucket(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := durBucket(tc.ns)
+			got := answerDurationBuckets.Bucket(tc.ns)
 			if got != tc.want {
-				t.Fatalf("durBucket(%d) = %d, want %d", tc.ns, got, tc.want)
+				t.Fatalf("answerDurationBuckets.Bucket(%d) = %d, want %d", tc.ns, got, tc.want)
 			}
 			// The bucket agrees with the bounds the registry is given.
-			if got < nDurBuckets && float64(tc.ns)*1e-9 > answerDurationBuckets[got]*(1+1e-12) {
-				t.Errorf("%dns above its bucket's bound %v", tc.ns, answerDurationBuckets[got])
+			if got < nDurBuckets && float64(tc.ns)*1e-9 > answerDurationBuckets.Bounds()[got]*(1+1e-12) {
+				t.Errorf("%dns above its bucket's bound %v", tc.ns, answerDurationBuckets.Bounds()[got])
 			}
-			if got > 0 && float64(tc.ns)*1e-9 <= answerDurationBuckets[got-1] {
-				t.Errorf("%dns fits the bucket below, bound %v", tc.ns, answerDurationBuckets[got-1])
+			if got > 0 && float64(tc.ns)*1e-9 <= answerDurationBuckets.Bounds()[got-1] {
+				t.Errorf("%dns fits the bucket below, bound %v", tc.ns, answerDurationBuckets.Bounds()[got-1])
 			}
 		})
 	}
@@ -50,11 +50,11 @@ func TestSizeBucket(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sizeBucket(tc.n); got != tc.want {
-				t.Fatalf("sizeBucket(%d) = %d, want %d", tc.n, got, tc.want)
+			if got := responseSizeBuckets.Bucket(tc.n); got != tc.want {
+				t.Fatalf("responseSizeBuckets.Bucket(%d) = %d, want %d", tc.n, got, tc.want)
 			}
-			if got := sizeBucket(tc.n); got < nSizeBuckets && float64(tc.n) > responseSizeBuckets[got] {
-				t.Errorf("%d above its bucket's bound %v", tc.n, responseSizeBuckets[got])
+			if got := responseSizeBuckets.Bucket(tc.n); got < nSizeBuckets && float64(tc.n) > responseSizeBuckets.Bounds()[got] {
+				t.Errorf("%d above its bucket's bound %v", tc.n, responseSizeBuckets.Bounds()[got])
 			}
 		})
 	}

@@ -2,9 +2,6 @@ package observe
 
 import (
 	"fmt"
-	"math"
-	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -125,43 +122,41 @@ const (
 
 var dropReasonNames = [nDropReasons]string{"malformed", "tcp_limit", "tcp_reclaimed", "queue_full", "send_failed"}
 
-// metrics are the serving metrics; see README.md. Every series is an
-// atomic in an array indexed by small enums, so counting a query is one
-// atomic add and allocates nothing.
+// metrics are the serving metrics; see README.md. Every series is a
+// pkg/metric series in an array indexed by small enums, so counting a
+// query is one atomic add and allocates nothing.
 type metrics struct {
-	requests  [nProtocols][nQtypes][nRcodes][nSources]atomic.Uint64
-	duration  [nProtocols][nSources]histogram
-	dropped   [nProtocols][nDropReasons]atomic.Uint64
-	truncated [nProtocols]atomic.Uint64
-	tcpConns  atomic.Int64
-	answerDur [nProtocols][nSources][nAnswerRcodes]durHistogram
-	respSize  [nProtocols]sizeHistogram
-	queryLog  [nQueryLogOutcomes]atomic.Uint64
+	requests  [nProtocols][nQtypes][nRcodes][nSources]metric.Counter
+	duration  [nProtocols][nSources]*metric.Histogram
+	dropped   [nProtocols][nDropReasons]metric.Counter
+	truncated [nProtocols]metric.Counter
+	tcpConns  metric.Gauge
+	answerDur [nProtocols][nSources][nAnswerRcodes]*metric.Pow2Histogram
+	respSize  [nProtocols]*metric.Pow2Histogram
+	queryLog  [nQueryLogOutcomes]metric.Counter
 	// udpQueue reads the kernel's drops on the UDP sockets into
 	// dropped[UDP][DropQueueFull].
 	udpQueue udpQueueDrops
 }
 
 // durationBuckets: 10µs up to 2.6s (an upstream timing out).
-var durationBuckets = exponentialBuckets(10e-6, 4, nDurationBuckets)
-
-const nDurationBuckets = 10
-
-func exponentialBuckets(start, factor float64, n int) []float64 {
-	b := make([]float64, n)
-	for i := range b {
-		b[i] = start
-		start *= factor
-	}
-	return b
-}
+var durationBuckets = metric.ExponentialBuckets(10e-6, 4, 10)
 
 func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	m := &metrics{}
+	for p := range nProtocols {
+		for src := range nSources {
+			m.duration[p][src] = metric.NewHistogram(durationBuckets)
+			for rc := range nAnswerRcodes {
+				m.answerDur[p][src][rc] = metric.NewPow2Histogram(answerDurationBuckets)
+			}
+		}
+		m.respSize[p] = metric.NewPow2Histogram(responseSizeBuckets)
+	}
 	fs := []metric.Family{{
 		Name:   "meshdns_dns_requests_total",
 		Help:   "DNS queries answered, by protocol, query type, response code and source of the answer.",
-		Type:   metric.Counter,
+		Type:   metric.CounterType,
 		Labels: []string{"protocol", "qtype", "rcode", "source"},
 		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
@@ -177,27 +172,27 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	}, {
 		Name:    "meshdns_dns_request_duration_seconds",
 		Help:    "Time from reading a query that waited for the Resolver to having its reply, by protocol and source (cache, upstream); table answers and cache hits served without waiting are not timed.",
-		Type:    metric.Histogram,
+		Type:    metric.HistogramType,
 		Labels:  []string{"protocol", "source"},
 		Buckets: durationBuckets,
 		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				for src := range nSources {
-					m.duration[p][src].collect(emit, protocolNames[p], sourceNames[src])
+					emitObserved(emit, m.duration[p][src].Series(protocolNames[p], sourceNames[src]))
 				}
 			}
 		},
 	}, {
 		Name:    "meshdns_dns_answer_duration_seconds",
 		Help:    "Time from reading a query to having its reply, every answer (table answers and cache hits sampled and weighted), by protocol, source and rcode class.",
-		Type:    metric.Histogram,
+		Type:    metric.HistogramType,
 		Labels:  []string{"protocol", "source", "rcode_class"},
-		Buckets: answerDurationBuckets,
+		Buckets: answerDurationBuckets.Bounds(),
 		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
 				for src := range nSources {
 					for rc := range nAnswerRcodes {
-						m.answerDur[p][src][rc].collect(emit, protocolNames[p], sourceNames[src], answerRcodeNames[rc])
+						emitObserved(emit, m.answerDur[p][src][rc].Series(protocolNames[p], sourceNames[src], answerRcodeNames[rc]))
 					}
 				}
 			}
@@ -205,18 +200,18 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	}, {
 		Name:    "meshdns_dns_response_size_bytes",
 		Help:    "Size of the replies sent, by protocol (sampled like the answer durations).",
-		Type:    metric.Histogram,
+		Type:    metric.HistogramType,
 		Labels:  []string{"protocol"},
-		Buckets: responseSizeBuckets,
+		Buckets: responseSizeBuckets.Bounds(),
 		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
-				m.respSize[p].collect(emit, protocolNames[p])
+				emitObserved(emit, m.respSize[p].Series(protocolNames[p]))
 			}
 		},
 	}, {
 		Name:   "meshdns_dns_query_log_lines_total",
 		Help:   "Answers the query log's classes matched, by outcome: written, sampled_out, rate_limited.",
-		Type:   metric.Counter,
+		Type:   metric.CounterType,
 		Labels: []string{"outcome"},
 		Collect: func(emit func(metric.Series)) {
 			for o := range nQueryLogOutcomes {
@@ -226,7 +221,7 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	}, {
 		Name:   "meshdns_dns_dropped_total",
 		Help:   "Queries, packets or connections dropped without a reply, by protocol and reason (malformed, tcp_limit, tcp_reclaimed, queue_full, send_failed).",
-		Type:   metric.Counter,
+		Type:   metric.CounterType,
 		Labels: []string{"protocol", "reason"},
 		Collect: func(emit func(metric.Series)) {
 			m.udpQueue.sample(&m.dropped[UDP][DropQueueFull])
@@ -239,7 +234,7 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	}, {
 		Name:   "meshdns_dns_truncated_responses_total",
 		Help:   "Replies truncated to the client's size with TC set, by protocol.",
-		Type:   metric.Counter,
+		Type:   metric.CounterType,
 		Labels: []string{"protocol"},
 		Collect: func(emit func(metric.Series)) {
 			for p := range nProtocols {
@@ -247,16 +242,14 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 			}
 		},
 	}, {
-		Name: "meshdns_dns_tcp_connections",
-		Help: "Open client TCP connections.",
-		Type: metric.Gauge,
-		Collect: func(emit func(metric.Series)) {
-			emit(metric.Series{Value: float64(m.tcpConns.Load())})
-		},
+		Name:    "meshdns_dns_tcp_connections",
+		Help:    "Open client TCP connections.",
+		Type:    metric.GaugeType,
+		Collect: m.tcpConns.Collect,
 	}, {
 		Name: "meshdns_dns_answer_cache_entries",
 		Help: "Questions of the current table whose answers are kept precomputed.",
-		Type: metric.Gauge,
+		Type: metric.GaugeType,
 		Collect: func(emit func(metric.Series)) {
 			emit(metric.Series{Value: answers()})
 		},
@@ -270,39 +263,16 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 }
 
 // emitCount emits a counter's series once it has counted something.
-func emitCount(emit func(metric.Series), c *atomic.Uint64, labelValues ...string) {
+func emitCount(emit func(metric.Series), c *metric.Counter, labelValues ...string) {
 	if n := c.Load(); n > 0 {
 		emit(metric.Series{LabelValues: labelValues, Value: float64(n)})
 	}
 }
 
-// histogram counts observations by bucket of durationBuckets (the last
-// for +Inf) without a lock; sum holds the float64 bits of their sum.
-type histogram struct {
-	counts [nDurationBuckets + 1]atomic.Uint64
-	sum    atomic.Uint64
-}
-
-func (h *histogram) observe(v float64) {
-	h.counts[sort.SearchFloat64s(durationBuckets, v)].Add(1)
-	for {
-		old := h.sum.Load()
-		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
-
-// collect emits h once it has an observation, with cumulative counts.
-func (h *histogram) collect(emit func(metric.Series), labelValues ...string) {
-	var cum [nDurationBuckets + 1]uint64
-	var n uint64
-	for i := range h.counts {
-		n += h.counts[i].Load()
-		cum[i] = n
-	}
-	if n > 0 {
-		emit(metric.Series{LabelValues: labelValues, Counts: cum[:], Sum: math.Float64frombits(h.sum.Load())})
+// emitObserved emits a histogram's series once it has an observation.
+func emitObserved(emit func(metric.Series), s metric.Series) {
+	if s.Counts[len(s.Counts)-1] > 0 {
+		emit(s)
 	}
 }
 
@@ -313,13 +283,13 @@ func (h *histogram) collect(emit func(metric.Series), labelValues ...string) {
 func (m *metrics) observe(oc *Outcome, elapsed time.Duration) {
 	p, src, t := oc.Protocol, oc.Source, oc.Timing
 	qt, rc := classifyQtype(oc.Query.QType), classifyRcode(oc.Rcode)
-	m.requests[p][qt][rc][src].Add(1)
+	m.requests[p][qt][rc][src].Inc()
 	if t.Waited {
-		m.duration[p][src].observe(elapsed.Seconds())
+		m.duration[p][src].Observe(elapsed.Seconds())
 	}
 	if t.Weight > 0 {
-		m.answerDur[p][src][classifyAnswerRcode(oc.Rcode)].observe(uint64(max(elapsed, 0)), uint64(t.Weight))
-		m.respSize[p].observe(uint64(len(oc.Reply)), uint64(t.Weight))
+		m.answerDur[p][src][classifyAnswerRcode(oc.Rcode)].Observe(uint64(max(elapsed, 0)), uint64(t.Weight))
+		m.respSize[p].Observe(uint64(len(oc.Reply)), uint64(t.Weight))
 	}
 }
 

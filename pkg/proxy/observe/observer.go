@@ -136,7 +136,7 @@ func (o *Observer) Observe(ctx context.Context, oc *Outcome) {
 		o.pm.count(&oc.Verdict)
 	}
 	if oc.Truncated {
-		o.m.truncated[oc.Protocol].Add(1)
+		o.m.truncated[oc.Protocol].Inc()
 	}
 	o.m.observe(oc, elapsed)
 	if oc.Rcode != dns.RcodeSuccess {
@@ -153,7 +153,7 @@ func (o *Observer) Observe(ctx context.Context, oc *Outcome) {
 }
 
 // Drop counts a query, packet or connection dropped without a reply.
-func (o *Observer) Drop(p Protocol, r DropReason) { o.m.dropped[p][r].Add(1) }
+func (o *Observer) Drop(p Protocol, r DropReason) { o.m.dropped[p][r].Inc() }
 
 // Dropped is what Drop counted for (p, r).
 func (o *Observer) Dropped(p Protocol, r DropReason) uint64 { return o.m.dropped[p][r].Load() }

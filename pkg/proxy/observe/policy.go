@@ -2,13 +2,12 @@ package observe
 
 import (
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // policyMetrics counts decisions by action and mode.
-type policyMetrics [2][2]atomic.Uint64
+type policyMetrics [2][2]metric.Counter
 
 var (
 	policyActionNames = [2]string{"allow", "deny"}
@@ -21,14 +20,14 @@ func (pm *policyMetrics) count(v *Verdict) {
 	if v.Decision.Audit {
 		mode = 1
 	}
-	pm[v.Decision.Action&1][mode].Add(1)
+	pm[v.Decision.Action&1][mode].Inc()
 }
 
 func registerPolicyMetrics(reg metric.Registry, pm *policyMetrics) error {
 	return reg.Register(metric.Family{
 		Name:   "meshdns_policy_decisions_total",
 		Help:   "Queries a DNS policy judged, by the final action (allow, deny) and the policy's mode (enforce, audit).",
-		Type:   metric.Counter,
+		Type:   metric.CounterType,
 		Labels: []string{"action", "mode"},
 		Collect: func(emit func(metric.Series)) {
 			for a := range pm {

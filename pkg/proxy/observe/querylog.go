@@ -198,7 +198,7 @@ func (l *queryLogger) write(o *Observer, oc *Outcome, elapsed time.Duration) {
 		return
 	}
 	res := l.admit()
-	l.m.queryLog[res].Add(1)
+	l.m.queryLog[res].Inc()
 	if res != qlWritten {
 		return
 	}

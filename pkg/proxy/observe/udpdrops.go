@@ -3,7 +3,8 @@ package observe
 import (
 	"net"
 	"sync"
-	"sync/atomic"
+
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // udpQueueDrops counts the queries the kernel dropped on the server's UDP
@@ -39,7 +40,7 @@ func (d *udpQueueDrops) watch(c *net.UDPConn) {
 // sample adds to into what each watched socket dropped since it was read
 // last. The kernel's counter is 32 bits; the difference is taken modulo
 // 2^32, right across a wrap.
-func (d *udpQueueDrops) sample(into *atomic.Uint64) {
+func (d *udpQueueDrops) sample(into *metric.Counter) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for c, last := range d.last {
@@ -52,7 +53,7 @@ func (d *udpQueueDrops) sample(into *atomic.Uint64) {
 
 // forget reads c a last time and stops watching it; call it before c is
 // closed, when its count can still be read.
-func (d *udpQueueDrops) forget(c *net.UDPConn, into *atomic.Uint64) {
+func (d *udpQueueDrops) forget(c *net.UDPConn, into *metric.Counter) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	last, ok := d.last[c]

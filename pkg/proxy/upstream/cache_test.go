@@ -233,13 +233,13 @@ func TestCache(t *testing.T) {
 			if got := srv.Queries.Load(); got != tc.wantQueries {
 				t.Errorf("upstream queries %d, want %d", got, tc.wantQueries)
 			}
-			if got := counter(t, r.metrics.hits); got != tc.wantHits {
+			if got := counter(t, &r.metrics.hits); got != tc.wantHits {
 				t.Errorf("hits %v, want %v", got, tc.wantHits)
 			}
-			if got := counter(t, r.metrics.misses); got != float64(len(tc.steps))-tc.wantHits {
+			if got := counter(t, &r.metrics.misses); got != float64(len(tc.steps))-tc.wantHits {
 				t.Errorf("misses %v, want %v", got, float64(len(tc.steps))-tc.wantHits)
 			}
-			if got := counter(t, r.metrics.evictions); got != tc.wantEvictions {
+			if got := counter(t, &r.metrics.evictions); got != tc.wantEvictions {
 				t.Errorf("evictions %v, want %v", got, tc.wantEvictions)
 			}
 			if tc.cfg.CacheSize > 0 {
@@ -323,7 +323,7 @@ func TestServeStale(t *testing.T) {
 			runSteps(t, r, clk, tc.steps[:1])
 			up.Store(false)
 			runSteps(t, r, clk, tc.steps[1:])
-			if got := counter(t, r.metrics.stale); got != tc.wantStale {
+			if got := counter(t, &r.metrics.stale); got != tc.wantStale {
 				t.Errorf("stale served %v, want %v", got, tc.wantStale)
 			}
 		})
@@ -344,7 +344,7 @@ func TestServeStaleWhenOverloaded(t *testing.T) {
 		_, _, err := r.AppendReply(context.Background(), nil, qwire(t, "held.example.", dns.TypeA))
 		done <- err
 	}()
-	waitFor(t, func() bool { return counter(t, r.metrics.inflight) == 1 })
+	waitFor(t, func() bool { return counter(t, &r.metrics.inflight) == 1 })
 	runSteps(t, r, clk, []step{
 		{advance: 2 * time.Minute, qname: "s.example.", want: view{Rcode: "NOERROR", Answer: []string{"s.example.\t30\tIN\tA\t192.0.2.5"}}, wantSrc: SourceCache},
 		{qname: "other.example.", wantErr: ErrOverloaded},
@@ -435,7 +435,7 @@ func TestDoneContextHitOnly(t *testing.T) {
 	if got := srv.Queries.Load(); got != 0 {
 		t.Errorf("miss with done ctx sent %d upstream queries", got)
 	}
-	if got := counter(t, r.metrics.misses); got != 0 {
+	if got := counter(t, &r.metrics.misses); got != 0 {
 		t.Errorf("misses %v, want 0", got)
 	}
 	ask(t, r, "hot.example.", dns.TypeA)
@@ -469,7 +469,7 @@ func TestStaleAnswerTimer(t *testing.T) {
 	if d := time.Since(start); d < 100*time.Millisecond || d > time.Second {
 		t.Errorf("stale answer after %v, want about 100ms", d)
 	}
-	if got := counter(t, r.metrics.stale); got != 1 {
+	if got := counter(t, &r.metrics.stale); got != 1 {
 		t.Errorf("stale served %v, want 1", got)
 	}
 	close(release)
@@ -495,7 +495,7 @@ func TestAppendCached(t *testing.T) {
 	if out, _, ok := r.AppendCached(nil, q, key, &p); ok || len(out) != 0 {
 		t.Fatalf("AppendCached on an empty cache: ok %v, %d bytes", ok, len(out))
 	}
-	if got := counter(t, r.metrics.misses); got != 0 {
+	if got := counter(t, &r.metrics.misses); got != 0 {
 		t.Errorf("misses after a probe %v, want 0", got)
 	}
 	want, _, err := r.AppendReply(context.Background(), nil, q)
@@ -512,7 +512,7 @@ func TestAppendCached(t *testing.T) {
 	if n := srv.Queries.Load(); n != 1 {
 		t.Errorf("upstream queries %d, want 1", n)
 	}
-	if got := counter(t, r.metrics.misses); got != 1 {
+	if got := counter(t, &r.metrics.misses); got != 1 {
 		t.Errorf("misses %v, want 1", got)
 	}
 	buf := make([]byte, 0, 512)

@@ -16,7 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/internal/dnswire"
-	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -28,8 +28,8 @@ type upstream struct {
 	addr     string         // Addr.String(): host:port for plain DNS
 	ip       netip.AddrPort // the server's IP and port
 	dot      *dotPool
-	duration *metrics.Histogram
-	errs     map[string]*metrics.Counter // by kind; fixed after New
+	duration *metric.Histogram
+	errs     map[string]*metric.Counter // by kind; fixed after New
 }
 
 // newUpstream makes the upstream for a, its metric children and, for DNS
@@ -38,12 +38,12 @@ func (r *Resolver) newUpstream(a Addr) *upstream {
 	up := &upstream{
 		addr:     a.String(),
 		ip:       netip.MustParseAddrPort(a.HostPort),
-		duration: r.metrics.duration.WithLabelValues(a.String()),
-		errs:     make(map[string]*metrics.Counter, len(errorKinds)),
+		duration: r.metrics.duration.With(a.String()),
+		errs:     make(map[string]*metric.Counter, len(errorKinds)),
 	}
 	for _, k := range errorKinds {
 		if k != kindTLS || a.TLS { // no tls series for plain upstreams
-			up.errs[k] = r.metrics.errors.WithLabelValues(up.addr, k)
+			up.errs[k] = r.metrics.errors.With(up.addr, k)
 		}
 	}
 	if a.TLS {

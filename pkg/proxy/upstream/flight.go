@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
 )
 
@@ -36,7 +36,7 @@ type flights struct {
 	m      map[string]*call // by lowercased question
 	closed bool             // no new calls; set before the WaitGroup is waited on
 
-	joined *metrics.Counter // counts callers that joined a call in flight
+	joined *metric.Counter // counts callers that joined a call in flight
 }
 
 // close refuses new calls, so the WaitGroup gains no goroutine once Close

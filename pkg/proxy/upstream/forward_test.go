@@ -404,7 +404,7 @@ func TestCoalescing(t *testing.T) {
 			errs <- err
 		})
 	}
-	waitFor(t, func() bool { return counter(t, r.metrics.coalesced) == n-1 })
+	waitFor(t, func() bool { return counter(t, &r.metrics.coalesced) == n-1 })
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -426,7 +426,7 @@ func TestOverloaded(t *testing.T) {
 		_, _, err := r.AppendReply(context.Background(), nil, qwire(t, "one.example.", dns.TypeA))
 		done <- err
 	}()
-	waitFor(t, func() bool { return counter(t, r.metrics.inflight) == 1 })
+	waitFor(t, func() bool { return counter(t, &r.metrics.inflight) == 1 })
 	_, _, err := r.AppendReply(context.Background(), nil, qwire(t, "two.example.", dns.TypeA))
 	if !errors.Is(err, ErrOverloaded) {
 		t.Errorf("second question: err %v, want ErrOverloaded", err)
@@ -435,7 +435,7 @@ func TestOverloaded(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("first question: %v", err)
 	}
-	if got := counter(t, r.metrics.overload); got != 1 {
+	if got := counter(t, &r.metrics.overload); got != 1 {
 		t.Errorf("overloaded counted = %v, want 1", got)
 	}
 	// The bound frees up again.

@@ -109,7 +109,7 @@ func TestForwardedCoalesced(t *testing.T) {
 		go func() { got <- resolveRecorded(t, r, "a.example.", true) }()
 	}
 	// Wait for the second caller to join the first's flight.
-	for counter(t, r.metrics.coalesced) < 1 {
+	for counter(t, &r.metrics.coalesced) < 1 {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)

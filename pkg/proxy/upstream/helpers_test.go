@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/internal/proxymetrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 // server is a real DNS server on 127.0.0.1 (UDP and TCP on one port) with a
@@ -270,13 +271,24 @@ func checkContract(t testing.TB, b, q []byte) {
 }
 
 // counter reads a counter or gauge child of a vector.
-func counter(t testing.TB, c interface{ Value() float64 }) float64 {
+// counter reads one of the Resolver's series: a counter, a gauge or the
+// cache size's gauge function.
+func counter(t testing.TB, c any) float64 {
 	t.Helper()
-	return c.Value()
+	switch c := c.(type) {
+	case *metric.Counter:
+		return float64(c.Load())
+	case *metric.Gauge:
+		return float64(c.Load())
+	case func() float64:
+		return c()
+	}
+	t.Fatalf("counter of %T", c)
+	return 0
 }
 
 func errCount(r *Resolver, up int, kind string) float64 {
-	return r.ups[up].errs[kind].Value()
+	return float64(r.ups[up].errs[kind].Load())
 }
 
 // fixedOrder makes sequential tries go through the upstreams in config order.

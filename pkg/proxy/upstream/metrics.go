@@ -3,7 +3,6 @@ package upstream
 import (
 	"fmt"
 
-	"github.com/meshdns/meshdns/internal/metrics"
 	"github.com/meshdns/meshdns/pkg/metric"
 )
 
@@ -21,100 +20,81 @@ const (
 
 var errorKinds = []string{kindTimeout, kindNetwork, kindMismatch, kindGarbage, kindTruncated, kindRcode, kindFormerr, kindTLS}
 
-// resolverMetrics are the resolver's collectors. Per-upstream children are resolved
-// once in New so the query path never looks up a label.
+// resolverMetrics are the resolver's series, counted with pkg/metric as
+// the proxy's observer counts. Per-upstream children are resolved once,
+// when an upstream is made, so the query path never looks up a label.
 type resolverMetrics struct {
-	duration  *metrics.HistogramVec
-	errors    *metrics.CounterVec
-	inflight  *metrics.Gauge
-	coalesced *metrics.Counter
-	overload  *metrics.Counter
-	hits      *metrics.Counter
-	misses    *metrics.Counter
-	evictions *metrics.Counter
-	stale     *metrics.Counter
-	entries   *metrics.GaugeFunc
+	duration  *metric.HistogramVec // by upstream
+	errors    *metric.CounterVec   // by upstream, kind
+	inflight  metric.Gauge
+	coalesced metric.Counter
+	overload  metric.Counter
+	hits      metric.Counter
+	misses    metric.Counter
+	evictions metric.Counter
+	stale     metric.Counter
+	entries   func() float64 // the cache's size, read at each scrape
 
-	prefetches      *metrics.Counter
-	prefetchSkipped *metrics.Counter
+	prefetches      metric.Counter
+	prefetchSkipped metric.Counter
 }
 
-// Label names and buckets of the labelled families, which their
-// pkg/metric Family declares too.
 var (
 	durationLabels = []string{"upstream"}
 	errorLabels    = []string{"upstream", "kind"}
 	// 250µs (loopback) to ~4s (past the default 2s timeout).
-	durationBuckets = metrics.ExponentialBuckets(0.00025, 2, 15)
+	durationBuckets = metric.ExponentialBuckets(0.00025, 2, 15)
 )
 
 func newMetrics(entries func() float64) *resolverMetrics {
 	return &resolverMetrics{
-		duration: metrics.NewHistogramVec(metrics.HistogramOpts{
-			Name:    "meshdns_upstream_request_duration_seconds",
-			Help:    "Duration of one try against one upstream (UDP plus any TCP retry), successful or not.",
-			Buckets: durationBuckets,
-		}, durationLabels),
-		errors: metrics.NewCounterVec(metrics.Opts{
-			Name: "meshdns_upstream_errors_total",
-			Help: "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr, tls.",
-		}, errorLabels),
-		inflight: metrics.NewGauge(metrics.Opts{
-			Name: "meshdns_upstream_inflight_queries",
-			Help: "Upstream queries in flight (after coalescing).",
-		}),
-		coalesced: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_upstream_coalesced_total",
-			Help: "Queries that joined an identical query already in flight instead of going upstream.",
-		}),
-		overload: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_upstream_overloaded_total",
-			Help: "Queries refused because the in-flight bound was reached.",
-		}),
-		hits: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_hits_total",
-			Help: "Forwarded questions answered from a fresh cache entry.",
-		}),
-		misses: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_misses_total",
-			Help: "Forwarded questions with no fresh cache entry.",
-		}),
-		evictions: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_evictions_total",
-			Help: "Cache entries dropped to make room.",
-		}),
-		stale: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_stale_served_total",
-			Help: "Replies served from an expired entry because every upstream failed (RFC 8767).",
-		}),
-		prefetches: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_prefetches_total",
-			Help: "Refreshes of hot cached replies started before they expired (prefetch).",
-		}),
-		prefetchSkipped: metrics.NewCounter(metrics.Opts{
-			Name: "meshdns_cache_prefetches_skipped_total",
-			Help: "Hot cached replies not refreshed because MaxPrefetches refreshes were in flight.",
-		}),
-		entries: metrics.NewGaugeFunc(metrics.Opts{
-			Name: "meshdns_cache_entries",
-			Help: "Replies held in the cache.",
-		}, entries),
+		duration: metric.NewHistogramVec(durationLabels, durationBuckets),
+		errors:   metric.NewCounterVec(errorLabels),
+		entries:  entries,
 	}
 }
 
-// register puts every family on reg, or none if reg is nil. The
-// Resolver counts with internal/metrics collectors (atomics, children
-// resolved in New); reg sees them through the public pkg/metric contract.
+// register puts every family on reg, or none if reg is nil.
 func (m *resolverMetrics) register(reg metric.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	fs := []metric.Family{
-		family(m.duration, durationLabels, durationBuckets), family(m.errors, errorLabels, nil),
-		family(m.inflight, nil, nil), family(m.coalesced, nil, nil), family(m.overload, nil, nil),
-		family(m.hits, nil, nil), family(m.misses, nil, nil), family(m.evictions, nil, nil),
-		family(m.stale, nil, nil), family(m.entries, nil, nil),
-		family(m.prefetches, nil, nil), family(m.prefetchSkipped, nil, nil),
+	counter := func(name, help string, c *metric.Counter) metric.Family {
+		return metric.Family{Name: name, Help: help, Type: metric.CounterType, Collect: c.Collect}
+	}
+	fs := []metric.Family{{
+		Name:    "meshdns_upstream_request_duration_seconds",
+		Help:    "Duration of one try against one upstream (UDP plus any TCP retry), successful or not.",
+		Type:    metric.HistogramType,
+		Labels:  durationLabels,
+		Buckets: durationBuckets,
+		Collect: m.duration.Collect,
+	}, {
+		Name:    "meshdns_upstream_errors_total",
+		Help:    "Upstream problems by kind: timeout, network, mismatch, garbage, truncated, rcode, formerr, tls.",
+		Type:    metric.CounterType,
+		Labels:  errorLabels,
+		Collect: m.errors.Collect,
+	}, {
+		Name:    "meshdns_upstream_inflight_queries",
+		Help:    "Upstream queries in flight (after coalescing).",
+		Type:    metric.GaugeType,
+		Collect: m.inflight.Collect,
+	},
+		counter("meshdns_upstream_coalesced_total", "Queries that joined an identical query already in flight instead of going upstream.", &m.coalesced),
+		counter("meshdns_upstream_overloaded_total", "Queries refused because the in-flight bound was reached.", &m.overload),
+		counter("meshdns_cache_hits_total", "Forwarded questions answered from a fresh cache entry.", &m.hits),
+		counter("meshdns_cache_misses_total", "Forwarded questions with no fresh cache entry.", &m.misses),
+		counter("meshdns_cache_evictions_total", "Cache entries dropped to make room.", &m.evictions),
+		counter("meshdns_cache_stale_served_total", "Replies served from an expired entry because every upstream failed (RFC 8767).", &m.stale),
+		{
+			Name:    "meshdns_cache_entries",
+			Help:    "Replies held in the cache.",
+			Type:    metric.GaugeType,
+			Collect: func(emit func(metric.Series)) { emit(metric.Series{Value: m.entries()}) },
+		},
+		counter("meshdns_cache_prefetches_total", "Refreshes of hot cached replies started before they expired (prefetch).", &m.prefetches),
+		counter("meshdns_cache_prefetches_skipped_total", "Hot cached replies not refreshed because MaxPrefetches refreshes were in flight.", &m.prefetchSkipped),
 	}
 	for _, f := range fs {
 		if err := reg.Register(f); err != nil {
@@ -122,28 +102,4 @@ func (m *resolverMetrics) register(reg metric.Registry) error {
 		}
 	}
 	return nil
-}
-
-var familyTypes = map[metrics.Type]metric.Type{
-	metrics.CounterType:   metric.Counter,
-	metrics.GaugeType:     metric.Gauge,
-	metrics.HistogramType: metric.Histogram,
-}
-
-// family is the one-family collector c as a pkg/metric Family.
-func family(c metrics.Collector, labels []string, buckets []float64) metric.Family {
-	d := c.Describe()[0]
-	return metric.Family{
-		Name: d.Name, Help: d.Help, Type: familyTypes[d.Type], Labels: labels, Buckets: buckets,
-		Collect: func(emit func(metric.Series)) {
-			metrics.Emit(c, metrics.Emitter{
-				Sample: func(_, values []string, v float64) {
-					emit(metric.Series{LabelValues: values, Value: v})
-				},
-				Histogram: func(_, values []string, cum []uint64, sum float64) {
-					emit(metric.Series{LabelValues: values, Counts: cum, Sum: sum})
-				},
-			})
-		},
-	}
 }

@@ -72,7 +72,7 @@ func TestPrefetch(t *testing.T) {
 
 	clk.Advance(85 * time.Second)
 	ask(t, r, hot, dns.TypeA) // hit 3, 15s left of 100: not yet
-	if n := counter(t, r.metrics.prefetches); n != 0 {
+	if n := counter(t, &r.metrics.prefetches); n != 0 {
 		t.Fatalf("prefetches with 15%% of the TTL left: %v, want 0", n)
 	}
 
@@ -97,7 +97,7 @@ func TestPrefetch(t *testing.T) {
 	if n := srv.count(cold); n != 2 {
 		t.Errorf("upstream asked for cold %d times, want 2", n)
 	}
-	if n := counter(t, r.metrics.prefetches); n != 1 {
+	if n := counter(t, &r.metrics.prefetches); n != 1 {
 		t.Errorf("prefetches %v, want 1", n)
 	}
 
@@ -135,7 +135,7 @@ func TestPrefetchBounded(t *testing.T) {
 	ask(t, r, "a.example.", dns.TypeA) // starts a refresh that hangs
 	until(func() bool { return srv.count("a.example.") == 2 })
 	ask(t, r, "b.example.", dns.TypeA) // no room
-	if n := counter(t, r.metrics.prefetchSkipped); n != 1 {
+	if n := counter(t, &r.metrics.prefetchSkipped); n != 1 {
 		t.Errorf("skipped %v, want 1", n)
 	}
 	if n := srv.count("b.example."); n != 1 {
@@ -145,7 +145,7 @@ func TestPrefetchBounded(t *testing.T) {
 	until(func() bool { return peekTTL(r, "a.example.") == 100 })
 	ask(t, r, "b.example.", dns.TypeA)
 	until(func() bool { return peekTTL(r, "b.example.") == 100 })
-	if n := counter(t, r.metrics.prefetches); n != 2 {
+	if n := counter(t, &r.metrics.prefetches); n != 2 {
 		t.Errorf("prefetches %v, want 2", n)
 	}
 }

@@ -50,7 +50,7 @@ func TestMetricsOnPublicRegistry(t *testing.T) {
 	ask(t, r, "www.example.org.", dns.TypeA) // from the cache
 
 	dur := reg["meshdns_upstream_request_duration_seconds"]
-	if dur.Type != metric.Histogram || !slices.Equal(dur.Labels, []string{"upstream"}) || len(dur.Buckets) != 15 {
+	if dur.Type != metric.HistogramType || !slices.Equal(dur.Labels, []string{"upstream"}) || len(dur.Buckets) != 15 {
 		t.Errorf("duration family %s %v %d buckets, want a histogram by upstream with 15", dur.Name, dur.Labels, len(dur.Buckets))
 	}
 	ss := reg.series(t, dur.Name)
@@ -63,7 +63,7 @@ func TestMetricsOnPublicRegistry(t *testing.T) {
 			t.Errorf("%s series %+v, want %v", name, ss, want)
 		}
 	}
-	if reg["meshdns_cache_hits_total"].Type != metric.Counter || reg["meshdns_cache_entries"].Type != metric.Gauge {
+	if reg["meshdns_cache_hits_total"].Type != metric.CounterType || reg["meshdns_cache_entries"].Type != metric.GaugeType {
 		t.Error("cache families carry the wrong types")
 	}
 }

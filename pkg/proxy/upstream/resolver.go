@@ -85,7 +85,7 @@ func New(cfg Config) (*Resolver, error) {
 		}
 		return float64(r.cache.Len())
 	})
-	r.flights.joined = r.metrics.coalesced
+	r.flights.joined = &r.metrics.coalesced
 	for _, s := range cfg.Upstreams {
 		a, _ := ParseAddr(s) // checked by withDefaults
 		r.ups = append(r.ups, r.newUpstream(a))

@@ -73,5 +73,5 @@ func TestConcurrentMixedLoad(t *testing.T) {
 		t.Errorf("cache holds %v entries, bound %d", got, names/2)
 	}
 	t.Logf("upstream queries %d, hits %v, coalesced %v, evictions %v", srv.Queries.Load(),
-		counter(t, r.metrics.hits), counter(t, r.metrics.coalesced), counter(t, r.metrics.evictions))
+		counter(t, &r.metrics.hits), counter(t, &r.metrics.coalesced), counter(t, &r.metrics.evictions))
 }
