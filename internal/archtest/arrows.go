@@ -151,6 +151,12 @@ var lean = []struct {
 		why: "every process of the one binary, each pod's agent included, would pay for the clientset's scheme of every API group " +
 			"(15 MB more RSS, a binary twice the size): controlplane/kubesource watches through REST clients on a scheme of the types it reads",
 	},
+	{
+		layer: "pkg",
+		not:   []string{Module + "/internal/metrics"},
+		why: "pkg/* counts with pkg/metric, one way for the proxy, its observer and its upstream; the agent's internal/metrics " +
+			"stands behind them only through internal/proxymetrics (tests may read their metrics on its registry)",
+	},
 }
 
 // Violations checks pkgs (the output of go list -deps -json ./... for the

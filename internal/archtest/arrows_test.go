@@ -147,6 +147,20 @@ func TestViolations(t *testing.T) {
 			pkgs: []Package{{ImportPath: m + "cmd/meshdns", Deps: []string{"k8s.io/client-go/rest", "k8s.io/client-go/tools/cache"}, TestImports: []string{"k8s.io/client-go/kubernetes/fake"}}},
 		},
 		{
+			name: "the upstream counting with the agent's metrics client",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy/upstream", Deps: []string{m + "internal/metrics", m + "pkg/metric"}}},
+			want: []string{"pkg/proxy/upstream depends on " + m + "internal/metrics: " + metricsWhy},
+		},
+		{
+			name: "the proxy reaching the agent's metrics client through its observer",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy", Imports: []string{m + "pkg/proxy/observe"}, Deps: []string{m + "internal/metrics", m + "pkg/proxy/observe"}}},
+			want: []string{"pkg/proxy depends on " + m + "internal/metrics: " + metricsWhy},
+		},
+		{
+			name: "tests of the upstream reading its metrics on the agent's registry",
+			pkgs: []Package{{ImportPath: m + "pkg/proxy/upstream", Deps: []string{m + "pkg/metric"}, TestImports: []string{m + "internal/metrics", m + "internal/proxymetrics"}}},
+		},
+		{
 			name: "something importing cmd",
 			pkgs: []Package{{ImportPath: m + "internal/testkit/kubetest", Deps: []string{m + "cmd/meshdns"}}},
 			want: []string{"internal/testkit/kubetest depends on github.com/meshdns/meshdns/cmd/meshdns: nothing imports cmd/"},
@@ -161,7 +175,10 @@ func TestViolations(t *testing.T) {
 	}
 }
 
-var leanWhy = lean[0].why
+var (
+	leanWhy    = lean[0].why
+	metricsWhy = lean[1].why
+)
 
 func withStd(a []Package, more ...Package) []Package {
 	return append(append([]Package(nil), a...), more...)

@@ -11,7 +11,6 @@ import (
 // (https://prometheus.io/docs/instrumenting/exposition_formats/).
 type Writer struct {
 	families map[string][]series
-	emit     *Emitter // or nil; set by Emit, which takes the series instead
 }
 
 // series is the text of one series (several lines for a histogram or a
@@ -31,12 +30,6 @@ func (w *Writer) add(family, key string, text []byte) {
 // Sample writes one sample line of family: the family's name plus suffix
 // ("", "_sum", ...), labels from names and values paired by index.
 func (w *Writer) Sample(family, suffix string, names, values []string, v float64) {
-	if w.emit != nil {
-		if suffix == "" {
-			w.emit.Sample(names, values, v)
-		}
-		return
-	}
 	b := appendSample(nil, family+suffix, names, values, "", "", v)
 	w.add(family, labelKey(names, values), b)
 }
@@ -44,10 +37,6 @@ func (w *Writer) Sample(family, suffix string, names, values []string, v float64
 // Histogram writes a histogram series: cumulative bucket counts (upper
 // bounds upper, then +Inf), the sum and the count (the +Inf bucket's).
 func (w *Writer) Histogram(family string, names, values []string, upper []float64, cum []uint64, sum float64) {
-	if w.emit != nil {
-		w.emit.Histogram(names, values, cum, sum)
-		return
-	}
 	var b []byte
 	for i, n := range cum {
 		le := "+Inf"
@@ -64,9 +53,6 @@ func (w *Writer) Histogram(family string, names, values []string, upper []float6
 // Summary writes a summary series: the quantiles (0 to 1, with their
 // values), the sum and the count.
 func (w *Writer) Summary(family string, quantiles, qvalues []float64, sum float64, count uint64) {
-	if w.emit != nil {
-		return
-	}
 	var b []byte
 	for i, q := range quantiles {
 		b = appendSample(b, family, nil, nil, "quantile", formatFloat(q), qvalues[i])

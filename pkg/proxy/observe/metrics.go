@@ -144,15 +144,7 @@ var durationBuckets = metric.ExponentialBuckets(10e-6, 4, 10)
 
 func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 	m := &metrics{}
-	for p := range nProtocols {
-		for src := range nSources {
-			m.duration[p][src] = metric.NewHistogram(durationBuckets)
-			for rc := range nAnswerRcodes {
-				m.answerDur[p][src][rc] = metric.NewPow2Histogram(answerDurationBuckets)
-			}
-		}
-		m.respSize[p] = metric.NewPow2Histogram(responseSizeBuckets)
-	}
+	m.makeHistograms()
 	fs := []metric.Family{{
 		Name:   "meshdns_dns_requests_total",
 		Help:   "DNS queries answered, by protocol, query type, response code and source of the answer.",
@@ -260,6 +252,20 @@ func newMetrics(reg metric.Registry, answers func() float64) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// makeHistograms makes every histogram series; the counters and the gauge
+// are ready as zero values.
+func (m *metrics) makeHistograms() {
+	for p := range nProtocols {
+		for src := range nSources {
+			m.duration[p][src] = metric.NewHistogram(durationBuckets)
+			for rc := range nAnswerRcodes {
+				m.answerDur[p][src][rc] = metric.NewPow2Histogram(answerDurationBuckets)
+			}
+		}
+		m.respSize[p] = metric.NewPow2Histogram(responseSizeBuckets)
+	}
 }
 
 // emitCount emits a counter's series once it has counted something.
