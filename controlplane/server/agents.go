@@ -118,6 +118,7 @@ func (s *Server) AgentView(namespace, pod string) *view.View {
 }
 
 func (s *Server) add(a *agent) {
+	s.roll.join(a, s.viewDropped)
 	s.mu.Lock()
 	s.agents[a] = struct{}{}
 	n := len(s.agents)
@@ -131,4 +132,19 @@ func (s *Server) remove(a *agent) {
 	n := len(s.agents)
 	s.mu.Unlock()
 	s.m.agents.Set(float64(n))
+	a.mu.Lock()
+	// A pod deleted, or one moving to its namespace's own view, will not
+	// report on this view: its canary slot is free at once.
+	final := a.stopped == errPodDeleted || a.sub.Rebind()
+	a.mu.Unlock()
+	if s.roll.leave(a, final) {
+		s.wakeGate(a.gate)
+	}
+}
+
+// viewDropped reports whether the store no longer serves v to new
+// agents: it dropped v (idle for its IdleTTL), or v's namespace is
+// served by another view now.
+func (s *Server) viewDropped(v *view.View) bool {
+	return s.cfg.Views.Lookup(v.Key()) != v
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/registry"
 	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/controlplane/view"
 	"github.com/meshdns/meshdns/internal/testkit/testenv"
 	"github.com/meshdns/meshdns/pkg/nametable"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // harness is a real control plane (registry, views, gRPC server on
@@ -36,6 +39,9 @@ type harnessOpts struct {
 	tls        *tls.Config
 	keepalive  time.Duration
 	admissions int
+	// idleTTL is how long the store keeps a view without agents; zero
+	// means the store's default.
+	idleTTL time.Duration
 	// server changes the server's configuration before New.
 	server func(*server.Config)
 }
@@ -50,7 +56,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views, err := view.New(view.Config{History: o.history, Registerer: prom})
+	views, err := view.New(view.Config{History: o.history, IdleTTL: o.idleTTL, Registerer: prom})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,3 +173,72 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func timeAfter5s() <-chan time.Time { return time.After(5 * time.Second) }
+
+// fleet drives test agents at once, as real agents answer on their own:
+// with a staged rollout, an agent held back gets a version only once
+// the canaries ACKed it, so a test reading agents one after the other
+// would wait on one that is held before it reads the canaries.
+type fleet struct {
+	t      testing.TB
+	agents []*cptest.Agent
+	dead   map[int]bool // agents whose stream the test ended: not waited on
+}
+
+// step waits for the next response of any agent (up to 10s) and returns
+// the agent's index.
+func (f *fleet) step() (int, *meshdnsv1.StreamNameTableResponse) {
+	f.t.Helper()
+	cases := make([]reflect.SelectCase, 0, len(f.agents)+1)
+	for i, a := range f.agents {
+		ch := reflect.ValueOf(a.Resps)
+		if f.dead[i] {
+			ch = reflect.ValueOf((chan *meshdnsv1.StreamNameTableResponse)(nil)) // never ready
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: ch})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(10 * time.Second))})
+	i, v, ok := reflect.Select(cases)
+	switch {
+	case i == len(f.agents):
+		f.t.Fatal("no agent got a response within 10s")
+	case !ok:
+		f.t.Fatalf("agent %d: stream ended: %v", i, <-f.agents[i].Errs)
+	}
+	return i, v.Interface().(*meshdnsv1.StreamNameTableResponse)
+}
+
+// run applies and ACKs every response until done holds (checked before
+// each wait), handing each to handle first: a response it takes (true)
+// is not applied nor ACKed.
+func (f *fleet) run(done func() bool, handle func(i int, r *meshdnsv1.StreamNameTableResponse) bool) {
+	f.t.Helper()
+	for !done() {
+		i, r := f.step()
+		if handle != nil && handle(i, r) {
+			continue
+		}
+		a := f.agents[i]
+		if err := a.Apply(r); err != nil {
+			f.t.Fatalf("agent %d: %v", i, err)
+		}
+		a.Ack(r)
+	}
+}
+
+// nextAll has every agent of as receive, apply and ACK one response, and
+// returns them in the order of as.
+func nextAll(t testing.TB, as ...*cptest.Agent) []*meshdnsv1.StreamNameTableResponse {
+	t.Helper()
+	f := &fleet{t: t, agents: as}
+	out := make([]*meshdnsv1.StreamNameTableResponse, len(as))
+	left := len(as)
+	f.run(func() bool { return left == 0 }, func(i int, r *meshdnsv1.StreamNameTableResponse) bool {
+		if out[i] != nil {
+			t.Fatalf("agent %d: a second response %q before the others got one", i, r.GetVersionInfo())
+		}
+		out[i] = r
+		left--
+		return false
+	})
+	return out
+}

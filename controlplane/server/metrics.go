@@ -18,6 +18,9 @@ type metrics struct {
 	holds       prometheus.Counter
 	crashNacks  *prometheus.CounterVec
 	quarantined prometheus.GaugeFunc
+	// rolloutHeld and canaryTimeouts are the staged rollout's (rollout.go).
+	rolloutHeld    prometheus.GaugeFunc
+	canaryTimeouts prometheus.Counter
 
 	settingsSent    prometheus.Counter
 	settingsChanges prometheus.Counter
@@ -43,7 +46,7 @@ func (m *metrics) push(kind string) (count, bytes prometheus.Counter) {
 // well under a second.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 
-func newMetrics(reg prometheus.Registerer, q *quarantine) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, q *quarantine, r *rollout) (*metrics, error) {
 	m := &metrics{
 		agents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshdns_controlplane_agents_connected",
@@ -87,6 +90,14 @@ func newMetrics(reg prometheus.Registerer, q *quarantine) (*metrics, error) {
 			Name: "meshdns_controlplane_quarantined_versions",
 			Help: "Views whose current table is quarantined: enough agents crashed running it that the others are held at the version before it (this replica's count).",
 		}, func() float64 { return float64(q.quarantined()) }),
+		rolloutHeld: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "meshdns_controlplane_rollout_held_versions",
+			Help: "Views whose current version went to their canaries and is held back from their other agents until every canary ACKed it (this replica's count).",
+		}, func() float64 { return float64(r.held()) }),
+		canaryTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshdns_controlplane_rollout_canary_timeouts_total",
+			Help: "Canaries whose stream ended before they ACKed a new version and that neither reconnected nor reported a crash within --canary-timeout; another agent took their place.",
+		}),
 		settingsSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "meshdns_controlplane_settings_sent_total",
 			Help: "Responses that carried an agent's settings (a full table with settings, or a delta whose settings differ from the agent's).",
@@ -108,7 +119,7 @@ func newMetrics(reg prometheus.Registerer, q *quarantine) (*metrics, error) {
 			Help: "gRPC connections closed as soon as accepted, by reason (total: the connection limit; peer: the limit of one IP address).",
 		}, []string{"reason"}),
 	}
-	if err := meshmetrics.RegisterAll(reg, "control plane server", []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.crashNacks, m.quarantined, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused}); err != nil {
+	if err := meshmetrics.RegisterAll(reg, "control plane server", []prometheus.Collector{m.agents, m.pushes, m.pushBytes, m.nacks, m.pushLatency, m.programming, m.streams, m.holds, m.crashNacks, m.quarantined, m.rolloutHeld, m.canaryTimeouts, m.settingsSent, m.settingsChanges, m.admissionWaiting, m.admissions, m.connsRefused}); err != nil {
 		return nil, err
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.

@@ -53,6 +53,11 @@ type quarantine struct {
 	// Server.mu (report counts a view's agents with mu held).
 	mu     sync.Mutex              // guards following
 	byView map[*view.View]*suspect // the view's current table, once reported
+
+	// gone reports whether a view is gone: no agent of this replica on
+	// it and the store no longer serves it (it drops views idle for its
+	// IdleTTL). Called with mu held; nil keeps every view.
+	gone func(*view.View) bool
 }
 
 // suspect is a view's table that agents reported crashing on.
@@ -144,11 +149,12 @@ func (q *quarantine) report(v *view.View, id, agent, reason string, agents func(
 	return &info
 }
 
-// pruneLocked forgets the suspects their view moved past: a later table
-// that differs lifts the quarantine.
+// pruneLocked forgets the suspects their view moved past (a later table
+// that differs lifts the quarantine) and those of views gone, which no
+// later table would ever lift.
 func (q *quarantine) pruneLocked() {
 	for v, sp := range q.byView {
-		if cur := v.Current(); cur == nil || cur.ID != sp.id {
+		if cur := v.Current(); cur == nil || cur.ID != sp.id || q.gone != nil && q.gone(v) {
 			if sp.quarantined {
 				q.active.Add(-1)
 			}
@@ -265,9 +271,9 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 	a.rejected = table
 	a.mu.Unlock()
 	v := a.sub.View()
-	agentKey := a.namespace + "/" + a.pod + "/" + a.claimedPod
 	count := func() int { return s.viewAgents()[v] }
-	if in := s.quar.report(v, table, agentKey, reason, count, s.cfg.Now()); in != nil {
+	if in := s.quar.report(v, table, agentKey(a), reason, count, s.cfg.Now()); in != nil {
+		s.roll.demote(v, in.Version, v.Previous())
 		log.Error("version quarantined: agents crashed running it; holding the others at the version before it",
 			"view", v.Key().String(), "version", in.Version, "reports", in.Reports, "threshold", in.Threshold,
 			"held_at", in.HeldAt, "err", reason)
@@ -277,12 +283,19 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 // targetLocked is the version a sender brings a to: the current version
 // of its view v, unless a was not sent it and it is quarantined, or a
 // reported crashing on it; then the version before it (which a keeps,
-// or gets a delta to). Called with a.mu held.
+// or gets a delta to). Either way no newer than the staged rollout
+// released to a (rollout.go). Called with a.mu held.
 func (s *Server) targetLocked(a *agent, v *view.View) *view.Version {
 	cur := v.Current()
 	if a.sentID == cur.ID {
 		return cur // sent before: the agent runs it, or crashes and reports
 	}
+	return s.roll.pass(a, s.keptLocked(a, v, cur))
+}
+
+// keptLocked is targetLocked before the rollout: cur, or the version
+// before it when cur is quarantined or a reported crashing on it.
+func (s *Server) keptLocked(a *agent, v *view.View, cur *view.Version) *view.Version {
 	if held := s.quar.heldAt(v, cur); held != nil {
 		return held
 	}

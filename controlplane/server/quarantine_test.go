@@ -48,7 +48,7 @@ func TestCrashReportsQuarantineVersion(t *testing.T) {
 	if r := early.Next(); r.GetVersionInfo() != v2 {
 		t.Fatalf("early agent got %q, want v2 %q", r.GetVersionInfo(), v2)
 	}
-	crashReports(t, h, 3, v1, v2)
+	crashed := crashReports(t, h, 3, v1, v2)
 	waitFor(t, "v2 quarantined", func() bool { return h.metric(t, "meshdns_controlplane_quarantined_versions") == 1 })
 	if got := h.metric(t, "meshdns_controlplane_crash_nacks_total", "blame", "table"); got != 3 {
 		t.Errorf("crash NACKs blaming the table = %v, want 3", got)
@@ -81,12 +81,13 @@ func TestCrashReportsQuarantineVersion(t *testing.T) {
 		t.Errorf("Quarantine() (-want +got):\n%s", diff)
 	}
 
-	// A later version lifts the quarantine and reaches everyone.
+	// A later version lifts the quarantine and reaches everyone (its
+	// canaries among them: every agent answers).
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("good.corp.example", "10.0.0.7"))
 	v3 := h.views.Lookup(viewKey("ns")).Current().ID
-	for name, a := range map[string]*cptest.Agent{"early": early, "fresh": fresh, "older": older} {
-		if r := a.Next(); r.GetVersionInfo() != v3 {
-			t.Errorf("%s agent was sent %q, want v3 %q", name, r.GetVersionInfo(), v3)
+	for i, r := range nextAll(t, append([]*cptest.Agent{early, fresh, older}, crashed...)...) {
+		if r.GetVersionInfo() != v3 {
+			t.Errorf("agent %d was sent %q, want v3 %q", i, r.GetVersionInfo(), v3)
 		}
 	}
 	// Lifted, not remembered: v2 coming back is sent again (and
@@ -101,9 +102,13 @@ func TestCrashReportsQuarantineVersion(t *testing.T) {
 }
 
 func TestCrashReportsBelowThreshold(t *testing.T) {
-	h, _, v1 := quarantineHarness(t)
+	h, early, v1 := quarantineHarness(t)
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
 	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+	// The early agent, its canary, applied it: released.
+	if r := early.Next(); r.GetVersionInfo() != v2 {
+		t.Fatalf("early agent was sent %q, want v2 %q", r.GetVersionInfo(), v2)
+	}
 	// The same pod reporting twice is one agent.
 	crashReports(t, h, 2, v1, v2)
 	crashReports(t, h, 1, v1, v2)
@@ -117,18 +122,28 @@ func TestCrashReportsBelowThreshold(t *testing.T) {
 }
 
 func TestAbortedNACKsQuarantineVersion(t *testing.T) {
-	h, _, v1 := quarantineHarness(t)
-	as := make([]*cptest.Agent, 3)
-	for i := range as {
-		as[i] = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("live-%d", i)})
-		as[i].Next()
+	h, early, v1 := quarantineHarness(t)
+	as := []*cptest.Agent{early}
+	for i := range 3 {
+		a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("live-%d", i)})
+		a.Next()
+		as = append(as, a)
 	}
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("bad.corp.example", "10.0.0.66"))
-	for _, a := range as {
-		r := a.Recv()
-		a.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: a.Version, ResponseNonce: r.GetNonce(),
-			ErrorDetail: &meshdnsv1.ErrorDetail{Code: 10, Message: "probation: serving loop panicked"}})
-	}
+	v2 := h.views.Lookup(viewKey("ns")).Current().ID
+	// Whoever is sent v2 (its canaries) dies running it and says so on
+	// its live stream.
+	fl, crashed := &fleet{t: t, agents: as}, 0
+	fl.run(func() bool { return crashed == 3 },
+		func(i int, r *meshdnsv1.StreamNameTableResponse) bool {
+			if r.GetVersionInfo() != v2 {
+				return false
+			}
+			crashed++
+			as[i].Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: as[i].Version, ResponseNonce: r.GetNonce(),
+				ErrorDetail: &meshdnsv1.ErrorDetail{Code: 10, Message: "probation: serving loop panicked"}})
+			return true
+		})
 	waitFor(t, "v2 quarantined", func() bool { return h.metric(t, "meshdns_controlplane_quarantined_versions") == 1 })
 	fresh := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: "fresh"})
 	if r := fresh.Next(); r.GetVersionInfo() != v1 {
@@ -136,14 +151,15 @@ func TestAbortedNACKsQuarantineVersion(t *testing.T) {
 	}
 	// The agents that crashed on v2 are not sent it again (as a full
 	// table after a NACKed delta): the next they get is v3, a delta
-	// from the v1 they kept.
+	// from the v1 they kept; nor is the one held at v1.
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("good.corp.example", "10.0.0.7"))
 	v3 := h.views.Lookup(viewKey("ns")).Current().ID
-	for i, a := range as {
-		r := a.Next()
+	for i, r := range nextAll(t, append(as, fresh)...) {
 		if got, want := [2]string{r.GetVersionInfo(), cptest.Kind(r)}, [2]string{v3, "delta"}; got != want {
-			t.Errorf("agent %d after its ABORTED NACK was sent %v, want %v", i, got, want)
+			t.Errorf("agent %d after the quarantine was sent %v, want %v", i, got, want)
 		}
+	}
+	for i, a := range as {
 		if _, bad := a.Table["bad.corp.example"]; bad {
 			t.Errorf("agent %d holds the name of v2", i)
 		}

@@ -125,6 +125,12 @@ type Config struct {
 	// means 0.01), counted by this replica.
 	QuarantineMinAgents int
 	QuarantineFraction  float64
+	// CanaryTimeout is how long a canary of a view's new version whose
+	// stream ended before it ACKed what it was sent holds the version
+	// back from the view's other agents, waiting for the pod to reconnect
+	// and report a crash (rollout.go); then another agent takes its
+	// place. Zero means 30s.
+	CanaryTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -151,6 +157,7 @@ type Server struct {
 	refusals *logLimit // of "agent stream refused" lines
 
 	quar *quarantine // tables agents reported crashing on
+	roll *rollout    // new versions to canaries first
 
 	gone *podsGone // streams by the pod their token is bound to; nil without Config.Pods
 
@@ -188,6 +195,7 @@ func New(cfg Config) (*Server, error) {
 	positiveOr(&cfg.MaxRequestBytes, 64<<10)
 	positiveOr(&cfg.QuarantineMinAgents, 3)
 	positiveOr(&cfg.QuarantineFraction, 0.01)
+	positiveOr(&cfg.CanaryTimeout, 30*time.Second)
 	if cfg.Settings == nil {
 		cfg.Settings = agentsettings.Compose()
 	}
@@ -195,17 +203,20 @@ func New(cfg Config) (*Server, error) {
 	log := deps.Logger(cfg.Logger)
 	reg := deps.Registerer(cfg.Registerer)
 	quar := newQuarantine(cfg.QuarantineMinAgents, cfg.QuarantineFraction)
-	m, err := newMetrics(reg, quar)
+	roll := newRollout(quar.threshold, cfg.CanaryTimeout, cfg.Now)
+	m, err := newMetrics(reg, quar, roll)
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, m: m, quar: quar, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
+	s := &Server{cfg: cfg, log: log, m: m, quar: quar, roll: roll, admit: newAdmission(cfg.MaxAdmissions, m), fan: newFanout(), agents: map[*agent]struct{}{},
 		auth:     cfg.Authenticator,
 		settings: cfg.Settings,
 		refusals: newLogLimit(refusalLogBurst, refusalLogWindow, cfg.Now),
 		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
 		limits: newLimits(cfg.MaxStreamsPerIdentity, cfg.ReconnectBurst, cfg.ReconnectRate,
 			cfg.MaxClusterDomains, registry.CanonicalHost(cfg.ClusterDomain))}
+	roll.expired, roll.timeouts = s.wakeGate, m.canaryTimeouts.Inc
+	quar.gone = func(v *view.View) bool { return roll.connected(v) == 0 && s.viewDropped(v) }
 	if cfg.Pods != nil {
 		s.gone = newPodsGone(cfg.Now)
 		cfg.Pods.OnDelete(s.podDeleted)

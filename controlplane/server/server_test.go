@@ -290,8 +290,8 @@ func TestMarshalOncePerView(t *testing.T) {
 	es := manyEntries(100)
 	es[5] = entry("e5.corp.example", "10.9.9.9")
 	h.publish(t, append(es, onlyB)...)
+	nextAll(t, agents...)
 	for _, a := range agents {
-		a.Next()
 		if got := a.IPs()["e5.corp.example"]; got != "10.9.9.9" {
 			t.Fatalf("e5 = %q", got)
 		}

@@ -70,6 +70,9 @@ type agent struct {
 	holds                         int
 	failing                       *FailingReport // the agent's last report (failing.go), or nil
 	rejected                      string         // the table the agent reported crashing on (quarantine.go), or ""
+	// gate is its view's staged rollout (rollout.go), set before the
+	// first send and never changed.
+	gate *gate
 }
 
 const (
@@ -448,6 +451,9 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 			a.mu.Unlock()
 			if known {
 				s.observeAck(f, a.connected, now)
+				if s.roll.acked(a, f.version) {
+					s.wakeGate(a.gate) // a canary's ACK released it
+				}
 			}
 			if wake {
 				s.wake(a)

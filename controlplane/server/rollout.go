@@ -1,0 +1,366 @@
+package server
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshdns/meshdns/controlplane/view"
+)
+
+// Staged rollout. Without it a new version of a view reaches every
+// connected agent within one fan-out, long before the first crash report
+// can come back, so quarantine (quarantine.go) would only protect the
+// agents that connect later. A gate per view sends a new version first to
+// a few canaries, as many as the quarantine's threshold for the view's
+// connected agents (min(threshold, connected)), and to the others only
+// once every canary has ACKed it: a version that kills every agent
+// reaches the threshold and no more, and the canaries' reports quarantine
+// it. A healthy version costs the others one canary round trip.
+//
+// The canaries of a round are the first agents a sender brings to a
+// version newer than the released one; the round lasts until the view's
+// current version is released, so versions published meanwhile go to the
+// same canaries. The others are held at the released version ("stable"):
+// the newest version every canary has ACKed. A newer version supersedes
+// a held one: the others go from what they hold straight to the newest
+// proven version, and no change is lost, as a version is a whole table.
+//
+// A canary's verdict is its ACK. A canary whose stream ends with a
+// version not ACKed may have died running it: its slot holds the others
+// until the same pod reconnects (and reports the crash, or ACKs) or
+// CanaryTimeout passes, after which another agent takes the slot. A
+// canary that leaves having ACKed what it was sent, or whose pod is
+// deleted, gives its slot up at once.
+
+// rollout keeps the gate of each view.
+type rollout struct {
+	threshold func(n int) int // the quarantine's, for n agents
+	timeout   time.Duration   // Config.CanaryTimeout
+	now       func() time.Time
+	// expired is called (from a timer) when a gone canary's slot may be
+	// given up; it wakes the view's agents if that released anything.
+	expired func(*gate)
+	// timeouts counts the canaries given up after timeout.
+	timeouts func()
+
+	mu     sync.Mutex // guards following; never held with an agent's mu
+	byView map[*view.View]*gate
+}
+
+// gate holds one view's new versions back from all but its canaries.
+type gate struct {
+	v *view.View
+	// stable is the newest version released to every agent of the view;
+	// read without mu on every send.
+	stable atomic.Pointer[view.Version]
+	// agents counts the view's connected agents.
+	agents atomic.Int32
+
+	mu       sync.Mutex // guards following. Lock order: an agent's mu, then mu
+	k        int        // canaries of the round; 0 between rounds
+	canaries []*canary  // the round's, by the order they were chosen
+	byAgent  map[*agent]*canary
+}
+
+// canary is one canary slot of a round.
+type canary struct {
+	key string // namespace/pod/claimedPod: a reconnecting pod takes its slot back
+	a   *agent // nil once its stream ended
+	// sent is the newest version sent to it as a canary, or nil; acks
+	// the versions it ACKed since, oldest first, the last maxAcks.
+	sent  *view.Version
+	acks  []*view.Version
+	timer *time.Timer // while gone with a version not ACKed
+}
+
+// maxAcks bounds the versions a canary's ACKs are kept of: as many as a
+// view's history, so a release looks no further back than a delta can.
+const maxAcks = 16
+
+// answered reports whether c ACKed everything it was sent.
+func (c *canary) answered() bool {
+	return c.sent == nil || len(c.acks) > 0 && c.acks[len(c.acks)-1].Seq >= c.sent.Seq
+}
+
+// ackedLocked reports whether c ACKed v itself.
+func (c *canary) ackedLocked(v *view.Version) bool {
+	for _, a := range c.acks {
+		if a.ID == v.ID && a.Seq == v.Seq {
+			return true
+		}
+	}
+	return false
+}
+
+func newRollout(threshold func(int) int, timeout time.Duration, now func() time.Time) *rollout {
+	return &rollout{threshold: threshold, timeout: timeout, now: now, byView: map[*view.View]*gate{}}
+}
+
+// agentKey names the pod a stream speaks for, across its reconnects.
+func agentKey(a *agent) string { return a.namespace + "/" + a.pod + "/" + a.claimedPod }
+
+// join attaches a to its view's gate, creating it with the view's current
+// version released, and gives a back the slot of a canary of the same pod
+// whose stream ended. gone reports whether a gate's view has been
+// dropped by the store. Called before a's first send.
+func (r *rollout) join(a *agent, gone func(*view.View) bool) {
+	v := a.sub.View()
+	r.mu.Lock()
+	g := r.byView[v]
+	if g == nil {
+		r.pruneLocked(gone)
+		g = &gate{v: v, byAgent: map[*agent]*canary{}}
+		g.stable.Store(v.Current())
+		r.byView[v] = g
+	}
+	g.agents.Add(1)
+	r.mu.Unlock()
+	a.gate = g
+
+	key := agentKey(a)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.canaries {
+		if c.a == nil && c.key == key {
+			c.a = a
+			g.byAgent[a] = c
+			if c.timer != nil {
+				c.timer.Stop()
+				c.timer = nil
+			}
+			return
+		}
+	}
+}
+
+// pruneLocked forgets the gates of views the store dropped.
+func (r *rollout) pruneLocked(gone func(*view.View) bool) {
+	for v, g := range r.byView {
+		if g.agents.Load() == 0 && gone(v) {
+			delete(r.byView, v)
+		}
+	}
+}
+
+// leave detaches a; final says the pod will not come back to this view
+// (deleted, or moved to another view). It reports
+// whether the view's agents must be looked at again: a version was
+// released or a canary slot freed.
+func (r *rollout) leave(a *agent, final bool) bool {
+	g := a.gate
+	if g == nil {
+		return false
+	}
+	g.agents.Add(-1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.byAgent[a]
+	if c == nil {
+		return false
+	}
+	delete(g.byAgent, a)
+	c.a = nil
+	if final || c.answered() {
+		g.dropLocked(c)
+		g.releaseLocked()
+		return true // a slot to fill, or a release
+	}
+	// It may have died running what it was sent: hold until it reports.
+	c.timer = time.AfterFunc(r.timeout, func() { r.expire(g, c) })
+	return false
+}
+
+// expire gives up c's slot if it is still gone.
+func (r *rollout) expire(g *gate, c *canary) {
+	g.mu.Lock()
+	if c.a != nil || !slices.Contains(g.canaries, c) {
+		g.mu.Unlock()
+		return
+	}
+	g.dropLocked(c)
+	g.releaseLocked()
+	g.mu.Unlock()
+	if r.timeouts != nil {
+		r.timeouts()
+	}
+	if r.expired != nil {
+		r.expired(g)
+	}
+}
+
+// dropLocked frees c's slot.
+func (g *gate) dropLocked(c *canary) {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	g.canaries = slices.DeleteFunc(g.canaries, func(o *canary) bool { return o == c })
+}
+
+// pass returns the version a may be sent instead of target: target when
+// it is released or a is (or now becomes) a canary, else the released
+// version. Called with a.mu held, on every send.
+func (r *rollout) pass(a *agent, target *view.Version) *view.Version {
+	g := a.gate
+	if g == nil {
+		return target
+	}
+	if st := g.stable.Load(); st == nil || target.Seq <= st.Seq {
+		return target // the common case: no lock
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.stable.Load()
+	if target.Seq <= st.Seq {
+		return target
+	}
+	c := g.byAgent[a]
+	if c == nil {
+		if g.k == 0 {
+			n := int(g.agents.Load())
+			g.k = max(1, min(r.threshold(n), n))
+		}
+		if len(g.canaries) >= g.k {
+			return st
+		}
+		c = &canary{key: agentKey(a), a: a}
+		g.canaries = append(g.canaries, c)
+		g.byAgent[a] = c
+	}
+	if c.sent == nil || target.Seq > c.sent.Seq {
+		c.sent = target
+	}
+	return target
+}
+
+// acked records that a applied ver and reports whether that released a
+// version to the view's other agents.
+func (r *rollout) acked(a *agent, ver *view.Version) bool {
+	g := a.gate
+	if g == nil {
+		return false
+	}
+	if st := g.stable.Load(); st == nil || st.ID == g.v.Current().ID {
+		return false // no round: nothing to prove
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.byAgent[a]
+	if c == nil {
+		return false
+	}
+	if n := len(c.acks); n == 0 || ver.Seq > c.acks[n-1].Seq {
+		if n == maxAcks {
+			c.acks = append(c.acks[:0], c.acks[1:]...)
+		}
+		c.acks = append(c.acks, ver)
+	}
+	return g.releaseLocked()
+}
+
+// releaseLocked releases the newest version every canary of the round
+// ACKed itself, once every slot of the round is taken; the round ends
+// when that is the view's current version. A canary that ran a later
+// version does not vouch for one it skipped (it may have crashed on it
+// and been sent the later one since). It reports whether it released one.
+func (g *gate) releaseLocked() bool {
+	// Agents that left since the round began free their slots: a view
+	// with fewer agents than slots releases once all of them ACKed.
+	if g.k == 0 || len(g.canaries) == 0 || len(g.canaries) < min(g.k, int(g.agents.Load())) {
+		return false
+	}
+	st := g.stable.Load()
+	first := g.canaries[0].acks
+	for i := len(first) - 1; i >= 0 && first[i].Seq > st.Seq; i-- {
+		v := first[i]
+		if !g.ackedByAllLocked(v) {
+			continue
+		}
+		g.stable.Store(v)
+		if v.ID == g.v.Current().ID {
+			g.endRoundLocked()
+		}
+		return true
+	}
+	return false
+}
+
+// ackedByAllLocked reports whether every canary ACKed v.
+func (g *gate) ackedByAllLocked(v *view.Version) bool {
+	for _, c := range g.canaries[1:] {
+		if !c.ackedLocked(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// endRoundLocked forgets the round's canaries.
+func (g *gate) endRoundLocked() {
+	for _, c := range g.canaries {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}
+	g.k, g.canaries = 0, nil
+	clear(g.byAgent)
+}
+
+// demote takes the released version of v back to good when it is bad (a
+// table just quarantined), so the agents held by a later round are held
+// at a version nobody crashed on.
+func (r *rollout) demote(v *view.View, bad string, good *view.Version) {
+	r.mu.Lock()
+	g := r.byView[v]
+	r.mu.Unlock()
+	if g == nil || good == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.stable.Load(); st != nil && st.ID == bad && good.Seq < st.Seq {
+		g.stable.Store(good)
+	}
+}
+
+// held counts the views whose current version is held back from all but
+// their canaries.
+func (r *rollout) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for v, g := range r.byView {
+		if st := g.stable.Load(); st != nil && st.ID != v.Current().ID {
+			n++
+		}
+	}
+	return n
+}
+
+// wakeGate has a sender look at every agent of g's view: a version was
+// released to them, or a canary slot is free.
+func (s *Server) wakeGate(g *gate) {
+	s.mu.Lock()
+	as := make([]*agent, 0, len(s.agents))
+	for a := range s.agents {
+		if a.gate == g {
+			as = append(as, a)
+		}
+	}
+	s.mu.Unlock()
+	for _, a := range as {
+		s.wake(a)
+	}
+}
+
+// connected counts v's connected agents.
+func (r *rollout) connected(v *view.View) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.byView[v]; g != nil {
+		return int(g.agents.Load())
+	}
+	return 0
+}
