@@ -98,6 +98,10 @@ type Config struct {
 	// quarantined (server.Config); zero means 3 and 0.01.
 	QuarantineMinAgents int
 	QuarantineFraction  float64
+	// CanaryTimeout is how long a canary that left without applying a
+	// new version holds it back from the other agents
+	// (server.Config.CanaryTimeout); zero means 30s.
+	CanaryTimeout time.Duration
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// SettingsParts fill each agent's settings (package agentsettings:
@@ -257,7 +261,7 @@ func New(cfg Config) (*ControlPlane, error) {
 	scfg := server.Config{
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
 		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: c.settings,
-		QuarantineMinAgents: cfg.QuarantineMinAgents, QuarantineFraction: cfg.QuarantineFraction,
+		QuarantineMinAgents: cfg.QuarantineMinAgents, QuarantineFraction: cfg.QuarantineFraction, CanaryTimeout: cfg.CanaryTimeout,
 		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}
 	if cfg.Pods != nil {
