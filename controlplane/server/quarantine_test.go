@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -196,5 +197,34 @@ func TestCrashReportsFractionOfView(t *testing.T) {
 	a.Recv()
 	if got := h.srv.Quarantine(); len(got) != 1 || !got[0].Quarantined || got[0].Reports != 2 {
 		t.Errorf("after 2 reports of 4 agents: %+v, want quarantined", got)
+	}
+}
+
+func TestQuarantineForgetsRemovedViews(t *testing.T) {
+	h := newHarness(t, harnessOpts{idleTTL: time.Millisecond, server: func(c *server.Config) { c.QuarantineMinAgents = 1 }})
+	onlyX := entry("x.corp.example", "10.0.0.1", "ns-x")
+	h.publish(t, onlyX)
+	key := viewKey("ns-x")
+	seed := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns-x", Pod: "seed"})
+	bad := seed.Next().GetVersionInfo()
+	// One report quarantines the view's table.
+	a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns-x", Pod: "crashed", Resume: "0000000000000000", Rejected: bad})
+	a.Recv()
+	waitFor(t, "quarantined", func() bool { return h.metric(t, "meshdns_controlplane_quarantined_versions") == 1 })
+	// The agents go, and with them (idle) the view.
+	seed.Close()
+	a.Close()
+	waitFor(t, "the agent gone", func() bool { return len(h.srv.Agents()) == 0 })
+	n := 0
+	waitFor(t, "the view removed", func() bool {
+		n++
+		h.publish(t, onlyX, entry(fmt.Sprintf("y%d.corp.example", n), "10.0.0.2", "ns-y"))
+		return h.views.Lookup(key) == nil
+	})
+	if got := h.srv.Quarantine(); len(got) != 0 {
+		t.Errorf("Quarantine() after the view was removed = %+v, want none", got)
+	}
+	if got := h.metric(t, "meshdns_controlplane_quarantined_versions"); got != 0 {
+		t.Errorf("quarantined versions after the view was removed = %v, want 0", got)
 	}
 }
