@@ -20,7 +20,7 @@ import (
 
 func init() {
 	cli.Register("status", cli.Command{
-		Summary: "list the agents connected to the control plane (every replica through the API server, or one with --admin-addr): acked vs current version, last NACK, injected pods not connected",
+		Summary: "list the agents connected to the control plane (every replica through the API server, or one with --admin-addr): acked vs current version, last NACK, injected pods not connected (with --kubeconfig, those in safe mode and why, read from their probe port through the API server)",
 		Run:     runStatus,
 	})
 }

@@ -52,6 +52,9 @@ type unsyncedPod struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	Reason    string `json:"reason"`
+	// SafeMode is its probe port's answer when its supervisor is in safe
+	// mode ("safe mode: <reason>"; statussafe.go).
+	SafeMode string `json:"safeMode,omitempty"`
 }
 
 // fleetOptions say where readFleet finds the replicas (fleetFlags) and
@@ -100,14 +103,36 @@ func readFleet(ctx context.Context, rc *rest.Config, o fleetOptions) (*fleetStat
 	if err != nil {
 		return nil, err
 	}
-	mergeFleet(fs, replicas.Items, agents, injected, o.namespace)
+	probes := probeSafeMode(ctx, k, unlisted(agents, injected))
+	mergeFleet(fs, replicas.Items, agents, injected, probes, o.namespace)
 	return fs, nil
 }
 
+// unlisted are the injected pods no replica lists whose agent container
+// runs: the ones whose supervisor may be in safe mode.
+func unlisted(agents [][]server.AgentInfo, injected []corev1.Pod) []*corev1.Pod {
+	listed := map[string]bool{}
+	for _, as := range agents {
+		for _, a := range as {
+			listed[a.Namespace+"/"+a.Pod] = true
+		}
+	}
+	var out []*corev1.Pod
+	for i := range injected {
+		p := &injected[i]
+		if !listed[p.Namespace+"/"+p.Name] && agentRunning(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // mergeFleet fills fs's agents (each with its replica) and unsynced pods
-// from what each replica listed (agents[i] is replicas[i]'s) and the
-// injected pods; fs.Replicas is already filled, with the read errors.
-func mergeFleet(fs *fleetStatus, replicas []corev1.Pod, agents [][]server.AgentInfo, injected []corev1.Pod, namespace string) {
+// from what each replica listed (agents[i] is replicas[i]'s), the
+// injected pods and what the probe ports of those not listed said (by
+// namespace/name); fs.Replicas is already filled, with the read errors.
+func mergeFleet(fs *fleetStatus, replicas []corev1.Pod, agents [][]server.AgentInfo, injected []corev1.Pod,
+	probes map[string]probeOutcome, namespace string) {
 	connected := map[string]fleetAgent{} // namespace/pod -> the agent, any replica
 	for i, as := range agents {
 		for _, a := range as {
@@ -133,19 +158,25 @@ func mergeFleet(fs *fleetStatus, replicas []corev1.Pod, agents [][]server.AgentI
 	for i := range injected {
 		p := &injected[i]
 		a, ok := connected[p.Namespace+"/"+p.Name]
+		probe, probed := probes[p.Namespace+"/"+p.Name]
 		var reason string
 		switch {
 		case ok && syncState(a.AgentInfo) == "NACKED":
 			reason = "connected to " + a.Replica + " but NACKing: " + short(a.LastNack, 120)
 		case ok:
 			continue
+		case probe.SafeMode != "":
+			reason = safeModeReason(probe, probed)
 		default:
-			reason = whyNotConnected(p)
+			reason = whyNotConnected(p, probed && probe.Err == nil)
 			if len(unreachable) > 0 {
 				reason += " (or connected to " + strings.Join(unreachable, ", ") + ", which could not be read)"
 			}
+			if why := safeModeReason(probe, probed); why != "" {
+				reason += "; " + why
+			}
 		}
-		fs.Unsynced = append(fs.Unsynced, unsyncedPod{Namespace: p.Namespace, Pod: p.Name, Reason: reason})
+		fs.Unsynced = append(fs.Unsynced, unsyncedPod{Namespace: p.Namespace, Pod: p.Name, Reason: reason, SafeMode: probe.SafeMode})
 	}
 	if namespace != "" {
 		kept := fs.Agents[:0]
@@ -227,8 +258,9 @@ func injectedPods(ctx context.Context, k *kubeREST, namespace string) ([]corev1.
 }
 
 // whyNotConnected says what the pod's status tells about an agent no
-// replica lists.
-func whyNotConnected(p *corev1.Pod) string {
+// replica lists; probed says its probe port was read, and did not say
+// safe mode.
+func whyNotConnected(p *corev1.Pod, probed bool) string {
 	switch {
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
 		return "pod " + string(p.Status.Phase) + ": the agent has stopped"
@@ -255,6 +287,9 @@ func whyNotConnected(p *corev1.Pod) string {
 	}
 	// A supervisor in safe mode (the agent crash-looping) also reports
 	// ready while it forwards; only its probe port tells which.
+	if probed {
+		return "agent ready but no stream to any replica: it serves its last table and is reconnecting"
+	}
 	return "agent ready but no stream to any replica: it serves its last table and is reconnecting, or its supervisor is in safe mode (its probe port's /healthz/ready says which)"
 }
 

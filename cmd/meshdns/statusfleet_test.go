@@ -61,7 +61,7 @@ func TestWhyNotConnected(t *testing.T) {
 		{name: "ready", pod: pod("n1", corev1.PodRunning, &corev1.ContainerStatus{Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), want: "no stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := whyNotConnected(tc.pod); !strings.Contains(got, tc.want) {
+			if got := whyNotConnected(tc.pod, false); !strings.Contains(got, tc.want) {
 				t.Errorf("whyNotConnected = %q, want it to say %q", got, tc.want)
 			}
 		})
@@ -88,7 +88,7 @@ func TestMergeFleet(t *testing.T) {
 	injected := []corev1.Pod{pod("shop", "web"), pod("shop", "nack"), pod("shop", "moved"), pod("shop", "lost"), pod("other", "db")}
 
 	fs := &fleetStatus{Replicas: []replicaStatus{{Pod: "cp-a"}, {Pod: "cp-b"}, {Pod: "cp-c", Error: "port-forward: refused"}}}
-	mergeFleet(fs, replicas, agents, injected, "")
+	mergeFleet(fs, replicas, agents, injected, nil, "")
 	var got []string
 	for _, a := range fs.Agents {
 		got = append(got, a.Namespace+"/"+a.Pod+"@"+a.Replica)
@@ -107,7 +107,7 @@ func TestMergeFleet(t *testing.T) {
 	}
 
 	fs = &fleetStatus{Replicas: []replicaStatus{{Pod: "cp-a"}, {Pod: "cp-b"}, {Pod: "cp-c"}}}
-	mergeFleet(fs, replicas, agents, injected, "other")
+	mergeFleet(fs, replicas, agents, injected, nil, "other")
 	if len(fs.Agents) != 1 || fs.Agents[0].Pod != "db" {
 		t.Errorf("--namespace other: agents %+v", fs.Agents)
 	}
