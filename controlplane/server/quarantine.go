@@ -56,7 +56,9 @@ type quarantine struct {
 
 	// gone reports whether a view is gone: no agent of this replica on
 	// it and the store no longer serves it (it drops views idle for its
-	// IdleTTL). Called with mu held; nil keeps every view.
+	// IdleTTL). Called without mu: it takes the store's lock, which is
+	// held while agents are woken (whose senders take mu); nil keeps
+	// every view.
 	gone func(*view.View) bool
 }
 
@@ -110,12 +112,24 @@ func (q *quarantine) heldAt(v *view.View, cur *view.Version) *view.Version {
 	return nil
 }
 
+// isQuarantined reports whether table id of v is quarantined now.
+func (q *quarantine) isQuarantined(v *view.View, id string) bool {
+	if q.active.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	sp := q.byView[v]
+	return sp != nil && sp.quarantined && sp.id == id
+}
+
 // report records that agent (namespace/pod) crashed running table id of
 // v; agents counts the view's agents, asked only when the reports reach
 // the minimum (a reconnect storm of reports must not count every stream
 // for each). It returns the suspect's state when this report quarantined
 // it, else nil.
 func (q *quarantine) report(v *view.View, id, agent, reason string, agents func() int, now time.Time) *QuarantineInfo {
+	q.pruneGone()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pruneLocked()
@@ -149,12 +163,38 @@ func (q *quarantine) report(v *view.View, id, agent, reason string, agents func(
 	return &info
 }
 
-// pruneLocked forgets the suspects their view moved past (a later table
-// that differs lifts the quarantine) and those of views gone, which no
-// later table would ever lift.
+// pruneGone forgets the suspects of views gone, which no later table
+// would ever lift. Called without mu.
+func (q *quarantine) pruneGone() {
+	if q.gone == nil {
+		return
+	}
+	q.mu.Lock()
+	views := make([]*view.View, 0, len(q.byView))
+	for v := range q.byView {
+		views = append(views, v)
+	}
+	q.mu.Unlock()
+	for _, v := range views {
+		if !q.gone(v) {
+			continue
+		}
+		q.mu.Lock()
+		if sp := q.byView[v]; sp != nil {
+			if sp.quarantined {
+				q.active.Add(-1)
+			}
+			delete(q.byView, v)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// pruneLocked forgets the suspects their view moved past: a later table
+// that differs lifts the quarantine.
 func (q *quarantine) pruneLocked() {
 	for v, sp := range q.byView {
-		if cur := v.Current(); cur == nil || cur.ID != sp.id || q.gone != nil && q.gone(v) {
+		if cur := v.Current(); cur == nil || cur.ID != sp.id {
 			if sp.quarantined {
 				q.active.Add(-1)
 			}
@@ -166,6 +206,7 @@ func (q *quarantine) pruneLocked() {
 // list describes the suspects of the views' current tables; counts maps
 // each view to its agents.
 func (q *quarantine) list(counts map[*view.View]int) []QuarantineInfo {
+	q.pruneGone()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pruneLocked()
@@ -184,6 +225,7 @@ func (q *quarantine) list(counts map[*view.View]int) []QuarantineInfo {
 
 // quarantined counts the quarantined tables that are still current.
 func (q *quarantine) quarantined() int {
+	q.pruneGone()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pruneLocked()

@@ -38,14 +38,18 @@ import (
 type rollout struct {
 	threshold func(n int) int // the quarantine's, for n agents
 	timeout   time.Duration   // Config.CanaryTimeout
-	now       func() time.Time
 	// expired is called (from a timer) when a gone canary's slot may be
 	// given up; it wakes the view's agents if that released anything.
 	expired func(*gate)
 	// timeouts counts the canaries given up after timeout.
 	timeouts func()
+	// quarantined reports whether table id of v is quarantined: a late
+	// ACK of a canary must not release it. Called with a gate's mu held.
+	quarantined func(v *view.View, id string) bool
 
-	mu     sync.Mutex // guards following; never held with an agent's mu
+	// mu guards following. Lock order: quarantine.mu, then mu; never
+	// held with a gate's mu nor while asking the store.
+	mu     sync.Mutex
 	byView map[*view.View]*gate
 }
 
@@ -58,7 +62,10 @@ type gate struct {
 	// agents counts the view's connected agents.
 	agents atomic.Int32
 
-	mu       sync.Mutex // guards following. Lock order: an agent's mu, then mu
+	// quarantined is rollout.quarantined.
+	quarantined func(v *view.View, id string) bool
+
+	mu       sync.Mutex // guards following. Lock order: an agent's mu, then mu, then quarantine.mu
 	k        int        // canaries of the round; 0 between rounds
 	canaries []*canary  // the round's, by the order they were chosen
 	byAgent  map[*agent]*canary
@@ -68,6 +75,10 @@ type gate struct {
 type canary struct {
 	key string // namespace/pod/claimedPod: a reconnecting pod takes its slot back
 	a   *agent // nil once its stream ended
+	// next is a newer stream of the same pod, opened before a's ended
+	// (an agent restarted faster than its old connection was seen
+	// closing), or nil: it takes the slot when a's stream ends.
+	next *agent
 	// sent is the newest version sent to it as a canary, or nil; acks
 	// the versions it ACKed since, oldest first, the last maxAcks.
 	sent  *view.Version
@@ -94,8 +105,8 @@ func (c *canary) ackedLocked(v *view.Version) bool {
 	return false
 }
 
-func newRollout(threshold func(int) int, timeout time.Duration, now func() time.Time) *rollout {
-	return &rollout{threshold: threshold, timeout: timeout, now: now, byView: map[*view.View]*gate{}}
+func newRollout(threshold func(int) int, timeout time.Duration) *rollout {
+	return &rollout{threshold: threshold, timeout: timeout, byView: map[*view.View]*gate{}}
 }
 
 // agentKey names the pod a stream speaks for, across its reconnects.
@@ -110,8 +121,13 @@ func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 	r.mu.Lock()
 	g := r.byView[v]
 	if g == nil {
-		r.pruneLocked(gone)
-		g = &gate{v: v, byAgent: map[*agent]*canary{}}
+		r.mu.Unlock()
+		r.prune(gone) // a new view: a good time to forget the old ones
+		r.mu.Lock()
+		g = r.byView[v]
+	}
+	if g == nil {
+		g = &gate{v: v, byAgent: map[*agent]*canary{}, quarantined: r.quarantined}
 		g.stable.Store(v.Current())
 		r.byView[v] = g
 	}
@@ -123,7 +139,9 @@ func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, c := range g.canaries {
-		if c.a == nil && c.key == key {
+		switch {
+		case c.key != key:
+		case c.a == nil:
 			c.a = a
 			g.byAgent[a] = c
 			if c.timer != nil {
@@ -131,16 +149,33 @@ func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 				c.timer = nil
 			}
 			return
+		default:
+			c.next = a
+			return
 		}
 	}
 }
 
-// pruneLocked forgets the gates of views the store dropped.
-func (r *rollout) pruneLocked(gone func(*view.View) bool) {
+// prune forgets the gates of views without agents that the store
+// dropped. gone takes the store's lock, so it is asked without mu.
+func (r *rollout) prune(gone func(*view.View) bool) {
+	r.mu.Lock()
+	var idle []*view.View
 	for v, g := range r.byView {
-		if g.agents.Load() == 0 && gone(v) {
+		if g.agents.Load() == 0 {
+			idle = append(idle, v)
+		}
+	}
+	r.mu.Unlock()
+	for _, v := range idle {
+		if !gone(v) {
+			continue
+		}
+		r.mu.Lock()
+		if g := r.byView[v]; g != nil && g.agents.Load() == 0 {
 			delete(r.byView, v)
 		}
+		r.mu.Unlock()
 	}
 }
 
@@ -158,10 +193,23 @@ func (r *rollout) leave(a *agent, final bool) bool {
 	defer g.mu.Unlock()
 	c := g.byAgent[a]
 	if c == nil {
-		return false
+		for _, c := range g.canaries {
+			if c.next == a {
+				c.next = nil
+			}
+		}
+		// One agent fewer may leave fewer slots to fill than were.
+		return g.releaseLocked()
 	}
 	delete(g.byAgent, a)
 	c.a = nil
+	if n := c.next; n != nil {
+		// The pod's newer stream carries on; it was held as any other
+		// agent until now, so it must be looked at again.
+		c.a, c.next = n, nil
+		g.byAgent[n] = c
+		return true
+	}
 	if final || c.answered() {
 		g.dropLocked(c)
 		g.releaseLocked()
@@ -275,7 +323,7 @@ func (g *gate) releaseLocked() bool {
 	first := g.canaries[0].acks
 	for i := len(first) - 1; i >= 0 && first[i].Seq > st.Seq; i-- {
 		v := first[i]
-		if !g.ackedByAllLocked(v) {
+		if !g.ackedByAllLocked(v) || g.quarantined != nil && g.quarantined(g.v, v.ID) {
 			continue
 		}
 		g.stable.Store(v)

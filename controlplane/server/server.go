@@ -203,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 	log := deps.Logger(cfg.Logger)
 	reg := deps.Registerer(cfg.Registerer)
 	quar := newQuarantine(cfg.QuarantineMinAgents, cfg.QuarantineFraction)
-	roll := newRollout(quar.threshold, cfg.CanaryTimeout, cfg.Now)
+	roll := newRollout(quar.threshold, cfg.CanaryTimeout)
 	m, err := newMetrics(reg, quar, roll)
 	if err != nil {
 		return nil, fmt.Errorf("server metrics: %w", err)
@@ -215,7 +215,7 @@ func New(cfg Config) (*Server, error) {
 		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
 		limits: newLimits(cfg.MaxStreamsPerIdentity, cfg.ReconnectBurst, cfg.ReconnectRate,
 			cfg.MaxClusterDomains, registry.CanonicalHost(cfg.ClusterDomain))}
-	roll.expired, roll.timeouts = s.wakeGate, m.canaryTimeouts.Inc
+	roll.expired, roll.timeouts, roll.quarantined = s.wakeGate, m.canaryTimeouts.Inc, quar.isQuarantined
 	quar.gone = func(v *view.View) bool { return roll.connected(v) == 0 && s.viewDropped(v) }
 	if cfg.Pods != nil {
 		s.gone = newPodsGone(cfg.Now)
