@@ -76,8 +76,11 @@ func TestStatusFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := lostAgentPod(t, ctx, e, "lost")
-	testenv.Eventually(t, "the apps' agents ready and the lost pod's agent running unready", 3*time.Minute, func() bool {
-		for _, name := range append(slices.Clone(apps), lost) {
+	// One whose agent dies at every start: its supervisor forwards the
+	// pod's queries in safe mode, and reports ready.
+	crashy := crashingAgentPod(t, ctx, e, "crashy")
+	testenv.Eventually(t, "the apps' agents ready (and the crashing one's supervisor) and the lost pod's agent running unready", 3*time.Minute, func() bool {
+		for _, name := range append(slices.Clone(apps), lost, crashy) {
 			p, err := cs.CoreV1().Pods("demo").Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false
@@ -100,10 +103,6 @@ func TestStatusFleet(t *testing.T) {
 		}
 		return out, err
 	}
-	out, err := status("--output", "json")
-	if err != nil {
-		t.Fatalf("meshdns status --kubeconfig: %v\n%s", err, out)
-	}
 	var got struct {
 		Replicas []struct {
 			Pod, Phase, Error string
@@ -112,11 +111,27 @@ func TestStatusFleet(t *testing.T) {
 		Agents []struct {
 			Namespace, Pod, Replica, Acked, View string
 		}
-		Unsynced []struct{ Namespace, Pod, Reason string }
+		Unsynced []struct{ Namespace, Pod, Reason, SafeMode string }
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("status --output json: %v\n%s", err, out)
-	}
+	// The crashing pod's supervisor hands its probe port to each new try
+	// of the agent for a moment: read until status caught it in safe mode.
+	testenv.Eventually(t, "status showing the crashing pod in safe mode", 2*time.Minute, func() bool {
+		out, err := status("--output", "json")
+		if err != nil {
+			t.Fatalf("meshdns status --kubeconfig: %v\n%s", err, out)
+		}
+		got.Replicas, got.Agents, got.Unsynced = nil, nil, nil
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("status --output json: %v\n%s", err, out)
+		}
+		for _, u := range got.Unsynced {
+			if u.Pod == crashy && u.SafeMode != "" {
+				return true
+			}
+		}
+		t.Logf("not yet in safe mode: %+v", got.Unsynced)
+		return false
+	})
 	if len(got.Replicas) != 2 {
 		t.Fatalf("replicas %+v, want the two control plane pods", got.Replicas)
 	}
@@ -140,9 +155,11 @@ func TestStatusFleet(t *testing.T) {
 	for _, u := range got.Unsynced {
 		reasons[u.Namespace+"/"+u.Pod] = u.Reason
 	}
-	if len(reasons) != 2 || !strings.Contains(reasons["demo/unscheduled"], "not scheduled") ||
-		!strings.Contains(reasons["demo/"+lost], "not ready") {
-		t.Errorf("injected pods not connected: %v, want demo/unscheduled (not scheduled) and demo/%s (agent not ready)", reasons, lost)
+	if len(reasons) != 3 || !strings.Contains(reasons["demo/unscheduled"], "not scheduled") ||
+		!strings.Contains(reasons["demo/"+lost], "not ready") ||
+		!strings.Contains(reasons["demo/"+crashy], "agent in safe mode: the agent crashed ") {
+		t.Errorf("injected pods not connected: %v, want demo/unscheduled (not scheduled), demo/%s (agent not ready) and demo/%s (safe mode, read from its probe port through the API server)",
+			reasons, lost, crashy)
 	}
 	table, err := status()
 	if err != nil {
@@ -165,7 +182,7 @@ func TestStatusFleet(t *testing.T) {
 		p, err := cs.CoreV1().Pods("meshdns-system").Get(ctx, broken.Name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
 	})
-	out, err = status()
+	out, err := status()
 	t.Logf("meshdns status --kubeconfig with an unreadable replica (%v):\n%s", err, out)
 	if err == nil || !strings.Contains(err.Error(), "could not read the agents of 1 of 3 replicas") {
 		t.Errorf("status with an unreadable replica: err %v, want exit 1 naming it", err)
@@ -294,6 +311,40 @@ func lostAgentPod(t *testing.T, ctx context.Context, e *env, name string) string
 	}
 	if !changed {
 		t.Fatalf("no --control-plane in the injected agent: %+v", p.Spec.InitContainers)
+	}
+	p.ResourceVersion, p.UID, p.CreationTimestamp = "", "", metav1.Time{}
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels["meshdns.io/inject"] = "false"
+	if _, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// crashingAgentPod creates the webhook's injection of an app pod with
+// its agent's admin address on its probe port: the agent dies at every
+// start (the second listener on the port fails) while its supervisor,
+// which listens on the probe port only in safe mode, stays up. After
+// three quick crashes the supervisor forwards the pod's queries in safe
+// mode.
+func crashingAgentPod(t *testing.T, ctx context.Context, e *env, name string) string {
+	t.Helper()
+	p, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, appPod(name, []string{"web.demo"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		if c.Name == webhook.AgentContainerName && c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+			port := c.ReadinessProbe.HTTPGet.Port.IntValue()
+			c.Args, changed = append(c.Args, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", port)), port > 0
+		}
+	}
+	if !changed {
+		t.Fatalf("no agent with a readiness probe port in the injection: %+v", p.Spec.InitContainers)
 	}
 	p.ResourceVersion, p.UID, p.CreationTimestamp = "", "", metav1.Time{}
 	if p.Labels == nil {
