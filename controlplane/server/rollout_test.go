@@ -207,3 +207,26 @@ func TestRolloutNewerVersionSupersedesHeld(t *testing.T) {
 		t.Fatal("v2 and v3 are the same version")
 	}
 }
+
+func TestRolloutCanaryReconnectsBeforeItsStreamEnds(t *testing.T) {
+	h, f, v1 := rolloutHarness(t, time.Hour)
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
+	v2 := h.current(t)
+	// The first canary's pod opens a new stream (its agent restarted)
+	// before its old one is seen ending: the new stream takes the slot.
+	moved := false
+	f.run(func() bool { return moved }, func(i int, r *meshdnsv1.StreamNameTableResponse) bool {
+		if r.GetVersionInfo() != v2 {
+			t.Fatalf("agent %d was sent %q, want only v2 %q (to the canaries)", i, r.GetVersionInfo(), v2)
+		}
+		old := f.agents[i]
+		f.agents[i] = cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("p%d", i), Resume: v1})
+		if got := f.agents[i].Next().GetVersionInfo(); got != v1 {
+			t.Fatalf("the canary's new stream was first sent %q, want v1 %q (held as any other)", got, v1)
+		}
+		old.Close()
+		moved = true
+		return true
+	})
+	f.run(f.holdAll(v2), nil)
+}
