@@ -47,8 +47,9 @@ type rollout struct {
 	// ACK of a canary must not release it. Called with a gate's mu held.
 	quarantined func(v *view.View, id string) bool
 
-	// mu guards following. Lock order: quarantine.mu, then mu; never
-	// held with a gate's mu nor while asking the store.
+	// mu guards following; nothing else is locked while it is held (a
+	// gate's mu is taken after it is released, the store is asked
+	// without it).
 	mu     sync.Mutex
 	byView map[*view.View]*gate
 }
@@ -374,13 +375,13 @@ func (r *rollout) demote(v *view.View, bad string, good *view.Version) {
 }
 
 // held counts the views whose current version is held back from all but
-// their canaries.
+// their canaries (a view without agents holds nobody).
 func (r *rollout) held() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for v, g := range r.byView {
-		if st := g.stable.Load(); st != nil && st.ID != v.Current().ID {
+		if st := g.stable.Load(); st != nil && st.ID != v.Current().ID && g.agents.Load() > 0 {
 			n++
 		}
 	}
