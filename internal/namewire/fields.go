@@ -3,9 +3,8 @@ package namewire
 // Field numbers of meshdns.v1 (proto/meshdns/v1/*.proto): the one place
 // they are written down for the code that reads and writes the protocol
 // on protowire instead of the generated code, which is this package. Those
-// still used outside it are exported: the safe mode's reader of a state
-// file's settings (cmd/internal/safemode) seeks them, and the tests of both
-// sides and the drift test name them. TestDescriptorDrift checks every
+// still used outside it are exported: the tests of both sides and the drift
+// test name them. TestDescriptorDrift checks every
 // field of the generated descriptors against what this package decodes and
 // encodes.
 const (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,30 +23,106 @@ func FileTable(path string) RawTable {
 			return err
 		}
 		defer f.Close()
-		r := &pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}
-		for {
-			num, typ, err := r.tag()
-			if errors.Is(err, io.EOF) {
-				return ErrNoTable
+		t, err := (&pbReader{r: bufio.NewReaderSize(f, 32<<10), left: -1}).seekTable()
+		if err != nil {
+			return err
+		}
+		return t.eachName(name, zone)
+	}
+}
+
+// maxFileSettings bounds the settings FileSettings reads: a policy of
+// thousands of rules is far below it; anything larger is a damaged file.
+const maxFileSettings = 16 << 20
+
+// FileSettings reads the settings of the table inside a file holding a
+// StreamNameTableResponse (the agent's state file), strictly (see
+// AgentSettings), as a restore of the file finds them (FileVersion, then
+// Shape.TableSettings): nil when the table has none, ErrNoTable when the
+// file holds no table, an error when the table is not well formed. It
+// reads the file once through a 4 KB buffer and keeps the settings only:
+// the names are skipped where they lie, never decoded nor held, so the
+// settings of a 100,000-name table cost a process (the supervisor's safe
+// mode) a few kilobytes besides the settings themselves.
+func FileSettings(path string) (*AgentSettings, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := (&pbReader{r: bufio.NewReaderSize(f, 4<<10), left: -1}).seekTable()
+	if err != nil {
+		return nil, err
+	}
+	settings, err := t.settingsFields()
+	if err != nil {
+		return nil, fmt.Errorf("name table, %d bytes from its end: %w", t.left, err)
+	}
+	return TableSettings(settings)
+}
+
+// seekTable reads the fields of a StreamNameTableResponse up to its full
+// table and returns a reader of that table's fields.
+func (p *pbReader) seekTable() (*pbReader, error) {
+	for {
+		num, typ, err := p.tag()
+		if errors.Is(err, io.EOF) {
+			return nil, ErrNoTable
+		}
+		if err != nil {
+			return nil, err
+		}
+		if num != FieldResponseFull || typ != protowire.BytesType {
+			if err := p.skip(typ); err != nil {
+				return nil, err
 			}
-			if err != nil {
-				return err
+			continue
+		}
+		n, err := p.varint()
+		if err != nil {
+			return nil, err
+		}
+		if n > math.MaxInt64 {
+			// No file holds it; as an int64 it would read as "to the
+			// end of the file".
+			return nil, errTruncated
+		}
+		// A repeated table would be merged by proto; the agent never
+		// writes one twice, so the first is the table.
+		return &pbReader{r: p.r, left: int64(n)}, nil
+	}
+}
+
+// settingsFields reads a NameTable to its end, checking each field as
+// copyTable does, and returns its settings fields (tags and lengths
+// included): a NameTable of them alone, for TableSettings.
+func (p *pbReader) settingsFields() ([]byte, error) {
+	var b []byte
+	for p.left > 0 {
+		size, num, typ, err := p.peekField()
+		if err != nil {
+			return nil, err
+		}
+		if num != FieldNameTableSettings || typ != protowire.BytesType {
+			if err := p.discard(uint64(size)); err != nil {
+				return nil, err
 			}
-			if num != FieldResponseFull || typ != protowire.BytesType {
-				if err := r.skip(typ); err != nil {
-					return err
-				}
-				continue
-			}
-			n, err := r.varint()
-			if err != nil {
-				return err
-			}
-			// A repeated table would be merged by proto; the agent never
-			// writes one twice, so the first is the table.
-			return (&pbReader{r: r.r, left: int64(n)}).eachName(name, zone)
+			continue
+		}
+		if len(b)+size > maxFileSettings {
+			return nil, fmt.Errorf("settings of more than %d bytes", maxFileSettings)
+		}
+		v, err := p.take(uint64(size))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = v // one field, the common case: not copied again
+		} else {
+			b = append(b, v...)
 		}
 	}
+	return b, nil
 }
 
 // FileVersion reads the version of the StreamNameTableResponse in the
@@ -123,7 +200,7 @@ func (p *pbReader) tag() (protowire.Number, protowire.Type, error) {
 		return 0, 0, err
 	}
 	num, typ := protowire.DecodeTag(v)
-	if num < protowire.MinValidNumber {
+	if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
 		return 0, 0, fmt.Errorf("bad field number %d", num)
 	}
 	return num, typ, nil
@@ -152,6 +229,9 @@ func (p *pbReader) varint() (uint64, error) {
 		c, err := p.byte()
 		if err != nil {
 			return 0, err
+		}
+		if i == 9 && c > 1 {
+			break // bits past the 64th, which proto refuses
 		}
 		v |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {

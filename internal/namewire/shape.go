@@ -96,6 +96,9 @@ func (p *pbReader) peekField() (size int, num protowire.Number, typ protowire.Ty
 	if m < 0 {
 		return 0, 0, 0, fmt.Errorf("field tag: %w", protowire.ParseError(m))
 	}
+	if num > protowire.MaxValidNumber {
+		return 0, 0, 0, fmt.Errorf("field number %d out of range", num)
+	}
 	var v int
 	switch typ {
 	case protowire.VarintType:
