@@ -122,7 +122,7 @@ var onlyImports = []struct {
 // wireOwned lists layers that read and write meshdns.v1 only through
 // internal/namewire, the format's one codec for both sides: their non-test
 // code does not import protowire itself.
-var wireOwned = []string{"agent", "controlplane", testkit + "/loadagent"}
+var wireOwned = []string{"agent", "controlplane", "cmd", testkit + "/loadagent"}
 
 const wireWhy = "meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"
 

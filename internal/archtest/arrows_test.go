@@ -126,6 +126,11 @@ func TestViolations(t *testing.T) {
 			want: []string{"controlplane/server imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
 		},
 		{
+			name: "safe mode reading the state file with protowire itself",
+			pkgs: []Package{{ImportPath: m + "cmd/internal/safemode", Imports: []string{"google.golang.org/protobuf/encoding/protowire", m + "internal/namewire"}}},
+			want: []string{"cmd/internal/safemode imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},
+		},
+		{
 			name: "load agent reading responses with protowire itself",
 			pkgs: []Package{{ImportPath: m + "internal/testkit/loadagent", Imports: []string{"google.golang.org/protobuf/encoding/protowire"}}},
 			want: []string{"internal/testkit/loadagent imports google.golang.org/protobuf/encoding/protowire: meshdns.v1 is encoded and decoded in internal/namewire only, fuzzed there against the generated code"},

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshdns/meshdns/internal/namewire"
 	"github.com/meshdns/meshdns/internal/testkit/testenv"
@@ -83,10 +82,7 @@ func writeState(t testing.TB, dir string, s *namewire.AgentSettings) {
 	t.Helper()
 	table := namewire.AppendEntry(nil, "web.demo.svc.cluster.local", nil)
 	table = namewire.AppendTableSettings(table, s)
-	b := protowire.AppendTag(nil, namewire.FieldResponseVersion, protowire.BytesType)
-	b = protowire.AppendString(b, "v7")
-	b = protowire.AppendTag(b, namewire.FieldResponseFull, protowire.BytesType)
-	b = protowire.AppendBytes(b, table)
+	b := namewire.AppendFullResponse(nil, "v7", table)
 	if err := os.WriteFile(filepath.Join(dir, StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
