@@ -167,6 +167,33 @@ func New(cfg Config) (*Client, error) {
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("discovery: the client certificate and key go together")
 	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		metrics: m,
+		synced:  make(chan struct{}),
+		prob:    &probation{dir: cfg.StateDir, period: cfg.Probation, now: cfg.Now, log: cfg.Logger},
+	}
+	if cfg.CACert != "" || cfg.TLSCert != "" {
+		if c.tls, err = certfile.New(certfile.Config{
+			CAFile: cfg.CACert, CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ServerName: cfg.ServerName, Logger: cfg.Logger,
+		}); err != nil {
+			return nil, fmt.Errorf("discovery: %w", err)
+		}
+	}
+	if cfg.TokenFile != "" && c.tls == nil {
+		return nil, errors.New("discovery: a token file needs TLS to the control plane (a CA certificate): a token is never sent in plaintext")
+	}
+	return c, nil
+}
+
+// withDefaults returns cfg with the defaults its fields document set.
+func (cfg Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -195,28 +222,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m, err := newMetrics(cfg.Registry)
-	if err != nil {
-		return nil, err
-	}
-	c := &Client{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		metrics: m,
-		synced:  make(chan struct{}),
-		prob:    &probation{dir: cfg.StateDir, period: cfg.Probation, now: cfg.Now, log: cfg.Logger},
-	}
-	if cfg.CACert != "" || cfg.TLSCert != "" {
-		if c.tls, err = certfile.New(certfile.Config{
-			CAFile: cfg.CACert, CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, ServerName: cfg.ServerName, Logger: cfg.Logger,
-		}); err != nil {
-			return nil, fmt.Errorf("discovery: %w", err)
-		}
-	}
-	if cfg.TokenFile != "" && c.tls == nil {
-		return nil, errors.New("discovery: a token file needs TLS to the control plane (a CA certificate): a token is never sent in plaintext")
-	}
-	return c, nil
+	return cfg
 }
 
 // InstanceID returns the UUID that names this agent on the stream.

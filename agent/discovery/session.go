@@ -25,15 +25,39 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		return false, err
 	}
 	defer conn.Close()
+	stream, version, err := c.open(ctx, conn, md, addr)
+	if err != nil {
+		c.metrics.connects.WithLabelValues("error").Inc()
+		return false, err
+	}
+	defer stream.Close()
+	c.metrics.connects.WithLabelValues("ok").Inc()
+	defer c.connected(addr)()
+	c.log.Info("control plane stream open", "addr", addr, "version", version)
+	defer c.startReports(ctx, stream)()
+	return c.receive(stream, addr)
+}
+
+// open opens the stream on conn and sends its first request; it returns
+// the stream and the version that request says the agent holds.
+func (c *Client) open(ctx context.Context, conn *grpcstream.Client, md http.Header, addr string) (*grpcstream.Stream, string, error) {
 	stream, err := conn.Open(ctx, streamMethod, md)
 	if err != nil {
 		// A refused address fails at once, a dead one within
 		// ConnectTimeout, so the next one is tried.
-		c.metrics.connects.WithLabelValues("error").Inc()
-		return false, fmt.Errorf("connect %s: %w", addr, err)
+		return nil, "", fmt.Errorf("connect %s: %w", addr, err)
 	}
-	defer stream.Close()
 	version, _ := c.current()
+	if err := stream.Send(c.firstRequest(version).Append(nil)); err != nil {
+		stream.Close()
+		return nil, "", fmt.Errorf("send identity to %s: %w", addr, err)
+	}
+	return stream, version, nil
+}
+
+// firstRequest is a stream's first request: the agent's identity, the
+// version it holds, and the version it rejected, if any.
+func (c *Client) firstRequest(version string) *namewire.Request {
 	first := &namewire.Request{
 		Identity: &namewire.AgentIdentity{
 			PodName:       c.cfg.PodName,
@@ -51,24 +75,27 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		first.RejectedVersion = r.Version
 		first.ErrorDetail = &namewire.ErrorDetail{Code: int32(grpcstream.Aborted), Message: r.Message}
 	}
-	if err := stream.Send(first.Append(nil)); err != nil {
-		c.metrics.connects.WithLabelValues("error").Inc()
-		return false, fmt.Errorf("send identity to %s: %w", addr, err)
-	}
-	c.metrics.connects.WithLabelValues("ok").Inc()
+	return first
+}
+
+// connected notes the stream to addr open, and returns what notes it
+// closed.
+func (c *Client) connected(addr string) (closed func()) {
 	c.metrics.connected.Set(1)
 	c.mu.Lock()
 	c.addr = addr
 	c.mu.Unlock()
-	defer func() {
+	return func() {
 		c.metrics.connected.Set(0)
 		c.mu.Lock()
 		c.addr = ""
 		c.mu.Unlock()
-	}()
-	c.log.Info("control plane stream open", "addr", addr, "version", version)
-	defer c.startReports(ctx, stream)()
+	}
+}
 
+// receive reads the responses of the stream from addr and answers each
+// until the stream fails. got reports whether one arrived.
+func (c *Client) receive(stream *grpcstream.Stream, addr string) (got bool, err error) {
 	var ack []byte
 	for {
 		// The response as a reader straight off the connection: a full
@@ -82,18 +109,7 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 			return got, fmt.Errorf("receive from %s: %w", addr, err)
 		}
 		got = true
-		stateDir := c.cfg.StateDir
-		if c.memReceive.Load() {
-			stateDir = ""
-		}
-		resp, err := readResponse(msg, stateDir)
-		if errors.Is(err, errStateWrite) {
-			// The stream is cut mid-message: from now on full tables
-			// are received into memory (and written as before, which
-			// falls back to memory when that fails too).
-			c.memReceive.Store(true)
-			c.stateFailed(err)
-		}
+		resp, err := c.read(msg)
 		if err != nil {
 			return got, fmt.Errorf("read response from %s: %w", addr, err)
 		}
@@ -107,6 +123,24 @@ func (c *Client) session(ctx context.Context, addr string) (got bool, err error)
 		}
 		c.answered(answer)
 	}
+}
+
+// read reads one response off the stream, a full table into the state
+// dir, or into memory once a write there failed.
+func (c *Client) read(msg io.Reader) (*response, error) {
+	stateDir := c.cfg.StateDir
+	if c.memReceive.Load() {
+		stateDir = ""
+	}
+	resp, err := readResponse(msg, stateDir)
+	if errors.Is(err, errStateWrite) {
+		// The stream is cut mid-message: from now on full tables
+		// are received into memory (and written as before, which
+		// falls back to memory when that fails too).
+		c.memReceive.Store(true)
+		c.stateFailed(err)
+	}
+	return resp, err
 }
 
 // dial returns a client of the control plane at addr, with the TLS files
@@ -148,90 +182,123 @@ func (c *Client) handle(resp *response) *namewire.Request {
 	if resp.Delta != nil {
 		kind = "delta"
 	}
+	var unchanged bool
 	var err error
 	code := grpcstream.InvalidArgument
-	if r := c.prob.rejectedVersion(); r.Version != "" && resp.Version == r.Version {
+	switch r := c.prob.rejectedVersion(); {
+	case r.Version != "" && resp.Version == r.Version:
 		// Never applied again on its own: it killed the agent.
 		resp.DropFull()
 		resp.pending = nil
 		code, err = grpcstream.Aborted, errors.New(r.Message)
-	}
-	switch {
-	case err != nil:
 	case resp.IsFull:
-		if resp.Version == cur && base != nil {
-			// Versions name content (a hash of the view), so this is
-			// the table we serve: after a restart from the persisted
-			// table the stream resends it, and building it again
-			// would only double the memory for a moment.
-			resp.DropFull()
-			return c.ackUnchanged(resp, kind)
-		}
-		if p := resp.pending; p != nil {
-			// Streamed to the state dir as it was received.
-			resp.pending = nil
-			resp.Keep()
-			var s *namewire.AgentSettings
-			if s, err = p.settings(); err == nil {
-				err = c.supported(s)
-			}
-			if err != nil {
-				p.abort()
-				break
-			}
-			err = c.applyPending(resp.Version, p, s)
-			break
-		}
-		full := resp.Full
-		resp.Full = nil
-		if full == nil {
-			full = []byte{}
-		}
-		var s *namewire.AgentSettings
-		if s, err = namewire.TableSettings(full); err == nil {
-			err = c.supported(s)
-		}
-		if err != nil {
-			break
-		}
-		err = c.applyFull(resp.Version, full, s)
+		unchanged, err = c.handleFull(resp, cur, base)
+	case resp.Delta != nil && (resp.Delta.BaseVersion != cur || base == nil):
+		code, err = grpcstream.FailedPrecondition, wrongBase(resp.Delta.BaseVersion, cur, base)
 	case resp.Delta != nil:
-		if resp.Delta.BaseVersion != cur || base == nil {
-			// The server thinks we hold another version (or a rejected
-			// table dropped our base): NACK so it falls back to a full
-			// table instead of us guessing.
-			code = grpcstream.FailedPrecondition
-			err = fmt.Errorf("delta for base version %q, agent has %q", resp.Delta.BaseVersion, cur)
-			if base == nil {
-				err = fmt.Errorf("delta for base version %q, agent holds no base table", resp.Delta.BaseVersion)
-			}
-			break
-		}
-		var p *namewire.DeltaPlan
-		if p, err = namewire.NewDeltaPlan(resp.Delta, c.currentSettings()); err != nil {
-			break
-		}
-		if err = c.supported(p.Settings()); err != nil {
-			break
-		}
-		if p.Empty() && resp.Delta.Settings == nil && resp.Version == cur {
-			// A resumed stream at the version we serve (a restart from
-			// the state dir): nothing to build.
-			return c.ackUnchanged(resp, kind)
-		}
-		err = c.applyDelta(resp.Version, base, p)
+		unchanged, err = c.handleDelta(resp, cur, base)
 	default:
 		err = errors.New("response carries neither a full table nor a delta")
 	}
-	if err != nil {
-		c.metrics.responses.WithLabelValues(kind, "nack").Inc()
-		c.log.Warn("rejected name table", "version", resp.Version, "kind", kind, "keep", cur, "err", err)
-		return &namewire.Request{
-			VersionInfo:   cur,
-			ResponseNonce: resp.Nonce,
-			ErrorDetail:   &namewire.ErrorDetail{Code: int32(code), Message: err.Error()},
-		}
+	switch {
+	case err != nil:
+		return c.nack(resp, kind, cur, code, err)
+	case unchanged:
+		return c.ackUnchanged(resp, kind)
 	}
+	return c.ack(resp, kind)
+}
+
+// handleFull applies a full table, unless it is the table served
+// (unchanged).
+func (c *Client) handleFull(resp *response, cur string, base namewire.RawTable) (unchanged bool, err error) {
+	if resp.Version == cur && base != nil {
+		// Versions name content (a hash of the view), so this is the
+		// table we serve: after a restart from the persisted table the
+		// stream resends it, and building it again would only double
+		// the memory for a moment.
+		resp.DropFull()
+		return true, nil
+	}
+	if p := resp.pending; p != nil {
+		// Streamed to the state dir as it was received.
+		resp.pending = nil
+		resp.Keep()
+		return false, c.applyStreamed(resp.Version, p)
+	}
+	full := resp.Full
+	resp.Full = nil
+	if full == nil {
+		full = []byte{}
+	}
+	s, err := namewire.TableSettings(full)
+	if err == nil {
+		err = c.supported(s)
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, c.applyFull(resp.Version, full, s)
+}
+
+// applyStreamed applies a full table streamed to the pending state file
+// p as it was received.
+func (c *Client) applyStreamed(version string, p *pendingState) error {
+	s, err := p.settings()
+	if err == nil {
+		err = c.supported(s)
+	}
+	if err != nil {
+		p.abort()
+		return err
+	}
+	return c.applyPending(version, p, s)
+}
+
+// wrongBase says why a delta for base version want does not apply to the
+// agent's table: the server thinks the agent holds another version (or a
+// rejected table dropped its base). It is NACKed, so the server falls back
+// to a full table instead of the agent guessing.
+func wrongBase(want, cur string, base namewire.RawTable) error {
+	if base == nil {
+		return fmt.Errorf("delta for base version %q, agent holds no base table", want)
+	}
+	return fmt.Errorf("delta for base version %q, agent has %q", want, cur)
+}
+
+// handleDelta applies a delta to base, the table of version cur, unless
+// it changes nothing (unchanged).
+func (c *Client) handleDelta(resp *response, cur string, base namewire.RawTable) (unchanged bool, err error) {
+	p, err := namewire.NewDeltaPlan(resp.Delta, c.currentSettings())
+	if err != nil {
+		return false, err
+	}
+	if err := c.supported(p.Settings()); err != nil {
+		return false, err
+	}
+	if p.Empty() && resp.Delta.Settings == nil && resp.Version == cur {
+		// A resumed stream at the version we serve (a restart from the
+		// state dir): nothing to build.
+		return true, nil
+	}
+	return false, c.applyDelta(resp.Version, base, p)
+}
+
+// nack counts and logs a response refused, and returns its NACK: the
+// version kept, the code and why.
+func (c *Client) nack(resp *response, kind, cur string, code grpcstream.Code, err error) *namewire.Request {
+	c.metrics.responses.WithLabelValues(kind, "nack").Inc()
+	c.log.Warn("rejected name table", "version", resp.Version, "kind", kind, "keep", cur, "err", err)
+	return &namewire.Request{
+		VersionInfo:   cur,
+		ResponseNonce: resp.Nonce,
+		ErrorDetail:   &namewire.ErrorDetail{Code: int32(code), Message: err.Error()},
+	}
+}
+
+// ack notes a response applied (on probation from now, the agent synced),
+// and returns its ACK.
+func (c *Client) ack(resp *response, kind string) *namewire.Request {
 	c.prob.arm()
 	c.prob.accepted(resp.Version)
 	c.metrics.responses.WithLabelValues(kind, "ack").Inc()
