@@ -64,24 +64,24 @@ func (a *Answer) Decode(b []byte, failing func(v []byte) error) error {
 		}
 		b = b[n:]
 		switch num {
-		case FieldRequestVersion:
+		case fieldRequestVersion:
 			if !utf8.Valid(v) {
 				return fmt.Errorf("version_info: %w", errInvalidUTF8)
 			}
 			a.Version = append(a.Version[:0], v...)
-		case FieldRequestNonce:
+		case fieldRequestNonce:
 			if !utf8.Valid(v) {
 				return fmt.Errorf("response_nonce: %w", errInvalidUTF8)
 			}
 			a.RawNonce = append(a.RawNonce[:0], v...)
-		case FieldRequestRejected:
+		case fieldRequestRejected:
 			if !utf8.Valid(v) {
 				return fmt.Errorf("rejected_version: %w", errInvalidUTF8)
 			}
 			a.Rejected = append(a.Rejected[:0], v...)
-		case FieldRequestError:
+		case fieldRequestError:
 			a.Nack = true
-		case FieldRequestFailing:
+		case fieldRequestFailing:
 			if err := failing(v); err != nil {
 				return fmt.Errorf("failing: %w", err)
 			}

@@ -2,20 +2,20 @@ package namewire
 
 // Field numbers of meshdns.v1 (proto/meshdns/v1/*.proto): the one place
 // they are written down for the code that reads and writes the protocol
-// on protowire instead of the generated code, which is this package. Those
-// still used outside it are exported: the tests of both sides and the drift
-// test name them. TestDescriptorDrift checks every
-// field of the generated descriptors against what this package decodes and
-// encodes.
+// on protowire instead of the generated code, which is this package. Only
+// StreamNameTableResponse's are exported: tests outside it (the control
+// plane's, the supervisor's) and the drift test name them. TestDescriptorDrift
+// checks every field of the generated descriptors against what this package
+// decodes and encodes.
 const (
-	// FieldNameTable* number NameTable's fields, FieldMapKey and
-	// FieldMapValue those of a map entry.
-	FieldNameTableTable    = 1 // NameTable.table, map<string, NameInfo>
-	FieldNameTableZones    = 2 // NameTable.authoritative_zones
-	FieldNameTableSettings = 3 // NameTable.settings
+	// fieldNameTable* number NameTable's fields, fieldMapKey and
+	// fieldMapValue those of a map entry.
+	fieldNameTableTable    = 1 // NameTable.table, map<string, NameInfo>
+	fieldNameTableZones    = 2 // NameTable.authoritative_zones
+	fieldNameTableSettings = 3 // NameTable.settings
 
-	FieldMapKey   = 1 // a map entry's key
-	FieldMapValue = 2 // a map entry's value
+	fieldMapKey   = 1 // a map entry's key
+	fieldMapValue = 2 // a map entry's value
 
 	fieldInfoIPs       = 1
 	fieldInfoRegistry  = 2
@@ -46,15 +46,15 @@ const (
 	fieldIdentityVersion   = 5
 	fieldIdentityFeatures  = 6
 
-	// FieldRequestIdentity, FieldRequestVersion, FieldRequestNonce,
-	// FieldRequestError, FieldRequestFailing and FieldRequestRejected number
+	// fieldRequestIdentity, fieldRequestVersion, fieldRequestNonce,
+	// fieldRequestError, fieldRequestFailing and fieldRequestRejected number
 	// StreamNameTableRequest's fields (Answer.Decode reads them).
-	FieldRequestIdentity = 1
-	FieldRequestVersion  = 2
-	FieldRequestNonce    = 3
-	FieldRequestError    = 4
-	FieldRequestFailing  = 5
-	FieldRequestRejected = 6
+	fieldRequestIdentity = 1
+	fieldRequestVersion  = 2
+	fieldRequestNonce    = 3
+	fieldRequestError    = 4
+	fieldRequestFailing  = 5
+	fieldRequestRejected = 6
 
 	fieldErrorCode    = 1
 	fieldErrorMessage = 2
@@ -75,15 +75,15 @@ const (
 	FieldResponseFull    = 3
 	FieldResponseDelta   = 4
 
-	// FieldDelta* number NameTableDelta's fields, FieldZoneSetZones
+	// fieldDelta* number NameTableDelta's fields, fieldZoneSetZones
 	// ZoneSet's one.
-	FieldDeltaBase     = 1
-	FieldDeltaUpserted = 2
-	FieldDeltaRemoved  = 3
-	FieldDeltaZones    = 4
-	FieldDeltaSettings = 5
+	fieldDeltaBase     = 1
+	fieldDeltaUpserted = 2
+	fieldDeltaRemoved  = 3
+	fieldDeltaZones    = 4
+	fieldDeltaSettings = 5
 
-	FieldZoneSetZones = 1
+	fieldZoneSetZones = 1
 )
 
 // AgentSettings and the messages inside it (settings.proto).

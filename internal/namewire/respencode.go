@@ -35,9 +35,9 @@ func AppendDeltaResponse(b []byte, version string, delta []byte) []byte {
 // the view's and its settings' without joining them in a new string).
 func AppendDeltaBase(b []byte, base ...string) []byte {
 	if len(base) == 1 {
-		return appendField(b, FieldDeltaBase, base[0])
+		return appendField(b, fieldDeltaBase, base[0])
 	}
-	return appendJoined(b, FieldDeltaBase, base)
+	return appendJoined(b, fieldDeltaBase, base)
 }
 
 // appendJoined appends a length-delimited field holding the parts joined.
@@ -61,9 +61,9 @@ func appendJoined(b []byte, num protowire.Number, parts []string) []byte {
 // Fields may come in any order and a decoder merges them, so the field
 // goes after the table's or delta's other fields.
 func AppendSettingsHead(b []byte, full bool, size int) []byte {
-	num := protowire.Number(FieldDeltaSettings)
+	num := protowire.Number(fieldDeltaSettings)
 	if full {
-		num = FieldNameTableSettings
+		num = fieldNameTableSettings
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(size))
@@ -82,19 +82,19 @@ func AppendSettingsPolicy(b, policy []byte) []byte {
 // AppendDeltaUpserted appends one upserted name of a NameTableDelta, its
 // NameInfo marshalled.
 func AppendDeltaUpserted(b []byte, host string, info []byte) []byte {
-	return appendMapEntry(b, FieldDeltaUpserted, host, info)
+	return appendMapEntry(b, fieldDeltaUpserted, host, info)
 }
 
 // AppendDeltaRemoved appends one removed name of a NameTableDelta.
 func AppendDeltaRemoved(b []byte, host string) []byte {
-	return appendField(b, FieldDeltaRemoved, host)
+	return appendField(b, fieldDeltaRemoved, host)
 }
 
 // AppendDeltaZones appends a NameTableDelta's new zone set (present even
 // when empty: the zones were emptied).
 func AppendDeltaZones(b []byte, zones []string) []byte {
-	return appendMessage(b, FieldDeltaZones, func(b []byte) []byte {
-		return appendStrings(b, FieldZoneSetZones, zones)
+	return appendMessage(b, fieldDeltaZones, func(b []byte) []byte {
+		return appendStrings(b, fieldZoneSetZones, zones)
 	})
 }
 

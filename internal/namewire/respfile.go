@@ -103,7 +103,7 @@ func (p *pbReader) settingsFields() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if num != FieldNameTableSettings || typ != protowire.BytesType {
+		if num != fieldNameTableSettings || typ != protowire.BytesType {
 			if err := p.discard(uint64(size)); err != nil {
 				return nil, err
 			}
@@ -354,11 +354,11 @@ func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string
 			return fmt.Errorf("name table: %w", err)
 		}
 		switch {
-		case num == FieldNameTableTable && typ == protowire.BytesType && name == nil:
+		case num == fieldNameTableTable && typ == protowire.BytesType && name == nil:
 			if err := p.skip(typ); err != nil {
 				return fmt.Errorf("name table entry: %w", err)
 			}
-		case num == FieldNameTableTable && typ == protowire.BytesType:
+		case num == fieldNameTableTable && typ == protowire.BytesType:
 			entry, err := p.bytes()
 			if err != nil {
 				return fmt.Errorf("name table entry: %w", err)
@@ -370,7 +370,7 @@ func (p *pbReader) eachName(name func(host, info []byte) error, zone func(string
 			if err := name(host, info); err != nil {
 				return err
 			}
-		case num == FieldNameTableZones && typ == protowire.BytesType:
+		case num == fieldNameTableZones && typ == protowire.BytesType:
 			z, err := p.bytes()
 			if err != nil {
 				return fmt.Errorf("name table zone: %w", err)

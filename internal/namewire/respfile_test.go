@@ -17,6 +17,9 @@ import (
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
+// settingsField is the number of NameTable's settings.
+var settingsField = (&meshdnsv1.NameTable{}).ProtoReflect().Descriptor().Fields().ByName("settings").Number()
+
 // stateFile is a state file as the agent's copy of a full table writes it:
 // the version and a table of one name and one zone with the settings
 // fields s1 and s2 (raw: any bytes) where layout says, and extra raw bytes
@@ -25,15 +28,15 @@ func stateFile(version string, s1, s2, extra, tail []byte, layout uint8) []byte 
 	info := namewire.NameInfo{IPs: []string{"10.0.0.1"}}
 	var table []byte
 	if layout&1 != 0 { // settings first, as a delta applied writes them
-		table = append(table, msg(namewire.FieldNameTableSettings, s1)...)
+		table = append(table, msg(settingsField, s1)...)
 	}
 	table = namewire.AppendEntry(table, "a.example", info.Append(nil))
 	table = namewire.AppendZone(table, "example")
 	if layout&1 == 0 { // settings after the names, as the control plane sends them
-		table = append(table, msg(namewire.FieldNameTableSettings, s1)...)
+		table = append(table, msg(settingsField, s1)...)
 	}
 	if layout&2 != 0 { // a second settings field: merged
-		table = append(table, msg(namewire.FieldNameTableSettings, s2)...)
+		table = append(table, msg(settingsField, s2)...)
 	}
 	table = append(table, extra...)
 	return append(namewire.AppendFullResponse(nil, version, table), tail...)
@@ -86,7 +89,7 @@ func TestFileSettings(t *testing.T) {
 		{
 			name: "settings longer than the bound",
 			file: protowire.AppendVarint(append(protowire.AppendVarint(tag(namewire.FieldResponseFull, protowire.BytesType), 32<<20),
-				tag(namewire.FieldNameTableSettings, protowire.BytesType)...), 17<<20),
+				tag(settingsField, protowire.BytesType)...), 17<<20),
 			errText: "settings of more than",
 		},
 	}
@@ -221,7 +224,7 @@ func firstTable(b []byte) tableRef {
 	}
 	ref.ok = eachField(table, func(num protowire.Number, typ protowire.Type, field, _ []byte) bool {
 		ref.group = ref.group || isGroup(typ)
-		if num == namewire.FieldNameTableSettings && typ == protowire.BytesType {
+		if num == settingsField && typ == protowire.BytesType {
 			ref.settings = append(ref.settings, field...)
 		}
 		return true

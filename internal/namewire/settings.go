@@ -193,7 +193,7 @@ func (s *AgentSettings) Unsupported(known []string) []string {
 func TableSettings(b []byte) (*AgentSettings, error) {
 	var s *AgentSettings
 	err := walk(b, "name table", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != FieldNameTableSettings || typ != protowire.BytesType {
+		if num != fieldNameTableSettings || typ != protowire.BytesType {
 			return nil
 		}
 		if s == nil {
@@ -382,7 +382,7 @@ func AppendTableSettings(b []byte, s *AgentSettings) []byte {
 	if s == nil {
 		return b
 	}
-	return appendMessage(b, FieldNameTableSettings, s.Append)
+	return appendMessage(b, fieldNameTableSettings, s.Append)
 }
 
 // Append appends s marshalled, as the generated code writes it.

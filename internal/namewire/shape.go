@@ -53,8 +53,8 @@ func (p *pbReader) copyTable(w io.Writer, n uint64) (*Shape, error) {
 			break
 		}
 		switch {
-		case typ != protowire.BytesType || num > FieldNameTableSettings:
-		case num == FieldNameTableTable:
+		case typ != protowire.BytesType || num > fieldNameTableSettings:
+		case num == fieldNameTableTable:
 			s.Names++
 		default: // a zone or settings: kept, and copied from there
 			b, err := t.take(uint64(size))
@@ -63,7 +63,7 @@ func (p *pbReader) copyTable(w io.Writer, n uint64) (*Shape, error) {
 			}
 			_, _, m := protowire.ConsumeTag(b)
 			v, _ := protowire.ConsumeBytes(b[m:])
-			if num == FieldNameTableZones {
+			if num == fieldNameTableZones {
 				s.Zones = append(s.Zones, string(v))
 			} else {
 				s.settings = append(s.settings, b...)

@@ -9,7 +9,7 @@ import (
 // Append appends r marshalled, as the generated code writes it.
 func (r *Request) Append(b []byte) []byte {
 	if id := r.Identity; id != nil {
-		b = appendMessage(b, FieldRequestIdentity, func(b []byte) []byte {
+		b = appendMessage(b, fieldRequestIdentity, func(b []byte) []byte {
 			b = appendString(b, fieldIdentityPod, id.PodName)
 			b = appendString(b, fieldIdentityNamespace, id.Namespace)
 			b = appendString(b, fieldIdentityDomain, id.ClusterDomain)
@@ -18,17 +18,17 @@ func (r *Request) Append(b []byte) []byte {
 			return appendStrings(b, fieldIdentityFeatures, id.Features)
 		})
 	}
-	b = appendString(b, FieldRequestVersion, r.VersionInfo)
-	b = appendString(b, FieldRequestNonce, r.ResponseNonce)
+	b = appendString(b, fieldRequestVersion, r.VersionInfo)
+	b = appendString(b, fieldRequestNonce, r.ResponseNonce)
 	if e := r.ErrorDetail; e != nil {
-		b = appendMessage(b, FieldRequestError, func(b []byte) []byte {
+		b = appendMessage(b, fieldRequestError, func(b []byte) []byte {
 			// int32 is sign-extended to 64 bits on the wire.
 			b = appendVarint(b, fieldErrorCode, uint64(int64(e.Code)))
 			return appendString(b, fieldErrorMessage, e.Message)
 		})
 	}
 	if f := r.Failing; f != nil {
-		b = appendMessage(b, FieldRequestFailing, func(b []byte) []byte {
+		b = appendMessage(b, fieldRequestFailing, func(b []byte) []byte {
 			b = appendVarint(b, fieldFailingWindow, uint64(f.WindowSeconds))
 			for i := range f.Names {
 				n := &f.Names[i]
@@ -41,7 +41,7 @@ func (r *Request) Append(b []byte) []byte {
 			return b
 		})
 	}
-	return appendString(b, FieldRequestRejected, r.RejectedVersion)
+	return appendString(b, fieldRequestRejected, r.RejectedVersion)
 }
 
 // UnmarshalDelta decodes a marshalled NameTableDelta. The upserted
@@ -57,11 +57,11 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 			return nil
 		}
 		switch num {
-		case FieldDeltaBase:
+		case fieldDeltaBase:
 			s, err := str(v, "base_version")
 			d.BaseVersion = s
 			return err
-		case FieldDeltaUpserted:
+		case fieldDeltaUpserted:
 			host, info, err := MapEntry(v)
 			if err != nil {
 				return fmt.Errorf("upserted: %w", err)
@@ -75,26 +75,26 @@ func UnmarshalDelta(b []byte) (*Delta, error) {
 			}
 			index[string(host)] = len(d.Upserted)
 			d.Upserted = append(d.Upserted, RawName{Host: string(host), Info: info})
-		case FieldDeltaRemoved:
+		case fieldDeltaRemoved:
 			s, err := str(v, "removed")
 			if err != nil {
 				return err
 			}
 			d.Removed = append(d.Removed, s)
-		case FieldDeltaZones:
+		case fieldDeltaZones:
 			if d.AuthoritativeZones == nil {
 				d.AuthoritativeZones = &ZoneSet{}
 			}
 			// Merged, as proto merges a repeated embedded message.
 			return walk(v, "zone set", func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num != FieldZoneSetZones || typ != protowire.BytesType {
+				if num != fieldZoneSetZones || typ != protowire.BytesType {
 					return nil
 				}
 				z, err := str(v, "zones")
 				d.AuthoritativeZones.Zones = append(d.AuthoritativeZones.Zones, z)
 				return err
 			})
-		case FieldDeltaSettings:
+		case fieldDeltaSettings:
 			if d.Settings == nil {
 				d.Settings = new(AgentSettings)
 			}

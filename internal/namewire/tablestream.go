@@ -43,7 +43,7 @@ func EachNameFrom(r io.Reader, name func(host, info []byte) error, zone func(z s
 		if err != nil {
 			return fmt.Errorf("name table field %d: %w", num, unexpected(err))
 		}
-		want := (num == FieldNameTableTable && name != nil) || (num == FieldNameTableZones && zone != nil)
+		want := (num == fieldNameTableTable && name != nil) || (num == fieldNameTableZones && zone != nil)
 		if !want {
 			if _, err := br.Discard(int(min(n, maxStreamValue+1))); err != nil || n > maxStreamValue {
 				return fmt.Errorf("name table field %d: %w", num, unexpected(err))
@@ -60,7 +60,7 @@ func EachNameFrom(r io.Reader, name func(host, info []byte) error, zone func(z s
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return fmt.Errorf("name table field %d: %w", num, unexpected(err))
 		}
-		if num == FieldNameTableTable {
+		if num == fieldNameTableTable {
 			host, info, err := MapEntry(buf)
 			if err != nil {
 				return err

@@ -180,13 +180,13 @@ func MapEntry(b []byte) (key, value []byte, err error) {
 			return nil
 		}
 		switch num {
-		case FieldMapKey:
+		case fieldMapKey:
 			// Every key proto reads is checked, the last one kept.
 			if err := checkStr(v, "map key"); err != nil {
 				return err
 			}
 			key = v
-		case FieldMapValue:
+		case fieldMapValue:
 			if value == nil {
 				value = v
 				return nil
@@ -228,7 +228,7 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 			return nil
 		}
 		switch num {
-		case FieldNameTableTable:
+		case fieldNameTableTable:
 			if name == nil {
 				return nil
 			}
@@ -237,7 +237,7 @@ func EachName(b []byte, name func(host, info []byte) error, zone func(z string) 
 				return err
 			}
 			return name(host, info)
-		case FieldNameTableZones:
+		case fieldNameTableZones:
 			if zone == nil {
 				return nil
 			}
@@ -341,25 +341,25 @@ func (m *NameInfo) Append(b []byte) []byte {
 // AppendEntry appends one entry of a NameTable's table (the field with
 // its key and marshalled NameInfo), as the generated code writes it.
 func AppendEntry[S string | []byte](b []byte, host S, info []byte) []byte {
-	return appendMapEntry(b, FieldNameTableTable, host, info)
+	return appendMapEntry(b, fieldNameTableTable, host, info)
 }
 
 // appendMapEntry appends field num, an entry of a map<string, NameInfo>
 // whose value is marshalled.
 func appendMapEntry[S string | []byte](b []byte, num protowire.Number, host S, info []byte) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	size := protowire.SizeTag(FieldMapKey) + protowire.SizeBytes(len(host)) +
-		protowire.SizeTag(FieldMapValue) + protowire.SizeBytes(len(info))
+	size := protowire.SizeTag(fieldMapKey) + protowire.SizeBytes(len(host)) +
+		protowire.SizeTag(fieldMapValue) + protowire.SizeBytes(len(info))
 	b = protowire.AppendVarint(b, uint64(size))
-	b = protowire.AppendTag(b, FieldMapKey, protowire.BytesType)
+	b = protowire.AppendTag(b, fieldMapKey, protowire.BytesType)
 	b = append(protowire.AppendVarint(b, uint64(len(host))), host...)
-	b = protowire.AppendTag(b, FieldMapValue, protowire.BytesType)
+	b = protowire.AppendTag(b, fieldMapValue, protowire.BytesType)
 	return protowire.AppendBytes(b, info)
 }
 
 // AppendZone appends one authoritative zone of a NameTable.
 func AppendZone(b []byte, zone string) []byte {
-	b = protowire.AppendTag(b, FieldNameTableZones, protowire.BytesType)
+	b = protowire.AppendTag(b, fieldNameTableZones, protowire.BytesType)
 	return protowire.AppendString(b, zone)
 }
 
