@@ -191,10 +191,10 @@ func TestRolloutNewerVersionSupersedesHeld(t *testing.T) {
 		got++
 		return stall(i, r)
 	})
+	// Each canary answers v3 alone (its answer to v2 would prove v2 and
+	// release it if the senders ran before v3's answers came in).
 	for i, rs := range unanswered {
-		for _, r := range rs {
-			f.agents[i].Ack(r)
-		}
+		f.agents[i].Ack(rs[len(rs)-1])
 	}
 	// The others go from v1 straight to v3.
 	f.run(f.holdAll(v3), func(i int, r *meshdnsv1.StreamNameTableResponse) bool {
