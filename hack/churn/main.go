@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if spec := os.Getenv(fleetEnv); spec != "" {
+		if err := runFleet(spec, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "churn fleet:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var c Config
+	flag.StringVar(&c.Meshdns, "meshdns", "", "meshdns binary to run (default: go build ./cmd/meshdns into the run's folder)")
+	flag.IntVar(&c.Agents, "agents", 1000, "agents connected to the replica at the start")
+	flag.IntVar(&c.Procs, "procs", 2, "fleet processes the agents are spread over")
+	flag.IntVar(&c.Namespaces, "namespaces", 100, "namespaces the agents are spread over")
+	flag.DurationVar(&c.Ramp, "ramp", 0, "spread the first connects over this long (default 2ms per agent)")
+	flag.BoolVar(&c.TLS, "tls", false, "serve mTLS; each agent presents a SPIFFE certificate of its own")
+	flag.IntVar(&c.Services, "services", 10000, "Services in the cluster")
+	flag.IntVar(&c.Headless, "headless", 1000, "headless Services among them")
+	flag.IntVar(&c.Endpoints, "endpoints", 10, "endpoints of a headless Service (it moves between half and 1.5 times this)")
+	flag.IntVar(&c.HotServices, "hot-services", 500, "Services among them that the Service churn creates and deletes")
+	flag.Float64Var(&c.ServiceRate, "service-rate", 1, "Services created a second, and as many deleted")
+	flag.Float64Var(&c.EndpointRate, "endpoint-rate", 20, "headless endpoint changes a second")
+	flag.Float64Var(&c.PodRate, "pod-rate", 10, "pods started a second in the cluster, and as many stopped; the replica sees 1/-replicas of them")
+	flag.IntVar(&c.Replicas, "replicas", 3, "replicas the cluster's agents are spread over")
+	flag.DurationVar(&c.Duration, "duration", time.Minute, "how long changes flow (the run is bounded: setup and settle add at most a few minutes)")
+	flag.DurationVar(&c.Interval, "interval", 5*time.Second, "time between report lines")
+	flag.DurationVar(&c.Settle, "settle", time.Minute, "bound on the wait for the first tables and, after the churn, for every agent to reach the last change")
+	flag.DurationVar(&c.Starve, "starve", 10*time.Second, "an agent without an update for longer while changes flow is starved")
+	flag.IntVar(&c.Nice, "nice", 10, "niceness of the fleet processes, so the simulated agents yield the cores to the control plane (0: none)")
+	flag.Uint64Var(&c.Seed, "seed", 1, "seed of the changes and the pod churn")
+	keep := flag.Bool("keep", false, "keep the run's folder")
+	flag.Parse()
+	os.Exit(run1(c, *keep))
+}
+
+func run1(c Config, keep bool) int {
+	if err := raiseNoFile(uint64(c.Agents)*2 + 4096); err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+	}
+	dir, err := os.MkdirTemp("", "meshdns-churn-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+		return 1
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	c.Dir = dir
+	if c.Meshdns == "" {
+		c.Meshdns = filepath.Join(dir, "meshdns")
+		fmt.Fprintln(os.Stderr, "churn: go build ./cmd/meshdns")
+		cmd := exec.Command("go", "build", "-o", c.Meshdns, "github.com/meshdns/meshdns/cmd/meshdns")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "churn: build meshdns:", err)
+			return 1
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+		return 1
+	}
+	c.Self = []string{self}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	res, err := Run(ctx, c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+		return 1
+	}
+	if !res.OK() {
+		return 1
+	}
+	return 0
+}
+
+// raiseNoFile raises this process's open-file limit (soft and hard) to at
+// least n: each agent is a connection, a descriptor in the control plane
+// and one in a fleet process, which inherit the limit. Raising the hard
+// limit needs CAP_SYS_RESOURCE (root); otherwise the soft limit goes as
+// far as the hard one.
+func raiseNoFile(n uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("get open-file limit: %w", err)
+	}
+	if lim.Cur >= n {
+		return nil
+	}
+	want := syscall.Rlimit{Cur: n, Max: max(lim.Max, n)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
+		return nil
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("set open-file limit: %w", err)
+	}
+	return fmt.Errorf("open-file limit %d, below the %d this run needs (not root?)", lim.Cur, n)
+}
