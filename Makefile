@@ -156,6 +156,15 @@ bench-memory: build ## agent RSS, peak and ready time at 1k/10k/100k names, file
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
 	$(BIN)/benchdns memory $(BENCHMEM_FLAGS)
 
+# The churn of a 100,000-pod cluster (3 replicas) against one replica of
+# bin/meshdns controlplane; bounded: 1,000 agents and a minute of churn by
+# default (hack/churn/README.md has the rates and their sources).
+CHURN_FLAGS ?=
+.PHONY: bench-churn
+bench-churn: build ## churn (Service, endpoint and pod changes of a 100,000-pod cluster) against bin/meshdns controlplane: CPU, RSS, ACK latency, coalescing; CHURN_FLAGS="-agents 10000 -tls"
+	$(GO) build -o $(BIN)/churn ./hack/churn
+	$(BIN)/churn -meshdns $(BIN)/meshdns $(CHURN_FLAGS)
+
 NDOTS_FLAGS ?=
 .PHONY: bench-ndots
 bench-ndots: build ## the ndots:5 walk of an outside name from a pod (glibc, musl), with and without meshdns: queries to CoreDNS, time (root; CoreDNS from make deps, musl-gcc, dig)

@@ -66,36 +66,45 @@ type Config struct {
 	Out, Log io.Writer
 }
 
-func (c *Config) defaults() {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
+// DefaultConfig is the model's defaults (README.md has their sources);
+// the flags start from it.
+func DefaultConfig() Config {
+	return Config{
+		Agents: 1000, Procs: 2, Namespaces: 100,
+		Services: 10000, Headless: 1000, Endpoints: 10, HotServices: 500,
+		ServiceRate: 1, EndpointRate: 20, PodRate: 10, Replicas: 3,
+		Duration: time.Minute, Interval: 5 * time.Second, Settle: time.Minute, Starve: 10 * time.Second,
+		Nice: 10, Seed: 1,
 	}
-	def(&c.Agents, 1000)
-	def(&c.Procs, 2)
-	def(&c.Namespaces, 100)
-	def(&c.Services, 10000)
-	def(&c.Headless, 1000)
-	def(&c.Endpoints, 10)
-	def(&c.HotServices, 500)
-	def(&c.Replicas, 3)
-	dur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
+}
+
+// check refuses a configuration the run cannot model, and fills what is
+// left to the run (the ramp, the writers).
+func (c *Config) check() error {
+	if c.Agents <= 0 || c.Procs <= 0 || c.Namespaces <= 0 || c.Replicas <= 0 {
+		return fmt.Errorf("agents, procs, namespaces and replicas must be positive: %d, %d, %d, %d",
+			c.Agents, c.Procs, c.Namespaces, c.Replicas)
 	}
-	dur(&c.Ramp, time.Duration(c.Agents)*2*time.Millisecond)
-	dur(&c.Duration, time.Minute)
-	dur(&c.Interval, 5*time.Second)
-	dur(&c.Settle, time.Minute)
-	dur(&c.Starve, 10*time.Second)
+	if c.Headless+c.HotServices > c.Services || c.Endpoints <= 0 {
+		return fmt.Errorf("services %d must hold headless %d and hot services %d; endpoints %d must be positive",
+			c.Services, c.Headless, c.HotServices, c.Endpoints)
+	}
+	if c.ServiceRate < 0 || c.EndpointRate < 0 || c.PodRate < 0 {
+		return fmt.Errorf("rates must not be negative")
+	}
+	if c.Duration <= 0 || c.Interval <= 0 || c.Settle <= 0 || c.Starve <= 0 {
+		return fmt.Errorf("duration, interval, settle and starve must be positive")
+	}
+	if c.Ramp <= 0 {
+		c.Ramp = time.Duration(c.Agents) * 2 * time.Millisecond
+	}
 	if c.Out == nil {
 		c.Out = os.Stdout
 	}
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
+	return nil
 }
 
 // Result is a run's verdict and totals.
@@ -145,7 +154,9 @@ type podEvent struct {
 
 // Run runs the model once: setup, first tables, churn, settle, verdict.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("churn config: %w", err)
+	}
 	r := &run{cfg: cfg, events: make(chan event, 1<<16), pods: make(chan podEvent, 1024), writes: newWriteLog()}
 	r.tr = newTracker(r.writes)
 	entries := filepath.Join(cfg.Dir, "entries")

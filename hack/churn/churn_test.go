@@ -50,10 +50,10 @@ func TestSmoke(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			res, err := Run(context.Background(), Config{
-				Meshdns: bin, Self: []string{self}, Dir: t.TempDir(), Agents: 200, TLS: tc.tls,
-				Duration: 20 * time.Second, Out: &out, Log: testWriter{t},
-			})
+			cfg := DefaultConfig()
+			cfg.Meshdns, cfg.Self, cfg.Dir, cfg.Out, cfg.Log = bin, []string{self}, t.TempDir(), &out, testWriter{t}
+			cfg.Agents, cfg.TLS, cfg.Duration = 200, tc.tls, 20*time.Second
+			res, err := Run(context.Background(), cfg)
 			t.Log("\n" + out.String())
 			if err != nil {
 				t.Fatal(err)

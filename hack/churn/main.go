@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 )
 
 func main() {
@@ -20,27 +19,27 @@ func main() {
 		}
 		return
 	}
-	var c Config
+	c := DefaultConfig()
 	flag.StringVar(&c.Meshdns, "meshdns", "", "meshdns binary to run (default: go build ./cmd/meshdns into the run's folder)")
-	flag.IntVar(&c.Agents, "agents", 1000, "agents connected to the replica at the start")
-	flag.IntVar(&c.Procs, "procs", 2, "fleet processes the agents are spread over")
-	flag.IntVar(&c.Namespaces, "namespaces", 100, "namespaces the agents are spread over")
+	flag.IntVar(&c.Agents, "agents", c.Agents, "agents connected to the replica at the start")
+	flag.IntVar(&c.Procs, "procs", c.Procs, "fleet processes the agents are spread over")
+	flag.IntVar(&c.Namespaces, "namespaces", c.Namespaces, "namespaces the agents are spread over")
 	flag.DurationVar(&c.Ramp, "ramp", 0, "spread the first connects over this long (default 2ms per agent)")
 	flag.BoolVar(&c.TLS, "tls", false, "serve mTLS; each agent presents a SPIFFE certificate of its own")
-	flag.IntVar(&c.Services, "services", 10000, "Services in the cluster")
-	flag.IntVar(&c.Headless, "headless", 1000, "headless Services among them")
-	flag.IntVar(&c.Endpoints, "endpoints", 10, "endpoints of a headless Service (it moves between half and 1.5 times this)")
-	flag.IntVar(&c.HotServices, "hot-services", 500, "Services among them that the Service churn creates and deletes")
-	flag.Float64Var(&c.ServiceRate, "service-rate", 1, "Services created a second, and as many deleted")
-	flag.Float64Var(&c.EndpointRate, "endpoint-rate", 20, "headless endpoint changes a second")
-	flag.Float64Var(&c.PodRate, "pod-rate", 10, "pods started a second in the cluster, and as many stopped; the replica sees 1/-replicas of them")
-	flag.IntVar(&c.Replicas, "replicas", 3, "replicas the cluster's agents are spread over")
-	flag.DurationVar(&c.Duration, "duration", time.Minute, "how long changes flow (the run is bounded: setup and settle add at most a few minutes)")
-	flag.DurationVar(&c.Interval, "interval", 5*time.Second, "time between report lines")
-	flag.DurationVar(&c.Settle, "settle", time.Minute, "bound on the wait for the first tables and, after the churn, for every agent to reach the last change")
-	flag.DurationVar(&c.Starve, "starve", 10*time.Second, "an agent without an update for longer while changes flow is starved")
-	flag.IntVar(&c.Nice, "nice", 10, "niceness of the fleet processes, so the simulated agents yield the cores to the control plane (0: none)")
-	flag.Uint64Var(&c.Seed, "seed", 1, "seed of the changes and the pod churn")
+	flag.IntVar(&c.Services, "services", c.Services, "Services in the cluster")
+	flag.IntVar(&c.Headless, "headless", c.Headless, "headless Services among them")
+	flag.IntVar(&c.Endpoints, "endpoints", c.Endpoints, "endpoints of a headless Service (it moves between half and 1.5 times this)")
+	flag.IntVar(&c.HotServices, "hot-services", c.HotServices, "Services among them that the Service churn creates and deletes")
+	flag.Float64Var(&c.ServiceRate, "service-rate", c.ServiceRate, "Services created a second, and as many deleted")
+	flag.Float64Var(&c.EndpointRate, "endpoint-rate", c.EndpointRate, "headless endpoint changes a second")
+	flag.Float64Var(&c.PodRate, "pod-rate", c.PodRate, "pods started a second in the cluster, and as many stopped; the replica sees 1/-replicas of them")
+	flag.IntVar(&c.Replicas, "replicas", c.Replicas, "replicas the cluster's agents are spread over")
+	flag.DurationVar(&c.Duration, "duration", c.Duration, "how long changes flow (the run is bounded: setup and settle add at most a few minutes)")
+	flag.DurationVar(&c.Interval, "interval", c.Interval, "time between report lines")
+	flag.DurationVar(&c.Settle, "settle", c.Settle, "bound on the wait for the first tables and, after the churn, for every agent to reach the last change")
+	flag.DurationVar(&c.Starve, "starve", c.Starve, "an agent without an update for longer while changes flow is starved")
+	flag.IntVar(&c.Nice, "nice", c.Nice, "niceness of the fleet processes, so the simulated agents yield the cores to the control plane (0: none)")
+	flag.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the changes and the pod churn")
 	keep := flag.Bool("keep", false, "keep the run's folder")
 	flag.Parse()
 	os.Exit(run1(c, *keep))

@@ -114,6 +114,12 @@ func (t *tracker) observe(e event) {
 		return
 	}
 	seq := e.seq
+	if seq < 0 && t.churnStart.IsZero() {
+		// Before the churn every version holds change 0: there is no
+		// other, and no delta ever carries its marker.
+		seq = 0
+		t.verSeq[e.version] = 0
+	}
 	if seq < 0 {
 		seq = t.seqOf(e.version)
 	}
