@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,6 +178,37 @@ func (cp *controlPlane) agents() ([]agentInfo, error) {
 		return nil, fmt.Errorf("decode /debug/agents: %w", err)
 	}
 	return out, nil
+}
+
+// current is the version an agent's view holds now and the change its
+// marker names, from /debug/nametable: agents that got the version in a
+// full table cannot say (the load agents skip full tables unread).
+func (cp *controlPlane) current(namespace, pod string) (version string, seq int, err error) {
+	q := url.Values{"agent": {namespace + "/" + pod}}
+	resp, err := cp.http.Get("http://" + cp.admin + "/debug/nametable?" + q.Encode())
+	if err != nil {
+		return "", -1, fmt.Errorf("get /debug/nametable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", -1, fmt.Errorf("get /debug/nametable: %s", resp.Status)
+	}
+	var v struct {
+		Version string `json:"version"`
+		Table   struct {
+			Table map[string]struct {
+				IPs []string `json:"ips"`
+			} `json:"table"`
+		} `json:"table"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return "", -1, fmt.Errorf("decode /debug/nametable: %w", err)
+	}
+	m := v.Table.Table[markerName]
+	if len(m.IPs) == 0 {
+		return "", -1, fmt.Errorf("/debug/nametable: version %s has no %s", v.Version, markerName)
+	}
+	return v.Version, addrSeq(m.IPs[0]), nil
 }
 
 // procSample is a process's CPU time and resident memory.

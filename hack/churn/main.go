@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&c.Interval, "interval", c.Interval, "time between report lines")
 	flag.DurationVar(&c.Settle, "settle", c.Settle, "bound on the wait for the first tables and, after the churn, for every agent to reach the last change")
 	flag.DurationVar(&c.Starve, "starve", c.Starve, "an agent without an update for longer while changes flow is starved")
-	flag.IntVar(&c.Nice, "nice", c.Nice, "niceness of the fleet processes, so the simulated agents yield the cores to the control plane (0: none)")
+	flag.IntVar(&c.Nice, "nice", c.Nice, "niceness of the fleet processes (0: none); a niceness yields the cores to the control plane, but on a loaded machine starves the simulated agents")
 	flag.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the changes and the pod churn")
 	keep := flag.Bool("keep", false, "keep the run's folder")
 	flag.Parse()
@@ -46,8 +46,12 @@ func main() {
 }
 
 func run1(c Config, keep bool) int {
-	if err := raiseNoFile(uint64(c.Agents)*2 + 4096); err != nil {
-		fmt.Fprintln(os.Stderr, "churn:", err)
+	// The control plane holds a descriptor per agent, and so does the
+	// fleet process of each; 256 more are left for its own (listeners,
+	// the file watch, the admin port's clients).
+	if lim, err := raiseNoFile(uint64(c.Agents) + 256); err != nil {
+		fmt.Fprintf(os.Stderr, "churn: %v: at most %d agents fit\n", err, max(int(lim)-256, 0))
+		return 1
 	}
 	dir, err := os.MkdirTemp("", "meshdns-churn-")
 	if err != nil {
@@ -88,25 +92,27 @@ func run1(c Config, keep bool) int {
 }
 
 // raiseNoFile raises this process's open-file limit (soft and hard) to at
-// least n: each agent is a connection, a descriptor in the control plane
-// and one in a fleet process, which inherit the limit. Raising the hard
-// limit needs CAP_SYS_RESOURCE (root); otherwise the soft limit goes as
-// far as the hard one.
-func raiseNoFile(n uint64) error {
+// least n, which the control plane and the fleet processes inherit, and
+// returns the limit in force. Raising the hard limit needs
+// CAP_SYS_RESOURCE; without it the soft limit goes as far as the hard one.
+func raiseNoFile(n uint64) (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("get open-file limit: %w", err)
+		return 0, fmt.Errorf("get open-file limit: %w", err)
 	}
 	if lim.Cur >= n {
-		return nil
+		return lim.Cur, nil
 	}
 	want := syscall.Rlimit{Cur: n, Max: max(lim.Max, n)}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
-		return nil
+		return n, nil
 	}
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("set open-file limit: %w", err)
+		return 0, fmt.Errorf("set open-file limit: %w", err)
 	}
-	return fmt.Errorf("open-file limit %d, below the %d this run needs (not root?)", lim.Cur, n)
+	if lim.Cur >= n {
+		return lim.Cur, nil
+	}
+	return lim.Cur, fmt.Errorf("open-file limit %d (hard), below the %d this run needs, and raising it needs CAP_SYS_RESOURCE", lim.Cur, n)
 }

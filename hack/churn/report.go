@@ -41,7 +41,9 @@ type sampler struct {
 	peakRSS  int64
 	peakCPU  float64
 	versions float64
-	cpuStart time.Duration
+	// responses sent over the run, deltas and full tables.
+	deltas, fulls float64
+	cpuStart      time.Duration
 }
 
 func newSampler(r *run) *sampler {
@@ -64,7 +66,7 @@ func (s *sampler) fleetCPU() (d time.Duration) {
 }
 
 func (s *sampler) header() {
-	fmt.Fprintln(s.r.cfg.Out, "     t  agents  cp-cpu  rss-MiB heap-MiB changes versions ch/ver  deltas  fulls ch/resp ver/resp holds "+
+	fmt.Fprintln(s.r.cfg.Out, "     t  agents  cp-cpu  rss-MiB heap-MiB changes reloads versions ch/ver  deltas  fulls ch/resp ver/resp holds "+
 		"ack-p50 ack-p99 ack-max joins join-p99 fleet-cpu")
 }
 
@@ -89,14 +91,16 @@ func (s *sampler) line() {
 	cpu := 100 * (cp.cpu - s.cp.cpu).Seconds() / dt
 	versions := d(mVersions)
 	live, _ := s.r.tr.live()
-	fmt.Fprintf(s.r.cfg.Out, "%6.0f %7d %6.0f%% %8.0f %8.0f %7d %8.0f %6s %7.0f %6.0f %7s %8s %5.0f %7s %7s %7s %5d %8s %8.0f%%\n",
-		now.Sub(s.t0).Seconds(), live, cpu, float64(cp.rss)/(1<<20), m[mHeap]/(1<<20), seq-s.seq, versions,
+	fmt.Fprintf(s.r.cfg.Out, "%6.0f %7d %6.0f%% %8.0f %8.0f %7d %7.0f %8.0f %6s %7.0f %6.0f %7s %8s %5.0f %7s %7s %7s %5d %8s %8.0f%%\n",
+		now.Sub(s.t0).Seconds(), live, cpu, float64(cp.rss)/(1<<20), m[mHeap]/(1<<20), seq-s.seq, d(mReloads), versions,
 		ratio(float64(seq-s.seq), versions), d(mDeltas), d(mFulls), ratio(float64(jumped), float64(responses)),
 		ratio(versions*float64(live), d(mDeltas)), d(mHolds), ms(ack.quantile(0.5)), ms(ack.quantile(0.99)), ms(ack.max),
 		join.n, ms(join.quantile(0.99)), 100*(fleet-s.fleet).Seconds()/dt)
 	s.peakRSS = max(s.peakRSS, cp.rss)
 	s.peakCPU = max(s.peakCPU, cpu)
 	s.versions += versions
+	s.deltas += d(mDeltas)
+	s.fulls += d(mFulls)
 	s.at, s.cp, s.m, s.fleet, s.seq = now, cp, m, fleet, seq
 }
 
@@ -128,6 +132,7 @@ func (r *run) settle(ctx context.Context, smp *sampler) (*Result, error) {
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	res := &Result{Changes: last}
+	r.learnCurrent()
 wait:
 	for {
 		if len(r.tr.behind(last)) == 0 {
@@ -140,6 +145,7 @@ wait:
 			r.tr.observe(e)
 		case <-tick.C:
 			smp.line()
+			r.learnCurrent()
 		case <-deadline.C:
 			break wait
 		}
@@ -150,6 +156,23 @@ wait:
 	res.DebugAgentsErrors = r.checkDebugAgents(ctx, start)
 	r.verdict(res, smp, last, took)
 	return res, nil
+}
+
+// learnCurrent asks the control plane which change its current version
+// holds, through the view of a running agent, so agents that reached it
+// by a full table count as on it.
+func (r *run) learnCurrent() {
+	for _, i := range r.tr.someLive(3) {
+		pod := fmt.Sprintf("pod-%d", i)
+		if r.cfg.TLS {
+			pod = fmt.Sprintf("sa:agent-%d", i) // a SPIFFE identity files the stream under its service account
+		}
+		v, seq, err := r.cp.current(fmt.Sprintf("ns-%d", i%r.cfg.Namespaces), pod)
+		if err == nil {
+			r.tr.verSeq[v] = seq
+			return
+		}
+	}
 }
 
 // checkDebugAgents asks the control plane which agents it holds: as many
@@ -217,8 +240,9 @@ func (r *run) verdict(res *Result, smp *sampler, last int, took time.Duration) {
 	for _, e := range res.DebugAgentsErrors {
 		fmt.Fprintf(out, "control plane: %s\n", e)
 	}
-	fmt.Fprintf(out, "control plane: cpu %.0f%% mean, %.0f%% peak interval; rss peak %.0f MiB\n", cpu, smp.peakCPU,
-		float64(smp.peakRSS)/(1<<20))
+	cpuTime := (smp.cp.cpu - smp.cpuStart).Seconds()
+	fmt.Fprintf(out, "control plane: cpu %.0f%% mean, %.0f%% peak interval (%.1f s); rss peak %.0f MiB; %.0f deltas and %.0f full tables sent, %.1f µs of cpu per response\n",
+		cpu, smp.peakCPU, cpuTime, float64(smp.peakRSS)/(1<<20), smp.deltas, smp.fulls, 1e6*cpuTime/max(smp.deltas+smp.fulls, 1))
 	verdict := "PASS: no version lost, no agent starved"
 	if !res.OK() {
 		verdict = fmt.Sprintf("FAIL: %d agents lost the last version, %d starved", len(res.Lost), len(res.Starved))
