@@ -34,6 +34,7 @@ type cluster struct {
 	// endpoints is the target endpoint count of a headless Service.
 	endpoints int
 	headless  [][]netip.Addr // endpoint addresses by headless Service
+	lines     []string       // each headless Service's rendered entry, redone when it changes
 	hot       []int          // ids of the created Services (svc-c<id>)
 	nextSvc   int            // the next created Service's id
 	nextIP    uint32         // the next endpoint or Service address
@@ -61,10 +62,12 @@ func newCluster(dir string, seed uint64, services, headless, hotServices, endpoi
 		}
 	}
 	c.headless = make([][]netip.Addr, headless)
+	c.lines = make([]string, headless)
 	for k := range c.headless {
 		for range endpoints {
 			c.headless[k] = append(c.headless[k], c.addr())
 		}
+		c.render(k)
 	}
 	for range hotServices {
 		c.hot = append(c.hot, c.nextSvc)
@@ -119,6 +122,7 @@ func (c *cluster) endpointChange() error {
 		i := c.rnd.IntN(len(eps))
 		c.headless[k] = slices.Delete(eps, i, i+1)
 	}
+	c.render(k)
 	return c.change()
 }
 
@@ -134,20 +138,28 @@ func (c *cluster) write() error {
 	sb.Grow(64 + len(c.headless)*(64+16*c.endpoints) + len(c.hot)*96)
 	sb.WriteString("entries:\n")
 	fmt.Fprintf(&sb, "  - {hostname: %s, addresses: [%s]}\n", markerName, seqAddr(c.seq))
-	for k, eps := range c.headless {
-		fmt.Fprintf(&sb, "  - {hostname: hl-%d.%s, ports: [{name: peer, port: 7000}], addresses: [", k, zone)
-		for i, a := range eps {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(a.String())
-		}
-		sb.WriteString("]}\n")
+	for _, l := range c.lines {
+		sb.WriteString(l)
 	}
 	for _, id := range c.hot {
 		fmt.Fprintf(&sb, "  - {hostname: svc-c%d.%s, addresses: [%s], ports: [{name: http, port: 80}]}\n", id, zone, svcAddr(id))
 	}
 	return writeFile(c.dir, hotFile, sb.String())
+}
+
+// render makes headless Service k's entry line: the tool writes the hot
+// file 20 times a second and shares the cores with what it measures.
+func (c *cluster) render(k int) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "  - {hostname: hl-%d.%s, ports: [{name: peer, port: 7000}], addresses: [", k, zone)
+	for i, a := range c.headless[k] {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a.String())
+	}
+	sb.WriteString("]}\n")
+	c.lines[k] = sb.String()
 }
 
 // svcAddr is a created Service's cluster IP, from its id (in 11.0.0.0/8,

@@ -122,9 +122,13 @@ const (
 	mMarshals   = `meshdns_controlplane_marshals_total{kind="delta"}`
 	mHeap       = "go_memstats_heap_inuse_bytes"
 	mGoroutines = "go_goroutines"
+	mStreamsOK  = `meshdns_controlplane_streams_total{result="ok"}`
+	mStreamsErr = `meshdns_controlplane_streams_total{result="error"}`
+	mWaiting    = "meshdns_controlplane_admission_waiting"
 )
 
-var sampled = []string{mVersions, mDeltas, mFulls, mHolds, mConnected, mReloads, mMarshals, mHeap, mGoroutines}
+var sampled = []string{mVersions, mDeltas, mFulls, mHolds, mConnected, mReloads, mMarshals, mHeap, mGoroutines,
+	mStreamsOK, mStreamsErr, mWaiting}
 
 // metrics reads the sampled metrics; one absent is reported as -1 (a
 // build that renamed it), not as an error.

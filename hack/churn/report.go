@@ -133,16 +133,18 @@ func (r *run) settle(ctx context.Context, smp *sampler) (*Result, error) {
 	defer tick.Stop()
 	res := &Result{Changes: last}
 	r.learnCurrent()
+	// Counting the agents behind walks them all: 10 times a second, not
+	// at every event.
+	check := time.NewTicker(100 * time.Millisecond)
+	defer check.Stop()
 wait:
-	for {
-		if len(r.tr.behind(last)) == 0 {
-			break
-		}
+	for len(r.tr.behind(last)) > 0 {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case e := <-r.events:
 			r.tr.observe(e)
+		case <-check.C:
 		case <-tick.C:
 			smp.line()
 			r.learnCurrent()
@@ -237,6 +239,10 @@ func (r *run) verdict(res *Result, smp *sampler, last int, took time.Duration) {
 		g50.Round(time.Millisecond), g99.Round(time.Millisecond), gmax.Round(time.Millisecond), worst, bound, len(res.Starved))
 	fmt.Fprintf(out, "after the churn: %d of %d running agents not on the last change (%d) after %v\n", len(res.Lost), live, last,
 		took.Round(time.Millisecond))
+	if m, err := r.cp.metrics(); err == nil {
+		fmt.Fprintf(out, "streams: %.0f connected, %.0f waiting for admission; ended since the start: %.0f ok (agents that left), %.0f with an error\n",
+			m[mConnected], m[mWaiting], m[mStreamsOK], m[mStreamsErr])
+	}
 	for _, e := range res.DebugAgentsErrors {
 		fmt.Fprintf(out, "control plane: %s\n", e)
 	}
