@@ -161,16 +161,19 @@ wait:
 }
 
 // learnCurrent asks the control plane which change its current version
-// holds, through the view of a running agent, so agents that reached it
-// by a full table count as on it.
+// holds, through the view of an agent /debug/agents lists as connected
+// (an agent the tool runs may be between two streams), so agents that
+// reached it by a full table count as on it.
 func (r *run) learnCurrent() {
-	for _, i := range r.tr.someLive(3) {
-		pod := fmt.Sprintf("pod-%d", i)
-		if r.cfg.TLS {
-			pod = fmt.Sprintf("sa:agent-%d", i) // a SPIFFE identity files the stream under its service account
+	agents, err := r.cp.agents()
+	if err != nil {
+		return
+	}
+	for k, a := range agents {
+		if k == 3 {
+			return
 		}
-		v, seq, err := r.cp.current(fmt.Sprintf("ns-%d", i%r.cfg.Namespaces), pod)
-		if err == nil {
+		if v, seq, err := r.cp.current(a.Namespace, a.Pod); err == nil {
 			r.tr.verSeq[v] = seq
 			return
 		}

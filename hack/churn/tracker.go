@@ -215,20 +215,6 @@ func (t *tracker) behind(last int) []int {
 	return out
 }
 
-// someLive returns up to n running agents that have a table.
-func (t *tracker) someLive(n int) []int {
-	var out []int
-	for i, a := range t.agents {
-		if len(out) == n {
-			break
-		}
-		if !a.gone && !a.first.IsZero() {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
 // endChurn closes every live agent's gap at the end of the changes: an
 // agent that heard nothing since is measured to there at least.
 func (t *tracker) endChurn(at time.Time) {
