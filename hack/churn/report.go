@@ -155,6 +155,13 @@ wait:
 	took := time.Since(start)
 	smp.line()
 	res.Lost = r.tr.behind(last)
+	if len(res.Lost) > 0 {
+		// Say whose view differs: the control plane's (its current
+		// version lacks the last change) or the tool's (events of the
+		// agents not read yet).
+		v, seq := r.learnCurrent()
+		fmt.Fprintf(r.cfg.Out, "control plane: current version %s holds change %d; %d agent events not read yet\n", v, seq, len(r.events))
+	}
 	res.DebugAgentsErrors = r.checkDebugAgents(ctx, start)
 	r.verdict(res, smp, last, took)
 	return res, nil
@@ -164,20 +171,21 @@ wait:
 // holds, through the view of an agent /debug/agents lists as connected
 // (an agent the tool runs may be between two streams), so agents that
 // reached it by a full table count as on it.
-func (r *run) learnCurrent() {
+func (r *run) learnCurrent() (version string, seq int) {
 	agents, err := r.cp.agents()
 	if err != nil {
-		return
+		return "", -1
 	}
 	for k, a := range agents {
 		if k == 3 {
-			return
+			break
 		}
 		if v, seq, err := r.cp.current(a.Namespace, a.Pod); err == nil {
 			r.tr.verSeq[v] = seq
-			return
+			return v, seq
 		}
 	}
+	return "", -1
 }
 
 // checkDebugAgents asks the control plane which agents it holds: as many
