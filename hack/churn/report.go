@@ -137,14 +137,16 @@ func (r *run) settle(ctx context.Context, smp *sampler) (*Result, error) {
 	// at every event.
 	check := time.NewTicker(100 * time.Millisecond)
 	defer check.Stop()
+	behind := len(r.tr.behind(last))
 wait:
-	for len(r.tr.behind(last)) > 0 {
+	for behind > 0 {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case e := <-r.events:
 			r.tr.observe(e)
 		case <-check.C:
+			behind = len(r.tr.behind(last))
 		case <-tick.C:
 			smp.line()
 			r.learnCurrent()
