@@ -67,7 +67,7 @@ func (s *sampler) fleetCPU() (d time.Duration) {
 
 func (s *sampler) header() {
 	fmt.Fprintln(s.r.cfg.Out, "     t  agents  cp-cpu  rss-MiB heap-MiB changes reloads versions ch/ver  deltas  fulls ch/resp ver/resp holds "+
-		"ack-p50 ack-p99 ack-max joins join-p99 fleet-cpu")
+		"ack-p50 ack-p99 ack-max joins join-p99 fleet-cpu unread")
 }
 
 // line prints the interval since the last line.
@@ -91,11 +91,11 @@ func (s *sampler) line() {
 	cpu := 100 * (cp.cpu - s.cp.cpu).Seconds() / dt
 	versions := d(mVersions)
 	live, _ := s.r.tr.live()
-	fmt.Fprintf(s.r.cfg.Out, "%6.0f %7d %6.0f%% %8.0f %8.0f %7d %7.0f %8.0f %6s %7.0f %6.0f %7s %8s %5.0f %7s %7s %7s %5d %8s %8.0f%%\n",
+	fmt.Fprintf(s.r.cfg.Out, "%6.0f %7d %6.0f%% %8.0f %8.0f %7d %7.0f %8.0f %6s %7.0f %6.0f %7s %8s %5.0f %7s %7s %7s %5d %8s %8.0f%% %6d\n",
 		now.Sub(s.t0).Seconds(), live, cpu, float64(cp.rss)/(1<<20), m[mHeap]/(1<<20), seq-s.seq, d(mReloads), versions,
 		ratio(float64(seq-s.seq), versions), d(mDeltas), d(mFulls), ratio(float64(jumped), float64(responses)),
 		ratio(versions*float64(live), d(mDeltas)), d(mHolds), ms(ack.quantile(0.5)), ms(ack.quantile(0.99)), ms(ack.max),
-		join.n, ms(join.quantile(0.99)), 100*(fleet-s.fleet).Seconds()/dt)
+		join.n, ms(join.quantile(0.99)), 100*(fleet-s.fleet).Seconds()/dt, len(s.r.events))
 	s.peakRSS = max(s.peakRSS, cp.rss)
 	s.peakCPU = max(s.peakCPU, cpu)
 	s.versions += versions
