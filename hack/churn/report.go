@@ -230,6 +230,7 @@ func (r *run) verdict(res *Result, smp *sampler, last int, took time.Duration) {
 	res.AckP50, res.AckP99, res.AckMax = ack.quantile(0.5), ack.quantile(0.99), ack.max
 	res.JoinP99, res.JoinMax, res.Joined = join.quantile(0.99), join.max, int(join.n)
 	res.Versions = int(smp.versions)
+	tr.closeGaps()
 	g50, g99, gmax, worst := tr.gaps()
 	res.MaxGap = gmax
 	bound := starveBound(r.cfg.Starve, g50)

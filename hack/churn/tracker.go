@@ -215,13 +215,17 @@ func (t *tracker) behind(last int) []int {
 	return out
 }
 
-// endChurn closes every live agent's gap at the end of the changes: an
-// agent that heard nothing since is measured to there at least.
-func (t *tracker) endChurn(at time.Time) {
-	t.churnEnd = at
+// endChurn notes when the changes stopped.
+func (t *tracker) endChurn(at time.Time) { t.churnEnd = at }
+
+// closeGaps measures, once the events of the churn are read, the gap of
+// every running agent that heard nothing after the churn's end: from its
+// last update to that end. Closing them at the end itself would count the
+// events the tool had not read yet as gaps.
+func (t *tracker) closeGaps() {
 	for _, a := range t.agents {
-		if !a.gone && !a.first.IsZero() {
-			t.gap(a, at)
+		if !a.gone && !a.first.IsZero() && a.last.Before(t.churnEnd) {
+			t.gap(a, t.churnEnd)
 		}
 	}
 }

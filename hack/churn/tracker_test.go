@@ -36,6 +36,7 @@ func TestTracker(t *testing.T) {
 	tr.stopped(5)
 	tr.observe(event{agent: 5, full: true, seq: -1, at: at(900), version: "v3"})
 	tr.endChurn(at(1000))
+	tr.closeGaps()
 
 	ack, join, responses, jumped := tr.interval()
 	// Agent 0: change 1 after 600ms, 2 after 500ms; agent 2: 3 after 100ms.
