@@ -215,6 +215,17 @@ func (t *tracker) behind(last int) []int {
 	return out
 }
 
+// unknownBehind counts the running agents whose version's change is not
+// known.
+func (t *tracker) unknownBehind() (n int) {
+	for _, a := range t.agents {
+		if !a.gone && a.seq < 0 && t.seqOf(a.version) < 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // endChurn notes when the changes stopped.
 func (t *tracker) endChurn(at time.Time) { t.churnEnd = at }
 
