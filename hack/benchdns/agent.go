@@ -35,7 +35,7 @@ func writeTableFile(dir string, n int) (string, error) {
 		})
 }
 
-// startAgent runs the agent pinned to cpus on a table of n services and
+// startAgent runs the agent pinned to the server cpus on a table of n services and
 // waits until it answers a name from the table.
 func startAgent(cfg *runConfig, n int, upstreamAddr string) (*child, error) {
 	table, err := writeTableFile(cfg.dir, n)
@@ -53,11 +53,17 @@ func startAgent(cfg *runConfig, n int, upstreamAddr string) (*child, error) {
 	}
 	args := []string{"agent", "--dns-addr", addr, "--admin-addr", "127.0.0.1:0", "--nametable-file", table,
 		"--namespace", podNamespace, "--resolv-conf", resolv, "--upstream", upstreamAddr, "--log-level", "warn"}
+	return startProcess(cfg, addr, n, cfg.agent, args...)
+}
+
+// startProcess runs bin pinned to the server cpus and waits until it
+// answers on addr the last name of a table of n services.
+func startProcess(cfg *runConfig, addr string, n int, bin string, args ...string) (*child, error) {
 	var cmd *exec.Cmd
 	if cfg.taskset != "" {
-		cmd = exec.Command(cfg.taskset, append([]string{"-c", cfg.serverCPU, cfg.agent}, args...)...)
+		cmd = exec.Command(cfg.taskset, append([]string{"-c", cfg.serverCPU, bin}, args...)...)
 	} else {
-		cmd = exec.Command(cfg.agent, args...)
+		cmd = exec.Command(bin, args...)
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -77,7 +83,7 @@ func startAgent(cfg *runConfig, n int, upstreamAddr string) (*child, error) {
 		}
 		if time.Now().After(deadline) {
 			c.stop()
-			return nil, fmt.Errorf("agent on %s not answering from its table after 2m (last: %v)", addr, errors.Join(err))
+			return nil, fmt.Errorf("%s on %s not answering from its table after 2m (last: %v)", filepath.Base(bin), addr, errors.Join(err))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

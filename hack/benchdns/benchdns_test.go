@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -89,5 +90,56 @@ func TestPercentile(t *testing.T) {
 				t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
 			}
 		})
+	}
+}
+
+// The upstream answers A with TTL 1h, a forwarded name (fwd...) with TTL
+// 0, other types with no record, and ignores what is not one question.
+func TestUpstreamReply(t *testing.T) {
+	tests := []struct {
+		name    string
+		qname   string
+		qtype   uint16
+		wantTTL []uint32 // one per answer record
+	}{
+		{name: "cached name", qname: "host1.example.com.", qtype: dns.TypeA, wantTTL: []uint32{3600}},
+		{name: "forwarded name", qname: "FWD7.example.net.", qtype: dns.TypeA, wantTTL: []uint32{0}},
+		{name: "other type", qname: "host1.example.com.", qtype: dns.TypeAAAA, wantTTL: []uint32{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := new(dns.Msg)
+			q.SetQuestion(tc.qname, tc.qtype)
+			q.SetEdns0(1232, false)
+			pkt, err := q.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := new(dns.Msg)
+			if err := m.Unpack(upstreamReply(nil, pkt)); err != nil {
+				t.Fatalf("unpack reply: %v", err)
+			}
+			if m.Id != q.Id || !m.Response || !m.RecursionDesired || m.Rcode != dns.RcodeSuccess {
+				t.Errorf("header %+v, want a NOERROR response to ID %d with RD", m.MsgHdr, q.Id)
+			}
+			if diff := cmp.Diff(q.Question, m.Question); diff != "" {
+				t.Errorf("question (-want +got):\n%s", diff)
+			}
+			ttls := []uint32{}
+			for _, rr := range m.Answer {
+				if rr.Header().Name != tc.qname || rr.(*dns.A).A.String() != "192.0.2.1" {
+					t.Errorf("answer %v", rr)
+				}
+				ttls = append(ttls, rr.Header().Ttl)
+			}
+			if diff := cmp.Diff(tc.wantTTL, ttls); diff != "" {
+				t.Errorf("TTLs (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for name, pkt := range map[string][]byte{"short": {1, 2, 3}, "a response": {0, 1, 0x80, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1}} {
+		if got := upstreamReply(nil, pkt); got != nil {
+			t.Errorf("%s: reply %v, want none", name, got)
+		}
 	}
 }

@@ -44,6 +44,8 @@ type runConfig struct {
 	// profile is where -ab writes a perf profile of each agent per
 	// scenario, or "".
 	profile string
+	// peers are the other servers of the mixed latency run.
+	peers peerBinaries
 }
 
 func runBench(args []string) error {
@@ -66,6 +68,10 @@ func runBench(args []string) error {
 	fs.StringVar(&cfg.only, "only", "", "with -policy or -failing: the comma-separated scenarios to run (-policy: known, cache-hit, forwarded; -failing: known, nxdomain, cache-hit; empty: all)")
 	policyRules := fs.Int("policy", 0, "measure the cost of a DNS policy of this many rules (with against without, for a table answer, a cache hit and a forwarded query) and nothing else")
 	failingTopN := fs.Int("failing", 0, "measure the cost of the failing-names summary reporting this many names (with against without, for a table answer, a table NXDOMAIN and a cache hit) and nothing else")
+	mixed := fs.Bool("mixed", false, "run the mixed latency run alone: the agent (-agent, or each of -ab) beside unbound, dnsmasq and CoreDNS")
+	fs.StringVar(&cfg.peers.unbound, "unbound", "unbound", "unbound binary of the mixed latency run (empty: leave it out)")
+	fs.StringVar(&cfg.peers.dnsmasq, "dnsmasq", "dnsmasq", "dnsmasq binary of the mixed latency run (empty: leave it out)")
+	fs.StringVar(&cfg.peers.coredns, "coredns", defaultCoreDNS(), "CoreDNS binary of the mixed latency run (empty: leave it out)")
 	rt := fs.Bool("rt", true, "run the fixed-rate latency runs at SCHED_FIFO priority (root), so other load on the machine does not set the p99")
 	_ = fs.Parse(args)
 	cfg.agent = agentPath(cfg.agent)
@@ -85,8 +91,14 @@ func runBench(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(cfg.dir)
+	cfg.peers = lookPeers(cfg.peers)
 	if *ab != "" {
 		cfg.ab = strings.Split(*ab, ",")
+	}
+	if *mixed {
+		return benchMixed(&cfg)
+	}
+	if *ab != "" {
 		return benchAB(&cfg)
 	}
 	if *policyRules > 0 {
@@ -286,6 +298,11 @@ func bench(cfg *runConfig) error {
 	m := median(p99Ratios)
 	fmt.Printf("median p99 ratio %.2f (bar 1.50) %s\n", m, verdict(m <= 1.5))
 	ok = ok && m <= 1.5
+	if agent != nil {
+		if err := runMixed(cfg, []target{{name: "meshdns", c: agent}}, up); err != nil {
+			return fmt.Errorf("mixed latency: %w", err)
+		}
+	}
 
 	fmt.Printf("\n# memory\n")
 	rss, err := rssMB(srv.cmd.Process.Pid)
@@ -591,7 +608,7 @@ func benchAB(cfg *runConfig) error {
 		return fmt.Errorf("start upstream: %w", err)
 	}
 	defer up.stop()
-	scs := scenarios()
+	scs := append(scenarios(), forwardedScenario(), mixedScenario())
 	files := make([]string, len(scs))
 	for i, sc := range scs {
 		if files[i], err = writeNames(cfg, sc); err != nil {
@@ -676,5 +693,9 @@ func benchAB(cfg *runConfig) error {
 	if !ok {
 		fmt.Println("\nsome figures miss the bar of 1.05")
 	}
-	return nil
+	targets := make([]target, len(agents))
+	for k, a := range agents {
+		targets[k] = target{name: agentName(k, len(agents)), c: a}
+	}
+	return runMixed(cfg, targets, up)
 }
