@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -338,7 +339,7 @@ func TestServeStaleWhenOverloaded(t *testing.T) {
 	runSteps(t, r, clk, []step{{qname: "s.example.", want: view{Rcode: "NOERROR", Answer: []string{"s.example.\t60\tIN\tA\t192.0.2.5"}}, wantSrc: SourceUpstream}})
 	// Hold the only slot with a question the server never answers.
 	block := rawServer(t, func([]byte) [][]byte { return nil })
-	r.ups[0].addr = block.Addr
+	r.ups[0].addr, r.ups[0].ip = block.Addr, netip.MustParseAddrPort(block.Addr)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := r.AppendReply(context.Background(), nil, qwire(t, "held.example.", dns.TypeA))

@@ -130,38 +130,80 @@ type reply struct {
 // A reply that cannot be turned into a servable entry counts as garbage.
 // With record, the reply carries the exchange it came from.
 func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int, record bool) (*reply, error) {
-	start := time.Now()
-	var rec *Forwarded
-	if record {
-		rec = new(Forwarded)
-	}
+	a := attempt{up: up, start: time.Now(), rec: newRecord(record)}
 	// One deadline for the whole try, TCP retry included: the end of the
-	// forward's window, so a late reply is still taken.
-	ctx, cancel := context.WithDeadline(ctx, r.deadline(ctx))
-	defer cancel()
+	// forward's window, so a late reply is still taken. forward's ctx
+	// carries it already; a second timer for the same instant would be
+	// one more per query.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.deadline(ctx))
+		defer cancel()
+	}
 	exchange := r.exchangeUDP
 	if up.dot != nil {
 		exchange = r.exchangeDoT
 	}
-	m, err := exchange(ctx, up, q, nameLen, true, rec)
+	m, err := exchange(ctx, up, q, nameLen, true, a.rec)
+	return r.settle(ctx, a, q, nameLen, m, err)
+}
+
+// attempt is one try under way: its upstream, when it started and the
+// exchange it records (or nil).
+type attempt struct {
+	up    *upstream
+	start time.Time
+	rec   *Forwarded
+}
+
+// newRecord is the record of a try's exchange when record asks for one,
+// else nil.
+func newRecord(record bool) *Forwarded {
+	if record {
+		return new(Forwarded)
+	}
+	return nil
+}
+
+// retries reports whether a try whose first exchange came back with m and
+// err asks again (settle): FORMERR from a server without EDNS, or a
+// truncated reply.
+func retries(m *dns.Msg, err error) bool {
+	if err == nil {
+		return m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil
+	}
+	var te *tryError
+	return errors.As(err, &te) && te.kind == kindTruncated
+}
+
+// settle finishes try a from what its first exchange came back with: the
+// question asked again without EDNS of a server that does not know it or
+// over TCP for a truncated reply, the try's duration and error counted,
+// and the reply turned into an entry.
+func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int, m *dns.Msg, err error) (*reply, error) {
+	up := a.up
 	if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
 		// RFC 6891 section 7: a server that does not know EDNS answers
 		// FORMERR without OPT; ask again without it, in the same try.
 		up.errs[kindFormerr].Inc()
-		m, err = exchange(ctx, up, q, nameLen, false, rec)
+		exchange := r.exchangeUDP
+		if up.dot != nil {
+			exchange = r.exchangeDoT
+		}
+		m, err = exchange(ctx, up, q, nameLen, false, a.rec)
 	}
 	var te *tryError
 	if errors.As(err, &te) && te.kind == kindTruncated {
 		up.errs[kindTruncated].Inc()
-		m, err = r.exchangeTCP(ctx, up, q, nameLen, rec)
+		m, err = r.exchangeTCP(ctx, up, q, nameLen, a.rec)
 	}
-	up.duration.Observe(time.Since(start).Seconds())
+	up.duration.Observe(time.Since(a.start).Seconds())
 	var rep *reply
 	if err == nil {
 		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
 		} else {
-			rep = &reply{rcode: m.Rcode, from: up.addr, fwd: rec}
+			rep = &reply{rcode: m.Rcode, from: up.addr, fwd: a.rec}
 			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}
@@ -172,7 +214,7 @@ func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int,
 			// Close, a lost race, or a later try answered first: not
 			// the upstream's fault, unless it had been silent for a
 			// whole Timeout, which a dead upstream always is.
-			if m == nil && time.Since(start) >= r.cfg.Timeout {
+			if m == nil && time.Since(a.start) >= r.cfg.Timeout {
 				up.errs[kindTimeout].Inc()
 			}
 			return nil, ctx.Err()
@@ -209,39 +251,80 @@ func ioError(op string, up *upstream, err error) error {
 // racing the real server does not end the wait. rec, when not nil, gets
 // the exchange.
 func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (*dns.Msg, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "udp", up.addr)
+	x, err := r.sendUDP(ctx, up, q, edns, rec, r.deadline(ctx))
+	if err != nil {
+		return nil, err
+	}
+	defer x.close(r)
+	return r.awaitUDP(ctx, x, up, q, nameLen, rec)
+}
+
+// udpQuery is a query sent over UDP from its own socket, waiting for its
+// reply.
+type udpQuery struct {
+	conn net.Conn    // dialUDP's
+	stop func() bool // unhooks the read's interruption at ctx's end
+	bp   *[]byte     // from bufPool: the query, then the reply
+	id   uint16
+}
+
+// close releases the buffer and hands the socket to r's closer.
+func (x *udpQuery) close(r *Resolver) {
+	x.stop()
+	bufPool.Put(x.bp)
+	r.closer.add(r.ctx, &r.wg, x.conn)
+}
+
+// errSoftDeadline: no reply before the read deadline a udpQuery was sent
+// with, which comes before the end of the forward's window (forward's
+// first try, which waits alone only until Timeout); internal.
+var errSoftDeadline = errors.New("no reply yet")
+
+// sendUDP sends the query (with OPT when edns) to up from a new socket,
+// whose reads and writes end at until (at the latest ctx's deadline) or
+// at ctx's end. rec, when not nil, gets the query.
+func (r *Resolver) sendUDP(ctx context.Context, up *upstream, q []byte, edns bool, rec *Forwarded, until time.Time) (*udpQuery, error) {
+	conn, err := dialUDP(up.ip)
 	if err != nil {
 		return nil, &tryError{kindNetwork, fmt.Errorf("dial udp %s: %w", up.addr, err)}
 	}
-	defer conn.Close()
 	// Close (via ctx) interrupts a blocked read at once.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := conn.SetDeadline(r.deadline(ctx)); err != nil {
+	x := &udpQuery{conn: conn, stop: stop, bp: bufPool.Get().(*[]byte), id: uint16(rand.Uint32())}
+	if err := conn.SetDeadline(until); err != nil {
+		x.close(r)
 		return nil, ioError("deadline udp", up, err)
 	}
-
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	id := uint16(rand.Uint32())
-	query := appendQuery(buf[:0], id, q, edns)
+	query := appendQuery((*x.bp)[:0], x.id, q, edns)
 	if _, err := conn.Write(query); err != nil {
+		x.close(r)
 		return nil, ioError("write udp", up, err)
 	}
 	rec.sent(TransportUDP, conn, up, query)
+	return x, nil
+}
+
+// awaitUDP reads x's socket until a reply to its query, ctx's end or the
+// deadline x was sent with: errSoftDeadline when that comes before ctx's
+// deadline. A reply with the wrong ID or question, or one that does not
+// unpack, is counted and ignored.
+func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []byte, nameLen int, rec *Forwarded) (*dns.Msg, error) {
+	buf := *x.bp
 	for {
-		n, err := conn.Read(buf)
+		n, err := x.conn.Read(buf)
 		if err != nil {
 			// Cancelled (Close, or a lost race) is not the upstream's
-			// fault; a passed deadline is a timeout.
+			// fault; a passed deadline is a timeout, unless the
+			// window still runs.
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, ctx.Err()
 			}
+			if cd, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && time.Now().Before(cd) {
+				return nil, errSoftDeadline
+			}
 			return nil, ioError("read udp", up, err)
 		}
-		kind := checkReply(buf[:n], id, q, nameLen)
+		kind := checkReply(buf[:n], x.id, q, nameLen)
 		if kind == "" && n > ednsSize {
 			// Our reply, bigger than the size we asked for and cut to
 			// our buffer: ask over TCP as for TC.

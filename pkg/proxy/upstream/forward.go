@@ -33,56 +33,156 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bo
 	if ro := r.routes.Load().routeFor(q, nameLen); ro != nil {
 		ups, attempts = ro.ups, ro.attempts
 	}
-	results := make(chan result, attempts+len(ups))
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
 	if r.cfg.Parallel && len(ups) > 1 {
-		return r.race(ctx, ups, q, nameLen, record, results, &wg)
+		return r.race(ctx, ups, q, nameLen, record, make(chan result, len(ups)), &wg)
 	}
 	order := r.perm(len(ups))
-	launched, pending := 0, 0
-	launch := func() {
-		up := ups[order[launched%len(order)]]
-		launched++
-		pending++
-		wg.Go(func() {
-			m, err := r.try(ctx, up, q, nameLen, record)
-			results <- result{m, err}
-		})
+	// The first try waits on this goroutine while it is the only one:
+	// most are answered within Timeout, and a goroutine per try, its
+	// channel and its timer were most of a forwarded query's hand-offs.
+	first := time.Now()
+	rep, err, rest := r.tryFirst(ctx, ups[order[0]], q, nameLen, record, first)
+	if rest == nil && err == nil {
+		return rep, nil
 	}
-	launch()
-	next := time.NewTimer(r.cfg.Timeout)
+	s := &schedule{r: r, ctx: ctx, wg: &wg, ups: ups, order: order, attempts: attempts, q: q, nameLen: nameLen,
+		record: record, launched: 1, results: make(chan result, attempts+len(ups))}
+	wait := time.Duration(0) // a failed first try: the next goes out at once
+	if rest != nil {
+		wait = r.cfg.Timeout - time.Since(first)
+		s.pending = 1
+		wg.Go(func() {
+			m, err := rest()
+			s.results <- result{m, err}
+		})
+	} else {
+		s.errs = append(s.errs, err)
+		if err := ctx.Err(); err != nil {
+			return nil, windowError(ctx, err, s.errs)
+		}
+	}
+	return s.run(wait)
+}
+
+// schedule is the rest of forward's schedule once the first try has
+// failed or waited Timeout alone: the tries after it, every Timeout or at
+// once after a failure, on goroutines, each listening until the window
+// ends.
+type schedule struct {
+	r                 *Resolver
+	ctx               context.Context
+	wg                *sync.WaitGroup
+	ups               []*upstream
+	order             []int
+	attempts          int
+	q                 []byte
+	nameLen           int
+	record            bool
+	launched, pending int
+	results           chan result
+	errs              []error
+}
+
+// launch starts the next try on a goroutine.
+func (s *schedule) launch() {
+	up := s.ups[s.order[s.launched%len(s.order)]]
+	s.launched++
+	s.pending++
+	s.wg.Go(func() {
+		m, err := s.r.try(s.ctx, up, s.q, s.nameLen, s.record)
+		s.results <- result{m, err}
+	})
+}
+
+// run goes on from the first try: the next try goes out after wait (at
+// once when the first failed or has waited its Timeout alone), then one
+// every Timeout or at once after a failure, until a reply or the end.
+func (s *schedule) run(wait time.Duration) (*reply, error) {
+	if wait <= 0 {
+		if s.launched < s.attempts {
+			s.launch()
+		} else if s.pending == 0 {
+			return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
+		}
+		wait = s.r.cfg.Timeout
+	}
+	next := time.NewTimer(wait)
 	defer next.Stop()
-	var errs []error
 	for {
 		select {
-		case res := <-results:
-			pending--
+		case res := <-s.results:
+			s.pending--
 			if res.err == nil {
 				return res.m, nil
 			}
-			errs = append(errs, res.err)
-			if err := ctx.Err(); err != nil {
-				return nil, windowError(ctx, err, errs)
+			s.errs = append(s.errs, res.err)
+			if err := s.ctx.Err(); err != nil {
+				return nil, windowError(s.ctx, err, s.errs)
 			}
-			if launched < attempts {
-				launch()
-				next.Reset(r.cfg.Timeout)
-			} else if pending == 0 {
-				return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
+			if s.launched < s.attempts {
+				s.launch()
+				next.Reset(s.r.cfg.Timeout)
+			} else if s.pending == 0 {
+				return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
 			}
 		case <-next.C:
-			if launched < attempts {
-				launch()
-				next.Reset(r.cfg.Timeout)
+			if s.launched < s.attempts {
+				s.launch()
+				next.Reset(s.r.cfg.Timeout)
 			}
-		case <-ctx.Done():
-			return nil, windowError(ctx, ctx.Err(), errs)
+		case <-s.ctx.Done():
+			return nil, windowError(s.ctx, s.ctx.Err(), s.errs)
 		}
 	}
+}
+
+// tryFirst runs forward's first try on the caller's goroutine until it
+// has a reply or an error, or Timeout from start has passed (rest then finishes the
+// try: forward runs it on a goroutine while the next try goes out). A
+// reply that asks again (FORMERR without EDNS, truncated) is finished by
+// rest too, so the schedule's Timeout runs meanwhile. Over DNS over TLS
+// the whole try is rest.
+func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen int, record bool, start time.Time) (*reply, error, func() (*reply, error)) {
+	if up.dot != nil {
+		return nil, nil, func() (*reply, error) { return r.try(ctx, up, q, nameLen, record) }
+	}
+	a := attempt{up: up, start: start, rec: newRecord(record)}
+	until := start.Add(r.cfg.Timeout)
+	if window := r.deadline(ctx); window.Before(until) {
+		until = window
+	}
+	x, err := r.sendUDP(ctx, up, q, true, a.rec, until)
+	if err != nil {
+		rep, err := r.settle(ctx, a, q, nameLen, nil, err)
+		return rep, err, nil
+	}
+	m, err := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
+	if errors.Is(err, errSoftDeadline) {
+		return nil, nil, func() (*reply, error) {
+			defer x.close(r)
+			// SetReadDeadline before ctx.Err: a cancellation after it
+			// interrupts the read (sendUDP's AfterFunc).
+			if err := x.conn.SetReadDeadline(r.deadline(ctx)); err != nil {
+				return r.settle(ctx, a, q, nameLen, nil, ioError("deadline udp", up, err))
+			}
+			if err := ctx.Err(); err != nil {
+				return r.settle(ctx, a, q, nameLen, nil, err)
+			}
+			m, err := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
+			return r.settle(ctx, a, q, nameLen, m, err)
+		}
+	}
+	x.close(r)
+	if retries(m, err) {
+		return nil, nil, func() (*reply, error) { return r.settle(ctx, a, q, nameLen, m, err) }
+	}
+	rep, err := r.settle(ctx, a, q, nameLen, m, err)
+	return rep, err, nil
 }
 
 // windowError is the error of a forward whose context ended: the caller's

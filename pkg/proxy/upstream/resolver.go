@@ -49,6 +49,7 @@ type Resolver struct {
 	// prefetching counts the prefetches in flight (MaxPrefetches).
 	prefetching atomic.Int64
 	clock       coarseClock // when cfg.Now is nil
+	closer      closer      // closes the sockets of finished UDP tries
 
 	// routes sends some domains to other upstreams (SetRoutes); never nil.
 	routes   atomic.Pointer[routeTable]
@@ -331,6 +332,7 @@ func (r *Resolver) Close() error {
 		r.clock.stop()
 		r.cancel()
 		r.wg.Wait()
+		r.closer.stop()
 		r.routesMu.Lock()
 		ups := slices.Concat(r.ups, slices.Collect(maps.Values(r.routeUps)))
 		r.routesMu.Unlock()
