@@ -146,7 +146,7 @@ func (s *Server) forwardWorker(ctx context.Context, j *fwdJob) {
 	defer idle.Stop()
 	for {
 		reply := s.h.resolve(ctx, out, &j.q)
-		s.writeUDP(j.conn, reply, j.addr)
+		s.sendReply(j.conn, reply, j.addr)
 		s.pending.Add(-1)
 		out = keepGrown(out, reply)
 		j.conn, j.q.dec.chase = nil, nil

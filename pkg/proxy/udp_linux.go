@@ -128,3 +128,54 @@ func (u *udpReader) sender() netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
+
+// sendReply sends a forwarding worker's reply with sendto called directly,
+// as the readers send theirs. Through WriteToUDPAddrPort the call enters
+// the scheduler's system call state, which wakes the runtime's monitor
+// thread whenever it sleeps because the process was idle: on one core,
+// after every forwarded query (pkg/proxy/upstream udpsock_linux.go says
+// more). A reply the socket cannot take at once goes through writeUDP,
+// which waits.
+func (s *Server) sendReply(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
+	var sa unix.RawSockaddrInet6 // or an IPv4 one in its first bytes
+	salen, ok := sockaddr(&sa, addr)
+	rc, err := c.SyscallConn()
+	if !ok || err != nil || len(reply) == 0 {
+		s.writeUDP(c, reply, addr)
+		return
+	}
+	var errno unix.Errno
+	err = rc.Control(func(fd uintptr) {
+		_, _, errno = unix.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&reply[0])), uintptr(len(reply)),
+			0, uintptr(unsafe.Pointer(&sa)), uintptr(salen))
+	})
+	switch {
+	case err != nil || errno == unix.EAGAIN || errno == unix.EINTR:
+		s.writeUDP(c, reply, addr)
+	case errno != 0:
+		s.h.obs.Drop(UDP, observe.DropSendFailed)
+		s.log.Debug("write udp", "err", errno)
+	}
+}
+
+// sockaddr writes addr into sa as the reader's recvfrom gave it (sender):
+// an IPv4 address as AF_INET, any other as AF_INET6 with a numeric zone
+// as its scope. It reports the length, or false for a zone by name.
+func sockaddr(sa *unix.RawSockaddrInet6, addr netip.AddrPort) (uint32, bool) {
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	p[0], p[1] = byte(addr.Port()>>8), byte(addr.Port())
+	if a := addr.Addr(); a.Is4() {
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		sa4.Family, sa4.Addr = unix.AF_INET, a.As4()
+		return uint32(unsafe.Sizeof(*sa4)), true
+	}
+	sa.Family, sa.Addr = unix.AF_INET6, addr.Addr().As16()
+	if z := addr.Addr().Zone(); z != "" {
+		id, err := strconv.ParseUint(z, 10, 32)
+		if err != nil {
+			return 0, false
+		}
+		sa.Scope_id = uint32(id)
+	}
+	return uint32(unsafe.Sizeof(*sa)), true
+}

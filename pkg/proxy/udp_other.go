@@ -5,6 +5,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"net/netip"
 	"sync"
 )
 
@@ -12,4 +13,10 @@ import (
 // reads and writes with system calls of its own, udp_linux.go).
 func (s *Server) serveUDP(ctx context.Context, wg *sync.WaitGroup, c *net.UDPConn) {
 	s.serveUDPConn(ctx, wg, c)
+}
+
+// sendReply sends a forwarding worker's reply (writeUDP; Linux calls
+// sendto directly, udp_linux.go).
+func (s *Server) sendReply(c *net.UDPConn, reply []byte, addr netip.AddrPort) {
+	s.writeUDP(c, reply, addr)
 }
