@@ -147,9 +147,9 @@ bench: ## run the Go benchmarks (-benchmem)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: bench-dns
-bench-dns: build ## measure the DNS data plane against a UDP reflector with dnsperf (needs dnsperf, taskset)
+bench-dns: build ## measure the DNS data plane against a UDP reflector and unbound with dnsperf (needs dnsperf, taskset; BENCH_DNS_BASE=old agent binary: A/B against it)
 	$(GO) build -o $(BIN)/benchdns ./hack/benchdns
-	$(BIN)/benchdns $(BENCHDNS_FLAGS)
+	$(BIN)/benchdns $(if $(BENCH_DNS_BASE),-ab $(BENCH_DNS_BASE)$(comma)$(BIN)/meshdns-agent) $(BENCHDNS_FLAGS)
 
 .PHONY: bench-memory
 bench-memory: build ## agent RSS, peak and ready time at 1k/10k/100k names, file and stream, beside dnsmasq (needs dnsperf, dnsmasq)
