@@ -84,11 +84,11 @@ func (cl *closer) flush() {
 	}
 }
 
-// stop closes what is pending and every socket added later at once.
-// Call it once the goroutine ended (Resolver.Close waits for it).
+// stop makes add close at once and start no goroutine, so the WaitGroup
+// gains none once Close waits on it; Close calls it before it ends ctx,
+// and flush once the goroutine ended.
 func (cl *closer) stop() {
 	cl.mu.Lock()
 	cl.closed = true
 	cl.mu.Unlock()
-	cl.flush()
 }

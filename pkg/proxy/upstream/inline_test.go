@@ -117,3 +117,17 @@ func openFDs(t testing.TB) int {
 	}
 	return len(ents)
 }
+
+// The sockets of finished tries are closed by the closer, a batch at
+// once or within closeEvery, without waiting for Close.
+func TestFinishedSocketsClosed(t *testing.T) {
+	srv := rawServer(t, answerRawA)
+	r, _ := newTestResolver(t, Config{Upstreams: []string{srv.Addr}, CacheSize: -1})
+	fds := openFDs(t)
+	for i := range closeBatch + 3 { // a full batch and a few more
+		if _, _, err := r.AppendReply(context.Background(), nil, qwire(t, fmt.Sprintf("c%d.example.", i), dns.TypeA)); err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+	}
+	waitFor(t, func() bool { return openFDs(t) <= fds })
+}

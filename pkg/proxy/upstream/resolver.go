@@ -330,9 +330,10 @@ func (r *Resolver) Close() error {
 	r.closeOnce.Do(func() {
 		r.flights.close()
 		r.clock.stop()
+		r.closer.stop()
 		r.cancel()
 		r.wg.Wait()
-		r.closer.stop()
+		r.closer.flush()
 		r.routesMu.Lock()
 		ups := slices.Concat(r.ups, slices.Collect(maps.Values(r.routeUps)))
 		r.routesMu.Unlock()
