@@ -2,6 +2,7 @@ package ingest
 
 import (
 	meshmetrics "github.com/meshdns/meshdns/internal/metrics"
+	"github.com/meshdns/meshdns/pkg/metric"
 )
 
 type metrics struct {
@@ -39,7 +40,7 @@ func newMetrics(reg *meshmetrics.Registry) (*metrics, error) {
 		build: meshmetrics.NewHistogram(meshmetrics.HistogramOpts{
 			Name:    "meshdns_agent_table_build_duration_seconds",
 			Help:    "Time to validate a NameTable and build its lookup table.",
-			Buckets: meshmetrics.ExponentialBuckets(0.0001, 4, 10),
+			Buckets: metric.ExponentialBuckets(0.0001, 4, 10),
 		}),
 		lastUpdate: meshmetrics.NewGauge(meshmetrics.Opts{
 			Name: "meshdns_agent_table_last_update_timestamp_seconds",

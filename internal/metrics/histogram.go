@@ -84,16 +84,3 @@ func (h *Histogram) snapshot() []uint64 {
 	}
 	return cum
 }
-
-// ExponentialBuckets returns count bounds: start, start*factor, ...
-func ExponentialBuckets(start, factor float64, count int) []float64 {
-	if count < 1 || start <= 0 || factor <= 1 {
-		panic("metrics: ExponentialBuckets needs count >= 1, start > 0, factor > 1")
-	}
-	b := make([]float64, count)
-	for i := range b {
-		b[i] = start
-		start *= factor
-	}
-	return b
-}
