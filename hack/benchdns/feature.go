@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,13 +81,9 @@ func failingBench(topN int) featureBench {
 // favours neither side; with -side-by-side both run at once, each with
 // its own dnsperf).
 func benchFeatureRatio(cfg *runConfig, fb featureBench) error {
-	self, err := os.Executable()
+	self, up, err := startUpstream(cfg)
 	if err != nil {
 		return err
-	}
-	up, err := start(cfg, cfg.clientCPU, self, "upstream")
-	if err != nil {
-		return fmt.Errorf("start upstream: %w", err)
 	}
 	defer up.stop()
 	serve := func(args []string) (*child, error) {

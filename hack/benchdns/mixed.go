@@ -146,13 +146,9 @@ func printLatencyTable(cfg *runConfig, targets []target, ref string, stats map[s
 // benchMixed is -mixed: the mixed latency run alone, the agent of each
 // meshdns binary (cfg.agent, or every one of cfg.ab) beside the peers.
 func benchMixed(cfg *runConfig) error {
-	self, err := os.Executable()
+	_, up, err := startUpstream(cfg)
 	if err != nil {
 		return err
-	}
-	up, err := start(cfg, cfg.clientCPU, self, "upstream")
-	if err != nil {
-		return fmt.Errorf("start upstream: %w", err)
 	}
 	defer up.stop()
 	bins := cfg.ab

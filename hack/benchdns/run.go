@@ -162,13 +162,9 @@ type perfResult struct {
 func (r perfResult) cpuPerQuery() float64 { return r.cpu / float64(r.completed) }
 
 func bench(cfg *runConfig) error {
-	self, err := os.Executable()
+	self, up, err := startUpstream(cfg)
 	if err != nil {
 		return err
-	}
-	up, err := start(cfg, cfg.clientCPU, self, "upstream")
-	if err != nil {
-		return fmt.Errorf("start upstream: %w", err)
 	}
 	defer up.stop()
 	refl, err := start(cfg, cfg.serverCPU, self, "reflector")
@@ -390,6 +386,18 @@ func (c *child) stop() {
 	_ = c.cmd.Wait()
 }
 
+// startUpstream starts this binary's upstream on the client CPU and
+// returns the binary's path, for the servers it starts next.
+func startUpstream(cfg *runConfig) (self string, up *child, err error) {
+	if self, err = os.Executable(); err != nil {
+		return "", nil, err
+	}
+	if up, err = start(cfg, cfg.clientCPU, self, "upstream"); err != nil {
+		return "", nil, fmt.Errorf("start upstream: %w", err)
+	}
+	return self, up, nil
+}
+
 // start runs self with args pinned to cpus and waits for its "ready <addr>".
 func start(cfg *runConfig, cpus, self string, args ...string) (*child, error) {
 	var cmd *exec.Cmd
@@ -599,13 +607,9 @@ func statusMB(pid int, field string) (float64, error) {
 // them. The figure is the median over the rounds of each agent's CPU per
 // query over the first's in the same round. Bar: 1.05.
 func benchAB(cfg *runConfig) error {
-	self, err := os.Executable()
+	_, up, err := startUpstream(cfg)
 	if err != nil {
 		return err
-	}
-	up, err := start(cfg, cfg.clientCPU, self, "upstream")
-	if err != nil {
-		return fmt.Errorf("start upstream: %w", err)
 	}
 	defer up.stop()
 	scs := append(scenarios(), forwardedScenario(), mixedScenario())
