@@ -64,32 +64,39 @@ func FileSettings(path string) (*AgentSettings, error) {
 // seekTable reads the fields of a StreamNameTableResponse up to its full
 // table and returns a reader of that table's fields.
 func (p *pbReader) seekTable() (*pbReader, error) {
+	_, n, err := p.nextBytes(func(num protowire.Number) bool { return num == FieldResponseFull })
+	if errors.Is(err, io.EOF) {
+		return nil, ErrNoTable
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n > math.MaxInt64 {
+		// No file holds it; as an int64 it would read as "to the end of
+		// the file".
+		return nil, errTruncated
+	}
+	// A repeated table would be merged by proto; the agent never writes
+	// one twice, so the first is the table.
+	return &pbReader{r: p.r, left: int64(n)}, nil
+}
+
+// nextBytes skips fields up to the next length-delimited one that want
+// keeps and returns its number and length; io.EOF at the end.
+func (p *pbReader) nextBytes(want func(protowire.Number) bool) (protowire.Number, uint64, error) {
 	for {
 		num, typ, err := p.tag()
-		if errors.Is(err, io.EOF) {
-			return nil, ErrNoTable
-		}
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
-		if num != FieldResponseFull || typ != protowire.BytesType {
+		if typ != protowire.BytesType || !want(num) {
 			if err := p.skip(typ); err != nil {
-				return nil, err
+				return 0, 0, err
 			}
 			continue
 		}
 		n, err := p.varint()
-		if err != nil {
-			return nil, err
-		}
-		if n > math.MaxInt64 {
-			// No file holds it; as an int64 it would read as "to the
-			// end of the file".
-			return nil, errTruncated
-		}
-		// A repeated table would be merged by proto; the agent never
-		// writes one twice, so the first is the table.
-		return &pbReader{r: p.r, left: int64(n)}, nil
+		return num, n, err
 	}
 }
 

@@ -57,20 +57,12 @@ func ReadResponse(r io.Reader, spool Spool) (_ *Response, err error) {
 	}()
 	sawVersion := false
 	for {
-		num, typ, err := p.tag()
+		num, n, err := p.nextBytes(func(num protowire.Number) bool {
+			return num >= FieldResponseVersion && num <= FieldResponseDelta
+		})
 		if errors.Is(err, io.EOF) {
 			return resp, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		if typ != protowire.BytesType || num < FieldResponseVersion || num > FieldResponseDelta {
-			if err := p.skip(typ); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		n, err := p.varint()
 		if err != nil {
 			return nil, err
 		}
