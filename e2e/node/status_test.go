@@ -291,45 +291,43 @@ func setTemplate(t *testing.T, ctx context.Context, e *env, text string) {
 }
 
 // lostAgentPod creates an injected pod whose agent dials a port where
-// nothing listens: the webhook's own injection (a dry run), with the
-// control plane address changed and the label that keeps the webhook out.
+// nothing listens, the control plane address changed.
 func lostAgentPod(t *testing.T, ctx context.Context, e *env, name string) string {
 	t.Helper()
-	p, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, appPod(name, []string{"web.demo"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	nowhere := freePort(t, nodetest.NodeIP.String())
-	changed := false
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
+	return editedAgentPod(t, ctx, e, name, "no --control-plane in the injected agent", func(c *corev1.Container) bool {
 		for j := range c.Args {
-			if c.Name == webhook.AgentContainerName && j > 0 && c.Args[j-1] == "--control-plane" {
-				c.Args[j], changed = nowhere, true
+			if j > 0 && c.Args[j-1] == "--control-plane" {
+				c.Args[j] = nowhere
+				return true
 			}
 		}
-	}
-	if !changed {
-		t.Fatalf("no --control-plane in the injected agent: %+v", p.Spec.InitContainers)
-	}
-	p.ResourceVersion, p.UID, p.CreationTimestamp = "", "", metav1.Time{}
-	if p.Labels == nil {
-		p.Labels = map[string]string{}
-	}
-	p.Labels["meshdns.io/inject"] = "false"
-	if _, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return name
+		return false
+	})
 }
 
-// crashingAgentPod creates the webhook's injection of an app pod with
-// its agent's admin address on its probe port: the agent dies at every
-// start (the second listener on the port fails) while its supervisor,
-// which listens on the probe port only in safe mode, stays up. After
-// three quick crashes the supervisor forwards the pod's queries in safe
-// mode.
+// crashingAgentPod creates an injected pod with its agent's admin address
+// on its probe port: the agent dies at every start (the second listener
+// on the port fails) while its supervisor, which listens on the probe
+// port only in safe mode, stays up. After three quick crashes the
+// supervisor forwards the pod's queries in safe mode.
 func crashingAgentPod(t *testing.T, ctx context.Context, e *env, name string) string {
+	t.Helper()
+	return editedAgentPod(t, ctx, e, name, "no agent with a readiness probe port in the injection", func(c *corev1.Container) bool {
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil {
+			return false
+		}
+		port := c.ReadinessProbe.HTTPGet.Port.IntValue()
+		c.Args = append(c.Args, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", port))
+		return port > 0
+	})
+}
+
+// editedAgentPod creates the webhook's own injection of an app pod (a dry
+// run) with its agent container changed by edit, which reports whether it
+// changed it (else the test fails with missing), and the label that keeps
+// the webhook out.
+func editedAgentPod(t *testing.T, ctx context.Context, e *env, name, missing string, edit func(*corev1.Container) bool) string {
 	t.Helper()
 	p, err := e.c.Client.CoreV1().Pods("demo").Create(ctx, appPod(name, []string{"web.demo"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
@@ -337,14 +335,12 @@ func crashingAgentPod(t *testing.T, ctx context.Context, e *env, name string) st
 	}
 	changed := false
 	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		if c.Name == webhook.AgentContainerName && c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
-			port := c.ReadinessProbe.HTTPGet.Port.IntValue()
-			c.Args, changed = append(c.Args, "--admin-addr", fmt.Sprintf("127.0.0.1:%d", port)), port > 0
+		if c := &p.Spec.InitContainers[i]; c.Name == webhook.AgentContainerName && edit(c) {
+			changed = true
 		}
 	}
 	if !changed {
-		t.Fatalf("no agent with a readiness probe port in the injection: %+v", p.Spec.InitContainers)
+		t.Fatalf("%s: %+v", missing, p.Spec.InitContainers)
 	}
 	p.ResourceVersion, p.UID, p.CreationTimestamp = "", "", metav1.Time{}
 	if p.Labels == nil {
