@@ -326,7 +326,8 @@ func (s *Server) crashed(a *agent, rejected, kept, reason string) {
 // of its view v, unless a was not sent it and it is quarantined, or a
 // reported crashing on it; then the version before it (which a keeps,
 // or gets a delta to). Either way no newer than the staged rollout
-// released to a (rollout.go). Called with a.mu held.
+// released to a (rollout.go). unproven means a keeps the table it has:
+// nothing is sent. Called with a.mu held.
 func (s *Server) targetLocked(a *agent, v *view.View) *view.Version {
 	cur := v.Current()
 	if a.sentID == cur.ID {
@@ -336,7 +337,8 @@ func (s *Server) targetLocked(a *agent, v *view.View) *view.Version {
 }
 
 // keptLocked is targetLocked before the rollout: cur, or the version
-// before it when cur is quarantined or a reported crashing on it.
+// before it when cur is quarantined or a reported crashing on it (or,
+// with none, unproven: a keeps the table it has).
 func (s *Server) keptLocked(a *agent, v *view.View, cur *view.Version) *view.Version {
 	if held := s.quar.heldAt(v, cur); held != nil {
 		return held
@@ -345,6 +347,9 @@ func (s *Server) keptLocked(a *agent, v *view.View, cur *view.Version) *view.Ver
 		// Below the threshold, but this agent would only reject it.
 		if prev := v.Previous(); prev != nil {
 			return prev
+		}
+		if a.sentID != "" {
+			return unproven // nothing older here: it keeps its own table
 		}
 	}
 	return cur

@@ -27,6 +27,28 @@ import (
 // a held one: the others go from what they hold straight to the newest
 // proven version, and no change is lost, as a version is a whole table.
 //
+// A gate starts unproven: the first version a process serves a view
+// (after a restart, or on a replica that starts fresh) may be one
+// published while it was down, and has run nowhere this process knows
+// of. Agents that connect reporting another table have something to
+// lose: the first of them become the canaries of the current version,
+// the others are held at what they have, sent nothing (the process does
+// not have their version, so nothing older to hold them at), until the
+// canaries ACK the current version; it then reaches them as a full
+// table. While unproven a round's canaries are as many as the threshold
+// for the view's agents connected at each canary's choice, not only at
+// the round's first (they come back one by one after a restart): they
+// grow to the threshold of the agents that come back, never past the
+// threshold of the agents connected, and a release waits for all of
+// them. New pods (no table at all) have nothing to fall back to: they
+// get the current version at once and are no canaries; an agent that
+// reports the current version keeps it. Before any agent with another
+// table connected, the first ACK of the current version releases it (a
+// view whose first agents are new pods is as proven as a new view ever
+// is). When the canaries' reports quarantine a version while the view
+// has no version before it, the held agents stay held; a later version
+// goes to the canaries, then to them.
+//
 // A canary's verdict is its ACK. A canary whose stream ends with a
 // version not ACKed may have died running it: its slot holds the others
 // until the same pod reconnects (and reports the crash, or ACKs) or
@@ -38,8 +60,10 @@ import (
 type rollout struct {
 	threshold func(n int) int // the quarantine's, for n agents
 	timeout   time.Duration   // Config.CanaryTimeout
-	// expired is called (from a timer) when a gone canary's slot may be
-	// given up; it wakes the view's agents if that released anything.
+	// expired wakes the view's agents of a gate: called from a timer
+	// when a gone canary's slot may be given up, and from a goroutine of
+	// its own when an unproven round's canary slots grew while agents
+	// wait.
 	expired func(*gate)
 	// timeouts counts the canaries given up after timeout.
 	timeouts func()
@@ -57,11 +81,13 @@ type rollout struct {
 // gate holds one view's new versions back from all but its canaries.
 type gate struct {
 	v *view.View
-	// stable is the newest version released to every agent of the view;
-	// read without mu on every send.
+	// stable is the newest version released to every agent of the view,
+	// or unproven; read without mu on every send.
 	stable atomic.Pointer[view.Version]
 	// agents counts the view's connected agents.
 	agents atomic.Int32
+	// waiting is set once an agent was held at its own table (unproven).
+	waiting atomic.Bool
 
 	// quarantined is rollout.quarantined.
 	quarantined func(v *view.View, id string) bool
@@ -86,6 +112,11 @@ type canary struct {
 	acks  []*view.Version
 	timer *time.Timer // while gone with a version not ACKed
 }
+
+// unproven is the released version of a gate none of whose versions was
+// released yet, and the version pass and keptLocked return for an agent
+// that is to keep the table it has: nothing is sent to it.
+var unproven = &view.Version{}
 
 // maxAcks bounds the versions a canary's ACKs are kept of: as many as a
 // view's history, so a release looks no further back than a delta can.
@@ -113,9 +144,8 @@ func newRollout(threshold func(int) int, timeout time.Duration) *rollout {
 // agentKey names the pod a stream speaks for, across its reconnects.
 func agentKey(a *agent) string { return a.namespace + "/" + a.pod + "/" + a.claimedPod }
 
-// join attaches a to its view's gate, creating it with the view's current
-// version released, and gives a back the slot of a canary of the same pod
-// whose stream ended. gone reports whether a gate's view has been
+// join attaches a to its view's gate, creating it unproven, and gives a
+// back the slot of a canary of the same pod whose stream ended. gone reports whether a gate's view has been
 // dropped by the store. Called before a's first send.
 func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 	v := a.sub.View()
@@ -129,7 +159,7 @@ func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 	}
 	if g == nil {
 		g = &gate{v: v, byAgent: map[*agent]*canary{}, quarantined: r.quarantined}
-		g.stable.Store(v.Current())
+		g.stable.Store(unproven)
 		r.byView[v] = g
 	}
 	g.agents.Add(1)
@@ -250,38 +280,66 @@ func (g *gate) dropLocked(c *canary) {
 
 // pass returns the version a may be sent instead of target: target when
 // it is released or a is (or now becomes) a canary, else the released
-// version. Called with a.mu held, on every send.
+// version (unproven: a keeps its table). Called with a.mu held, on every
+// send.
 func (r *rollout) pass(a *agent, target *view.Version) *view.Version {
 	g := a.gate
-	if g == nil {
+	if g == nil || target == unproven {
 		return target
 	}
-	if st := g.stable.Load(); st == nil || target.Seq <= st.Seq {
+	if st := g.stable.Load(); st == nil || st != unproven && target.Seq <= st.Seq {
 		return target // the common case: no lock
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.stable.Load()
-	if target.Seq <= st.Seq {
+	switch {
+	case st != unproven && target.Seq <= st.Seq:
 		return target
+	case st == unproven && a.sentID == "":
+		return target // a new pod: nothing to fall back to
 	}
 	c := g.byAgent[a]
 	if c == nil {
-		if g.k == 0 {
-			n := int(g.agents.Load())
-			g.k = max(1, min(r.threshold(n), n))
-		}
-		if len(g.canaries) >= g.k {
+		if c = r.enlistLocked(g, a); c == nil {
+			if st == unproven {
+				g.waiting.Store(true)
+			}
 			return st
 		}
-		c = &canary{key: agentKey(a), a: a}
-		g.canaries = append(g.canaries, c)
-		g.byAgent[a] = c
 	}
 	if c.sent == nil || target.Seq > c.sent.Seq {
 		c.sent = target
 	}
 	return target
+}
+
+// enlistLocked makes a a canary of g's round if a slot is free, and
+// returns its slot or nil. A round's slots are set at its first pass,
+// and while unproven grow with the view's agents: they come back one by
+// one after a restart, and the canaries must be enough for their reports
+// to quarantine a version that kills them.
+func (r *rollout) enlistLocked(g *gate, a *agent) *canary {
+	n := int(g.agents.Load())
+	switch {
+	case g.stable.Load() == unproven:
+		g.k = max(g.k, r.threshold(n))
+	case g.k == 0:
+		g.k = max(1, min(r.threshold(n), n))
+	}
+	if len(g.canaries) >= g.k {
+		return nil
+	}
+	c := &canary{key: agentKey(a), a: a}
+	g.canaries = append(g.canaries, c)
+	g.byAgent[a] = c
+	if len(g.canaries) < g.k && g.stable.Load() == unproven && g.waiting.Load() && r.expired != nil {
+		// The slots grew past this agent while others wait at their
+		// own tables: one of them takes the next. A goroutine: a.mu is
+		// held, and waking takes the other agents'.
+		go r.expired(g)
+	}
+	return c
 }
 
 // acked records that a applied ver and reports whether that released a
@@ -298,6 +356,7 @@ func (r *rollout) acked(a *agent, ver *view.Version) bool {
 	defer g.mu.Unlock()
 	c := g.byAgent[a]
 	if c == nil {
+		g.provenLocked(ver)
 		return false
 	}
 	if n := len(c.acks); n == 0 || ver.Seq > c.acks[n-1].Seq {
@@ -317,10 +376,15 @@ func (r *rollout) acked(a *agent, ver *view.Version) bool {
 func (g *gate) releaseLocked() bool {
 	// Agents that left since the round began free their slots: a view
 	// with fewer agents than slots releases once all of them ACKed.
-	if g.k == 0 || len(g.canaries) == 0 || len(g.canaries) < min(g.k, int(g.agents.Load())) {
+	st := g.stable.Load()
+	need := min(g.k, int(g.agents.Load()))
+	if st == unproven {
+		// Every slot: the agents that fill them are still coming back.
+		need = g.k
+	}
+	if g.k == 0 || len(g.canaries) == 0 || len(g.canaries) < need {
 		return false
 	}
-	st := g.stable.Load()
 	first := g.canaries[0].acks
 	for i := len(first) - 1; i >= 0 && first[i].Seq > st.Seq; i-- {
 		v := first[i]
@@ -334,6 +398,17 @@ func (g *gate) releaseLocked() bool {
 		return true
 	}
 	return false
+}
+
+// provenLocked releases ver, an unproven gate's current version that an
+// agent other than a canary ACKed, when no round has begun: no agent
+// with another table connected yet, so there is nobody to protect.
+func (g *gate) provenLocked(ver *view.Version) {
+	if g.stable.Load() != unproven || g.k != 0 || ver.ID != g.v.Current().ID ||
+		g.quarantined != nil && g.quarantined(g.v, ver.ID) {
+		return
+	}
+	g.stable.Store(ver)
 }
 
 // ackedByAllLocked reports whether every canary ACKed v.
@@ -375,13 +450,15 @@ func (r *rollout) demote(v *view.View, bad string, good *view.Version) {
 }
 
 // held counts the views whose current version is held back from all but
-// their canaries (a view without agents holds nobody).
+// their canaries (a view without agents holds nobody; an unproven one
+// only once an agent waits at its own table).
 func (r *rollout) held() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for v, g := range r.byView {
-		if st := g.stable.Load(); st != nil && st.ID != v.Current().ID && g.agents.Load() > 0 {
+		st := g.stable.Load()
+		if g.agents.Load() > 0 && (st == unproven && g.waiting.Load() || st != unproven && st.ID != v.Current().ID) {
 			n++
 		}
 	}

@@ -200,6 +200,14 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	}
 
 	s.send(a)
+	a.mu.Lock()
+	unsent := a.nonce == 0
+	a.mu.Unlock()
+	if unsent {
+		// Held at its own table (rollout.go): no answer will come to
+		// free the admission slot, so the next stream takes it now.
+		release()
+	}
 	err = s.receive(st, a)
 	stopped := s.end(a)
 	log := a.logger(s.log)
@@ -332,6 +340,12 @@ func (s *Server) send(a *agent) {
 		case a.sub.Rebind():
 			a.scheduled = false
 			s.endLocked(a, errRebind)
+			return
+		case target == unproven:
+			// Held at the table it has (rollout.go): the server has
+			// nothing proven to send, not even settings without a table.
+			a.scheduled = false
+			a.mu.Unlock()
 			return
 		case a.nonce > 0 && !a.needFull && target.ID == a.sentID &&
 			(a.settings.Version == a.sentSettings || a.refused && a.settings.Version == a.refusedSettings):
