@@ -145,8 +145,9 @@ func newRollout(threshold func(int) int, timeout time.Duration) *rollout {
 func agentKey(a *agent) string { return a.namespace + "/" + a.pod + "/" + a.claimedPod }
 
 // join attaches a to its view's gate, creating it unproven, and gives a
-// back the slot of a canary of the same pod whose stream ended. gone reports whether a gate's view has been
-// dropped by the store. Called before a's first send.
+// back the slot of a canary of the same pod whose stream ended. gone
+// reports whether a gate's view has been dropped by the store. Called
+// before a's first send.
 func (r *rollout) join(a *agent, gone func(*view.View) bool) {
 	v := a.sub.View()
 	r.mu.Lock()
