@@ -86,7 +86,8 @@ type gate struct {
 	stable atomic.Pointer[view.Version]
 	// agents counts the view's connected agents.
 	agents atomic.Int32
-	// waiting is set once an agent was held at its own table (unproven).
+	// waiting is set while an agent may be held at its own table
+	// (unproven): since the last one was, no slot was left free.
 	waiting atomic.Bool
 
 	// quarantined is rollout.quarantined.
@@ -334,10 +335,10 @@ func (r *rollout) enlistLocked(g *gate, a *agent) *canary {
 	c := &canary{key: agentKey(a), a: a}
 	g.canaries = append(g.canaries, c)
 	g.byAgent[a] = c
-	if len(g.canaries) < g.k && g.stable.Load() == unproven && g.waiting.Load() && r.expired != nil {
+	if len(g.canaries) < g.k && g.stable.Load() == unproven && g.waiting.Swap(false) && r.expired != nil {
 		// The slots grew past this agent while others wait at their
-		// own tables: one of them takes the next. A goroutine: a.mu is
-		// held, and waking takes the other agents'.
+		// own tables: they take the next (those left over wait again).
+		// A goroutine: a.mu is held, and waking takes the other agents'.
 		go r.expired(g)
 	}
 	return c
@@ -452,7 +453,7 @@ func (r *rollout) demote(v *view.View, bad string, good *view.Version) {
 
 // held counts the views whose current version is held back from all but
 // their canaries (a view without agents holds nobody; an unproven one
-// only once an agent waits at its own table).
+// only while an agent may wait at its own table).
 func (r *rollout) held() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -193,6 +193,32 @@ func TestRolloutRestartCanariesGrowWithAgents(t *testing.T) {
 	f.run(f.holdAll(v2), nil)
 }
 
+func TestRolloutRestartHeldAgentTakesGrownSlot(t *testing.T) {
+	// A threshold of half the view's agents: one canary for the first.
+	h, f, v1, v2 := restartedHarness(t, harnessOpts{server: func(c *server.Config) {
+		c.QuarantineMinAgents, c.QuarantineFraction, c.CanaryTimeout = 1, 0.5, time.Hour
+	}}, 1)
+	canaries := f.stall(v2, 1)
+	f.back(h, v1) // held: one slot for two agents
+	waitFor(t, "an agent held", func() bool { return h.metric(t, "meshdns_controlplane_rollout_held_versions") == 1 })
+	// New pods take no slot but count: with them, the next agent back
+	// makes the slots 4 of 7 agents.
+	for i := range 4 {
+		cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("new-%d", i)}).Next()
+	}
+	f.back(h, v1)
+	// It takes one; the agent held takes another, though nothing else
+	// about it changed.
+	for i, r := range f.stall(v2, 2) {
+		canaries[i] = r
+	}
+	if len(canaries) != 3 {
+		t.Fatalf("canaries %v, want all 3 agents back", canaries)
+	}
+	// A slot is left and nobody is held.
+	waitFor(t, "no agent held", func() bool { return h.metric(t, "meshdns_controlplane_rollout_held_versions") == 0 })
+}
+
 func TestRolloutRestartHeldAgentFreesAdmission(t *testing.T) {
 	// One admission slot, one canary.
 	h, f, v1, v2 := restartedHarness(t, harnessOpts{admissions: 1, server: func(c *server.Config) {
