@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,9 +50,25 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
+	return setupWith(t, setupOptions{})
+}
+
+// setupOptions change what setupWith installs, for a test that needs a
+// build or a control plane of its own.
+type setupOptions struct {
+	// agentFlags are go build flags for the sidecar's binary after
+	// agentBuildFlags (TestBadVersion's crash-test tag).
+	agentFlags []string
+	// controlPlaneArgs are appended to the pods' control plane's
+	// arguments.
+	controlPlaneArgs []string
+}
+
+func setupWith(t *testing.T, o setupOptions) *env {
+	t.Helper()
 	// Pod Security: every namespace enforces baseline unless labelled
 	// otherwise, as a cluster-wide default of the API server.
-	e := startNode(t, "--admission-control-config-file="+podSecurityDefaults(t, t.TempDir()))
+	e := startNodeWith(t, o.agentFlags, "--admission-control-config-file="+podSecurityDefaults(t, t.TempDir()))
 	c, dir, meshdns := e.c, e.dir, e.meshdns
 	// The control plane as a process with the ServiceAccount and RBAC of
 	// the manifests, serving gRPC on the node address the pods reach.
@@ -74,10 +91,10 @@ func setup(t *testing.T) *env {
 	// which also names the node address they dial; its CA is what the
 	// webhook gives them) and present their projected token, which the
 	// control plane verifies with the TokenReview API.
-	startControlPlane(t, "controlplane", meshdns, dir, adminAddr,
+	startControlPlane(t, "controlplane", meshdns, dir, adminAddr, append([]string{
 		"--kubeconfig", kubeconfig, "--grpc-addr", grpcAddr, "--admin-addr", adminAddr, "--grpc-self-signed",
 		"--webhook-addr", webhookAddr, "--webhook-secret", "meshdns-system/meshdns-webhook-certs",
-		"--webhook-dns-names", "127.0.0.1,"+nodetest.NodeIP.String(), "--inject-template", template)
+		"--webhook-dns-names", "127.0.0.1," + nodetest.NodeIP.String(), "--inject-template", template}, o.controlPlaneArgs...)...)
 
 	// VMs have no pod to bind a token to: as in examples/overlays/vm, they
 	// stream from a control plane serving mTLS, whose SPIFFE client
@@ -96,6 +113,13 @@ func setup(t *testing.T) *env {
 // stand-in, and loads the images: a cluster with nothing of meshdns.
 func startNode(t *testing.T, apiArgs ...string) *env {
 	t.Helper()
+	return startNodeWith(t, nil, apiArgs...)
+}
+
+// startNodeWith is startNode with go build flags for the sidecar's binary
+// after agentBuildFlags.
+func startNodeWith(t *testing.T, agentFlags []string, apiArgs ...string) *env {
+	t.Helper()
 	testenv.RequireRoot(t)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -103,7 +127,7 @@ func startNode(t *testing.T, apiArgs ...string) *env {
 	}
 	meshdns, agent, app := filepath.Join(dir, "meshdns"), filepath.Join(dir, "meshdns-agent"), filepath.Join(dir, "testapp")
 	buildStatic(t, "./cmd/meshdns", meshdns)
-	buildStatic(t, archtest.AgentMain, agent, agentBuildFlags...)
+	buildStatic(t, archtest.AgentMain, agent, append(slices.Clone(agentBuildFlags), agentFlags...)...)
 	buildStatic(t, "./e2e/node/testapp", app)
 
 	// The ServiceAccount admission plugin on (kubetest turns it off), as in

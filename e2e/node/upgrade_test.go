@@ -240,6 +240,8 @@ func flagValue(args []string, name string) string {
 // test reads.
 type agentInfo struct {
 	Pod, Namespace, AgentVersion, Acked, View string
+	// Rejected is the version the agent reported crashing on, if any.
+	Rejected string
 }
 
 // agentOf returns the record of the agent of namespace/pod on the control

@@ -12,6 +12,8 @@
 // reply's order (the Go resolver sorts addresses, RFC 6724), the rest as
 // addresses. Each line is "RESULT <unix nanos> <name> ok <answers, sorted>"
 // (in order for "=") or "RESULT <unix nanos> <name> err <error>".
+// With -every, a line "START <unix nanos>" before the first round tells
+// when the first lookup began, so a test can time it.
 // With -check it looks each name up once and exits 1 if one failed, as
 // nslookup does (install-check.sh runs it with kubectl exec).
 package main
@@ -40,6 +42,9 @@ func main() {
 		}
 	}
 	r := &net.Resolver{PreferGo: true}
+	if *every > 0 {
+		fmt.Printf("START %d\n", time.Now().UnixNano())
+	}
 	for {
 		for _, name := range flag.Args() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
