@@ -85,7 +85,7 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key (PEM) for mTLS to the control plane")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "bearer token presented to the control plane (the pod's projected ServiceAccount token, audience meshdns), re-read at every reconnect; needs --ca-cert")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory keeping the last control plane table across restarts")
-	fs.DurationVar(&cfg.Probation, "probation", 30*time.Second, "with --state-dir, a control plane version restarts restore only after serving this long; a death sooner restores the previous one and rejects it (negative: off)")
+	fs.DurationVar(&cfg.Probation, "probation", 30*time.Second, "with --state-dir, a control plane version restarts restore only after serving this long; a death sooner restores the previous one and rejects it (0: off)")
 	fs.DurationVar(&cfg.ReadyGrace, "ready-grace", 10*time.Second, "with a restored table and no control plane, report ready after this long")
 	logs := cli.NewLogFlags(fs, "debug, info, warn or error (more detail at runtime: PUT /debug/loglevel?level=; never quieter than this)")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", 2*time.Second, "time a try to an upstream waits alone before the next goes out (earlier tries keep listening until the resolv.conf timeout)")
@@ -115,6 +115,11 @@ func agentConfig(args []string, stdout, stderr io.Writer) (agent.Config, error) 
 		return cfg, err
 	}
 	cfg.QueryLogNoLines = !*queryLogStderr
+	if cfg.Probation == 0 {
+		// The command line refuses negative durations, and the Config's
+		// zero is its 30s default: 0 given here is the Config's "none".
+		cfg.Probation = -1
+	}
 	cfg.IgnorePodZone = !*zoneAware
 	if cfg.QueryLog.Sample < 0 || cfg.QueryLog.Rate < 0 {
 		return cfg, cli.Usagef("--query-log-sample and --query-log-rate take numbers >= 0")
