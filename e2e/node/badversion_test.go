@@ -98,7 +98,7 @@ func TestBadVersion(t *testing.T) {
 
 	mode := "after (today's protections)"
 	if b.before {
-		mode = "before (" + beforeEnv + ": --probation=-1s, supervise: false, no quarantine)"
+		mode = "before (" + beforeEnv + ": --probation 0, supervise: false, no quarantine)"
 	}
 	lines := []string{"| scenario | lookups | failed | longest | poisoned version reached | note |", "|---|---|---|---|---|---|"}
 	for _, r := range b.rows {
@@ -131,7 +131,7 @@ func (b *badEnv) setTemplate(t *testing.T, ctx context.Context, exitAtStart bool
 	t.Helper()
 	text := templateText(b.grpcAddr)
 	if b.before {
-		text += "supervise: false\nagentArgs: [\"--probation=-1s\"]\n"
+		text += "supervise: false\nagentArgs: [\"--probation=0\"]\n"
 	}
 	if exitAtStart {
 		text += "agentEnv: [{name: " + exitAtStartEnv + ", value: \"1\"}]\n"
