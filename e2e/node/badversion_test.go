@@ -235,7 +235,10 @@ func (b *badEnv) judgePoisoned(t *testing.T, ctx context.Context, scenario strin
 	}
 	b.rows = append(b.rows, row{scenario: scenario, stats: s, reached: strconv.Itoa(reached) + " of " + strconv.Itoa(len(pods)),
 		note: strconv.Itoa(crashes) + " agent crashes over " + end.Sub(t0).Round(time.Second).String()})
-	t.Logf("%s %s: %d lookups, %d failed, the longest %v; crashes per pod: %s", scenario, version, s.done, s.failed,
+	if version != "" {
+		scenario += " (" + version + ")"
+	}
+	t.Logf("%s: %d lookups, %d failed, the longest %v; crashes per pod: %s", scenario, s.done, s.failed,
 		s.longest.Round(time.Millisecond), strings.Join(per, ", "))
 	if b.before {
 		return

@@ -108,9 +108,9 @@ func (b *badEnv) sidecar(t *testing.T, ctx context.Context, pod string) corev1.C
 
 // waitProven waits until each pod's agent holds a version past its
 // probation: the state file is in its state volume and no probation
-// marker beside it (agent/discovery/probation.go), read through the
-// sidecar's first process. Only then is a version the last known good a
-// crash falls back to.
+// marker beside it (agent/discovery/probation.go), read through one of
+// the sidecar's processes (they share its root). Only then is a version
+// the last known good a crash falls back to.
 func (b *badEnv) waitProven(t *testing.T, ctx context.Context, pods []string) {
 	t.Helper()
 	for _, pod := range pods {
