@@ -181,9 +181,9 @@ func (b *badEnv) testPoisoned(t *testing.T, ctx context.Context) {
 	end := b.endPoisoned(t, ctx, pods, good, t0)
 	if !b.before {
 		for _, pod := range late {
-			if a := agentOf(t, b.adminAddr, badNamespace, pod); a.Acked != good[pods[0]] {
-				t.Errorf("%s, created after the quarantine, acknowledged %q, want the last good %q", pod, a.Acked, good[pods[0]])
-			}
+			testenv.Eventually(t, pod+", created after the quarantine, acknowledging the last good version "+good[pods[0]], time.Minute, func() bool {
+				return agentOf(t, b.adminAddr, badNamespace, pod).Acked == good[pods[0]]
+			})
 		}
 	}
 	b.judgePoisoned(t, ctx, "1. poisoned version", all, t0, end, q.Version)
