@@ -185,3 +185,64 @@ func TestServerHandsBackTCP(t *testing.T) {
 		t.Fatal("after Leave the connection stays open")
 	}
 }
+
+// TestServerLeaveLosesNoQuery: a query safe mode read as it was told to
+// leave is still answered (Leave sends the answers being made), and one
+// it did not read waits in the socket for the next Enter: through many
+// tries of the agent under a stream of queries, every query is answered.
+func TestServerLeaveLosesNoQuery(t *testing.T) {
+	up := newUpstream(t)
+	s, addr, _ := startServer(t, "")
+	mode := Mode{Upstreams: []string{up.addr}}
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const queries = 2000
+	answered := make(chan map[uint16]bool, 1)
+	go func() {
+		got := map[uint16]bool{}
+		buf := make([]byte, 512)
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for len(got) < queries {
+			n, err := c.Read(buf)
+			if err != nil {
+				break
+			}
+			var r dns.Msg
+			if r.Unpack(buf[:n]) == nil {
+				got[r.Id] = true
+			}
+		}
+		answered <- got
+	}()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for id := range queries {
+			m := new(dns.Msg).SetQuestion("q.example.", dns.TypeA)
+			m.Id = uint16(id)
+			b, _ := m.Pack()
+			c.Write(b)
+			// Slow enough for the socket's queue to hold what waits
+			// through a try.
+			time.Sleep(500 * time.Microsecond)
+		}
+	}()
+	for tries := 0; ; tries++ {
+		if err := s.Enter("crash loop", mode); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sent:
+			got := <-answered
+			if len(got) != queries {
+				t.Fatalf("%d of %d queries answered through %d tries of the agent", len(got), queries, tries)
+			}
+			return
+		default:
+		}
+		s.Leave() // a try of the agent, which reads nothing
+	}
+}

@@ -32,10 +32,17 @@ func (s *Server) serveUDP(e *episode, pc net.PacketConn) {
 			continue // a transient error (ICMP feedback): keep reading
 		}
 		q := append([]byte(nil), buf[:n]...)
+		// A query read as the episode stops is still answered (the
+		// answers being made are sent): a select on both would drop it
+		// half the time. Only a reader that must wait for room gives up.
 		select {
 		case e.sem <- struct{}{}:
-		case <-e.stopped:
-			return // the query read is lost, as one a crashing agent read
+		default:
+			select {
+			case e.sem <- struct{}{}:
+			case <-e.stopped:
+				return // the query read is lost, as one a crashing agent read
+			}
 		}
 		e.answers.Add(1)
 		go func() {
