@@ -247,7 +247,7 @@ func (b *badEnv) judgePoisoned(t *testing.T, ctx context.Context, scenario strin
 		t.Errorf("the poisoned version reached %d agents, more than the quarantine threshold %d", reached, quarantineMinAgents)
 	}
 	if s.done == 0 || s.failed > crashes {
-		t.Errorf("%d of %d lookups failed across %d agent crashes, want at most one per crash", s.failed, s.done, crashes)
+		t.Errorf("%d of %d lookups failed across %d agent crashes, want at most one per crash: %v", s.failed, s.done, crashes, s.fails)
 	}
 	if s.longest > lookupTimeout+time.Second {
 		t.Errorf("a lookup took %v, want under the application's timeout %v and a second", s.longest.Round(time.Millisecond), lookupTimeout)

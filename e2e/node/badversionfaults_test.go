@@ -59,7 +59,10 @@ func (b *badEnv) testExitAtStart(t *testing.T, ctx context.Context) {
 		t.Errorf("%d of %d pods in safe mode after %d agent exits: the test proves nothing", safe, len(pods), exits)
 	}
 	if s.done < len(pods) || s.failed > 0 {
-		t.Errorf("%d of %d lookups failed with an agent that exits at start, want none", s.failed, s.done)
+		t.Errorf("%d of %d lookups failed with an agent that exits at start, want none: %v", s.failed, s.done, s.fails)
+		for _, pod := range pods {
+			t.Logf("%s's sidecar:\n%s", pod, b.n.ContainerLog(badNamespace, pod, webhook.AgentContainerName))
+		}
 	}
 	if s.longest >= lookupTimeout {
 		t.Errorf("a lookup took %v, want under the application's timeout %v", s.longest.Round(time.Millisecond), lookupTimeout)
@@ -121,7 +124,7 @@ func (b *badEnv) judgeOutage(t *testing.T, scenario string, pods []string, t0, e
 		return
 	}
 	if s.done == 0 || s.failed > 0 {
-		t.Errorf("%d of %d lookups failed, want none", s.failed, s.done)
+		t.Errorf("%d of %d lookups failed, want none: %v", s.failed, s.done, s.fails)
 	}
 	if s.longest >= lookupTimeout {
 		t.Errorf("a lookup took %v, want under the application's timeout %v", s.longest.Round(time.Millisecond), lookupTimeout)

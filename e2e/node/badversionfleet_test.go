@@ -198,6 +198,7 @@ type lookupStats struct {
 	// start or its previous lookup's end (plus its pause) to the end of
 	// this one.
 	longest time.Duration
+	fails   []string // "pod time result" of each failed lookup
 }
 
 // lookups sums the lookups of pods that ended in (from, to].
@@ -214,6 +215,7 @@ func (b *badEnv) lookups(pods []string, from, to time.Time) lookupStats {
 				s.done++
 				if r.out != b.want {
 					s.failed++
+					s.fails = append(s.fails, pod+" "+r.at.Format(time.StampMilli)+" "+r.out)
 				}
 				if !prev.IsZero() {
 					s.longest = max(s.longest, r.at.Sub(prev))
