@@ -24,10 +24,10 @@ const (
 	outage = 60 * time.Second
 	// fleetSize is how many application pods run through each scenario.
 	fleetSize = 3
-	// quarantineMinAgents is the control plane's --quarantine-min-agents
-	// (its default): with fleetSize agents connected, the poisoned
-	// version reaches them all, and no agent after them.
-	quarantineMinAgents = 3
+	// quarantineMinAgents is the control plane's --quarantine-min-agents,
+	// below fleetSize so that the staged rollout shows: a new version goes
+	// to this many canaries, the others only once every canary ACKed it.
+	quarantineMinAgents = 2
 	// lateAgents are the pods created once the poisoned version is
 	// quarantined: agents that connect afterwards.
 	lateAgents = 2
@@ -171,10 +171,7 @@ func (b *badEnv) testPoisoned(t *testing.T, ctx context.Context) {
 	if b.before {
 		time.Sleep(beforeWindow / 2)
 	} else {
-		testenv.Eventually(t, "the poisoned version quarantined", 3*time.Minute, func() bool {
-			q = b.quarantined(t)
-			return q.Quarantined
-		})
+		q = b.waitQuarantined(t)
 	}
 	late := b.startFleet(t, ctx, "poison-late", lateAgents, !b.before)
 	all := append(slices.Clone(pods), late...)
@@ -200,9 +197,13 @@ func (b *badEnv) endPoisoned(t *testing.T, ctx context.Context, pods []string, g
 		time.Sleep(time.Until(t0.Add(beforeWindow)))
 		return time.Now()
 	}
-	testenv.Eventually(t, "every agent back on its last good version", 3*time.Minute, func() bool {
+	// A canary is back once it ACKed its last good version after its
+	// report; an agent the rollout held was sent nothing new (on a new
+	// stream, it holds what it reported).
+	testenv.Eventually(t, "every agent on its last good version", 3*time.Minute, func() bool {
 		for _, pod := range pods {
-			if a := agentOf(t, b.adminAddr, badNamespace, pod); a.Acked != good[pod] || a.Rejected == "" {
+			a := agentOf(t, b.adminAddr, badNamespace, pod)
+			if a.Acked != good[pod] && (a.Acked != "" || a.Sent != good[pod]) {
 				return false
 			}
 		}
@@ -275,10 +276,25 @@ func (b *badEnv) testPoisonedAcrossRestart(t, parent *testing.T, ctx context.Con
 	waitGone(t, pid)
 	b.writeEntries(t, true)
 	runControlPlane(t, parent, "controlplane-restarted", b.meshdns, filepath.Join(b.dir, "controlplane-restarted.log"), b.adminAddr, args)
+	var q quarantineRecord
+	if !b.before {
+		q = b.waitQuarantined(t)
+	}
 	end := b.endPoisoned(t, ctx, pods, good, t0)
-	b.judgePoisoned(t, ctx, "2. poisoned version as the control plane restarts", pods, t0, end, "")
+	b.judgePoisoned(t, ctx, "2. poisoned version as the control plane restarts", pods, t0, end, q.Version)
 	b.writeEntries(t, false)
 	b.deletePods(t, ctx, pods)
+}
+
+// waitQuarantined waits until the control plane quarantined a version.
+func (b *badEnv) waitQuarantined(t *testing.T) quarantineRecord {
+	t.Helper()
+	var q quarantineRecord
+	testenv.Eventually(t, "the poisoned version quarantined", 3*time.Minute, func() bool {
+		q = b.quarantined(t)
+		return q.Quarantined
+	})
+	return q
 }
 
 // waitGone waits until the process pid is gone.

@@ -240,6 +240,9 @@ func flagValue(args []string, name string) string {
 // test reads.
 type agentInfo struct {
 	Pod, Namespace, AgentVersion, Acked, View string
+	// Sent is the version the agent holds once it applies what it was
+	// sent: on a new stream, the one it reported holding.
+	Sent string
 	// Rejected is the version the agent reported crashing on, if any.
 	Rejected string
 }
