@@ -155,3 +155,18 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (c codec) Name() string { return "proto" }
+
+// parts are the response's byte slices, in order, in dst.
+func (e *encoded) parts(dst *[6][]byte) [][]byte {
+	if e.more != nil {
+		m := e.more
+		*dst = [6][]byte{e.head, e.body, m.inner, m.s1, m.s2, e.tail}
+		return dst[:]
+	}
+	if e.nbufs == 2 {
+		dst[0], dst[1] = e.body, e.tail
+		return dst[:2]
+	}
+	dst[0], dst[1], dst[2] = e.head, e.body, e.tail
+	return dst[:3]
+}

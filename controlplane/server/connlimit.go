@@ -1,9 +1,11 @@
 package server
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -78,6 +80,16 @@ type limitConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+}
+
+// SyscallConn is the TCP connection's: agentstream writes to it without
+// blocking.
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *limitConn) Close() error {

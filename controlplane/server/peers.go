@@ -41,14 +41,22 @@ func newPeers(maxPending int, burst, rate float64) *peers {
 // (no limits apply then: a listener that is not TCP).
 func peerIP(ctx context.Context) netip.Addr {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+	if !ok {
 		return netip.Addr{}
 	}
-	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+	return addrIP(p.Addr)
+}
+
+// addrIP is the IP of addr, or the zero Addr when unknown.
+func addrIP(addr net.Addr) netip.Addr {
+	if addr == nil {
+		return netip.Addr{}
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok {
 		a, _ := netip.AddrFromSlice(ta.IP)
 		return a.Unmap()
 	}
-	ap, err := netip.ParseAddrPort(p.Addr.String())
+	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return netip.Addr{}
 	}
@@ -96,9 +104,18 @@ func (p *peers) begin(addr netip.Addr, now time.Time) (done func(failed bool, no
 // tap refuses a new stream of a peer that used up its failed
 // authentications, before grpc starts a goroutine for it.
 func (s *Server) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	if s.peers.blocked(peerIP(ctx), s.cfg.Now()) {
+	return ctx, s.admitPeerIP(peerIP(ctx))
+}
+
+// admitPeer is tap for agentstream's streams.
+func (s *Server) admitPeer(remote net.Addr) error {
+	return s.admitPeerIP(addrIP(remote))
+}
+
+func (s *Server) admitPeerIP(ip netip.Addr) error {
+	if s.peers.blocked(ip, s.cfg.Now()) {
 		s.m.admissions.WithLabelValues(admitLimited, "none").Inc()
-		return ctx, status.Error(codes.ResourceExhausted, "too many failed authentications from this address; back off")
+		return status.Error(codes.ResourceExhausted, "too many failed authentications from this address; back off")
 	}
-	return ctx, nil
+	return nil
 }

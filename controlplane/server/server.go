@@ -25,10 +25,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
+	"github.com/meshdns/meshdns/controlplane/agentstream"
 	"github.com/meshdns/meshdns/controlplane/auth"
 	"github.com/meshdns/meshdns/controlplane/internal/deps"
 	"github.com/meshdns/meshdns/controlplane/registry"
@@ -147,6 +147,7 @@ type Server struct {
 	log   *slog.Logger
 	m     *metrics
 	grpc  *grpc.Server
+	lean  *agentstream.Server // serves the agents' streams; grpc-go gets the rest
 	admit *admission
 	fan   *fanout
 
@@ -252,11 +253,23 @@ func New(cfg Config) (*Server, error) {
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 	}
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		// agentstream did the handshake of the connections it hands
+		// to grpc-go.
+		opts = append(opts, grpc.Creds(agentstream.Creds()))
 	}
 	opts = append(opts, grpc.InTapHandle(s.tap))
 	s.grpc = grpc.NewServer(opts...)
 	meshdnsv1.RegisterNameDiscoveryServiceServer(s.grpc, s)
+	s.lean, err = agentstream.New(agentstream.Config{
+		Method:  meshdnsv1.NameDiscoveryService_StreamNameTable_FullMethodName,
+		Handler: leanHandler{s: s}, TLS: cfg.TLS, HandshakeTimeout: cfg.HandshakeTimeout,
+		KeepaliveTime: cfg.KeepaliveTime, KeepaliveTimeout: cfg.KeepaliveTimeout, KeepaliveMinTime: cfg.KeepaliveMinTime,
+		MaxRecvMsgSize: cfg.MaxRequestBytes, MaxConcurrentStreams: cfg.MaxStreamsPerConnection,
+		Admit: s.admitPeer, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	return s, nil
 }
 
@@ -279,18 +292,29 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	changed := s.settings.Changed()
 	go func() { defer wg.Done(); s.watchSettings(fanCtx, changed) }()
 	defer func() { stopFan(); wg.Wait() }()
-	errc := make(chan error, 1)
+	errc, leanc := make(chan error, 1), make(chan error, 1)
 	lis = newLimitListener(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerPeer, s.m.connsRefused)
-	go func() { errc <- s.grpc.Serve(lis) }()
+	// agentstream accepts every connection and serves the agents'
+	// streams; the connections of other methods go on to grpc-go.
+	go func() { errc <- s.grpc.Serve(s.lean.Fallback()) }()
+	go func() { leanc <- s.lean.Serve(lis) }()
+	var err error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("serve grpc: %w", err)
+	case err = <-errc:
+		err = fmt.Errorf("serve grpc: %w", err)
+	case err = <-leanc:
+		err = fmt.Errorf("serve agent streams: %w", err)
 	case <-ctx.Done():
 	}
 	// Streams never end on their own, so a graceful stop would wait
-	// forever; agents reconnect (to another replica) and resume anyway.
+	// forever; agents get GOAWAY, reconnect (to another replica) and
+	// resume anyway.
 	s.grpc.Stop()
-	<-errc
+	s.lean.Close()
+	lis.Close()
+	if ctx.Err() == nil {
+		return err
+	}
 	return nil
 }
 

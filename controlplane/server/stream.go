@@ -31,8 +31,7 @@ type agent struct {
 	claimedPod                                                    string // when the credential proves no pod
 	connected                                                     time.Time
 	sub                                                           *view.Sub
-	st                                                            grpc.ServerStream
-	ts                                                            grpc.ServerTransportStream
+	out                                                           agentOut
 	// admitted frees the stream's admission slot once the agent answered
 	// its first response; idempotent.
 	admitted func()
@@ -116,7 +115,8 @@ func (a *agent) canSendLocked() bool {
 	return a.nonce-a.answered < ringSize && a.sentBytes-a.ansBytes < maxUnanswered
 }
 
-// StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer.
+// StreamNameTable implements meshdnsv1.NameDiscoveryServiceServer: the
+// stream served by grpc-go (agentstream serves the agents' own).
 func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNameTableRequest, meshdnsv1.StreamNameTableResponse]) error {
 	ctx := st.Context()
 	first, err := st.Recv()
@@ -124,36 +124,61 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		s.m.streams.WithLabelValues("error").Inc()
 		return err
 	}
+	a, done, err := s.open(ctx, first, grpcOut{st: st, ts: grpc.ServerTransportStreamFromContext(ctx)})
+	if err != nil {
+		return err
+	}
+	s.sendFirst(a)
+	err = s.receive(st, a)
+	return s.close(a, done, err)
+}
+
+// open admits the stream whose first request is first and files its
+// agent; done undoes what open did, once the stream ended (close). The
+// caller sends the first response (sendFirst) and then hands the agent's
+// answers to answer.
+func (s *Server) open(ctx context.Context, first *meshdnsv1.StreamNameTableRequest, out agentOut) (a *agent, done func(), err error) {
+	var undo []func()
+	undoAll := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			undoAll()
+		}
+	}()
 	id := first.GetIdentity()
 	// Who the agent is comes from its credential (identity.go).
 	ver, err := s.authorize(ctx, id)
 	if err != nil {
 		s.m.streams.WithLabelValues("invalid").Inc()
-		return err
+		return nil, nil, err
 	}
-	defer ver.release()
+	undo = append(undo, ver.release)
 	// Hold the agent until the first model exists: an empty table would
 	// replace the one it restored from disk.
 	select {
 	case <-s.cfg.Views.Ready():
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	// And until the settings parts synced: a policy not read yet must
 	// not let the agent resolve everything.
 	if err := s.settings.Wait(ctx); err != nil {
-		return err
+		return nil, nil, err
 	}
 	release, err := s.admit.acquire(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer release()
-	a := &agent{
+	undo = append(undo, release)
+	a = &agent{
 		pod: ver.pod, namespace: ver.namespace, claimedPod: ver.claimedPod, clusterDomain: id.GetClusterDomain(),
 		instanceID: id.GetInstanceId(), agentVersion: id.GetAgentVersion(),
-		connected: s.cfg.Now(), st: st, ts: grpc.ServerTransportStreamFromContext(ctx), admitted: release,
-		// The handler sends the first response itself.
+		connected: s.cfg.Now(), out: out, admitted: release,
+		// The caller sends the first response itself.
 		scheduled: true, id: ver.id, features: id.GetFeatures(),
 	}
 	if !ver.id.Verified() {
@@ -170,20 +195,20 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 	if p, ok := peer.FromContext(ctx); ok {
 		a.peer = p.Addr.String()
 	}
-	// Until the handler's first send is done, a is scheduled and wake
-	// does not look at a.sub.
+	// Until the first send is done, a is scheduled and wake does not
+	// look at a.sub.
 	a.sub = s.cfg.Views.Subscribe(ver.viewKey(), func() { s.wake(a) })
-	defer a.sub.Close()
+	undo = append(undo, a.sub.Close)
 	s.add(a)
-	defer s.remove(a)
+	undo = append(undo, func() { s.remove(a) })
 	if s.track(a) {
 		s.stop(a, errPodDeleted)
 	}
-	defer s.untrack(a)
+	undo = append(undo, func() { s.untrack(a) })
 	if exp := ver.id.Expires; !exp.IsZero() {
 		// The stream lasts as long as the credential that opened it.
 		t := time.AfterFunc(exp.Sub(s.cfg.Now()), func() { s.stop(a, errExpired) })
-		defer t.Stop()
+		undo = append(undo, func() { t.Stop() })
 	}
 	select {
 	case <-settingsChanged:
@@ -198,17 +223,28 @@ func (s *Server) StreamNameTable(st grpc.BidiStreamingServer[meshdnsv1.StreamNam
 		// keeps it from this agent as well.
 		s.crashed(a, rv, first.GetVersionInfo(), first.GetErrorDetail().GetMessage())
 	}
+	return a, undoAll, nil
+}
 
+// sendFirst sends a's first response, after open. An agent held at its
+// own table (rollout.go) is sent nothing, so no answer will come to free
+// its admission slot: the next stream takes it now. The caller is the
+// only one to touch a.admitted until a's answers are read.
+func (s *Server) sendFirst(a *agent) {
 	s.send(a)
 	a.mu.Lock()
 	unsent := a.nonce == 0
 	a.mu.Unlock()
-	if unsent {
-		// Held at its own table (rollout.go): no answer will come to
-		// free the admission slot, so the next stream takes it now.
-		release()
+	if unsent && a.admitted != nil {
+		a.admitted()
+		a.admitted = nil
 	}
-	err = s.receive(st, a)
+}
+
+// close ends a's stream, which ended with err (its reader's), runs done
+// (open's undo) and returns the stream's status.
+func (s *Server) close(a *agent, done func(), err error) error {
+	defer done()
 	stopped := s.end(a)
 	log := a.logger(s.log)
 	switch {
@@ -252,13 +288,6 @@ func (s *Server) wake(a *agent) {
 	}
 }
 
-// statusWriter is the method of grpc-go's server transport stream (the
-// ServerTransportStream in a handler's context) that ends a stream with a
-// status, as the handler's return does.
-type statusWriter interface {
-	WriteStatus(*status.Status) error
-}
-
 // endLocked ends the stream with err (errRebind, or what stop set) from
 // outside its handler, which is blocked reading: the status goes to the
 // agent at once, and ending the stream ends the handler's RecvMsg. (A
@@ -269,12 +298,9 @@ type statusWriter interface {
 func (s *Server) endLocked(a *agent, err error) {
 	a.ended = true
 	a.mu.Unlock()
-	w, ok := a.ts.(statusWriter)
-	if !ok {
+	if !a.out.end(err) {
 		s.log.Error("cannot end an agent's stream: gRPC's stream has no WriteStatus", "pod", a.namespace+"/"+a.pod)
-		return
 	}
-	_ = w.WriteStatus(status.Convert(err))
 }
 
 // stop ends a's stream with err: at once when no sender is at work, else
@@ -410,7 +436,7 @@ func (s *Server) send(a *agent) {
 			a.lastFull = n
 		}
 		a.mu.Unlock()
-		err = a.st.SendMsg(e)
+		err = a.out.sendMsg(e)
 		if err == nil {
 			count, bytes := s.m.push(p.Kind)
 			count.Inc()
@@ -432,7 +458,7 @@ func (s *Server) send(a *agent) {
 	}
 }
 
-// receive handles ACKs and NACKs until the stream ends.
+// receive reads ACKs and NACKs off a grpc-go stream until it ends.
 func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 	// One answer per stream, reused: the codec decodes an ACK into it
 	// without allocating.
@@ -441,84 +467,89 @@ func (s *Server) receive(st grpc.ServerStream, a *agent) error {
 		if err := st.RecvMsg(&ans); err != nil {
 			return err
 		}
-		if a.admitted != nil {
-			a.admitted()
-			a.admitted = nil
-		}
-		if !ans.nonceOK {
-			a.logger(s.log).Warn("ignoring request with a bad nonce", "nonce", string(ans.rawNonce))
-			continue
-		}
-		n := ans.nonce
-		if ans.failing != nil && s.report(a, ans.failing, n) {
-			continue // a repeated answer that carries a report only
-		}
-		now := s.cfg.Now()
-		a.mu.Lock()
-		f, known := a.answerLocked(n)
-		if string(ans.version) != a.acked {
-			a.acked = string(ans.version)
-		}
-		if ans.nack == nil {
-			a.ackedAt = now
-			wake := a.releaseLocked()
-			a.mu.Unlock()
-			if known {
-				s.observeAck(f, a.connected, now)
-				if s.roll.acked(a, f.version) {
-					s.wakeGate(a.gate) // a canary's ACK released it
-				}
-			}
-			if wake {
-				s.wake(a)
-			}
-			continue
-		}
-		detail := ans.nack.GetErrorDetail()
-		a.nacks++
-		a.lastNack = detail.GetMessage()
-		// A NACKed delta means the agent's table is not what we think:
-		// send a full table, unless one went out after the NACKed
-		// response (it already repairs the agent; pipelined deltas
-		// NACKed after it must not trigger a full table each). A NACKed
-		// full table is not resent: the agent would reject it again; it
-		// keeps its last good table until the next version. Nor is
-		// what an agent crashed running (ABORTED), delta or full: its
-		// table is the one it kept.
-		aborted := detail.GetCode() == codeAborted
-		resend := !aborted && (!known || !f.full) && a.lastFull < n
-		if resend {
-			a.needFull = true
-		} else if known && (f.full || aborted) && n == a.nonce {
-			// The agent kept its table: base the next delta on it
-			// (a full table again if it is not in the history), and do
-			// not send the refused settings again for this table.
-			a.sentID, a.sentSettings = splitVersion(a.acked)
-			a.refused, a.refusedSettings = true, f.settings
-		}
-		wake := a.releaseLocked() || resend
-		kept := a.acked
+		s.answer(a, &ans)
+	}
+}
+
+// answer handles one of the agent's ACKs or NACKs.
+func (s *Server) answer(a *agent, ans *answer) {
+	if a.admitted != nil {
+		a.admitted()
+		a.admitted = nil
+	}
+	if !ans.nonceOK {
+		a.logger(s.log).Warn("ignoring request with a bad nonce", "nonce", string(ans.rawNonce))
+		return
+	}
+	n := ans.nonce
+	if ans.failing != nil && s.report(a, ans.failing, n) {
+		return // a repeated answer that carries a report only
+	}
+	now := s.cfg.Now()
+	a.mu.Lock()
+	f, known := a.answerLocked(n)
+	if string(ans.version) != a.acked {
+		a.acked = string(ans.version)
+	}
+	if ans.nack == nil {
+		a.ackedAt = now
+		wake := a.releaseLocked()
 		a.mu.Unlock()
-		s.m.nacks.Inc()
-		if aborted {
-			// The agent crashed running what it rejects.
-			rejected := ans.nack.GetRejectedVersion()
-			if rejected == "" && known {
-				rejected = joinVersion(f.version.ID, f.settings)
-			}
-			if rejected != "" {
-				s.crashed(a, rejected, kept, detail.GetMessage())
+		if known {
+			s.observeAck(f, a.connected, now)
+			if s.roll.acked(a, f.version) {
+				s.wakeGate(a.gate) // a canary's ACK released it
 			}
 		}
-		kind := "delta"
-		if f.full {
-			kind = "full"
-		}
-		a.logger(s.log).Warn("agent rejected table", "nonce", n, "kind", kind, "code", detail.GetCode(),
-			"err", detail.GetMessage(), "kept", a.acked, "resend_full", resend)
 		if wake {
 			s.wake(a)
 		}
+		return
+	}
+	detail := ans.nack.GetErrorDetail()
+	a.nacks++
+	a.lastNack = detail.GetMessage()
+	// A NACKed delta means the agent's table is not what we think:
+	// send a full table, unless one went out after the NACKed
+	// response (it already repairs the agent; pipelined deltas
+	// NACKed after it must not trigger a full table each). A NACKed
+	// full table is not resent: the agent would reject it again; it
+	// keeps its last good table until the next version. Nor is
+	// what an agent crashed running (ABORTED), delta or full: its
+	// table is the one it kept.
+	aborted := detail.GetCode() == codeAborted
+	resend := !aborted && (!known || !f.full) && a.lastFull < n
+	if resend {
+		a.needFull = true
+	} else if known && (f.full || aborted) && n == a.nonce {
+		// The agent kept its table: base the next delta on it
+		// (a full table again if it is not in the history), and do
+		// not send the refused settings again for this table.
+		a.sentID, a.sentSettings = splitVersion(a.acked)
+		a.refused, a.refusedSettings = true, f.settings
+	}
+	wake := a.releaseLocked() || resend
+	kept := a.acked
+	a.mu.Unlock()
+	s.m.nacks.Inc()
+	if aborted {
+		// The agent crashed running what it rejects.
+		rejected := ans.nack.GetRejectedVersion()
+		if rejected == "" && known {
+			rejected = joinVersion(f.version.ID, f.settings)
+		}
+		if rejected != "" {
+			s.crashed(a, rejected, kept, detail.GetMessage())
+		}
+	}
+	kind := "delta"
+	if f.full {
+		kind = "full"
+	}
+	a.logger(s.log).Warn("agent rejected table", "nonce", n, "kind", kind, "code", detail.GetCode(),
+		"err", detail.GetMessage(), "kept", a.acked, "resend_full", resend)
+	if wake {
+		s.wake(a)
 	}
 }
 

@@ -1,0 +1,148 @@
+package agentstream
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// nbConn is a connection whose Write never waits for the peer: it writes
+// what the socket takes at once (one non-blocking system call), keeps the
+// rest, and a goroutine started for it flushes that in order. A fan-out
+// worker writing to ten thousand connections must never wait on one slow
+// or dead agent; the caller bounds what an agent may leave unread (the
+// server's unanswered bounds), and maxPending closes a connection that
+// still piles up more. Beneath TLS, it makes tls.Conn's writes
+// non-blocking too.
+type nbConn struct {
+	net.Conn
+	raw syscall.RawConn // or nil: every write goes through the flusher
+
+	mu       sync.Mutex // guards following
+	pending  []byte     // written by the caller, not yet by the socket
+	flushing bool       // the flusher runs
+	blocking bool       // handed to grpc-go: writes wait as usual
+	err      error      // the first write error; every later write fails
+}
+
+const (
+	// maxPending bounds what a connection's peer may leave unread.
+	maxPending = 16 << 20
+	// flushTimeout bounds one flush of the pending bytes.
+	flushTimeout = 30 * time.Second
+)
+
+var errTooSlow = errors.New("agentstream: the peer reads too slowly")
+
+func newNBConn(c net.Conn) *nbConn {
+	nb := &nbConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			nb.raw = raw
+		}
+	}
+	return nb
+}
+
+// setBlocking makes later writes wait for the socket (net.Conn's usual
+// contract); for a connection handed to grpc-go.
+func (c *nbConn) setBlocking() {
+	c.mu.Lock()
+	c.blocking = true
+	c.mu.Unlock()
+}
+
+func (c *nbConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.blocking && !c.flushing && len(c.pending) == 0 {
+		c.mu.Unlock()
+		return c.Conn.Write(b)
+	}
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	n := len(b)
+	if len(c.pending) == 0 && c.raw != nil {
+		w, err := c.tryWrite(b)
+		if err != nil {
+			c.err = err
+			return w, err
+		}
+		b = b[w:]
+		if len(b) == 0 {
+			return n, nil
+		}
+	}
+	if len(c.pending)+len(b) > maxPending {
+		c.err = errTooSlow
+		c.Conn.Close()
+		return 0, c.err
+	}
+	c.pending = append(c.pending, b...)
+	if !c.flushing {
+		c.flushing = true
+		go c.flush()
+	}
+	return n, nil
+}
+
+// tryWrite writes what the socket takes without waiting.
+func (c *nbConn) tryWrite(b []byte) (int, error) {
+	written := 0
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for written < len(b) {
+			n, err := syscall.Write(int(fd), b[written:])
+			if n > 0 {
+				written += n
+			}
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return true
+			case err != nil:
+				werr = err
+				return true
+			case n == 0:
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	return written, err
+}
+
+// flush writes the pending bytes, waiting for the socket, until none are
+// left.
+func (c *nbConn) flush() {
+	var spare []byte
+	for {
+		c.mu.Lock()
+		if len(c.pending) == 0 || c.err != nil {
+			c.flushing = false
+			c.pending = nil // an idle connection keeps no buffer
+			c.mu.Unlock()
+			return
+		}
+		buf := c.pending
+		c.pending = spare[:0]
+		c.mu.Unlock()
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(flushTimeout))
+		_, err := c.Conn.Write(buf)
+		if err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			c.Conn.Close()
+			continue
+		}
+		spare = buf
+	}
+}
