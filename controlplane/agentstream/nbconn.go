@@ -65,7 +65,9 @@ func (c *nbConn) Write(b []byte) (int, error) {
 		return 0, c.err
 	}
 	n := len(b)
-	if len(c.pending) == 0 && c.raw != nil {
+	// Not while the flusher writes, even with nothing pending: it holds
+	// the socket's write lock until the socket takes its bytes.
+	if !c.flushing && c.raw != nil {
 		w, err := c.tryWrite(b)
 		if err != nil {
 			c.err = err

@@ -12,7 +12,10 @@ import (
 // every stream saves a goroutine stack. A send only hands the response to
 // gRPC's per-connection writer, which never blocks while the stream has
 // write quota; agents that could make it block are held back instead
-// (agent.canSendLocked), so a slow agent never stalls the others.
+// (agent.canSendLocked), so a slow agent never stalls the others. An
+// agent's stream served by agentstream is written by the worker itself
+// (framed and written without waiting: a send is CPU work only), so the
+// workers run through the queue without yielding.
 type fanout struct {
 	mu     sync.Mutex // guards following
 	cond   sync.Cond  // signalled when q gains an agent or the fanout stops
@@ -64,16 +67,6 @@ func (f *fanout) run(ctx context.Context, send func(*agent)) {
 					send(a)
 					batch[i] = nil
 				}
-				// Let the connections' writers woken by this batch run
-				// before waking more. A writer with a small frame yields
-				// once before it flushes, holding a pooled 16 KiB write
-				// buffer; with 10,000 of them woken back to back, those
-				// yields piled up behind the workers, each holding its
-				// buffer, and the pool missed ~1,250 times per version
-				// (20 MB of garbage). Yielding here puts the worker in
-				// line behind them: the misses all but vanish, and with
-				// them a sixth of the bytes allocated per update.
-				runtime.Gosched()
 			}
 		}()
 	}
