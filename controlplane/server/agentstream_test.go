@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"runtime/pprof"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshdns/meshdns/internal/grpcstream"
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
+	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
+)
+
+// streamAgent is an agent's stream on the agent's own client
+// (internal/grpcstream, net/http's HTTP/2).
+type streamAgent struct {
+	t  testing.TB
+	st *grpcstream.Stream
+}
+
+func dialStream(t testing.TB, addr string, c *tls.Config, pod string) *streamAgent {
+	t.Helper()
+	cl, err := grpcstream.New(grpcstream.Config{Addr: addr, TLS: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	st, err := cl.Open(t.Context(), meshdnsv1.NameDiscoveryService_StreamNameTable_FullMethodName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &streamAgent{t: t, st: st}
+	a.send(&meshdnsv1.StreamNameTableRequest{Identity: &meshdnsv1.AgentIdentity{Namespace: "ns", PodName: pod}})
+	return a
+}
+
+func (a *streamAgent) send(req *meshdnsv1.StreamNameTableRequest) {
+	a.t.Helper()
+	b, err := proto.Marshal(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if err := a.st.Send(b); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// recv reads the next response and ACKs it.
+func (a *streamAgent) recvAndAck() *meshdnsv1.StreamNameTableResponse {
+	a.t.Helper()
+	r, _, err := a.st.Recv()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	resp := new(meshdnsv1.StreamNameTableResponse)
+	if err := proto.Unmarshal(b, resp); err != nil {
+		a.t.Fatal(err)
+	}
+	a.send(&meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
+	return resp
+}
+
+// goroutinesWith counts the goroutines whose stack has fn.
+func goroutinesWith(t testing.TB, fn string) int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// The agent's own client gets tables and deltas, with and without TLS,
+// and the server keeps one goroutine per agent connection: its reader
+// (grpc-go kept four, none of them ours).
+func TestAgentClientOneGoroutinePerConnection(t *testing.T) {
+	ca := certtest.NewCA(t, "test ca")
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	cliCert, cliKey := ca.Issue(t, "agent", false)
+	tests := []struct {
+		name           string
+		server, client *tls.Config
+	}{
+		{name: "plaintext"},
+		{name: "mTLS", server: certtest.ServerTLS(t, srvCert, srvKey, ca), client: certtest.ClientTLS(t, ca, cliCert, cliKey)},
+	}
+	const agents = 5
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{tls: tc.server})
+			h.publish(t, entry("a.corp.example", "10.0.0.1"))
+			var as []*streamAgent
+			for i := range agents {
+				a := dialStream(t, h.addr, tc.client, "pod-"+string(rune('a'+i)))
+				if r := a.recvAndAck(); r.GetFull() == nil {
+					t.Fatalf("agent %d: first response is not a full table", i)
+				}
+				as = append(as, a)
+			}
+			h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
+			v := ""
+			for i, a := range as {
+				r := a.recvAndAck()
+				if r.GetDelta() == nil {
+					t.Fatalf("agent %d: the change is not a delta", i)
+				}
+				v = r.GetVersionInfo()
+			}
+			waitFor(t, "every agent's ACK of the delta", func() bool {
+				n := 0
+				for _, ai := range h.srv.Agents() {
+					if ai.Acked == v {
+						n++
+					}
+				}
+				return n == agents
+			})
+			if got := goroutinesWith(t, "agentstream.(*conn).readLoop"); got != agents {
+				t.Errorf("%d agentstream readers, want %d", got, agents)
+			}
+			if got := goroutinesWith(t, "google.golang.org/grpc/internal/transport"); got != 0 {
+				t.Errorf("%d grpc-go transport goroutines, want none", got)
+			}
+			if got := goroutinesWith(t, "server.(*Server).StreamNameTable"); got != 0 {
+				t.Errorf("%d grpc-go handlers, want none", got)
+			}
+		})
+	}
+}
