@@ -25,6 +25,13 @@ type nbConn struct {
 	flushing bool       // the flusher runs
 	blocking bool       // handed to grpc-go: writes wait as usual
 	err      error      // the first write error; every later write fails
+
+	// tryWrite's state, so the function given to raw.Write is made once
+	// (a closure per write would be an allocation per write).
+	wb      []byte
+	wn      int
+	werr    error
+	writeFn func(fd uintptr) bool
 }
 
 const (
@@ -41,6 +48,7 @@ func newNBConn(c net.Conn) *nbConn {
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			nb.raw = raw
+			nb.writeFn = nb.writeFd
 		}
 	}
 	return nb
@@ -91,34 +99,39 @@ func (c *nbConn) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// tryWrite writes what the socket takes without waiting.
+// tryWrite writes what the socket takes without waiting; c.mu is held.
 func (c *nbConn) tryWrite(b []byte) (int, error) {
-	written := 0
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		for written < len(b) {
-			n, err := syscall.Write(int(fd), b[written:])
-			if n > 0 {
-				written += n
-			}
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return true
-			case err != nil:
-				werr = err
-				return true
-			case n == 0:
-				return true
-			}
-		}
-		return true
-	})
+	c.wb, c.wn, c.werr = b, 0, nil
+	err := c.raw.Write(c.writeFn)
 	if err == nil {
-		err = werr
+		err = c.werr
 	}
-	return written, err
+	n := c.wn
+	c.wb = nil
+	return n, err
+}
+
+// writeFd writes c.wb to fd until the socket would block; it never asks
+// raw.Write to wait.
+func (c *nbConn) writeFd(fd uintptr) bool {
+	for c.wn < len(c.wb) {
+		n, err := syscall.Write(int(fd), c.wb[c.wn:])
+		if n > 0 {
+			c.wn += n
+		}
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return true
+		case err != nil:
+			c.werr = err
+			return true
+		case n == 0:
+			return true
+		}
+	}
+	return true
 }
 
 // flush writes the pending bytes, waiting for the socket, until none are

@@ -105,12 +105,26 @@ func (st *Stream) Send(parts [][]byte) error {
 		}
 	}
 	c.sentData.Store(true)
-	// Behind bytes that wait for the window, nothing may pass.
-	w := dataWriter{c: c, st: st, buf: writeBufs.Get().(*[]byte), stalled: len(st.blocked) > 0}
+	w := dataWriter{c: c, st: st, buf: writeBufs.Get().(*[]byte)}
 	defer w.free()
-	w.add(pre[:])
-	for _, p := range parts {
-		w.add(p)
+	// Behind bytes that wait for the window, nothing may pass.
+	stalled := len(st.blocked) > 0
+	for i := -1; i < len(parts); i++ {
+		p := pre[:]
+		if i >= 0 {
+			p = parts[i]
+		}
+		if !stalled {
+			p = w.add(p)
+			stalled = len(p) > 0
+		}
+		if stalled {
+			if len(st.blocked)+len(p) > maxBlocked {
+				w.err = errTooSlow
+				break
+			}
+			st.blocked = append(st.blocked, p...)
+		}
 	}
 	return w.flush()
 }
@@ -121,11 +135,14 @@ func (c *conn) drainLocked(st *Stream) {
 	if len(st.blocked) == 0 || st.ended || c.closed {
 		return
 	}
-	b := st.blocked
-	st.blocked = nil
 	w := dataWriter{c: c, st: st, buf: writeBufs.Get().(*[]byte)}
 	defer w.free()
-	w.add(b)
+	// What the windows do not take stays where it is: no copy of the
+	// rest for every window update.
+	st.blocked = w.add(st.blocked)
+	if len(st.blocked) == 0 {
+		st.blocked = nil
+	}
 	if err := w.flush(); err != nil {
 		c.closed, c.closeErr = true, err
 		c.raw.Close()
@@ -140,20 +157,12 @@ type dataWriter struct {
 	hdr     int  // where the open frame's header is, when open
 	open    bool // a frame is open
 	err     error
-	stalled bool // the windows are spent: the rest waits in st.blocked
 }
 
-func (w *dataWriter) add(b []byte) {
+// add frames b as far as the windows allow and returns the rest.
+func (w *dataWriter) add(b []byte) []byte {
 	c, st := w.c, w.st
-	for len(b) > 0 {
-		if w.stalled || w.err != nil {
-			if len(st.blocked)+len(b) > maxBlocked {
-				w.err = errTooSlow
-				return
-			}
-			st.blocked = append(st.blocked, b...)
-			return
-		}
+	for len(b) > 0 && w.err == nil {
 		room := min(c.connWindow, st.window)
 		if w.open {
 			room = min(room, int64(c.maxFrame-(len(*w.buf)-w.hdr-9)))
@@ -161,11 +170,10 @@ func (w *dataWriter) add(b []byte) {
 			room = min(room, int64(c.maxFrame))
 		}
 		if room <= 0 {
-			if w.open {
-				w.close()
-				continue
+			if !w.open {
+				return b
 			}
-			w.stalled = true
+			w.close()
 			continue
 		}
 		if !w.open {
@@ -183,6 +191,7 @@ func (w *dataWriter) add(b []byte) {
 			w.write()
 		}
 	}
+	return b
 }
 
 // close fills the open frame's header.
