@@ -151,12 +151,12 @@ func (c *conn) drainLocked(st *Stream) {
 
 // dataWriter frames a stream's bytes into DATA frames within the windows.
 type dataWriter struct {
-	c       *conn
-	st      *Stream
-	buf     *[]byte
-	hdr     int  // where the open frame's header is, when open
-	open    bool // a frame is open
-	err     error
+	c    *conn
+	st   *Stream
+	buf  *[]byte
+	hdr  int  // where the open frame's header is, when open
+	open bool // a frame is open
+	err  error
 }
 
 // add frames b as far as the windows allow and returns the rest.
