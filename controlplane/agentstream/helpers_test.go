@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 )
 
 const testMethod = "/test.Service/Stream"
@@ -74,9 +75,13 @@ func newTestServer(t testing.TB, cfg Config) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	t.Cleanup(func() { s.Close(); lis.Close(); <-done })
+	// grpc-go serves the connections of other methods, as in the
+	// control plane.
+	g := grpc.NewServer()
+	done := make(chan struct{}, 2)
+	go func() { _ = g.Serve(s.Fallback()); done <- struct{}{} }()
+	go func() { _ = s.Serve(lis); done <- struct{}{} }()
+	t.Cleanup(func() { g.Stop(); s.Close(); lis.Close(); <-done; <-done })
 	return s, lis.Addr().String()
 }
 

@@ -1,0 +1,82 @@
+package agentstream
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// A connection that says nothing is closed after HandshakeTimeout.
+func TestHandshakeTimeout(t *testing.T) {
+	_, addr := newTestServer(t, Config{Handler: newTestHandler(), HandshakeTimeout: 50 * time.Millisecond})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The server's SETTINGS come only after the preface; then the end.
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("want the server to close the connection, got %v", err)
+	}
+}
+
+// validConn is a client's bytes that open the test method's stream and
+// send a message, a ping, a window update, then half-close.
+func validConn() []byte {
+	var b bytes.Buffer
+	b.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&b, nil)
+	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	var hb bytes.Buffer
+	e := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", testMethod},
+		{":authority", "x"}, {"content-type", "application/grpc"}} {
+		_ = e.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(1, false, grpcFrame([]byte("first")))
+	_ = fr.WritePing(false, [8]byte{1})
+	_ = fr.WriteWindowUpdate(1, 100)
+	_ = fr.WriteData(1, true, grpcFrame([]byte("second")))
+	return b.Bytes()
+}
+
+// FuzzConn: whatever a client sends, the server neither panics nor
+// hangs: it answers, or closes the connection, and its goroutines end
+// (the test server's Close waits for them).
+func FuzzConn(f *testing.F) {
+	valid := validConn()
+	f.Add(valid)                                                                          // a whole stream
+	f.Add(valid[:len(valid)-7])                                                           // cut inside the last frame
+	f.Add(append([]byte(nil), valid[:24]...))                                             // the preface only
+	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x04\x08\x00\x00\x00\x00\x00")) // a bad WINDOW_UPDATE
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))                                    // HTTP/1
+	h := newTestHandler()
+	h.reply = echo
+	h.ended = make(chan error, 1<<16)
+	h.st = make(chan *Stream, 1<<16)
+	_, addr := newTestServer(f, Config{Handler: h, HandshakeTimeout: 2 * time.Second})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go func() {
+			_, _ = conn.Write(data)
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, conn); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server neither answered nor closed the connection")
+			}
+		}
+	})
+}
