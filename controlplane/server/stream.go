@@ -351,6 +351,13 @@ func (s *Server) end(a *agent) error {
 // while it may; the caller has set a.scheduled.
 func (s *Server) send(a *agent) {
 	v := a.sub.View()
+	// What this call sent last: the agent's answer to it may come before
+	// the loop looks again (agentstream writes the response before Send
+	// returns), and a NACK of a full table moves sentID back to the table
+	// the agent kept without asking for anything to be sent. Sending the
+	// same version again would only be rejected again: the answer's
+	// handler sets needFull, or wakes, when it wants more.
+	var lastID, lastSettings string
 	for {
 		a.mu.Lock()
 		target := s.targetLocked(a, v)
@@ -379,6 +386,10 @@ func (s *Server) send(a *agent) {
 			a.scheduled = false
 			a.mu.Unlock()
 			return
+		case lastID != "" && !a.needFull && target.ID == lastID && a.settings.Version == lastSettings:
+			a.scheduled = false
+			a.mu.Unlock()
+			return
 		case !a.canSendLocked():
 			if !a.held {
 				a.held = true
@@ -401,6 +412,7 @@ func (s *Server) send(a *agent) {
 			a.lastFull = n
 		}
 		a.sentID, a.sentSettings = target.ID, st.Version
+		lastID, lastSettings = target.ID, st.Version
 		a.sending = true
 		a.mu.Unlock()
 
