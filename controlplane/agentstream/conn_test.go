@@ -80,3 +80,17 @@ func FuzzConn(f *testing.F) {
 		}
 	})
 }
+
+// HandshakeTimeout bounds the handshake and the preface only: a client
+// that opens its stream later (a busy agent process) is still served.
+func TestSlowFirstRequestIsServed(t *testing.T) {
+	h := newTestHandler()
+	h.reply = echo
+	_, addr := newTestServer(t, Config{Handler: h, HandshakeTimeout: 50 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.until("the server's SETTINGS", func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok })
+	time.Sleep(200 * time.Millisecond) // four times HandshakeTimeout
+	c.open(1, testMethod)
+	c.send(1, []byte("late"), false)
+	c.until("the echo", isData)
+}

@@ -59,6 +59,13 @@ func (s *Server) route(raw net.Conn) {
 		raw.Close()
 		return
 	}
+	// HandshakeTimeout bounds the handshake and the preface, as
+	// grpc-go's ConnectionTimeout. A client opens its stream when it is
+	// ready: a busy one (an agent process reconnecting thousands of
+	// streams at once) may take seconds more, and closing it then only
+	// makes it start over. A silent connection is closed when the
+	// keepalive would have closed it.
+	_ = raw.SetDeadline(time.Now().Add(s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout))
 	c.fr = http2.NewFramer(c.rw, br)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = 16 << 10
