@@ -501,7 +501,11 @@ func (s *Server) answer(a *agent, ans *answer) {
 	a.mu.Lock()
 	f, known := a.answerLocked(n)
 	if string(ans.version) != a.acked {
-		a.acked = string(ans.version)
+		if known && f.settings == "" && string(ans.version) == f.version.ID {
+			a.acked = f.version.ID // the view's string: no copy per agent
+		} else {
+			a.acked = string(ans.version)
+		}
 	}
 	if ans.nack == nil {
 		a.ackedAt = now
