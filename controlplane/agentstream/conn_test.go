@@ -94,3 +94,34 @@ func TestSlowFirstRequestIsServed(t *testing.T) {
 	c.send(1, []byte("late"), false)
 	c.until("the echo", isData)
 }
+
+// A client that sends frames but never a request is closed once it sent
+// maxRouteBytes: what is read before the route is known is kept for a
+// hand-off, so it must not grow until the deadline.
+func TestFramesWithoutRequestBounded(t *testing.T) {
+	_, addr := newTestServer(t, Config{Handler: newTestHandler()})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() { _, _ = io.Copy(io.Discard, conn) }()
+	var b bytes.Buffer
+	b.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&b, nil)
+	_ = fr.WriteSettings()
+	for b.Len() < 1<<20 {
+		_ = fr.WriteWindowUpdate(0, 1)
+	}
+	const total = 32 << 20
+	for sent := 0; sent < total; sent += b.Len() {
+		if _, err := conn.Write(b.Bytes()); err != nil {
+			return // closed by the server
+		}
+		b.Reset()
+		for b.Len() < 1<<20 {
+			_ = fr.WriteWindowUpdate(0, 1)
+		}
+	}
+	t.Fatalf("the server read %d MiB of frames without a request", total>>20)
+}

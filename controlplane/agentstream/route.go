@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"time"
@@ -16,6 +17,15 @@ import (
 // (ACKs of ~100 bytes), and each idle connection keeps it.
 const readBufSize = 1 << 10
 
+// maxRouteBytes bounds what a client may send before its first request's
+// headers: a preface, a few SETTINGS, WINDOW_UPDATE and PING frames and a
+// header block of at most 16 KiB take far less. Everything read then is
+// kept for a hand-off to grpc-go, so without the bound a client sending
+// frames but no request would grow it until the deadline.
+const maxRouteBytes = 64 << 10
+
+var errRouteTooLong = errors.New("agentstream: too many bytes before the first request")
+
 // recorder keeps what is read through it while the connection is routed,
 // so a connection handed to grpc-go can be replayed from its first byte.
 type recorder struct {
@@ -25,6 +35,9 @@ type recorder struct {
 }
 
 func (r *recorder) Read(b []byte) (int, error) {
+	if r.on && len(r.buf) >= maxRouteBytes {
+		return 0, errRouteTooLong
+	}
 	n, err := r.r.Read(b)
 	if r.on {
 		r.buf = append(r.buf, b[:n]...)
