@@ -264,3 +264,62 @@ func TestKeepaliveKeepsAnsweringConnection(t *testing.T) {
 	_ = d
 	_ = context.Background()
 }
+
+// A client that sends frames the server must answer (SETTINGS here) and
+// reads nothing stops being read once 64 KiB of answers wait: they do
+// not pile up to the 16 MiB a slow reader of tables may leave unread.
+func TestUnreadAnswersBounded(t *testing.T) {
+	h := newTestHandler()
+	s, addr := newTestServer(t, Config{Handler: h})
+	c := dialRaw(t, addr)
+	c.open(1, testMethod)
+	c.send(1, []byte("go"), false)
+	<-h.st
+	nb := onlyConn(t, s).nb
+	flood := make(chan error, 1)
+	go func() {
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		for range 64 {
+			b.Reset()
+			for b.Len() < 1<<20 {
+				_ = fr.WriteSettings()
+			}
+			if _, err := c.conn.Write(b.Bytes()); err != nil {
+				flood <- err
+				return
+			}
+		}
+		flood <- nil
+	}()
+	for {
+		nb.mu.Lock()
+		backlog, waiting := len(nb.pending)+nb.inflight, nb.waiters > 0
+		nb.mu.Unlock()
+		if backlog > maxBacklog+1<<10 {
+			t.Fatalf("%d bytes of answers wait to be written", backlog)
+		}
+		if waiting {
+			return // the reader stopped; the cleanup ends the flood
+		}
+		select {
+		case err := <-flood:
+			t.Fatalf("the server read a 64 MiB flood of SETTINGS (%v)", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// onlyConn is s's one routed connection.
+func onlyConn(t testing.TB, s *Server) *conn {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) != 1 {
+		t.Fatalf("%d connections, want 1", len(s.conns))
+	}
+	for c := range s.conns {
+		return c
+	}
+	return nil
+}

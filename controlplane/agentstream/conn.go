@@ -119,6 +119,7 @@ func (c *conn) readFrames() error {
 		if err := c.handle(f); err != nil {
 			return err
 		}
+		c.nb.waitBelow(maxBacklog)
 	}
 }
 

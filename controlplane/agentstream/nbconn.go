@@ -25,6 +25,9 @@ type nbConn struct {
 	flushing bool       // the flusher runs
 	blocking bool       // handed to grpc-go: writes wait as usual
 	err      error      // the first write error; every later write fails
+	inflight int        // bytes the flusher is writing
+	waiters  int        // readers waiting in waitBelow
+	drained  sync.Cond  // on mu: the flusher wrote, or ended
 
 	// tryWrite's state, so the function given to raw.Write is made once
 	// (a closure per write would be an allocation per write).
@@ -45,6 +48,7 @@ var errTooSlow = errors.New("agentstream: the peer reads too slowly")
 
 func newNBConn(c net.Conn) *nbConn {
 	nb := &nbConn{Conn: c}
+	nb.drained.L = &nb.mu
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			nb.raw = raw
@@ -140,6 +144,10 @@ func (c *nbConn) flush() {
 	var spare []byte
 	for {
 		c.mu.Lock()
+		c.inflight = 0
+		if c.waiters > 0 {
+			c.drained.Broadcast()
+		}
 		if len(c.pending) == 0 || c.err != nil {
 			c.flushing = false
 			c.pending = nil // an idle connection keeps no buffer
@@ -147,7 +155,7 @@ func (c *nbConn) flush() {
 			return
 		}
 		buf := c.pending
-		c.pending = spare[:0]
+		c.pending, c.inflight = spare[:0], len(buf)
 		c.mu.Unlock()
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(flushTimeout))
 		_, err := c.Conn.Write(buf)
@@ -160,4 +168,24 @@ func (c *nbConn) flush() {
 		}
 		spare = buf
 	}
+}
+
+// maxBacklog is how much may wait to be written before the connection's
+// reader stops reading. Every frame a client sends may make the reader
+// write one (SETTINGS and PING acknowledgements, RST_STREAM): a client
+// that sends them without reading would pile the answers up to
+// maxPending. grpc-go's reader stops likewise when its writer's queue is
+// long.
+const maxBacklog = 64 << 10
+
+// waitBelow waits until at most limit bytes wait to be written, or the
+// connection failed; for the reader, between frames.
+func (c *nbConn) waitBelow(limit int) {
+	c.mu.Lock()
+	for c.flushing && c.err == nil && len(c.pending)+c.inflight > limit {
+		c.waiters++
+		c.drained.Wait()
+		c.waiters--
+	}
+	c.mu.Unlock()
 }
