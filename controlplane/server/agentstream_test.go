@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/controlplane/server"
 	"github.com/meshdns/meshdns/internal/grpcstream"
 	"github.com/meshdns/meshdns/internal/testkit/certtest"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
@@ -102,33 +103,7 @@ func TestAgentClientOneGoroutinePerConnection(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{tls: tc.server})
-			h.publish(t, entry("a.corp.example", "10.0.0.1"))
-			var as []*streamAgent
-			for i := range agents {
-				a := dialStream(t, h.addr, tc.client, "pod-"+string(rune('a'+i)))
-				if r := a.recvAndAck(); r.GetFull() == nil {
-					t.Fatalf("agent %d: first response is not a full table", i)
-				}
-				as = append(as, a)
-			}
-			h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
-			v := ""
-			for i, a := range as {
-				r := a.recvAndAck()
-				if r.GetDelta() == nil {
-					t.Fatalf("agent %d: the change is not a delta", i)
-				}
-				v = r.GetVersionInfo()
-			}
-			waitFor(t, "every agent's ACK of the delta", func() bool {
-				n := 0
-				for _, ai := range h.srv.Agents() {
-					if ai.Acked == v {
-						n++
-					}
-				}
-				return n == agents
-			})
+			tableThenDelta(t, h, tc.client, agents)
 			if got := goroutinesWith(t, "agentstream.(*conn).readLoop"); got != agents {
 				t.Errorf("%d agentstream readers, want %d", got, agents)
 			}
@@ -140,4 +115,66 @@ func TestAgentClientOneGoroutinePerConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// GRPCAgentStream serves the agents' stream on grpc-go, as before
+// agentstream: the agent's client gets tables and deltas, with and
+// without TLS, from grpc-go's handler, and agentstream serves nothing.
+func TestGRPCAgentStream(t *testing.T) {
+	ca := certtest.NewCA(t, "test ca")
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	cliCert, cliKey := ca.Issue(t, "agent", false)
+	tests := []struct {
+		name           string
+		server, client *tls.Config
+	}{
+		{name: "plaintext"},
+		{name: "mTLS", server: certtest.ServerTLS(t, srvCert, srvKey, ca), client: certtest.ClientTLS(t, ca, cliCert, cliKey)},
+	}
+	const agents = 3
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{tls: tc.server, server: func(c *server.Config) { c.GRPCAgentStream = true }})
+			tableThenDelta(t, h, tc.client, agents)
+			if got := goroutinesWith(t, "server.(*Server).StreamNameTable"); got != agents {
+				t.Errorf("%d grpc-go handlers, want %d", got, agents)
+			}
+			if got := goroutinesWith(t, "agentstream."); got != 0 {
+				t.Errorf("%d agentstream goroutines, want none", got)
+			}
+		})
+	}
+}
+
+// tableThenDelta connects n agents with the agent's own client, each
+// gets a full table, then a change as a delta, and ACKs it.
+func tableThenDelta(t *testing.T, h *harness, client *tls.Config, n int) {
+	t.Helper()
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	var as []*streamAgent
+	for i := range n {
+		a := dialStream(t, h.addr, client, "pod-"+string(rune('a'+i)))
+		if r := a.recvAndAck(); r.GetFull() == nil {
+			t.Fatalf("agent %d: first response is not a full table", i)
+		}
+		as = append(as, a)
+	}
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
+	v := ""
+	for i, a := range as {
+		r := a.recvAndAck()
+		if r.GetDelta() == nil {
+			t.Fatalf("agent %d: the change is not a delta", i)
+		}
+		v = r.GetVersionInfo()
+	}
+	waitFor(t, "every agent's ACK of the delta", func() bool {
+		acked := 0
+		for _, ai := range h.srv.Agents() {
+			if ai.Acked == v {
+				acked++
+			}
+		}
+		return acked == n
+	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshdns/meshdns/controlplane/agentsettings"
@@ -131,6 +132,12 @@ type Config struct {
 	// and report a crash (rollout.go); then another agent takes its
 	// place. Zero means 30s.
 	CanaryTimeout time.Duration
+	// GRPCAgentStream serves the agents' stream on grpc-go, as every
+	// other method, instead of agentstream's own HTTP/2 server: an escape
+	// hatch should agentstream misbehave, at grpc-go's cost per agent
+	// (four goroutines, ~40 KiB and ~40 µs per update; controlplane's
+	// README, "Scale").
+	GRPCAgentStream bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer for the metrics; nil registers nowhere.
@@ -147,7 +154,7 @@ type Server struct {
 	log   *slog.Logger
 	m     *metrics
 	grpc  *grpc.Server
-	lean  *agentstream.Server // serves the agents' streams; grpc-go gets the rest
+	lean  *agentstream.Server // serves the agents' streams, grpc-go gets the rest; nil with GRPCAgentStream
 	admit *admission
 	fan   *fanout
 
@@ -252,14 +259,32 @@ func New(cfg Config) (*Server, error) {
 		grpc.MaxConcurrentStreams(cfg.MaxStreamsPerConnection),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 	}
+	if err := s.newTransports(cfg, opts, log); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return s, nil
+}
+
+// newTransports makes grpc-go's server with opts and, unless
+// cfg.GRPCAgentStream, agentstream's in front of it.
+func (s *Server) newTransports(cfg Config, opts []grpc.ServerOption, log *slog.Logger) error {
+	opts = append(opts, grpc.InTapHandle(s.tap))
+	if cfg.GRPCAgentStream {
+		if cfg.TLS != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		}
+		s.grpc = grpc.NewServer(opts...)
+		meshdnsv1.RegisterNameDiscoveryServiceServer(s.grpc, s)
+		return nil
+	}
 	if cfg.TLS != nil {
 		// agentstream did the handshake of the connections it hands
 		// to grpc-go.
 		opts = append(opts, grpc.Creds(agentstream.Creds()))
 	}
-	opts = append(opts, grpc.InTapHandle(s.tap))
 	s.grpc = grpc.NewServer(opts...)
 	meshdnsv1.RegisterNameDiscoveryServiceServer(s.grpc, s)
+	var err error
 	s.lean, err = agentstream.New(agentstream.Config{
 		Method:  meshdnsv1.NameDiscoveryService_StreamNameTable_FullMethodName,
 		Handler: leanHandler{s: s}, TLS: cfg.TLS, HandshakeTimeout: cfg.HandshakeTimeout,
@@ -267,10 +292,7 @@ func New(cfg Config) (*Server, error) {
 		MaxRecvMsgSize: cfg.MaxRequestBytes, MaxConcurrentStreams: cfg.MaxStreamsPerConnection,
 		Admit: s.admitPeer, Logger: log,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	return s, nil
+	return err
 }
 
 // Run listens on addr and serves until ctx ends.
@@ -294,10 +316,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	defer func() { stopFan(); wg.Wait() }()
 	errc, leanc := make(chan error, 1), make(chan error, 1)
 	lis = newLimitListener(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerPeer, s.m.connsRefused)
-	// agentstream accepts every connection and serves the agents'
-	// streams; the connections of other methods go on to grpc-go.
-	go func() { errc <- s.grpc.Serve(s.lean.Fallback()) }()
-	go func() { leanc <- s.lean.Serve(lis) }()
+	if s.lean == nil {
+		go func() { errc <- s.grpc.Serve(lis) }()
+	} else {
+		// agentstream accepts every connection and serves the agents'
+		// streams; the connections of other methods go on to grpc-go.
+		go func() { errc <- s.grpc.Serve(s.lean.Fallback()) }()
+		go func() { leanc <- s.lean.Serve(lis) }()
+	}
 	var err error
 	select {
 	case err = <-errc:
@@ -310,7 +336,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	// forever; agents get GOAWAY, reconnect (to another replica) and
 	// resume anyway.
 	s.grpc.Stop()
-	s.lean.Close()
+	if s.lean != nil {
+		s.lean.Close()
+	}
 	lis.Close()
 	if ctx.Err() == nil {
 		return err
