@@ -102,6 +102,9 @@ type Config struct {
 	// new version holds it back from the other agents
 	// (server.Config.CanaryTimeout); zero means 30s.
 	CanaryTimeout time.Duration
+	// GRPCAgentStream serves the agents' stream on grpc-go rather than
+	// agentstream's own server (server.Config.GRPCAgentStream).
+	GRPCAgentStream bool
 	// Sources are further sources (Kubernetes) run beside the file source.
 	Sources []registry.Source
 	// SettingsParts fill each agent's settings (package agentsettings:
@@ -262,7 +265,7 @@ func New(cfg Config) (*ControlPlane, error) {
 		Views: c.views, TLS: c.grpcTLS, MaxAdmissions: cfg.MaxAdmissions, MaxConnectionsPerPeer: cfg.MaxConnectionsPerPeer,
 		Authenticator: cfg.Authenticator, ClusterDomain: cfg.ClusterDomain, Settings: c.settings,
 		QuarantineMinAgents: cfg.QuarantineMinAgents, QuarantineFraction: cfg.QuarantineFraction, CanaryTimeout: cfg.CanaryTimeout,
-		Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
+		GRPCAgentStream: cfg.GRPCAgentStream, Logger: log.With("component", "grpc"), Registerer: cfg.Registerer,
 	}
 	if cfg.Pods != nil {
 		scfg.Pods = cfg.Pods // not a nil *podmeta.Pods in the interface

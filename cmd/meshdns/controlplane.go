@@ -34,7 +34,7 @@ func init() {
 type controlPlaneFlags struct {
 	grpcAddr, adminAddr, clusterDomain string
 	probeAddr                          string
-	grpcSelfTLS                        bool
+	grpcSelfTLS, agentStreamGRPC       bool
 	stateDir                           string
 	entries, vipCIDRs                  cli.StringList
 	tlsCert, tlsKey, clientCA          string
@@ -59,6 +59,7 @@ func newControlPlaneFlags(fs *flag.FlagSet) *controlPlaneFlags {
 	fs.DurationVar(&f.debounce, "debounce", 100*time.Millisecond, "wait for more source changes before building a version")
 	fs.IntVar(&f.maxAdmissions, "max-admissions", 128, "agent streams served their first table at once; more wait their turn (paces reconnect storms)")
 	fs.IntVar(&f.maxConnsPerPeer, "max-connections-per-peer", 256, "gRPC connections one IP address may hold open; raise it where many agents share an address (VMs behind NAT)")
+	fs.BoolVar(&f.agentStreamGRPC, "agent-stream-grpc", false, "serve the agents' stream on grpc-go, as every other method, instead of the control plane's own lean HTTP/2 server (more CPU and memory per agent; an escape hatch)")
 	f.logs = cli.NewLogFlags(fs, "debug, info, warn or error (changeable at runtime: PUT /debug/loglevel?level=)")
 	return f
 }
@@ -79,6 +80,7 @@ func (f *controlPlaneFlags) config(log *slog.Logger, level *slog.LevelVar) (cont
 		Debounce:              f.debounce,
 		MaxAdmissions:         f.maxAdmissions,
 		MaxConnectionsPerPeer: f.maxConnsPerPeer,
+		GRPCAgentStream:       f.agentStreamGRPC,
 		Logger:                log,
 		Level:                 level,
 	}
