@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,4 +127,47 @@ func TestFramesWithoutRequestBounded(t *testing.T) {
 		}
 	}
 	t.Fatalf("the server read %d MiB of frames without a request", total>>20)
+}
+
+// failingListener fails its first fails Accepts as a process out of file
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of file descriptors does not end Serve (and with it the
+// control plane): it waits and accepts again, as grpc-go's Serve.
+func TestServeOutlivesAcceptFailures(t *testing.T) {
+	h := newTestHandler()
+	h.reply = echo
+	s, err := New(Config{Method: testMethod, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := &failingListener{Listener: inner}
+	lis.fails.Store(3)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	t.Cleanup(func() { s.Close(); inner.Close(); <-served })
+	c := dialRaw(t, inner.Addr().String())
+	c.open(1, testMethod)
+	c.send(1, []byte("still here"), false)
+	c.until("the echo", isData)
+	select {
+	case err := <-served:
+		t.Fatalf("Serve ended: %v", err)
+	default:
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -146,23 +147,48 @@ func (s *Server) Serve(lis net.Listener) error {
 	s.fallback.setAddr(lis.Addr())
 	stop := context.AfterFunc(s.ctx, func() { lis.Close() })
 	defer stop()
+	var delay time.Duration
 	for {
 		raw, err := lis.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
+			if !acceptRetry(err) {
+				return err
 			}
-			return err
+			// Out of file descriptors or memory, as grpc-go's Serve: wait
+			// 5 ms, doubling to 1 s, for connections to close.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+			select {
+			case <-time.After(delay):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
 		}
+		delay = 0
 		if !s.goConn(func() { s.route(raw) }) {
 			raw.Close()
 		}
 	}
+}
+
+// acceptRetry reports whether Accept's err passes: a timeout, or a
+// resource that connections closing give back. Failing Serve on it would
+// end the control plane for a burst of connections.
+func acceptRetry(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // goConn runs f on a goroutine the server waits for; false once closed.
