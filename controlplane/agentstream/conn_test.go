@@ -2,6 +2,7 @@ package agentstream
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"os"
@@ -12,20 +13,50 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/meshdns/meshdns/internal/testkit/certtest"
 )
 
-// A connection that says nothing is closed after HandshakeTimeout.
+// A connection that stalls before its preface is closed after
+// HandshakeTimeout, plaintext or TLS, before or after the TLS handshake.
 func TestHandshakeTimeout(t *testing.T) {
-	_, addr := newTestServer(t, Config{Handler: newTestHandler(), HandshakeTimeout: 50 * time.Millisecond})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	ca := certtest.NewCA(t, "test ca")
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	serverTLS := certtest.ServerTLS(t, srvCert, srvKey, nil)
+	tests := []struct {
+		name   string
+		tls    *tls.Config
+		client func(net.Conn) net.Conn // what the client does before it stalls
+	}{
+		{name: "plaintext, silent", client: func(c net.Conn) net.Conn { return c }},
+		{name: "TLS, silent before its ClientHello", tls: serverTLS, client: func(c net.Conn) net.Conn { return c }},
+		{name: "TLS, silent after the handshake", tls: serverTLS, client: func(c net.Conn) net.Conn {
+			cfg := certtest.ClientTLS(t, ca, nil, nil)
+			cfg.NextProtos = []string{"h2"}
+			tc := tls.Client(c, cfg)
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			return tc
+		}},
 	}
-	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	// The server's SETTINGS come only after the preface; then the end.
-	if _, err := io.Copy(io.Discard, conn); err != nil {
-		t.Fatalf("want the server to close the connection, got %v", err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := newTestServer(t, Config{Handler: newTestHandler(), TLS: tc.tls, HandshakeTimeout: 100 * time.Millisecond})
+			raw, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			conn := tc.client(raw)
+			_ = raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+			// The server's SETTINGS come only after the preface; then the end.
+			if _, err := io.Copy(io.Discard, conn); err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatal("the server did not close the connection")
+				}
+			}
+		})
 	}
 }
 
