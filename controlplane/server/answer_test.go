@@ -3,9 +3,12 @@ package server
 import (
 	"strconv"
 	"testing"
+	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshdns/meshdns/controlplane/view"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
@@ -103,4 +106,36 @@ func BenchmarkAnswer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAckKeepsViewsVersion: an ACK of the version an agent was sent
+// keeps the view's string rather than a copy, so an ACK allocates
+// nothing and an idle agent holds no version string of its own.
+func TestAckKeepsViewsVersion(t *testing.T) {
+	views, err := view.New(view.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Views: views})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &view.Version{ID: "0123456789abcdef", Published: time.Now()}
+	var ans answer
+	if err := ans.decode(marshalRequest(t, &meshdnsv1.StreamNameTableRequest{VersionInfo: v.ID, ResponseNonce: "1"})); err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{}
+	ack := func() {
+		a.nonce, a.answered, a.acked = 1, 0, ""
+		a.ring[1%ringSize] = inflight{nonce: 1, version: v}
+		s.answer(a, &ans)
+	}
+	ack()
+	if a.acked != v.ID || unsafe.StringData(a.acked) != unsafe.StringData(v.ID) {
+		t.Errorf("acked %q is a copy of the view's %q", a.acked, v.ID)
+	}
+	if n := testing.AllocsPerRun(100, ack); n != 0 {
+		t.Errorf("%v allocations per ACK", n)
+	}
 }
