@@ -50,23 +50,35 @@ func (a *streamAgent) send(req *meshdnsv1.StreamNameTableRequest) {
 	}
 }
 
-// recv reads the next response and ACKs it.
+// recvAndAck reads the next response and ACKs it.
 func (a *streamAgent) recvAndAck() *meshdnsv1.StreamNameTableResponse {
 	a.t.Helper()
-	r, _, err := a.st.Recv()
+	resp, err := a.tryRecvAndAck()
 	if err != nil {
 		a.t.Fatal(err)
+	}
+	return resp
+}
+
+// tryRecvAndAck is recvAndAck for a goroutine other than the test's.
+func (a *streamAgent) tryRecvAndAck() (*meshdnsv1.StreamNameTableResponse, error) {
+	r, _, err := a.st.Recv()
+	if err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(r)
 	if err != nil {
-		a.t.Fatal(err)
+		return nil, err
 	}
 	resp := new(meshdnsv1.StreamNameTableResponse)
 	if err := proto.Unmarshal(b, resp); err != nil {
-		a.t.Fatal(err)
+		return nil, err
 	}
-	a.send(&meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
-	return resp
+	b, err = proto.Marshal(&meshdnsv1.StreamNameTableRequest{VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
+	if err != nil {
+		return nil, err
+	}
+	return resp, a.st.Send(b)
 }
 
 // goroutinesWith counts the goroutines whose stack has fn.
@@ -160,13 +172,27 @@ func tableThenDelta(t *testing.T, h *harness, client *tls.Config, n int) {
 		as = append(as, a)
 	}
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
-	v := ""
+	// Every agent reads at once: the staged rollout sends the change to
+	// the canaries first, and to the others once the canaries ACKed it.
+	type got struct {
+		r   *meshdnsv1.StreamNameTableResponse
+		err error
+	}
+	deltas := make([]chan got, len(as))
 	for i, a := range as {
-		r := a.recvAndAck()
-		if r.GetDelta() == nil {
+		deltas[i] = make(chan got, 1)
+		go func() { r, err := a.tryRecvAndAck(); deltas[i] <- got{r, err} }()
+	}
+	v := ""
+	for i, ch := range deltas {
+		g := <-ch
+		if g.err != nil {
+			t.Fatalf("agent %d: %v", i, g.err)
+		}
+		if g.r.GetDelta() == nil {
 			t.Fatalf("agent %d: the change is not a delta", i)
 		}
-		v = r.GetVersionInfo()
+		v = g.r.GetVersionInfo()
 	}
 	waitFor(t, "every agent's ACK of the delta", func() bool {
 		acked := 0
