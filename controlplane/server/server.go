@@ -223,6 +223,7 @@ func New(cfg Config) (*Server, error) {
 		peers:    newPeers(cfg.MaxPendingPerPeer, float64(cfg.FailedAuthBurst), cfg.FailedAuthRate),
 		limits: newLimits(cfg.MaxStreamsPerIdentity, cfg.ReconnectBurst, cfg.ReconnectRate,
 			cfg.MaxClusterDomains, registry.CanonicalHost(cfg.ClusterDomain))}
+	s.fan.yield = cfg.GRPCAgentStream
 	roll.expired, roll.timeouts, roll.quarantined = s.wakeGate, m.canaryTimeouts.Inc, quar.isQuarantined
 	quar.gone = func(v *view.View) bool { return roll.connected(v) == 0 && s.viewDropped(v) }
 	if cfg.Pods != nil {
