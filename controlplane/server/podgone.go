@@ -96,10 +96,16 @@ func (s *Server) untrack(a *agent) {
 
 // podDeleted ends the streams of the tokens bound to pod namespace/name
 // of UID uid (Pods.OnDelete).
+// A canary whose stream ended before the deletion was seen (its agent
+// stopped on SIGTERM first) gives its slot up now: the pod left, it did
+// not crash.
 func (s *Server) podDeleted(namespace, name, uid string) {
 	for _, a := range s.gone.deleted(namespace+"/"+name, uid) {
 		a.logger(s.log).Info("agent's pod deleted: ending its stream", "uid", uid)
 		s.stop(a, errPodDeleted)
+	}
+	for _, g := range s.roll.podGone(namespace, name) {
+		s.wakeGate(g)
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,6 +252,37 @@ func (r *rollout) leave(a *agent, final bool) bool {
 	// It may have died running what it was sent: hold until it reports.
 	c.timer = time.AfterFunc(r.timeout, func() { r.expire(g, c) })
 	return false
+}
+
+// podGone gives up the slots of the gone canaries of pod namespace/name
+// (deleted: it will not report) and returns the gates that released a
+// version or freed a slot. Called without locks held; it takes each
+// gate's mu in turn.
+func (r *rollout) podGone(namespace, name string) []*gate {
+	prefix := namespace + "/" + name + "/"
+	r.mu.Lock()
+	gates := make([]*gate, 0, len(r.byView))
+	for _, g := range r.byView {
+		gates = append(gates, g)
+	}
+	r.mu.Unlock()
+	var woke []*gate
+	for _, g := range gates {
+		g.mu.Lock()
+		freed := false
+		for _, c := range slices.Clone(g.canaries) {
+			if c.a == nil && strings.HasPrefix(c.key, prefix) {
+				g.dropLocked(c)
+				freed = true
+			}
+		}
+		if freed {
+			g.releaseLocked()
+			woke = append(woke, g)
+		}
+		g.mu.Unlock()
+	}
+	return woke
 }
 
 // expire gives up c's slot if it is still gone.

@@ -230,3 +230,34 @@ func TestRolloutCanaryReconnectsBeforeItsStreamEnds(t *testing.T) {
 	})
 	f.run(f.holdAll(v2), nil)
 }
+
+// podsFeed is a server.Pods whose deletions the test announces.
+type podsFeed struct{ onDelete func(namespace, name, uid string) }
+
+func (p *podsFeed) OnDelete(f func(namespace, name, uid string)) { p.onDelete = f }
+
+func TestRolloutCanaryPodDeletedFreesSlot(t *testing.T) {
+	pods := &podsFeed{}
+	h := newHarness(t, harnessOpts{server: func(c *server.Config) {
+		c.QuarantineMinAgents, c.CanaryTimeout, c.Pods = 3, time.Hour, pods
+	}})
+	h.publish(t, entry("a.corp.example", "10.0.0.1"))
+	f := &fleet{t: t}
+	for i := range rolloutAgents {
+		a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("p%d", i)})
+		a.Next()
+		f.agents = append(f.agents, a)
+	}
+	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
+	v2 := h.current(t)
+	// A canary's agent stops before its pod's deletion is seen, as on
+	// SIGTERM: its slot holds v2 (the timeout is an hour) until the
+	// deletion says it left rather than crashed; then v2 reaches all.
+	dead, _ := f.canaries(v2, 3)
+	waitFor(t, "v2 held", func() bool { return h.metric(t, "meshdns_controlplane_rollout_held_versions") == 1 })
+	pods.onDelete("ns", fmt.Sprintf("p%d", dead), "uid")
+	f.run(f.holdAll(v2), nil)
+	if got := h.metric(t, "meshdns_controlplane_rollout_canary_timeouts_total"); got != 0 {
+		t.Errorf("canary timeouts = %v, want 0", got)
+	}
+}
