@@ -360,7 +360,6 @@ func (s *Server) send(a *agent) {
 	var lastID, lastSettings string
 	for {
 		a.mu.Lock()
-		target := s.targetLocked(a, v)
 		switch {
 		case a.ended:
 			a.scheduled = false
@@ -374,6 +373,15 @@ func (s *Server) send(a *agent) {
 			a.scheduled = false
 			s.endLocked(a, errRebind)
 			return
+		}
+		// Only for a stream that goes on, and under the same a.mu as
+		// the check above: the rollout may make a a canary here, and
+		// an agent queued before its stream ended and taken off the
+		// queue after its handler left the gate would hold that slot
+		// for good (nothing would leave it again), holding the view's
+		// new versions from every other agent.
+		target := s.targetLocked(a, v)
+		switch {
 		case target == unproven:
 			// Held at the table it has (rollout.go): the server has
 			// nothing proven to send, not even settings without a table.
