@@ -315,7 +315,7 @@ func (g *gate) dropLocked(c *canary) {
 // pass returns the version a may be sent instead of target: target when
 // it is released or a is (or now becomes) a canary, else the released
 // version (unproven: a keeps its table). Called with a.mu held, on every
-// send.
+// send, and never once a's stream ended: leave would not see the slot.
 func (r *rollout) pass(a *agent, target *view.Version) *view.Version {
 	g := a.gate
 	if g == nil || target == unproven {
