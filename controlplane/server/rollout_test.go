@@ -255,6 +255,9 @@ func TestRolloutCanaryPodDeletedFreesSlot(t *testing.T) {
 	// deletion says it left rather than crashed; then v2 reaches all.
 	dead, _ := f.canaries(v2, 3)
 	waitFor(t, "v2 held", func() bool { return h.metric(t, "meshdns_controlplane_rollout_held_versions") == 1 })
+	// The deletion comes after the stream's end was seen: v2 was held
+	// before the canary's stream ended, so the metric alone does not say.
+	waitFor(t, "the canary's stream ended", func() bool { return len(h.srv.Agents()) == rolloutAgents-1 })
 	pods.onDelete("ns", fmt.Sprintf("p%d", dead), "uid")
 	f.run(f.holdAll(v2), nil)
 	if got := h.metric(t, "meshdns_controlplane_rollout_canary_timeouts_total"); got != 0 {
