@@ -232,7 +232,9 @@ func TestRolloutCanaryReconnectsBeforeItsStreamEnds(t *testing.T) {
 }
 
 // podsFeed is a server.Pods whose deletions the test announces.
-type podsFeed struct{ onDelete func(namespace, name, uid string) }
+type podsFeed struct {
+	onDelete func(namespace, name, uid string)
+}
 
 func (p *podsFeed) OnDelete(f func(namespace, name, uid string)) { p.onDelete = f }
 
