@@ -200,6 +200,12 @@ func TestResume(t *testing.T) {
 			if diff := cmp.Diff(v2, r.GetVersionInfo()); diff != "" {
 				t.Errorf("version (-want +got):\n%s", diff)
 			}
+			// The first agent back is v2's canary (staged rollout):
+			// answering it releases v2 to the next subtest's agent.
+			if err := b.Apply(r); err == nil {
+				b.Ack(r)
+			}
+			waitFor(t, "v2 released", func() bool { return h.metric(t, "meshdns_controlplane_rollout_held_versions") == 0 })
 		})
 	}
 
