@@ -96,6 +96,7 @@ func (s *Server) untrack(a *agent) {
 
 // podDeleted ends the streams of the tokens bound to pod namespace/name
 // of UID uid (Pods.OnDelete).
+//
 // A canary whose stream ended before the deletion was seen (its agent
 // stopped on SIGTERM first) gives its slot up now: the pod left, it did
 // not crash.

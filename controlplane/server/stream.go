@@ -530,6 +530,12 @@ func (s *Server) answer(a *agent, ans *answer) {
 		}
 		return
 	}
+	s.nackLocked(a, ans, f, known, n)
+}
+
+// nackLocked handles the agent's NACK of response n (f, when known); a.mu
+// is held and released.
+func (s *Server) nackLocked(a *agent, ans *answer, f inflight, known bool, n uint64) {
 	detail := ans.nack.GetErrorDetail()
 	a.nacks++
 	a.lastNack = detail.GetMessage()
