@@ -15,11 +15,15 @@ import (
 const rolloutAgents = 10
 
 // rolloutHarness is a control plane with rolloutAgents agents of
-// namespace ns holding its first version, v1.
-func rolloutHarness(t *testing.T, canaryTimeout time.Duration) (h *harness, f *fleet, v1 string) {
+// namespace ns holding its first version, v1; more changes the server's
+// configuration further.
+func rolloutHarness(t *testing.T, canaryTimeout time.Duration, more ...func(*server.Config)) (h *harness, f *fleet, v1 string) {
 	t.Helper()
 	h = newHarness(t, harnessOpts{server: func(c *server.Config) {
 		c.QuarantineMinAgents, c.CanaryTimeout = 3, canaryTimeout
+		for _, m := range more {
+			m(c)
+		}
 	}})
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
 	f = &fleet{t: t}
@@ -240,16 +244,7 @@ func (p *podsFeed) OnDelete(f func(namespace, name, uid string)) { p.onDelete = 
 
 func TestRolloutCanaryPodDeletedFreesSlot(t *testing.T) {
 	pods := &podsFeed{}
-	h := newHarness(t, harnessOpts{server: func(c *server.Config) {
-		c.QuarantineMinAgents, c.CanaryTimeout, c.Pods = 3, time.Hour, pods
-	}})
-	h.publish(t, entry("a.corp.example", "10.0.0.1"))
-	f := &fleet{t: t}
-	for i := range rolloutAgents {
-		a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("p%d", i)})
-		a.Next()
-		f.agents = append(f.agents, a)
-	}
+	h, f, _ := rolloutHarness(t, time.Hour, func(c *server.Config) { c.Pods = pods })
 	h.publish(t, entry("a.corp.example", "10.0.0.1"), entry("b.corp.example", "10.0.0.2"))
 	v2 := h.current(t)
 	// A canary's agent stops before its pod's deletion is seen, as on

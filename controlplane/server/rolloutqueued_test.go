@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshdns/meshdns/controlplane/internal/cptest"
 	"github.com/meshdns/meshdns/controlplane/server"
 )
 
@@ -17,16 +16,7 @@ import (
 func TestRolloutAgentQueuedWhenItsStreamEndsTakesNoSlot(t *testing.T) {
 	for _, grpcGo := range []bool{true, false} {
 		t.Run(map[bool]string{true: "grpc-go", false: "agentstream"}[grpcGo], func(t *testing.T) {
-			h := newHarness(t, harnessOpts{server: func(c *server.Config) {
-				c.QuarantineMinAgents, c.CanaryTimeout, c.GRPCAgentStream = 3, time.Hour, grpcGo
-			}})
-			h.publish(t, entry("a.corp.example", "10.0.0.1"))
-			f := &fleet{t: t}
-			for i := range rolloutAgents {
-				a := cptest.Dial(t, h.addr, cptest.DialOpts{Namespace: "ns", Pod: fmt.Sprintf("p%d", i)})
-				a.Next()
-				f.agents = append(f.agents, a)
-			}
+			h, f, _ := rolloutHarness(t, time.Hour, func(c *server.Config) { c.GRPCAgentStream = grpcGo })
 			// Every agent waits in the queue, the last one first; the
 			// wakes of the next version pass them by.
 			sends := make([]func(), rolloutAgents)
