@@ -137,7 +137,7 @@ func (s *Server) remove(a *agent) {
 	// report on this view: its canary slot is free at once.
 	final := a.stopped == errPodDeleted || a.sub.Rebind()
 	a.mu.Unlock()
-	if s.roll.leave(a, final) {
+	if s.roll.leave(a, final, func() bool { return s.seenDeleted(a) }) {
 		s.wakeGate(a.gate)
 	}
 }

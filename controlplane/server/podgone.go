@@ -45,7 +45,7 @@ const (
 type podsGone struct {
 	now func() time.Time
 
-	mu    sync.Mutex                     // guards following
+	mu    sync.Mutex                     // guards following; taken last (a gate's mu may be held)
 	byPod map[string]map[*agent]struct{} // "namespace/name" -> streams of tokens bound to it
 	uids  map[string]time.Time           // UIDs of deleted pods -> when seen deleted
 	order []string                       // uids, oldest first
@@ -92,6 +92,18 @@ func (s *Server) untrack(a *agent) {
 			delete(g.byPod, key)
 		}
 	}
+}
+
+// seenDeleted reports whether a's pod (its UID) was seen deleted lately.
+func (s *Server) seenDeleted(a *agent) bool {
+	g := s.gone
+	if g == nil || !a.id.PodProven() || a.id.PodUID == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.uids[a.id.PodUID]
+	return ok
 }
 
 // podDeleted ends the streams of the tokens bound to pod namespace/name

@@ -94,7 +94,7 @@ type gate struct {
 	// quarantined is rollout.quarantined.
 	quarantined func(v *view.View, id string) bool
 
-	mu       sync.Mutex // guards following. Lock order: an agent's mu, then mu, then quarantine.mu
+	mu       sync.Mutex // guards following. Lock order: an agent's mu, then mu, then quarantine.mu or podsGone.mu
 	k        int        // canaries of the round; 0 between rounds
 	canaries []*canary  // the round's, by the order they were chosen
 	byAgent  map[*agent]*canary
@@ -214,10 +214,13 @@ func (r *rollout) prune(gone func(*view.View) bool) {
 }
 
 // leave detaches a; final says the pod will not come back to this view
-// (deleted, or moved to another view). It reports
-// whether the view's agents must be looked at again: a version was
-// released or a canary slot freed.
-func (r *rollout) leave(a *agent, final bool) bool {
+// (deleted, or moved to another view). deleted is asked, with the gate's
+// mu held and a detached, whether a's pod was seen deleted since: a
+// deletion told while a's stream was ending (no longer filed to be
+// stopped, not yet detached here) is seen either by podGone, which finds
+// the slot detached, or by deleted. It reports whether the view's agents
+// must be looked at again: a version was released or a canary slot freed.
+func (r *rollout) leave(a *agent, final bool, deleted func() bool) bool {
 	g := a.gate
 	if g == nil {
 		return false
@@ -244,7 +247,7 @@ func (r *rollout) leave(a *agent, final bool) bool {
 		g.byAgent[n] = c
 		return true
 	}
-	if final || c.answered() {
+	if final || c.answered() || deleted() {
 		g.dropLocked(c)
 		g.releaseLocked()
 		return true // a slot to fill, or a release
