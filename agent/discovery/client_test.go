@@ -40,7 +40,7 @@ type recorder struct {
 }
 
 func (r *recorder) apply(v *Version) error {
-	nt, err := decode(v)
+	nt, err := namewire.Collect(v.Walk)
 	if err != nil {
 		return err
 	}
@@ -65,28 +65,11 @@ func (r *recorder) current(t testing.TB) (string, *meshdnsv1.NameTable) {
 	r.mu.Lock()
 	v := r.lastV
 	r.mu.Unlock()
-	nt, err := decode(v)
+	nt, err := namewire.Collect(v.Walk)
 	if err != nil {
 		t.Fatalf("walk the version applied again: %v", err)
 	}
 	return v.ID(), toProto(nt)
-}
-
-// decode walks v into a NameTable.
-func decode(v *Version) (*namewire.NameTable, error) {
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}}
-	err := v.Walk(func(host, raw []byte) error {
-		info := new(namewire.NameInfo)
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("name %q: %w", host, err)
-		}
-		nt.Table[string(host)] = info
-		return nil
-	}, func(z string) error {
-		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
-		return nil
-	})
-	return nt, err
 }
 
 func (r *recorder) names() []string {

@@ -125,14 +125,14 @@ func TestVersionsAreWholeTables(t *testing.T) {
 			var applied []*Version
 			var walks []string
 			cfg := Config{Apply: func(v *Version) error {
-				nt, err := decode(v)
+				nt, err := namewire.Collect(v.Walk)
 				if err != nil {
 					return err
 				}
 				walks = append(walks, v.ID()+" "+describe(nt))
 				if len(applied) > 0 {
 					prev := applied[len(applied)-1]
-					nt, err := decode(prev)
+					nt, err := namewire.Collect(prev.Walk)
 					if err != nil {
 						return fmt.Errorf("walk %s while %s is applied: %w", prev.ID(), v.ID(), err)
 					}
@@ -169,7 +169,7 @@ func TestVersionsAreWholeTables(t *testing.T) {
 				t.Errorf("versions applied (-want +got):\n%s", diff)
 			}
 			// After the commit of v3 (the state file), v3 still walks.
-			nt, err := decode(applied[len(applied)-1])
+			nt, err := namewire.Collect(applied[len(applied)-1].Walk)
 			if err != nil || describe(nt) != "[b.example] [example]" {
 				t.Errorf("v3 walked after its commit: %s, %v", describe(nt), err)
 			}

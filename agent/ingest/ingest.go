@@ -119,24 +119,14 @@ func (s *Served[S]) AgentSettings() *namewire.AgentSettings {
 
 // Dump decodes the version served whole, for /debug/nametable.
 func (s *Served[S]) Dump() (*namewire.NameTable, error) {
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: s.AgentSettings()}
 	if s.v == nil {
-		return nt, nil
+		return &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: s.AgentSettings()}, nil
 	}
-	err := s.v.Walk(func(host, raw []byte) error {
-		info := new(namewire.NameInfo)
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("name %q: %w", host, err)
-		}
-		nt.Table[string(host)] = info
-		return nil
-	}, func(z string) error {
-		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
-		return nil
-	})
+	nt, err := namewire.Collect(s.v.Walk)
 	if err != nil {
 		return nil, err
 	}
+	nt.Settings = s.AgentSettings()
 	return nt, nil
 }
 

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"io"
 	"testing"
 
@@ -36,21 +35,13 @@ func decodeTable(b []byte) (*namewire.NameTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	nt := &namewire.NameTable{Table: map[string]*namewire.NameInfo{}, Settings: settings}
-	err = namewire.EachName(b, func(host, raw []byte) error {
-		info := new(namewire.NameInfo)
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("name %q: %w", host, err)
-		}
-		nt.Table[string(host)] = info
-		return nil
-	}, func(z string) error {
-		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
-		return nil
+	nt, err := namewire.Collect(func(name func(host, info []byte) error, zone func(string) error) error {
+		return namewire.EachName(b, name, zone)
 	})
 	if err != nil {
 		return nil, err
 	}
+	nt.Settings = settings
 	return nt, nil
 }
 

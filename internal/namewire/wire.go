@@ -380,3 +380,29 @@ func (t *NameTable) Marshal() []byte {
 	}
 	return AppendTableSettings(b, t.Settings)
 }
+
+// Walker walks a table name by name as EachName does: a served version's
+// Walk, or EachName over marshalled bytes.
+type Walker func(name func(host, info []byte) error, zone func(z string) error) error
+
+// Collect decodes every name and zone walk gives into a NameTable (its
+// Settings left nil), for a dump or a test: the walk itself keeps the
+// names marshalled.
+func Collect(walk Walker) (*NameTable, error) {
+	nt := &NameTable{Table: map[string]*NameInfo{}}
+	err := walk(func(host, raw []byte) error {
+		info := new(NameInfo)
+		if err := info.Unmarshal(raw); err != nil {
+			return fmt.Errorf("name %q: %w", host, err)
+		}
+		nt.Table[string(host)] = info
+		return nil
+	}, func(z string) error {
+		nt.AuthoritativeZones = append(nt.AuthoritativeZones, z)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
