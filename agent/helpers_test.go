@@ -102,11 +102,7 @@ func (u *upstreamServer) serve(t testing.TB, srv *dns.Server, answer func(name s
 		}
 		w.WriteMsg(m)
 	})
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
+	testenv.Serve(t, srv)
 }
 
 // asked reports whether u was asked name (lower case, fully qualified).

@@ -236,9 +236,7 @@ func startFaultUpstream(t *testing.T) string {
 		m.SetRcode(r, dns.RcodeServerFailure)
 		_ = w.WriteMsg(m)
 	})}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown(); <-done })
+	testenv.Serve(t, srv)
 	return pc.LocalAddr().String()
 }
 

@@ -211,9 +211,7 @@ func startDelayedUpstream(tb testing.TB, delay time.Duration) string {
 		}
 		_ = w.WriteMsg(m)
 	})}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.ActivateAndServe() }()
-	tb.Cleanup(func() { _ = srv.Shutdown(); <-done })
+	testenv.Serve(tb, srv)
 	return pc.LocalAddr().String()
 }
 

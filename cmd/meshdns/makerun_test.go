@@ -170,11 +170,7 @@ func startRunResolver(t *testing.T) *runUpstream {
 		}
 		w.WriteMsg(m)
 	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
+	testenv.Serve(t, srv)
 	return u
 }
 

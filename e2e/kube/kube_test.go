@@ -19,6 +19,7 @@ import (
 	"github.com/meshdns/meshdns/controlplane/kubesource"
 	"github.com/meshdns/meshdns/e2e/internal/kubestack"
 	"github.com/meshdns/meshdns/internal/testkit/kubetest"
+	"github.com/meshdns/meshdns/internal/testkit/testenv"
 )
 
 const externalIP = "198.51.100.7" // TEST-NET-2; only the test upstream knows it
@@ -51,11 +52,7 @@ func startUpstream(t testing.TB) (addr string, asked func(name string) int) {
 		}
 		_ = w.WriteMsg(m)
 	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	testenv.Serve(t, srv)
 	counts := map[string]int{}
 	return pc.LocalAddr().String(), func(name string) int {
 		for {

@@ -162,18 +162,7 @@ func startUpstream(t testing.TB) *upstream {
 		}
 		_ = w.WriteMsg(m)
 	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.ActivateAndServe()
-	}()
-	<-started
-	t.Cleanup(func() {
-		_ = srv.Shutdown()
-		<-done
-	})
+	testenv.Serve(t, srv)
 	return u
 }
 

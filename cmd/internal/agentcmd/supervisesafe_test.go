@@ -319,19 +319,7 @@ type testUpstream struct {
 func newTestUpstream(t *testing.T) *testUpstream {
 	t.Helper()
 	u := &testUpstream{}
-	pc, l := testenv.ListenPair(t)
-	u.addr = pc.LocalAddr().String()
-	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		u.queries.Add(1)
-		m := new(dns.Msg).SetReply(r)
-		rr, _ := dns.NewRR(r.Question[0].Name + " 30 IN A 192.0.2.1")
-		m.Answer = append(m.Answer, rr)
-		w.WriteMsg(m)
-	})
-	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: l, Handler: h}} {
-		go srv.ActivateAndServe()
-		t.Cleanup(func() { srv.Shutdown() })
-	}
+	u.addr = testenv.ServeDNS(t, testenv.AnswerA("192.0.2.1", 30, &u.queries))
 	return u
 }
 
