@@ -8,21 +8,17 @@ package loadagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshdns/meshdns/internal/namewire"
@@ -112,51 +108,35 @@ const window = 4 << 20
 
 // session runs one stream; got reports whether it delivered a response.
 func session(ctx context.Context, cfg Config, addr string, version *string) (got bool, err error) {
-	creds := insecure.NewCredentials()
-	if cfg.TLS != nil {
-		creds = credentials.NewTLS(cfg.TLS)
-	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20)),
-		// As the agent dials: static windows, no BDP pings.
-		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(window),
-	}
-	if cfg.Source.IsValid() {
-		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(cfg.Source, 0))}
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", a)
-		}))
-	}
-	conn, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return false, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	defer conn.Close()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := meshdnsv1.NewNameDiscoveryServiceClient(conn).StreamNameTable(sctx)
+	st, err := dial(sctx, addr, cfg.Source, cfg.TLS, meshdnsv1.NameDiscoveryService_StreamNameTable_FullMethodName)
 	if err != nil {
 		return false, fmt.Errorf("open stream %s: %w", addr, err)
 	}
-	if err := st.Send(&meshdnsv1.StreamNameTableRequest{
+	defer st.close()
+	if err := sendRequest(st, &meshdnsv1.StreamNameTableRequest{
 		Identity:    &meshdnsv1.AgentIdentity{PodName: cfg.Pod, Namespace: cfg.Namespace},
 		VersionInfo: *version,
 	}); err != nil {
 		return false, fmt.Errorf("send identity: %w", err)
 	}
 	for {
-		var r response
-		if err := st.RecvMsg(&r); err != nil {
+		msg, err := st.recv()
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil
 			}
 			return got, err
 		}
+		r, err := readResponse(msg)
+		if err != nil {
+			return got, err
+		}
 		got = true
 		at := time.Now()
 		*version = r.version
-		if err := st.Send(&meshdnsv1.StreamNameTableRequest{VersionInfo: r.version, ResponseNonce: r.nonce}); err != nil {
+		if err := sendRequest(st, &meshdnsv1.StreamNameTableRequest{VersionInfo: r.version, ResponseNonce: r.nonce}); err != nil {
 			return got, err
 		}
 		ev, err := event(cfg, addr, &r, at)
@@ -165,6 +145,14 @@ func session(ctx context.Context, cfg Config, addr string, version *string) (got
 		}
 		cfg.Report(ev)
 	}
+}
+
+func sendRequest(st *stream, req *meshdnsv1.StreamNameTableRequest) error {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	return st.send(b)
 }
 
 // event is the Event of r, read from addr at at.
@@ -189,41 +177,28 @@ type response struct {
 	size                 int
 }
 
-// rawCodec marshals requests with proto and reads responses with the
-// agent's reader (internal/namewire) from gRPC's buffers, a full table
-// skipped as it is read.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, err := proto.Marshal(v.(proto.Message))
-	return mem.BufferSlice{mem.SliceBuffer(b)}, err
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	r := v.(*response)
-	rd := data.Reader()
-	defer rd.Close()
+// readResponse reads msg with the agent's reader (internal/namewire), a
+// full table skipped as it is read.
+func readResponse(msg []byte) (response, error) {
 	br := readers.Get().(*bufio.Reader)
-	br.Reset(rd)
+	br.Reset(bytes.NewReader(msg))
 	defer func() {
-		br.Reset(nil) // keeps nothing of gRPC's buffers
+		br.Reset(nil)
 		readers.Put(br)
 	}()
 	got, err := namewire.ReadResponse(br, discard)
 	if err != nil {
-		return err
+		return response{}, err
 	}
-	*r = response{version: got.Version, nonce: got.Nonce, delta: got.Delta, size: data.Len()}
+	r := response{version: got.Version, nonce: got.Nonce, delta: got.Delta, size: len(msg)}
 	switch {
 	case got.IsFull:
 		r.kind = "full"
 	case got.Delta != nil:
 		r.kind = "delta"
 	}
-	return nil
+	return r, nil
 }
-
-func (rawCodec) Name() string { return "proto" }
 
 // readers are the buffers responses are read through: ReadResponse reads
 // through a reader of its buffer size as it is, and a buffer per response

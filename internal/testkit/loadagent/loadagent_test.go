@@ -4,14 +4,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
 
 // TestCodec reads responses marshalled by the generated code as an agent's
-// stream hands them to the codec, and checks the events they make.
+// stream hands them over, and checks the events they make.
 func TestCodec(t *testing.T) {
 	delta := func(d *meshdnsv1.NameTableDelta) *meshdnsv1.StreamNameTableResponse {
 		return &meshdnsv1.StreamNameTableResponse{VersionInfo: "v2", Nonce: "n2", Update: &meshdnsv1.StreamNameTableResponse_Delta{Delta: d}}
@@ -46,9 +45,9 @@ func TestCodec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var r response
-			if err := (rawCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &r); err != nil {
-				t.Fatalf("Unmarshal: %v", err)
+			r, err := readResponse(b)
+			if err != nil {
+				t.Fatalf("readResponse: %v", err)
 			}
 			if r.nonce != tc.resp.GetNonce() {
 				t.Errorf("nonce = %q, want %q", r.nonce, tc.resp.GetNonce())
@@ -72,8 +71,7 @@ func TestCodecTruncated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r response
-	if err := (rawCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b[:len(b)-3])}, &r); err == nil {
-		t.Errorf("Unmarshal of a truncated response = %+v, want an error", r)
+	if r, err := readResponse(b[:len(b)-3]); err == nil {
+		t.Errorf("readResponse of a truncated response = %+v, want an error", r)
 	}
 }
