@@ -163,6 +163,17 @@ func TestAgentsMoveBetweenReplicas(t *testing.T) {
 		t.Fatalf("agent on B got %s (watched %q), want a delta with moved = %s", e.Kind, e.Watched, ip)
 	}
 	v2 := e.Version
+	// The agent on B is the only one there, so v2's canary: B holds v2
+	// back from the other agents of the view until it handled that ACK.
+	testenv.Eventually(t, "B released v2 to its other agents", time.Minute, func() bool {
+		resp, err := http.Get("http://" + b.admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		held, ok := findMetric(resp, "meshdns_controlplane_rollout_held_versions")
+		return ok && held == 0
+	})
 	back := startAgent(t, loadagent.Config{Addrs: []string{b.grpc}, Namespace: ns, Pod: "on-a", Version: v1, Watch: moved})
 	e = back.next(t, "agent resuming on B")
 	if e.Kind != "delta" || e.Empty || e.Watched != ip || e.Version != v2 {
