@@ -367,7 +367,15 @@ func (r *rollout) enlistLocked(g *gate, a *agent) *canary {
 	if len(g.canaries) >= g.k {
 		return nil
 	}
-	c := &canary{key: agentKey(a), a: a}
+	key := agentKey(a)
+	for _, c := range g.canaries {
+		if c.key == key {
+			// The pod holds a slot by an older stream not yet seen
+			// ending: this one takes that slot then (join), not a second.
+			return nil
+		}
+	}
+	c := &canary{key: key, a: a}
 	g.canaries = append(g.canaries, c)
 	g.byAgent[a] = c
 	if len(g.canaries) < g.k && g.stable.Load() == unproven && g.waiting.Swap(false) && r.expired != nil {

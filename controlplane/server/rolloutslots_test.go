@@ -47,3 +47,26 @@ func TestRolloutLeaveDeletedPod(t *testing.T) {
 		})
 	}
 }
+
+// TestRolloutNewStreamOfCanaryPod: a pod whose agent restarted opens a
+// new stream before its old one is seen ending. While a slot is free the
+// new stream must not take it: the pod would hold two, and its report
+// would count twice. It takes the old stream's slot when that one ends.
+func TestRolloutNewStreamOfCanaryPod(t *testing.T) {
+	r := newRollout(func(int) int { return 3 }, time.Hour)
+	g := &gate{byAgent: map[*agent]*canary{}}
+	g.stable.Store(&view.Version{Seq: 1})
+	g.agents.Store(5)
+	old := &agent{gate: g, namespace: "ns", pod: "p0"}
+	if r.enlistLocked(g, old) == nil {
+		t.Fatal("the first agent found no free slot")
+	}
+	again := &agent{gate: g, namespace: "ns", pod: "p0"}
+	if c := r.enlistLocked(g, again); c != nil {
+		t.Errorf("the pod's new stream took a second slot (%d canaries)", len(g.canaries))
+	}
+	other := &agent{gate: g, namespace: "ns", pod: "p1"}
+	if r.enlistLocked(g, other) == nil {
+		t.Error("another pod found no free slot")
+	}
+}
