@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,16 +108,6 @@ func checkReply(b []byte, id uint16, q []byte, nameLen int) string {
 	return ""
 }
 
-// unpackReply turns an accepted reply into a message; a reply that does not
-// unpack is garbage.
-func unpackReply(b []byte) (*dns.Msg, error) {
-	m := new(dns.Msg)
-	if err := m.Unpack(b); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // reply is an upstream's acceptable answer, ready to serve and cache.
 type reply struct {
 	e         *cache.Entry
@@ -168,9 +159,9 @@ func newRecord(record bool) *Forwarded {
 // retries reports whether a try whose first exchange came back with m and
 // err asks again (settle): FORMERR from a server without EDNS, or a
 // truncated reply.
-func retries(m *dns.Msg, err error) bool {
+func retries(m upReply, err error) bool {
 	if err == nil {
-		return m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil
+		return m.rcode == dns.RcodeFormatError && !m.edns
 	}
 	var te *tryError
 	return errors.As(err, &te) && te.kind == kindTruncated
@@ -179,13 +170,15 @@ func retries(m *dns.Msg, err error) bool {
 // settle finishes try a from what its first exchange came back with: the
 // question asked again without EDNS of a server that does not know it or
 // over TCP for a truncated reply, the try's duration and error counted,
-// and the reply turned into an entry.
-func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int, m *dns.Msg, err error) (*reply, error) {
+// and the reply turned into an entry. It releases m.
+func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int, m upReply, err error) (*reply, error) {
+	defer func() { m.release() }()
 	up := a.up
-	if err == nil && m.Rcode == dns.RcodeFormatError && m.IsEdns0() == nil {
+	if err == nil && m.rcode == dns.RcodeFormatError && !m.edns {
 		// RFC 6891 section 7: a server that does not know EDNS answers
 		// FORMERR without OPT; ask again without it, in the same try.
 		up.errs[kindFormerr].Inc()
+		m.release()
 		exchange := r.exchangeUDP
 		if up.dot != nil {
 			exchange = r.exchangeDoT
@@ -200,10 +193,10 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 	up.duration.Observe(time.Since(a.start).Seconds())
 	var rep *reply
 	if err == nil {
-		if m.Rcode == dns.RcodeServerFailure || m.Rcode == dns.RcodeRefused {
-			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.Rcode])}
+		if m.rcode == dns.RcodeServerFailure || m.rcode == dns.RcodeRefused {
+			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.rcode])}
 		} else {
-			rep = &reply{rcode: m.Rcode, from: up.addr, fwd: a.rec}
+			rep = &reply{rcode: m.rcode, from: up.addr, fwd: a.rec}
 			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}
@@ -214,7 +207,7 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 			// Close, a lost race, or a later try answered first: not
 			// the upstream's fault, unless it had been silent for a
 			// whole Timeout, which a dead upstream always is.
-			if m == nil && time.Since(a.start) >= r.cfg.Timeout {
+			if m.b == nil && m.msg == nil && time.Since(a.start) >= r.cfg.Timeout {
 				up.errs[kindTimeout].Inc()
 			}
 			return nil, ctx.Err()
@@ -250,10 +243,10 @@ func ioError(op string, up *upstream, err error) error {
 // Replies with the wrong ID or question are counted and ignored: a spoofer
 // racing the real server does not end the wait. rec, when not nil, gets
 // the exchange.
-func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (*dns.Msg, error) {
+func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (upReply, error) {
 	x, err := r.sendUDP(ctx, up, q, edns, rec, r.deadline(ctx))
 	if err != nil {
-		return nil, err
+		return upReply{}, err
 	}
 	defer x.close(r)
 	return r.awaitUDP(ctx, x, up, q, nameLen, rec)
@@ -268,10 +261,13 @@ type udpQuery struct {
 	id   uint16
 }
 
-// close releases the buffer and hands the socket to r's closer.
+// close releases the buffer (unless a reply took it) and hands the socket
+// to r's closer.
 func (x *udpQuery) close(r *Resolver) {
 	x.stop()
-	bufPool.Put(x.bp)
+	if x.bp != nil {
+		bufPool.Put(x.bp)
+	}
 	r.closer.add(r.ctx, &r.wg, x.conn)
 }
 
@@ -307,8 +303,8 @@ func (r *Resolver) sendUDP(ctx context.Context, up *upstream, q []byte, edns boo
 // awaitUDP reads x's socket until a reply to its query, ctx's end or the
 // deadline x was sent with: errSoftDeadline when that comes before ctx's
 // deadline. A reply with the wrong ID or question, or one that does not
-// unpack, is counted and ignored.
-func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []byte, nameLen int, rec *Forwarded) (*dns.Msg, error) {
+// unpack, is counted and ignored. The reply takes x's buffer.
+func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []byte, nameLen int, rec *Forwarded) (upReply, error) {
 	buf := *x.bp
 	for {
 		n, err := x.conn.Read(buf)
@@ -317,12 +313,12 @@ func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []
 			// fault; a passed deadline is a timeout, unless the
 			// window still runs.
 			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil, ctx.Err()
+				return upReply{}, ctx.Err()
 			}
 			if cd, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && time.Now().Before(cd) {
-				return nil, errSoftDeadline
+				return upReply{}, errSoftDeadline
 			}
-			return nil, ioError("read udp", up, err)
+			return upReply{}, ioError("read udp", up, err)
 		}
 		kind := checkReply(buf[:n], x.id, q, nameLen)
 		if kind == "" && n > ednsSize {
@@ -333,18 +329,19 @@ func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []
 		switch kind {
 		case "":
 		case kindTruncated:
-			return nil, &tryError{kindTruncated, fmt.Errorf("udp reply from %s truncated", up.addr)}
+			return upReply{}, &tryError{kindTruncated, fmt.Errorf("udp reply from %s truncated", up.addr)}
 		default:
 			up.errs[kind].Inc()
 			r.debug("ignored upstream reply", q, "upstream", up.addr, "err", kind)
 			continue
 		}
-		m, err := unpackReply(buf[:n])
+		m, err := acceptReply(buf[:n], x.bp, q, nameLen)
 		if err != nil {
 			up.errs[kindGarbage].Inc()
 			r.debug("ignored upstream reply", q, "upstream", up.addr, "err", kindGarbage)
 			continue
 		}
+		x.bp = nil // m's now
 		rec.received(buf[:n])
 		return m, nil
 	}
@@ -353,17 +350,17 @@ func (r *Resolver) awaitUDP(ctx context.Context, x *udpQuery, up *upstream, q []
 // exchangeTCP asks up over TCP, for a reply that did not fit in UDP. The
 // connection is not reused: truncation is rare and a fresh one needs no
 // pipelining bookkeeping. rec, when not nil, gets the exchange.
-func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, nameLen int, rec *Forwarded) (*dns.Msg, error) {
+func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, nameLen int, rec *Forwarded) (upReply, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", up.addr)
 	if err != nil {
-		return nil, &tryError{kindNetwork, fmt.Errorf("dial tcp %s: %w", up.addr, err)}
+		return upReply{}, &tryError{kindNetwork, fmt.Errorf("dial tcp %s: %w", up.addr, err)}
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if err := conn.SetDeadline(r.deadline(ctx)); err != nil {
-		return nil, ioError("deadline tcp", up, err)
+		return upReply{}, ioError("deadline tcp", up, err)
 	}
 
 	bp := bufPool.Get().(*[]byte)
@@ -373,29 +370,31 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 	msg := appendQuery(buf[:2], id, q, true)
 	binary.BigEndian.PutUint16(msg, uint16(len(msg)-2))
 	if _, err := conn.Write(msg); err != nil {
-		return nil, ioError("write tcp", up, err)
+		return upReply{}, ioError("write tcp", up, err)
 	}
 	rec.sent(TransportTCP, conn, up, msg[2:])
 	if _, err := io.ReadFull(conn, buf[:2]); err != nil {
-		return nil, ioError("read tcp", up, err)
+		return upReply{}, ioError("read tcp", up, err)
 	}
 	n := int(binary.BigEndian.Uint16(buf))
 	if n > len(buf) {
 		buf = make([]byte, n) // rare: grows for this reply only
 	}
 	if _, err := io.ReadFull(conn, buf[:n]); err != nil {
-		return nil, ioError("read tcp", up, err)
+		return upReply{}, ioError("read tcp", up, err)
 	}
 	// Over TCP nobody can race the server, so anything but our reply is the
 	// server misbehaving: fail the try rather than wait.
 	switch kind := checkReply(buf[:n], id, q, nameLen); kind {
 	case "", kindTruncated: // TC over TCP: take what came
 	default:
-		return nil, &tryError{kind, fmt.Errorf("tcp reply from %s: %s", up.addr, kind)}
+		return upReply{}, &tryError{kind, fmt.Errorf("tcp reply from %s: %s", up.addr, kind)}
 	}
-	m, err := unpackReply(buf[:n])
+	// Rare enough that the reply gets bytes of its own rather than the
+	// pooled buffer.
+	m, err := acceptReply(slices.Clone(buf[:n]), nil, q, nameLen)
 	if err != nil {
-		return nil, &tryError{kindGarbage, fmt.Errorf("tcp reply from %s: %w", up.addr, err)}
+		return upReply{}, &tryError{kindGarbage, fmt.Errorf("tcp reply from %s: %w", up.addr, err)}
 	}
 	rec.received(buf[:n])
 	return m, nil
@@ -404,7 +403,7 @@ func (r *Resolver) exchangeTCP(ctx context.Context, up *upstream, q []byte, name
 // exchangeDoT asks up over its DNS-over-TLS connections. As over TCP,
 // nobody can race the server, so a reply to another question fails the try.
 // rec, when not nil, gets the exchange.
-func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (*dns.Msg, error) {
+func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, nameLen int, edns bool, rec *Forwarded) (upReply, error) {
 	query := appendQuery(make([]byte, 0, 12+len(q)+11), 0, q, edns)
 	rec.sent(TransportDoT, nil, up, query)
 	b, err := up.dot.exchange(ctx, query)
@@ -412,22 +411,22 @@ func (r *Resolver) exchangeDoT(ctx context.Context, up *upstream, q []byte, name
 		var te *tryError
 		switch {
 		case errors.Is(ctx.Err(), context.Canceled):
-			return nil, ctx.Err()
+			return upReply{}, ctx.Err()
 		case errors.As(err, &te):
-			return nil, err
+			return upReply{}, err
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, &tryError{kindTimeout, fmt.Errorf("dns over tls %s: %w", up.addr, err)}
+			return upReply{}, &tryError{kindTimeout, fmt.Errorf("dns over tls %s: %w", up.addr, err)}
 		}
-		return nil, &tryError{kindNetwork, err}
+		return upReply{}, &tryError{kindNetwork, err}
 	}
 	switch kind := checkReply(b, binary.BigEndian.Uint16(b), q, nameLen); kind {
 	case "", kindTruncated: // TC over TLS: take what came
 	default:
-		return nil, &tryError{kind, fmt.Errorf("tls reply from %s: %s", up.addr, kind)}
+		return upReply{}, &tryError{kind, fmt.Errorf("tls reply from %s: %s", up.addr, kind)}
 	}
-	m, err := unpackReply(b)
+	m, err := acceptReply(b, nil, q, nameLen)
 	if err != nil {
-		return nil, &tryError{kindGarbage, fmt.Errorf("tls reply from %s: %w", up.addr, err)}
+		return upReply{}, &tryError{kindGarbage, fmt.Errorf("tls reply from %s: %w", up.addr, err)}
 	}
 	rec.received(b)
 	if rec != nil {

@@ -158,7 +158,7 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 	}
 	x, err := r.sendUDP(ctx, up, q, true, a.rec, until)
 	if err != nil {
-		rep, err := r.settle(ctx, a, q, nameLen, nil, err)
+		rep, err := r.settle(ctx, a, q, nameLen, upReply{}, err)
 		return rep, err, nil
 	}
 	m, err := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
@@ -168,10 +168,10 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 			// SetReadDeadline before ctx.Err: a cancellation after it
 			// interrupts the read (sendUDP's AfterFunc).
 			if err := x.conn.SetReadDeadline(r.deadline(ctx)); err != nil {
-				return r.settle(ctx, a, q, nameLen, nil, ioError("deadline udp", up, err))
+				return r.settle(ctx, a, q, nameLen, upReply{}, ioError("deadline udp", up, err))
 			}
 			if err := ctx.Err(); err != nil {
-				return r.settle(ctx, a, q, nameLen, nil, err)
+				return r.settle(ctx, a, q, nameLen, upReply{}, err)
 			}
 			m, err := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
 			return r.settle(ctx, a, q, nameLen, m, err)

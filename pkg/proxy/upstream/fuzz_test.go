@@ -2,9 +2,12 @@ package upstream
 
 import (
 	"encoding/binary"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
 	"github.com/meshdns/meshdns/pkg/proxy/upstream/cache"
@@ -54,6 +57,24 @@ func FuzzUpstreamReply(f *testing.F) {
 		m.Rcode = dns.RcodeNameError
 		m.Ns = []dns.RR{rr("com. 900 IN SOA a.gtld-servers.net. nstld.verisign-grs.com. 1 1800 900 604800 86400")}
 	}))
+	// Seed: NODATA with an SOA and OPT, the wire path's negative entry.
+	f.Add(pack(func(m *dns.Msg) {
+		m.Ns = []dns.RR{rr("example.com. 900 IN SOA ns.example.com. host.example.com. 1 1800 900 604800 60")}
+		m.SetEdns0(1232, false)
+	}))
+	// Seed: OPT with an extended rcode (BADVERS), never cached.
+	f.Add(pack(func(m *dns.Msg) {
+		m.SetEdns0(1232, false)
+		m.Extra[0].Header().Ttl = 1 << 24
+	}))
+	// Seed: OPT before another additional record: left to miekg.
+	f.Add(pack(func(m *dns.Msg) {
+		m.Answer = []dns.RR{rr("example.com. 60 IN NS ns.example.com.")}
+		m.SetEdns0(1232, false)
+		m.Extra = append(m.Extra, rr("ns.example.com. 60 IN AAAA 2001:db8::1"))
+	}))
+	// Seed: a type the wire path leaves to miekg.
+	f.Add(pack(func(m *dns.Msg) { m.Answer = []dns.RR{rr(`example.com. 60 IN TXT "v=spf1 -all"`)} }))
 	// Seed: truncated.
 	f.Add(pack(func(m *dns.Msg) { m.Truncated = true }))
 	plain := pack(func(m *dns.Msg) { m.Answer = []dns.RR{rr("example.com. 60 IN A 192.0.2.1")} })
@@ -74,6 +95,24 @@ func FuzzUpstreamReply(f *testing.F) {
 	}
 	long = append(long, 0, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1)
 	f.Add(long)
+	// Seed: owners spelt out (no compression), as a miekg server
+	// without Compress sends them: pointed at the question.
+	f.Add(func() []byte {
+		m := new(dns.Msg)
+		m.SetQuestion("example.com.", dns.TypeA)
+		m.Id, m.Response = id, true
+		m.Answer = []dns.RR{rr("EXAMPLE.com. 60 IN CNAME www.example.com."), rr("www.example.com. 30 IN A 192.0.2.1")}
+		m.Ns = []dns.RR{rr("example.com. 60 IN NS ns.www.example.com.")}
+		b, err := m.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}())
+	// Seed: the answer's owner points into the header.
+	hdr := append([]byte(nil), plain...)
+	binary.BigEndian.PutUint16(hdr[qend:], 0xC000|4)
+	f.Add(hdr)
 	// Seed: header only.
 	f.Add(plain[:12])
 
@@ -85,17 +124,21 @@ func FuzzUpstreamReply(f *testing.F) {
 		default:
 			return
 		}
-		m, err := unpackReply(b)
+		orig := slices.Clone(b)
+		m, err := acceptReply(b, nil, key, nameLen)
 		if err != nil {
 			return
 		}
 		now := time.Unix(1e9, 0).UnixNano()
 		e, cacheable, err := r.makeEntry(m, key, nameLen, now)
+		if m.msg == nil {
+			checkWireEntry(t, r, orig, key, nameLen, e, cacheable, err)
+		}
 		if err != nil {
 			return
 		}
 		out := e.AppendTo(nil, client, e.TTL)
-		checkFuzzReply(t, out, client, m.Rcode&0xF)
+		checkFuzzReply(t, out, client, m.rcode&0xF)
 		if !cacheable {
 			return
 		}
@@ -105,7 +148,7 @@ func FuzzUpstreamReply(f *testing.F) {
 			t.Fatalf("stored entry with TTL %d not fresh a second later", e.TTL)
 		}
 		if st == cache.Fresh {
-			checkFuzzReply(t, hit.AppendTo(nil, client, ttl), client, m.Rcode&0xF)
+			checkFuzzReply(t, hit.AppendTo(nil, client, ttl), client, m.rcode&0xF)
 		}
 	})
 }
@@ -124,5 +167,40 @@ func checkFuzzReply(t *testing.T, out, client []byte, rcode int) {
 	}
 	if got.Rcode != rcode {
 		t.Fatalf("rcode %d, want %d", got.Rcode, rcode)
+	}
+}
+
+// checkWireEntry holds a reply scanReply took (orig, as it came) to what
+// it was before the wire path: miekg must unpack it, and its repacked
+// entry must give the same records, TTL and caching as the wire entry e.
+func checkWireEntry(t *testing.T, r *Resolver, orig, key []byte, nameLen int, e *cache.Entry, cacheable bool, err error) {
+	t.Helper()
+	m := new(dns.Msg)
+	if uerr := m.Unpack(orig); uerr != nil {
+		t.Fatalf("scanReply took a reply miekg does not unpack: %v", uerr)
+	}
+	want, wantCacheable, wantErr := r.repackEntry(m, key, nameLen, time.Unix(1e9, 0).UnixNano())
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("wire entry error %v, repacked entry error %v", err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	if e.TTL != want.TTL || cacheable != wantCacheable || e.Negative != want.Negative || e.Flags != want.Flags {
+		t.Fatalf("wire entry TTL %d cacheable %v negative %v flags %#x, repacked %d %v %v %#x",
+			e.TTL, cacheable, e.Negative, e.Flags, want.TTL, wantCacheable, want.Negative, want.Flags)
+	}
+	got, wantMsg := new(dns.Msg), new(dns.Msg)
+	if err := got.Unpack(e.AppendTo(nil, key, e.TTL)); err != nil {
+		t.Fatalf("wire entry does not unpack: %v", err)
+	}
+	if err := wantMsg.Unpack(want.AppendTo(nil, key, want.TTL)); err != nil {
+		t.Fatalf("repacked entry does not unpack: %v", err)
+	}
+	// Names compare in any case: an owner spelt as the question takes
+	// the client's spelling on either path, where miekg's compression
+	// matched it.
+	if diff := cmp.Diff(strings.ToLower(wantMsg.String()), strings.ToLower(got.String())); diff != "" {
+		t.Fatalf("wire entry differs from the repacked one (-repacked +wire):\n%s", diff)
 	}
 }

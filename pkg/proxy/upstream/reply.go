@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -14,16 +15,73 @@ import (
 // makeEntry turns an upstream reply to question q (lowercased wire form,
 // name nameLen bytes) into an Entry and says whether it may be cached.
 //
-// The reply is repacked with QR, RD and RA (AA, AD and CD are dropped: the
-// agent is a forwarder, not an authority or a validator), without its OPT
-// record (the proxy owns client-side EDNS), and with one TTL for every
-// record, the one the cache counts down, the way CoreDNS's cache does.
-// Positive replies live for the smallest record TTL within [MinTTL, MaxTTL];
-// NXDOMAIN and NODATA for min(SOA TTL, SOA minimum) from the authority
-// section, capped by MaxNegativeTTL (RFC 2308 section 5); without an SOA
-// they are not cached (section 5 says SHOULD NOT). Other rcodes are passed
-// on, never cached.
-func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cache.Entry, bool, error) {
+// The entry has QR, RD and RA (AA, AD and CD are dropped: the agent is a
+// forwarder, not an authority or a validator), no OPT record (the proxy
+// owns client-side EDNS), and one TTL for every record, the one the cache
+// counts down, the way CoreDNS's cache does. Positive replies live for the
+// smallest record TTL within [MinTTL, MaxTTL]; NXDOMAIN and NODATA for
+// min(SOA TTL, SOA minimum) from the authority section, capped by
+// MaxNegativeTTL (RFC 2308 section 5); without an SOA they are not cached
+// (section 5 says SHOULD NOT). Other rcodes are passed on, never cached.
+//
+// A reply read from the wire (scanReply) keeps its records as they came,
+// compression included; one miekg unpacked is repacked by it.
+func (r *Resolver) makeEntry(m upReply, q []byte, nameLen int, now int64) (*cache.Entry, bool, error) {
+	if m.msg != nil {
+		return r.repackEntry(m.msg, q, nameLen, now)
+	}
+	s := m.scan
+	packed := m.b[:s.end]
+	if s.spelt {
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		var ok bool
+		if packed, ok = pointQuestion((*bp)[:0], m.b, q, nameLen, s.end); !ok {
+			rm := new(dns.Msg)
+			if err := rm.Unpack(m.b); err != nil {
+				return nil, false, fmt.Errorf("unpack reply: %w", err)
+			}
+			return r.repackEntry(rm, q, nameLen, now)
+		}
+	}
+	// The bytes are the try's own: the header becomes the entry's (the
+	// body's compression pointers never point into it, nameEnd).
+	binary.BigEndian.PutUint16(packed[2:], dnswire.FlagQR|dnswire.FlagRD|dnswire.FlagRA|uint16(m.rcode&dnswire.RcodeMask))
+	binary.BigEndian.PutUint16(packed[6:], s.counts[0])
+	binary.BigEndian.PutUint16(packed[8:], s.counts[1])
+	binary.BigEndian.PutUint16(packed[10:], s.counts[2])
+	ttl, cacheable, negative := r.entryTTL(m.rcode, s.counts[0] > 0, s.minTTL, s.soaTTL, s.hasSOA)
+	e, err := cache.NewEntry(packed, len(q), ttl, now, negative)
+	if err != nil {
+		return nil, false, fmt.Errorf("walk reply: %w", err)
+	}
+	return e, cacheable && len(packed) <= r.cfg.MaxEntrySize, nil
+}
+
+// entryTTL is makeEntry's TTL policy for a reply with rcode, answers or
+// not, the smallest TTL of its records (MaxUint32: none) and the SOA of
+// its authority section, if any.
+func (r *Resolver) entryTTL(rcode int, answers bool, minTTL, soaTTL uint32, hasSOA bool) (ttl uint32, cacheable, negative bool) {
+	if minTTL == math.MaxUint32 {
+		minTTL = 0
+	}
+	switch {
+	case rcode == dns.RcodeSuccess && answers:
+		ttl = clampTTL(minTTL, r.cfg.MinTTL, r.cfg.MaxTTL)
+		return ttl, ttl > 0, false
+	case rcode == dns.RcodeNameError || rcode == dns.RcodeSuccess:
+		if !hasSOA {
+			return minTTL, false, true
+		}
+		ttl = clampTTL(soaTTL, 0, r.cfg.MaxNegativeTTL)
+		return ttl, ttl > 0, true
+	}
+	return minTTL, false, false
+}
+
+// repackEntry is makeEntry for a reply miekg unpacked: it is repacked
+// with compression, without its OPT record.
+func (r *Resolver) repackEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cache.Entry, bool, error) {
 	if len(m.Question) != 1 {
 		return nil, false, fmt.Errorf("reply has %d questions", len(m.Question))
 	}
@@ -48,32 +106,17 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cac
 			out.Extra = append(out.Extra, rr)
 		}
 	}
-	if minTTL == math.MaxUint32 {
-		minTTL = 0
-	}
-
 	var (
-		ttl       uint32
-		cacheable bool
-		negative  bool
+		soaTTL uint32
+		hasSOA bool
 	)
-	switch {
-	case m.Rcode == dns.RcodeSuccess && len(m.Answer) > 0:
-		ttl = clampTTL(minTTL, r.cfg.MinTTL, r.cfg.MaxTTL)
-		cacheable = ttl > 0
-	case m.Rcode == dns.RcodeNameError || m.Rcode == dns.RcodeSuccess:
-		negative = true
-		ttl = minTTL
-		for _, rr := range m.Ns {
-			if soa, ok := rr.(*dns.SOA); ok {
-				ttl = clampTTL(min(soa.Hdr.Ttl, soa.Minttl), 0, r.cfg.MaxNegativeTTL)
-				cacheable = ttl > 0
-				break
-			}
+	for _, rr := range m.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			soaTTL, hasSOA = min(soa.Hdr.Ttl, soa.Minttl), true
+			break
 		}
-	default:
-		ttl = minTTL
 	}
+	ttl, cacheable, negative := r.entryTTL(m.Rcode, len(m.Answer) > 0, minTTL, soaTTL, hasSOA)
 
 	packed, err := out.Pack()
 	if err != nil {
@@ -94,10 +137,7 @@ func (r *Resolver) makeEntry(m *dns.Msg, q []byte, nameLen int, now int64) (*cac
 	if err != nil {
 		return nil, false, fmt.Errorf("walk reply: %w", err)
 	}
-	if len(packed) > r.cfg.MaxEntrySize {
-		cacheable = false
-	}
-	return e, cacheable, nil
+	return e, cacheable && len(packed) <= r.cfg.MaxEntrySize, nil
 }
 
 // clampTTL bounds ttl seconds to [lo, hi].
