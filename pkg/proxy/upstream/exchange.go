@@ -163,8 +163,18 @@ func retries(m upReply, err error) bool {
 	if err == nil {
 		return m.rcode == dns.RcodeFormatError && !m.edns
 	}
+	return kindOf(err) == kindTruncated
+}
+
+// kindOf is the kind of a tryError in err's chain, or "". Only called with
+// an error: the target errors.As needs escapes, an allocation a try
+// without error does not pay.
+func kindOf(err error) string {
 	var te *tryError
-	return errors.As(err, &te) && te.kind == kindTruncated
+	if errors.As(err, &te) {
+		return te.kind
+	}
+	return ""
 }
 
 // settle finishes try a from what its first exchange came back with: the
@@ -185,8 +195,7 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 		}
 		m, err = exchange(ctx, up, q, nameLen, false, a.rec)
 	}
-	var te *tryError
-	if errors.As(err, &te) && te.kind == kindTruncated {
+	if err != nil && kindOf(err) == kindTruncated {
 		up.errs[kindTruncated].Inc()
 		m, err = r.exchangeTCP(ctx, up, q, nameLen, a.rec)
 	}
@@ -212,8 +221,8 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 			}
 			return nil, ctx.Err()
 		}
-		if errors.As(err, &te) {
-			up.errs[te.kind].Inc()
+		if kind := kindOf(err); kind != "" {
+			up.errs[kind].Inc()
 		}
 		return nil, err
 	}
@@ -255,10 +264,11 @@ func (r *Resolver) exchangeUDP(ctx context.Context, up *upstream, q []byte, name
 // udpQuery is a query sent over UDP from its own socket, waiting for its
 // reply.
 type udpQuery struct {
-	conn net.Conn    // dialUDP's
-	stop func() bool // unhooks the read's interruption at ctx's end
-	bp   *[]byte     // from bufPool: the query, then the reply
-	id   uint16
+	conn      net.Conn    // dialUDP's
+	interrupt func()      // ends a blocked read or write at once
+	stop      func() bool // unhooks interrupt from ctx's end
+	bp        *[]byte     // from bufPool: the query, then the reply; nil once a reply took it
+	id        uint16
 }
 
 // close releases the buffer (unless a reply took it) and hands the socket
@@ -285,8 +295,8 @@ func (r *Resolver) sendUDP(ctx context.Context, up *upstream, q []byte, edns boo
 		return nil, &tryError{kindNetwork, fmt.Errorf("dial udp %s: %w", up.addr, err)}
 	}
 	// Close (via ctx) interrupts a blocked read at once.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	x := &udpQuery{conn: conn, stop: stop, bp: bufPool.Get().(*[]byte), id: uint16(rand.Uint32())}
+	interrupt := func() { _ = conn.SetDeadline(time.Unix(1, 0)) }
+	x := &udpQuery{conn: conn, interrupt: interrupt, stop: context.AfterFunc(ctx, interrupt), bp: bufPool.Get().(*[]byte), id: uint16(rand.Uint32())}
 	if err := conn.SetDeadline(until); err != nil {
 		x.close(r)
 		return nil, ioError("deadline udp", up, err)

@@ -24,7 +24,9 @@ type answer struct {
 
 // call is one in-flight question.
 type call struct {
-	done chan struct{} // closed when res is set
+	// done is closed when res is set; made (under flights.mu) only when
+	// someone waits: a flight its first caller runs alone needs none.
+	done chan struct{}
 	res  answer
 }
 
@@ -50,12 +52,13 @@ func (f *flights) close() {
 // do returns fn's answer for key, running fn at most once for concurrent
 // callers; shared reports whether this caller joined a call already in
 // flight. The first caller runs fn itself, on its own goroutine, with a
-// context that ends with ctx or with the Resolver (base): a miss then costs
-// no hand-over. When the caller may give up early (giveUp, for serve-stale)
+// context that ends with ctx, with the Resolver (base) or window after now
+// (its deadline: forward's window, so forward makes no context of its
+// own): a miss then costs no hand-over. When the caller may give up early (giveUp, for serve-stale)
 // fn runs on a goroutine owned by wg instead, so the refresh goes on and
 // lands in the cache after the caller has answered stale. Waiters return
 // on their own ctx's end or giveUp.
-func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, giveUp <-chan time.Time, fn func(context.Context) answer) (res answer, shared bool) {
+func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, window time.Duration, giveUp <-chan time.Time, fn func(context.Context) answer) (res answer, shared bool) {
 	f.mu.Lock()
 	c, shared := f.m[key]
 	if !shared && f.closed {
@@ -63,11 +66,11 @@ func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, 
 		return answer{src: SourceUpstream, err: ErrClosed}, false
 	}
 	if !shared {
-		c = &call{done: make(chan struct{})}
+		c = &call{}
 		f.m[key] = c
-		f.mu.Unlock()
 		if giveUp == nil {
-			run, cancel := context.WithCancel(base)
+			f.mu.Unlock()
+			run, cancel := context.WithDeadline(base, time.Now().Add(window))
 			stop := context.AfterFunc(ctx, cancel)
 			res := fn(run)
 			stop()
@@ -78,8 +81,13 @@ func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, 
 			}
 			return res, false
 		}
+		c.done = make(chan struct{})
+		f.mu.Unlock()
 		wg.Go(func() { f.finish(key, c, fn(base)) })
 	} else {
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
 		f.mu.Unlock()
 		// Counted at once, not on return, so the metric shows waiters.
 		f.joined.Inc()
@@ -98,9 +106,12 @@ func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, 
 func (f *flights) finish(key string, c *call, res answer) {
 	f.mu.Lock()
 	delete(f.m, key)
-	f.mu.Unlock()
 	c.res = res
-	close(c.done)
+	done := c.done
+	f.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 }
 
 // start runs fn for key on a goroutine owned by wg, unless a call for key
@@ -113,7 +124,7 @@ func (f *flights) start(base context.Context, wg *sync.WaitGroup, key string, fn
 	if _, busy := f.m[key]; busy || f.closed {
 		return false
 	}
-	c := &call{done: make(chan struct{})}
+	c := &call{}
 	f.m[key] = c
 	// Under mu, so close (which takes mu before the WaitGroup is waited
 	// on) cannot miss this goroutine.

@@ -27,21 +27,33 @@ type result struct {
 // the client's timeout less a margin, so the client hears our answer (or
 // our SERVFAIL) before it gives up on us. With record the reply carries
 // the exchange it came from.
+//
+// ctx's deadline, when it has one, is the window's end: a flight's context
+// carries it (flights.do), so the query that is answered by its first try
+// makes no context and no timer of its own.
 func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bool) (*reply, error) {
-	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
+		defer cancel()
+	}
 	ups, attempts := r.ups, r.cfg.Attempts
 	if ro := r.routes.Load().routeFor(q, nameLen); ro != nil {
 		ups, attempts = ro.ups, ro.attempts
 	}
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
 	if r.cfg.Parallel && len(ups) > 1 {
+		ctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer func() {
+			cancel()
+			wg.Wait()
+		}()
 		return r.race(ctx, ups, q, nameLen, record, make(chan result, len(ups)), &wg)
 	}
-	order := r.perm(len(ups))
+	order := onlyFirst
+	if len(ups) > 1 {
+		order = r.perm(len(ups))
+	}
 	// The first try waits on this goroutine while it is the only one:
 	// most are answered within Timeout, and a goroutine per try, its
 	// channel and its timer were most of a forwarded query's hand-offs.
@@ -50,14 +62,21 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bo
 	if rest == nil && err == nil {
 		return rep, nil
 	}
-	s := &schedule{r: r, ctx: ctx, wg: &wg, ups: ups, order: order, attempts: attempts, q: q, nameLen: nameLen,
+	// From here tries run on goroutines: cancelling ctx when forward
+	// returns ends the ones still listening, before they are waited for.
+	ctx, cancel := context.WithCancel(ctx)
+	s := &schedule{r: r, ctx: ctx, ups: ups, order: order, attempts: attempts, q: q, nameLen: nameLen,
 		record: record, launched: 1, results: make(chan result, attempts+len(ups))}
+	defer func() {
+		cancel()
+		s.wg.Wait()
+	}()
 	wait := time.Duration(0) // a failed first try: the next goes out at once
 	if rest != nil {
 		wait = r.cfg.Timeout - time.Since(first)
 		s.pending = 1
-		wg.Go(func() {
-			m, err := rest()
+		s.wg.Go(func() {
+			m, err := rest(ctx)
 			s.results <- result{m, err}
 		})
 	} else {
@@ -76,7 +95,7 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bo
 type schedule struct {
 	r                 *Resolver
 	ctx               context.Context
-	wg                *sync.WaitGroup
+	wg                sync.WaitGroup // the tries' goroutines
 	ups               []*upstream
 	order             []int
 	attempts          int
@@ -141,15 +160,19 @@ func (s *schedule) run(wait time.Duration) (*reply, error) {
 	}
 }
 
+// onlyFirst is the order of a single upstream: no permutation to make.
+var onlyFirst = []int{0}
+
 // tryFirst runs forward's first try on the caller's goroutine until it
 // has a reply or an error, or Timeout from start has passed (rest then finishes the
 // try: forward runs it on a goroutine while the next try goes out). A
 // reply that asks again (FORMERR without EDNS, truncated) is finished by
 // rest too, so the schedule's Timeout runs meanwhile. Over DNS over TLS
-// the whole try is rest.
-func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen int, record bool, start time.Time) (*reply, error, func() (*reply, error)) {
+// the whole try is rest. rest gets the schedule's context, a child of
+// ctx that ends when forward returns.
+func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen int, record bool, start time.Time) (*reply, error, func(context.Context) (*reply, error)) {
 	if up.dot != nil {
-		return nil, nil, func() (*reply, error) { return r.try(ctx, up, q, nameLen, record) }
+		return nil, nil, func(ctx context.Context) (*reply, error) { return r.try(ctx, up, q, nameLen, record) }
 	}
 	a := attempt{up: up, start: start, rec: newRecord(record)}
 	until := start.Add(r.cfg.Timeout)
@@ -161,12 +184,15 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 		rep, err := r.settle(ctx, a, q, nameLen, upReply{}, err)
 		return rep, err, nil
 	}
-	m, err := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
-	if errors.Is(err, errSoftDeadline) {
-		return nil, nil, func() (*reply, error) {
+	m, aerr := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
+	if errors.Is(aerr, errSoftDeadline) {
+		return nil, nil, func(ctx context.Context) (*reply, error) {
+			// The read is interrupted at the schedule's end now.
+			x.stop()
+			x.stop = context.AfterFunc(ctx, x.interrupt)
 			defer x.close(r)
 			// SetReadDeadline before ctx.Err: a cancellation after it
-			// interrupts the read (sendUDP's AfterFunc).
+			// interrupts the read (the AfterFunc).
 			if err := x.conn.SetReadDeadline(r.deadline(ctx)); err != nil {
 				return r.settle(ctx, a, q, nameLen, upReply{}, ioError("deadline udp", up, err))
 			}
@@ -178,10 +204,10 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 		}
 	}
 	x.close(r)
-	if retries(m, err) {
-		return nil, nil, func() (*reply, error) { return r.settle(ctx, a, q, nameLen, m, err) }
+	if retries(m, aerr) {
+		return nil, nil, func(ctx context.Context) (*reply, error) { return r.settle(ctx, a, q, nameLen, m, aerr) }
 	}
-	rep, err := r.settle(ctx, a, q, nameLen, m, err)
+	rep, err := r.settle(ctx, a, q, nameLen, m, aerr)
 	return rep, err, nil
 }
 

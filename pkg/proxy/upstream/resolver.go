@@ -206,7 +206,7 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 		giveUp = t.C
 	}
 	record := p.record
-	res, shared := r.flights.do(ctx, r.ctx, &r.wg, key, giveUp, func(ctx context.Context) answer {
+	res, shared := r.flights.do(ctx, r.ctx, &r.wg, key, r.cfg.window, giveUp, func(ctx context.Context) answer {
 		return r.resolve(ctx, []byte(key), nameLen, record)
 	})
 	if errors.Is(res.err, errSlow) {
@@ -250,7 +250,9 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int, record bo
 		if keep && r.cache.Set(string(q), rep.e) {
 			r.metrics.evictions.Inc()
 		}
-		r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
+		if r.debugging() { // the arguments would escape: an allocation per answer
+			r.debug("upstream answered", q, "rcode", dns.RcodeToString[rep.rcode], "duration", time.Since(start))
+		}
 		return answer{e: rep.e, ttl: rep.e.TTL, src: SourceUpstream, from: rep.from, fwd: rep.fwd}
 	}
 	// RFC 8767 section 4: when resolution fails (or cannot start: the
@@ -346,10 +348,13 @@ func (r *Resolver) Close() error {
 	return nil
 }
 
+// debugging reports whether per-query lines are logged (Debug is on).
+func (r *Resolver) debugging() bool { return r.log.Enabled(context.Background(), slog.LevelDebug) }
+
 // debug logs one per-query line, with the question's qname and qtype, when
 // Debug is on.
 func (r *Resolver) debug(msg string, q []byte, args ...any) {
-	if !r.log.Enabled(context.Background(), slog.LevelDebug) {
+	if !r.debugging() {
 		return
 	}
 	name, off, err := dns.UnpackDomainName(q, 0)

@@ -59,7 +59,9 @@ func dialUDP(ip netip.AddrPort) (net.Conn, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	return &rawUDP{f: f, rc: rc, remote: ip}, nil
+	c := &rawUDP{f: f, rc: rc, remote: ip}
+	c.step = c.syscall
+	return c, nil
 }
 
 // rawUDP is a connected UDP socket read and written with raw system calls
@@ -68,8 +70,13 @@ type rawUDP struct {
 	f      *os.File
 	rc     syscall.RawConn
 	remote netip.AddrPort
-	// n and errno carry the last system call's result out of the
-	// RawConn callbacks, which are one closure per call otherwise.
+	// step is syscall, made once per socket: a closure per read and
+	// write was two allocations per forwarded query. trap and buf are
+	// its call, n and errno its result. A socket is read and written by
+	// one try at a time.
+	step  func(fd uintptr) bool
+	trap  uintptr
+	buf   []byte
 	n     uintptr
 	errno syscall.Errno
 }
@@ -78,18 +85,9 @@ var _ net.Conn = (*rawUDP)(nil)
 
 // io runs the system call trap on b until it does not ask to wait.
 func (c *rawUDP) io(wait func(func(uintptr) bool) error, trap uintptr, b []byte, op string) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	err := wait(func(fd uintptr) bool {
-		for {
-			c.n, _, c.errno = syscall.RawSyscall(trap, fd, uintptr(p), uintptr(len(b)))
-			if c.errno != syscall.EINTR {
-				return c.errno != syscall.EAGAIN
-			}
-		}
-	})
+	c.trap, c.buf = trap, b
+	err := wait(c.step)
+	c.buf = nil
 	if err != nil {
 		return 0, err
 	}
@@ -97,6 +95,21 @@ func (c *rawUDP) io(wait func(func(uintptr) bool) error, trap uintptr, b []byte,
 		return 0, os.NewSyscallError(op, c.errno)
 	}
 	return int(c.n), nil
+}
+
+// syscall runs c.trap on c.buf, again when interrupted, and reports
+// whether it is done (not EAGAIN: the poller waits for the socket then).
+func (c *rawUDP) syscall(fd uintptr) bool {
+	var p unsafe.Pointer
+	if len(c.buf) > 0 {
+		p = unsafe.Pointer(&c.buf[0])
+	}
+	for {
+		c.n, _, c.errno = syscall.RawSyscall(c.trap, fd, uintptr(p), uintptr(len(c.buf)))
+		if c.errno != syscall.EINTR {
+			return c.errno != syscall.EAGAIN
+		}
+	}
 }
 
 // Read reads one datagram, waiting for it on the poller until the read
