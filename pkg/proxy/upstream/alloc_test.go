@@ -14,8 +14,8 @@ import (
 
 // maxMissAllocs bounds what the agent allocates for one forwarded miss
 // (TestForwardedMissAllocs): 60 before replies were read from the wire and
-// the flight's contexts thinned out, 25 after.
-const maxMissAllocs = 27
+// the flight's contexts thinned out, 23 after.
+const maxMissAllocs = 25
 
 // TestForwardedMissAllocs pins the allocations of a forwarded miss, from
 // the question to the reply appended, against a real upstream on loopback

@@ -120,7 +120,7 @@ type reply struct {
 // try runs one try against up: UDP from a fresh socket, TCP when truncated.
 // A reply that cannot be turned into a servable entry counts as garbage.
 // With record, the reply carries the exchange it came from.
-func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int, record bool) (*reply, error) {
+func (r *Resolver) try(ctx context.Context, up *upstream, q []byte, nameLen int, record bool) (reply, error) {
 	a := attempt{up: up, start: time.Now(), rec: newRecord(record)}
 	// One deadline for the whole try, TCP retry included: the end of the
 	// forward's window, so a late reply is still taken. forward's ctx
@@ -181,7 +181,7 @@ func kindOf(err error) string {
 // question asked again without EDNS of a server that does not know it or
 // over TCP for a truncated reply, the try's duration and error counted,
 // and the reply turned into an entry. It releases m.
-func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int, m upReply, err error) (*reply, error) {
+func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int, m upReply, err error) (reply, error) {
 	defer func() { m.release() }()
 	up := a.up
 	if err == nil && m.rcode == dns.RcodeFormatError && !m.edns {
@@ -200,12 +200,12 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 		m, err = r.exchangeTCP(ctx, up, q, nameLen, a.rec)
 	}
 	up.duration.Observe(time.Since(a.start).Seconds())
-	var rep *reply
+	var rep reply
 	if err == nil {
 		if m.rcode == dns.RcodeServerFailure || m.rcode == dns.RcodeRefused {
 			err = &tryError{kindRcode, fmt.Errorf("upstream %s answered %s", up.addr, dns.RcodeToString[m.rcode])}
 		} else {
-			rep = &reply{rcode: m.rcode, from: up.addr, fwd: a.rec}
+			rep = reply{rcode: m.rcode, from: up.addr, fwd: a.rec}
 			if rep.e, rep.cacheable, err = r.makeEntry(m, q, nameLen, r.now()); err != nil {
 				err = &tryError{kindGarbage, fmt.Errorf("reply from %s: %w", up.addr, err)}
 			}
@@ -219,12 +219,12 @@ func (r *Resolver) settle(ctx context.Context, a attempt, q []byte, nameLen int,
 			if m.b == nil && m.msg == nil && time.Since(a.start) >= r.cfg.Timeout {
 				up.errs[kindTimeout].Inc()
 			}
-			return nil, ctx.Err()
+			return reply{}, ctx.Err()
 		}
 		if kind := kindOf(err); kind != "" {
 			up.errs[kind].Inc()
 		}
-		return nil, err
+		return reply{}, err
 	}
 	return rep, nil
 }

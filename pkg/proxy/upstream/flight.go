@@ -22,6 +22,15 @@ type answer struct {
 	fwd *Forwarded
 }
 
+// flightAsk is the question a flight resolves: its key in the flights' map (the
+// lowercased question), the length of its name, and whether to record the
+// exchange.
+type flightAsk struct {
+	key     string
+	nameLen int
+	record  bool
+}
+
 // call is one in-flight question.
 type call struct {
 	// done is closed when res is set; made (under flights.mu) only when
@@ -49,7 +58,7 @@ func (f *flights) close() {
 	f.mu.Unlock()
 }
 
-// do returns fn's answer for key, running fn at most once for concurrent
+// do returns fn's answer for a, running fn at most once for concurrent
 // callers; shared reports whether this caller joined a call already in
 // flight. The first caller runs fn itself, on its own goroutine, with a
 // context that ends with ctx, with the Resolver (base) or window after now
@@ -58,7 +67,8 @@ func (f *flights) close() {
 // fn runs on a goroutine owned by wg instead, so the refresh goes on and
 // lands in the cache after the caller has answered stale. Waiters return
 // on their own ctx's end or giveUp.
-func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, window time.Duration, giveUp <-chan time.Time, fn func(context.Context) answer) (res answer, shared bool) {
+func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, a flightAsk, window time.Duration, giveUp <-chan time.Time, fn func(context.Context, flightAsk) answer) (res answer, shared bool) {
+	key := a.key
 	f.mu.Lock()
 	c, shared := f.m[key]
 	if !shared && f.closed {
@@ -72,7 +82,7 @@ func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, 
 			f.mu.Unlock()
 			run, cancel := context.WithDeadline(base, time.Now().Add(window))
 			stop := context.AfterFunc(ctx, cancel)
-			res := fn(run)
+			res := fn(run, a)
 			stop()
 			cancel()
 			f.finish(key, c, res)
@@ -83,7 +93,7 @@ func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, key string, 
 		}
 		c.done = make(chan struct{})
 		f.mu.Unlock()
-		wg.Go(func() { f.finish(key, c, fn(base)) })
+		wg.Go(func() { f.finish(key, c, fn(base, a)) })
 	} else {
 		if c.done == nil {
 			c.done = make(chan struct{})

@@ -10,7 +10,7 @@ import (
 
 // result is what one try came back with.
 type result struct {
-	m   *reply
+	m   reply
 	err error
 }
 
@@ -31,7 +31,7 @@ type result struct {
 // ctx's deadline, when it has one, is the window's end: a flight's context
 // carries it (flights.do), so the query that is answered by its first try
 // makes no context and no timer of its own.
-func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bool) (*reply, error) {
+func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bool) (reply, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(r.cfg.window))
@@ -82,7 +82,7 @@ func (r *Resolver) forward(ctx context.Context, q []byte, nameLen int, record bo
 	} else {
 		s.errs = append(s.errs, err)
 		if err := ctx.Err(); err != nil {
-			return nil, windowError(ctx, err, s.errs)
+			return reply{}, windowError(ctx, err, s.errs)
 		}
 	}
 	return s.run(wait)
@@ -121,12 +121,12 @@ func (s *schedule) launch() {
 // run goes on from the first try: the next try goes out after wait (at
 // once when the first failed or has waited its Timeout alone), then one
 // every Timeout or at once after a failure, until a reply or the end.
-func (s *schedule) run(wait time.Duration) (*reply, error) {
+func (s *schedule) run(wait time.Duration) (reply, error) {
 	if wait <= 0 {
 		if s.launched < s.attempts {
 			s.launch()
 		} else if s.pending == 0 {
-			return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
+			return reply{}, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
 		}
 		wait = s.r.cfg.Timeout
 	}
@@ -141,13 +141,13 @@ func (s *schedule) run(wait time.Duration) (*reply, error) {
 			}
 			s.errs = append(s.errs, res.err)
 			if err := s.ctx.Err(); err != nil {
-				return nil, windowError(s.ctx, err, s.errs)
+				return reply{}, windowError(s.ctx, err, s.errs)
 			}
 			if s.launched < s.attempts {
 				s.launch()
 				next.Reset(s.r.cfg.Timeout)
 			} else if s.pending == 0 {
-				return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
+				return reply{}, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(s.errs...))
 			}
 		case <-next.C:
 			if s.launched < s.attempts {
@@ -155,7 +155,7 @@ func (s *schedule) run(wait time.Duration) (*reply, error) {
 				next.Reset(s.r.cfg.Timeout)
 			}
 		case <-s.ctx.Done():
-			return nil, windowError(s.ctx, s.ctx.Err(), s.errs)
+			return reply{}, windowError(s.ctx, s.ctx.Err(), s.errs)
 		}
 	}
 }
@@ -170,9 +170,9 @@ var onlyFirst = []int{0}
 // rest too, so the schedule's Timeout runs meanwhile. Over DNS over TLS
 // the whole try is rest. rest gets the schedule's context, a child of
 // ctx that ends when forward returns.
-func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen int, record bool, start time.Time) (*reply, error, func(context.Context) (*reply, error)) {
+func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen int, record bool, start time.Time) (reply, error, func(context.Context) (reply, error)) {
 	if up.dot != nil {
-		return nil, nil, func(ctx context.Context) (*reply, error) { return r.try(ctx, up, q, nameLen, record) }
+		return reply{}, nil, func(ctx context.Context) (reply, error) { return r.try(ctx, up, q, nameLen, record) }
 	}
 	a := attempt{up: up, start: start, rec: newRecord(record)}
 	until := start.Add(r.cfg.Timeout)
@@ -186,7 +186,7 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 	}
 	m, aerr := r.awaitUDP(ctx, x, up, q, nameLen, a.rec)
 	if errors.Is(aerr, errSoftDeadline) {
-		return nil, nil, func(ctx context.Context) (*reply, error) {
+		return reply{}, nil, func(ctx context.Context) (reply, error) {
 			// The read is interrupted at the schedule's end now.
 			x.stop()
 			x.stop = context.AfterFunc(ctx, x.interrupt)
@@ -205,7 +205,7 @@ func (r *Resolver) tryFirst(ctx context.Context, up *upstream, q []byte, nameLen
 	}
 	x.close(r)
 	if retries(m, aerr) {
-		return nil, nil, func(ctx context.Context) (*reply, error) { return r.settle(ctx, a, q, nameLen, m, aerr) }
+		return reply{}, nil, func(ctx context.Context) (reply, error) { return r.settle(ctx, a, q, nameLen, m, aerr) }
 	}
 	rep, err := r.settle(ctx, a, q, nameLen, m, aerr)
 	return rep, err, nil
@@ -224,7 +224,7 @@ func windowError(ctx context.Context, err error, errs []error) error {
 // race sends one try to every upstream at once and returns the first good
 // reply; each listens until the window ends. The losers are cancelled and
 // waited for by forward, so no goroutine outlives the call.
-func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen int, record bool, results chan result, wg *sync.WaitGroup) (*reply, error) {
+func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen int, record bool, results chan result, wg *sync.WaitGroup) (reply, error) {
 	for _, up := range ups {
 		wg.Go(func() {
 			m, err := r.try(ctx, up, q, nameLen, record)
@@ -240,7 +240,7 @@ func (r *Resolver) race(ctx context.Context, ups []*upstream, q []byte, nameLen 
 		errs = append(errs, res.err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, windowError(ctx, err, errs)
+		return reply{}, windowError(ctx, err, errs)
 	}
-	return nil, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
+	return reply{}, fmt.Errorf("%w: %w", ErrUpstreamFailed, errors.Join(errs...))
 }

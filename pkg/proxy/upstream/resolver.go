@@ -50,6 +50,9 @@ type Resolver struct {
 	prefetching atomic.Int64
 	clock       coarseClock // when cfg.Now is nil
 	closer      closer      // closes the sockets of finished UDP tries
+	// resolveFlight is r.resolveAsk, made once in New: a closure per
+	// miss was one allocation.
+	resolveFlight func(context.Context, flightAsk) answer
 
 	// routes sends some domains to other upstreams (SetRoutes); never nil.
 	routes   atomic.Pointer[routeTable]
@@ -75,6 +78,7 @@ func New(cfg Config) (*Resolver, error) {
 		perm:     rand.Perm,
 		routeUps: make(map[string]*upstream),
 	}
+	r.resolveFlight = r.resolveAsk
 	r.routes.Store(&routeTable{})
 	if cfg.CacheSize > 0 {
 		stale := max(cfg.StaleWindow, -1)
@@ -205,10 +209,7 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 		defer t.Stop()
 		giveUp = t.C
 	}
-	record := p.record
-	res, shared := r.flights.do(ctx, r.ctx, &r.wg, key, r.cfg.window, giveUp, func(ctx context.Context) answer {
-		return r.resolve(ctx, []byte(key), nameLen, record)
-	})
+	res, shared := r.flights.do(ctx, r.ctx, &r.wg, flightAsk{key, nameLen, p.record}, r.cfg.window, giveUp, r.resolveFlight)
 	if errors.Is(res.err, errSlow) {
 		r.metrics.stale.Inc()
 		return stale.AppendTo(dst, qwire, uint32(r.cfg.StaleTTL/time.Second)), SourceCache, nil
@@ -223,6 +224,11 @@ func (r *Resolver) miss(ctx context.Context, dst, qwire []byte, key string, name
 	return res.e.AppendTo(dst, qwire, res.ttl), res.src, nil
 }
 
+// resolveAsk is the work of the flight for a.
+func (r *Resolver) resolveAsk(ctx context.Context, a flightAsk) answer {
+	return r.resolve(ctx, []byte(a.key), a.nameLen, a.record)
+}
+
 // resolve is the work of one flight: ask upstream within the concurrency
 // bound, cache what may be cached, fall back to a stale entry. With record
 // the answer carries the upstream exchange.
@@ -230,7 +236,7 @@ func (r *Resolver) resolve(ctx context.Context, q []byte, nameLen int, record bo
 	start := time.Now()
 	gen := r.routes.Load().gen
 	var (
-		rep *reply
+		rep reply
 		err error
 	)
 	if r.inflight.Add(1) > int64(r.cfg.MaxConcurrent) {
