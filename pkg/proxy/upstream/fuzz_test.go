@@ -65,7 +65,7 @@ func FuzzUpstreamReply(f *testing.F) {
 	// Seed: OPT with an extended rcode (BADVERS), never cached.
 	f.Add(pack(func(m *dns.Msg) {
 		m.SetEdns0(1232, false)
-		m.Extra[0].Header().Ttl = 1 << 24
+		m.Rcode = dns.RcodeBadVers // packed as 0 in the header, 1 in OPT
 	}))
 	// Seed: OPT before another additional record: left to miekg.
 	f.Add(pack(func(m *dns.Msg) {
