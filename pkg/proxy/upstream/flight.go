@@ -22,9 +22,9 @@ type answer struct {
 	fwd *Forwarded
 }
 
-// flightAsk is the question a flight resolves: its key in the flights' map (the
-// lowercased question), the length of its name, and whether to record the
-// exchange.
+// flightAsk is the question a flight resolves: its key in the flights' map
+// (the lowercased question), the length of its name, and whether to record
+// the exchange.
 type flightAsk struct {
 	key     string
 	nameLen int
@@ -63,10 +63,10 @@ func (f *flights) close() {
 // flight. The first caller runs fn itself, on its own goroutine, with a
 // context that ends with ctx, with the Resolver (base) or window after now
 // (its deadline: forward's window, so forward makes no context of its
-// own): a miss then costs no hand-over. When the caller may give up early (giveUp, for serve-stale)
-// fn runs on a goroutine owned by wg instead, so the refresh goes on and
-// lands in the cache after the caller has answered stale. Waiters return
-// on their own ctx's end or giveUp.
+// own): a miss then costs no hand-over. When the caller may give up early
+// (giveUp, for serve-stale) fn runs on a goroutine owned by wg instead, so
+// the refresh goes on and lands in the cache after the caller has answered
+// stale. Waiters return on their own ctx's end or giveUp.
 func (f *flights) do(ctx, base context.Context, wg *sync.WaitGroup, a flightAsk, window time.Duration, giveUp <-chan time.Time, fn func(context.Context, flightAsk) answer) (res answer, shared bool) {
 	key := a.key
 	f.mu.Lock()
