@@ -60,10 +60,10 @@ type wireScan struct {
 }
 
 // scanReply walks reply b, the answer to q (lowercased, name nameLen
-// bytes), for the shapes
-// nearly every upstream sends: records of type A, AAAA, CNAME, NS, PTR and
-// SOA, and at most one OPT record, without options, last in the message.
-// It reports ok false for anything else (the caller unpacks it with miekg).
+// bytes), for the shapes nearly every upstream sends: records of type A,
+// AAAA, CNAME, NS, PTR and SOA, and at most one OPT record, without
+// options, last in the message. It reports ok false for anything else
+// (the caller unpacks it with miekg).
 // It is stricter than miekg everywhere (each name as nameEnd takes it,
 // rdata exactly as long as its type needs, nothing after the last record),
 // so a reply it takes is one miekg unpacks into the same records, and one
