@@ -14,8 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// conn is a routed connection: its reader (readLoop) is its only
-// goroutine; writes are made by whoever sends, under wmu.
+// conn is a routed connection: its reader (reader.go) is its only
+// goroutine, and runs only while the socket has bytes; writes are made by
+// whoever sends, under wmu.
 type conn struct {
 	s        *Server
 	raw      net.Conn // the accepted connection
@@ -23,6 +24,14 @@ type conn struct {
 	rw       net.Conn // frames go through this: nb, or TLS over nb
 	tlsState *tls.ConnectionState
 	fr       *http2.Framer
+	in       inbound // the framer reads from it
+	poller   *poller // or nil: the reader blocks in Read
+	// pollToken is the connection's in its poller; the poller's.
+	pollToken uint32
+
+	pmu     sync.Mutex // guards following
+	reading bool       // a reader runs (or the connection ended)
+	again   bool       // woken while reading: read again before parking
 
 	// The reader's, and the router's before it.
 	settingsAcks int       // client SETTINGS to acknowledge once routed
@@ -83,45 +92,7 @@ func (c *conn) start(first *http2.MetaHeadersFrame) bool {
 	return c.onHeaders(first) == nil
 }
 
-// readLoop reads frames until the connection ends, then ends its stream.
-func (c *conn) readLoop() {
-	c.startKeepalive()
-	err := c.readFrames()
-	c.close(err)
-	c.stopKeepalive()
-	c.wmu.Lock()
-	st := c.st
-	c.wmu.Unlock()
-	if st != nil {
-		c.finish(st, status.Error(codes.Unavailable, "connection lost: "+err.Error()))
-	}
-	c.s.untrack(c)
-}
-
 var errGoAway = errors.New("the client sent GOAWAY")
-
-func (c *conn) readFrames() error {
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				c.resetStream(se.StreamID, se.Code)
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				c.goAwayCode(http2.ErrCode(ce), err)
-			}
-			return err
-		}
-		c.activity.Store(true)
-		if err := c.handle(f); err != nil {
-			return err
-		}
-		c.nb.waitBelow(maxBacklog)
-	}
-}
 
 func (c *conn) handle(f http2.Frame) error {
 	switch f := f.(type) {
@@ -278,7 +249,7 @@ func (c *conn) close(err error) {
 	}
 	c.closed, c.closeErr = true, err
 	c.wmu.Unlock()
-	c.raw.Close()
+	c.nb.Close()
 }
 
 // goAway tells the client to go away (no error) and closes the

@@ -98,6 +98,12 @@ func dialRaw(t testing.TB, addr string, settings ...http2.Setting) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRawClient(t, conn, settings...)
+}
+
+// newRawClient starts HTTP/2 on conn (a TLS client's, say).
+func newRawClient(t testing.TB, conn net.Conn, settings ...http2.Setting) *rawClient {
+	t.Helper()
 	t.Cleanup(func() { conn.Close() })
 	c := &rawClient{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)

@@ -2,6 +2,7 @@ package agentstream
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -35,6 +36,18 @@ type nbConn struct {
 	wn      int
 	werr    error
 	writeFn func(fd uintptr) bool
+
+	// The reader's, once polled (reader.go): Read never waits, and
+	// fails with errWouldBlock when the socket has nothing.
+	pollRead bool
+	dry      bool // the last read emptied the socket
+	rb       []byte
+	rn       int
+	rerr     error
+	readFn   func(fd uintptr) bool
+	// onClose is called when Close closes the connection (the reader
+	// then ends it); set before the connection is shared.
+	onClose func()
 }
 
 const (
@@ -52,7 +65,7 @@ func newNBConn(c net.Conn) *nbConn {
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			nb.raw = raw
-			nb.writeFn = nb.writeFd
+			nb.writeFn, nb.readFn = nb.writeFd, nb.readFd
 		}
 	}
 	return nb
@@ -92,7 +105,7 @@ func (c *nbConn) Write(b []byte) (int, error) {
 	}
 	if len(c.pending)+len(b) > maxPending {
 		c.err = errTooSlow
-		c.Conn.Close()
+		c.Close()
 		return 0, c.err
 	}
 	c.pending = append(c.pending, b...)
@@ -102,6 +115,67 @@ func (c *nbConn) Write(b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// Close closes the connection and tells its reader.
+func (c *nbConn) Close() error {
+	err := c.Conn.Close()
+	if c.onClose != nil {
+		c.onClose()
+	}
+	return err
+}
+
+// errWouldBlock is a polled read's when the socket has nothing: a
+// temporary net.Error, so that TLS keeps what it read of a record.
+var errWouldBlock error = wouldBlockError{}
+
+type wouldBlockError struct{}
+
+func (wouldBlockError) Error() string   { return "agentstream: the socket has nothing to read" }
+func (wouldBlockError) Timeout() bool   { return true }
+func (wouldBlockError) Temporary() bool { return true }
+
+func (c *nbConn) Read(b []byte) (int, error) {
+	if !c.pollRead {
+		return c.Conn.Read(b)
+	}
+	if c.dry || len(b) == 0 {
+		return 0, errWouldBlock
+	}
+	c.rb, c.rn, c.rerr = b, 0, nil
+	err := c.raw.Read(c.readFn)
+	if err == nil {
+		err = c.rerr
+	}
+	n := c.rn
+	c.rb = nil
+	return n, err
+}
+
+// readFd reads once without waiting. A read shorter than asked for
+// emptied the socket: the next bytes wake the reader again (the poller
+// is edge-triggered), so it need not ask again to hear EAGAIN.
+func (c *nbConn) readFd(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), c.rb)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			c.dry, c.rerr = true, errWouldBlock
+		case err != nil:
+			c.rerr = err
+		case n == 0:
+			c.rerr = io.EOF
+		default:
+			c.rn, c.dry = n, n < len(c.rb)
+		}
+		return true
+	}
+}
+
+// rearm lets the reader read the socket again, once woken.
+func (c *nbConn) rearm() { c.dry = false }
 
 // tryWrite writes what the socket takes without waiting; c.mu is held.
 func (c *nbConn) tryWrite(b []byte) (int, error) {
@@ -163,7 +237,7 @@ func (c *nbConn) flush() {
 			c.mu.Lock()
 			c.err = err
 			c.mu.Unlock()
-			c.Conn.Close()
+			c.Close()
 			continue
 		}
 		spare = buf

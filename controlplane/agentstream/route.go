@@ -13,9 +13,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// readBufSize is a connection's read buffer: agents send small messages
-// (ACKs of ~100 bytes), and each idle connection keeps it.
-const readBufSize = 1 << 10
+// routeBufSize is the buffer of a connection's reads until it is routed.
+const routeBufSize = 1 << 10
 
 // maxRouteBytes bounds what a client may send before its first request's
 // headers: a preface, a few SETTINGS, WINDOW_UPDATE and PING frames and a
@@ -67,7 +66,7 @@ func (s *Server) route(raw net.Conn) {
 		c.rw, c.tlsState = tc, &st
 	}
 	rec := &recorder{r: c.rw, on: true}
-	br := bufio.NewReaderSize(rec, readBufSize)
+	br := bufio.NewReaderSize(rec, routeBufSize)
 	if !readPreface(br) {
 		raw.Close()
 		return
@@ -79,7 +78,8 @@ func (s *Server) route(raw net.Conn) {
 	// makes it start over. A silent connection is closed when the
 	// keepalive would have closed it.
 	_ = raw.SetDeadline(time.Now().Add(s.cfg.KeepaliveTime + s.cfg.KeepaliveTimeout))
-	c.fr = http2.NewFramer(c.rw, br)
+	c.in.br = br
+	c.fr = http2.NewFramer(c.rw, &c.in)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = 16 << 10
 	c.fr.SetReuseFrames()
@@ -100,6 +100,10 @@ func (s *Server) route(raw net.Conn) {
 	}
 	rec.on, rec.buf = false, nil
 	_ = raw.SetDeadline(time.Time{})
+	// Its reader is this goroutine until serve starts one: a close
+	// meanwhile (Server.Close) only marks it to read again.
+	c.reading = true
+	c.nb.onClose = c.wake
 	if !s.track(c) {
 		raw.Close()
 		return
@@ -111,10 +115,7 @@ func (s *Server) route(raw net.Conn) {
 	}
 	// The reader starts on a goroutine of its own, with a small stack:
 	// this one grew for the handshake.
-	if !s.goConn(c.readLoop) {
-		c.close(errServerClosed)
-		s.untrack(c)
-	}
+	c.serve()
 }
 
 func readPreface(r io.Reader) bool {

@@ -145,7 +145,7 @@ func (c *conn) drainLocked(st *Stream) {
 	}
 	if err := w.flush(); err != nil {
 		c.closed, c.closeErr = true, err
-		c.raw.Close()
+		c.nb.Close()
 	}
 }
 

@@ -100,7 +100,12 @@ type Server struct {
 	mu     sync.Mutex // guards following
 	conns  map[*conn]struct{}
 	closed bool
-	wg     sync.WaitGroup // every goroutine of the server's connections
+	poll   *poller // made with the first routed connection; nil without
+	noPoll bool    // the poller could not be made
+	// wg counts every goroutine of the server's connections, and every
+	// routed connection until its reader ended it (its reader runs only
+	// while the socket has bytes).
+	wg sync.WaitGroup
 }
 
 // New checks cfg and returns a Server; it does no I/O.
@@ -224,6 +229,29 @@ func (s *Server) Close() {
 	}
 	s.fallback.Close()
 	s.wg.Wait()
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// getPoller is the server's poller, made on first use; nil where
+// sockets cannot be polled, or once the server closed.
+func (s *Server) getPoller() *poller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.poll == nil && !s.noPoll && !s.closed {
+		p, err := newPoller()
+		if err != nil {
+			s.noPoll = true
+			s.log.Warn("cannot poll sockets; every connection keeps a reader", "err", err)
+			return nil
+		}
+		s.poll = p
+	}
+	return s.poll
 }
 
 var errServerClosed = errors.New("server closed")
@@ -235,6 +263,7 @@ func (s *Server) track(c *conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.wg.Add(1)
 	return true
 }
 
@@ -242,4 +271,5 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.wg.Done()
 }
