@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 )
@@ -25,6 +26,12 @@ type poller struct {
 	epfd   int
 	events []syscall.EpollEvent
 	done   chan struct{}
+	// work hands a connection to an idle worker: a reader goroutine that
+	// stays, so most wake-ups start none (a goroutine started per
+	// wake-up costs more CPU than one woken). Busy workers never delay a
+	// connection: without an idle one, a reader starts for it.
+	work    chan *conn
+	workers sync.WaitGroup
 
 	mu    sync.Mutex // guards following
 	conns map[uint32]*conn
@@ -43,7 +50,8 @@ func newPoller() (*poller, error) {
 		syscall.Close(epfd)
 		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
 	}
-	p := &poller{epfd: epfd, events: make([]syscall.EpollEvent, 256), done: make(chan struct{}), conns: map[uint32]*conn{}}
+	p := &poller{epfd: epfd, events: make([]syscall.EpollEvent, 256), done: make(chan struct{}),
+		work: make(chan *conn), conns: map[uint32]*conn{}}
 	// A non-blocking descriptor goes to the runtime's poller.
 	p.ep = os.NewFile(uintptr(epfd), "agentstream-epoll")
 	if p.raw, err = p.ep.SyscallConn(); err != nil {
@@ -51,7 +59,30 @@ func newPoller() (*poller, error) {
 		return nil, fmt.Errorf("epoll raw conn: %w", err)
 	}
 	go p.run()
+	for range runtime.GOMAXPROCS(0) {
+		p.workers.Add(1)
+		go p.worker()
+	}
 	return p, nil
+}
+
+func (p *poller) worker() {
+	defer p.workers.Done()
+	for c := range p.work {
+		c.readBurst()
+	}
+}
+
+// wake starts c's reader on an idle worker, or a goroutine of its own.
+func (p *poller) wake(c *conn) {
+	if !c.claim() {
+		return
+	}
+	select {
+	case p.work <- c:
+	default:
+		go c.readBurst()
+	}
 }
 
 // add registers c's socket; c.wake follows whenever it gets bytes (at
@@ -114,7 +145,7 @@ func (p *poller) dispatch(fd uintptr) bool {
 			c := p.conns[uint32(ev.Fd)]
 			p.mu.Unlock()
 			if c != nil {
-				c.wake()
+				p.wake(c)
 			}
 		}
 		if n < len(p.events) {
@@ -128,4 +159,6 @@ func (p *poller) dispatch(fd uintptr) bool {
 func (p *poller) stop() {
 	p.ep.Close()
 	<-p.done
+	close(p.work)
+	p.workers.Wait()
 }

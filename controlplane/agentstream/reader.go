@@ -28,17 +28,25 @@ func (c *conn) serve() {
 }
 
 // wake starts the reader, or tells the running one to read again: the
-// socket got bytes, or was closed (the reader then ends the connection).
+// socket was closed (the reader then ends the connection). The poller
+// wakes a connection whose socket got bytes likewise (poller.wake).
 func (c *conn) wake() {
+	if c.claim() {
+		go c.readBurst()
+	}
+}
+
+// claim reports whether the caller must start the reader: none runs. A
+// running one reads again before it returns.
+func (c *conn) claim() bool {
 	c.pmu.Lock()
+	defer c.pmu.Unlock()
 	if c.reading {
 		c.again = true
-		c.pmu.Unlock()
-		return
+		return false
 	}
 	c.reading = true
-	c.pmu.Unlock()
-	go c.readBurst()
+	return true
 }
 
 // park ends a reader the socket has nothing more for; false when it was
