@@ -206,3 +206,29 @@ func TestFrameNeed(t *testing.T) {
 		t.Errorf("a header block of %d bytes: no error", len(chain))
 	}
 }
+
+// A header block is gathered whole before the framer decodes it: one of
+// more than 64 KiB closes the connection.
+func TestLongHeaderBlockGoesAway(t *testing.T) {
+	h := newTestHandler()
+	h.reply = echo
+	_, addr := newTestServer(t, Config{Handler: h})
+	c := dialRaw(t, addr)
+	c.open(1, testMethod)
+	c.send(1, []byte("hello"), false)
+	c.until("the echo", isData)
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: make([]byte, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range 5 {
+			if c.fr.WriteContinuation(3, false, make([]byte, maxReadFrame)) != nil {
+				return
+			}
+		}
+	}()
+	g := c.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
+	if g.ErrCode != http2.ErrCodeProtocol {
+		t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+	}
+}

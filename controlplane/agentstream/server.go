@@ -6,10 +6,10 @@
 // handler goroutine and a keepalive goroutine, and every message it sends
 // passes through a queue to the writer: for ten thousand mostly idle
 // agents that is most of the control plane's memory and CPU. Here a
-// connection has one goroutine, its reader, blocked in Read; a message is
-// framed and written by the caller of Stream.Send (the fan-out worker)
-// without a hand-off, and a message read is handed to the stream's
-// Receiver on the reader. Writes never block the caller: what the socket
+// connection has a goroutine only while its socket has bytes, its reader
+// (reader.go); a message is framed and written by the caller of
+// Stream.Send (the fan-out worker) without a hand-off, and a message read
+// is handed to the stream's Receiver on the reader. Writes never block the caller: what the socket
 // does not take at once waits in the connection's buffer and a goroutine
 // started for it flushes it (nbconn.go).
 //
