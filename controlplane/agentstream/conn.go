@@ -26,7 +26,8 @@ type conn struct {
 	fr       *http2.Framer
 	in       inbound // the framer reads from it
 	poller   *poller // or nil: the reader blocks in Read
-	// pollToken is the connection's in its poller; the poller's.
+	// pollToken names the connection in its poller's epoll set; the
+	// poller's.
 	pollToken uint32
 
 	pmu     sync.Mutex // guards following

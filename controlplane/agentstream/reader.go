@@ -113,8 +113,11 @@ func (c *conn) readFrame() error {
 			return nil
 		}
 		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
+		switch {
+		case errors.As(err, &ce):
 			c.goAwayCode(http2.ErrCode(ce), err)
+		case errors.Is(err, http2.ErrFrameTooLarge):
+			c.goAwayCode(http2.ErrCodeFrameSize, err)
 		}
 		return err
 	}

@@ -232,3 +232,20 @@ func TestLongHeaderBlockGoesAway(t *testing.T) {
 		t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
 	}
 }
+
+// A frame longer than HTTP/2's default SETTINGS_MAX_FRAME_SIZE (the
+// server's) closes the connection.
+func TestLongFrameGoesAway(t *testing.T) {
+	h := newTestHandler()
+	h.reply = echo
+	_, addr := newTestServer(t, Config{Handler: h})
+	c := dialRaw(t, addr)
+	c.open(1, testMethod)
+	c.send(1, []byte("hello"), false)
+	c.until("the echo", isData)
+	go func() { _ = c.fr.WriteData(1, false, make([]byte, maxReadFrame+1)) }()
+	g := c.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
+	if g.ErrCode != http2.ErrCodeFrameSize {
+		t.Fatalf("GOAWAY %v, want FRAME_SIZE_ERROR", g.ErrCode)
+	}
+}

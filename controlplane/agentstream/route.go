@@ -82,6 +82,9 @@ func (s *Server) route(raw net.Conn) {
 	c.fr = http2.NewFramer(c.rw, &c.in)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = 16 << 10
+	// HTTP/2's default, which the server never raises: the reader gathers
+	// a frame whole before the framer reads it (inbound.go).
+	c.fr.SetMaxReadFrameSize(maxReadFrame)
 	c.fr.SetReuseFrames()
 	c.init()
 	err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: s.cfg.MaxConcurrentStreams})

@@ -9,9 +9,10 @@
 // connection has a goroutine only while its socket has bytes, its reader
 // (reader.go); a message is framed and written by the caller of
 // Stream.Send (the fan-out worker) without a hand-off, and a message read
-// is handed to the stream's Receiver on the reader. Writes never block the caller: what the socket
-// does not take at once waits in the connection's buffer and a goroutine
-// started for it flushes it (nbconn.go).
+// is handed to the stream's Receiver on the reader. Writes never block
+// the caller: what the socket does not take at once waits in the
+// connection's buffer and a goroutine started for it flushes it
+// (nbconn.go).
 //
 // A connection is routed by its first request: the server sends its
 // SETTINGS, reads the client's preface and frames up to the first
