@@ -30,12 +30,12 @@ type nbConn struct {
 	waiters  int        // readers waiting in waitBelow
 	drained  sync.Cond  // on mu: the flusher wrote, or ended
 
-	// tryWrite's state, so the function given to raw.Write is made once
+	// tryWrite's state, so the function given to raw.Control is made once
 	// (a closure per write would be an allocation per write).
 	wb      []byte
 	wn      int
 	werr    error
-	writeFn func(fd uintptr) bool
+	writeFn func(fd uintptr)
 
 	// The reader's, once polled (reader.go): Read never waits, and
 	// fails with errWouldBlock when the socket has nothing.
@@ -44,7 +44,7 @@ type nbConn struct {
 	rb       []byte
 	rn       int
 	rerr     error
-	readFn   func(fd uintptr) bool
+	readFn   func(fd uintptr)
 	// onClose is called when Close closes the connection (the reader
 	// then ends it); set before the connection is shared.
 	onClose func()
@@ -90,8 +90,8 @@ func (c *nbConn) Write(b []byte) (int, error) {
 		return 0, c.err
 	}
 	n := len(b)
-	// Not while the flusher writes, even with nothing pending: it holds
-	// the socket's write lock until the socket takes its bytes.
+	// Not while the flusher writes, even with nothing pending: its bytes
+	// go first.
 	if !c.flushing && c.raw != nil {
 		w, err := c.tryWrite(b)
 		if err != nil {
@@ -143,7 +143,7 @@ func (c *nbConn) Read(b []byte) (int, error) {
 		return 0, errWouldBlock
 	}
 	c.rb, c.rn, c.rerr = b, 0, nil
-	err := c.raw.Read(c.readFn)
+	err := c.raw.Control(c.readFn)
 	if err == nil {
 		err = c.rerr
 	}
@@ -152,10 +152,12 @@ func (c *nbConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// readFd reads once without waiting. A read shorter than asked for
-// emptied the socket: the next bytes wake the reader again (the poller
-// is edge-triggered), so it need not ask again to hear EAGAIN.
-func (c *nbConn) readFd(fd uintptr) bool {
+// readFd reads once without waiting (under raw.Control, which only holds
+// the descriptor open: raw.Read would also prepare the runtime's poller
+// for a wait that never comes). A read shorter than asked for emptied the
+// socket: the next bytes wake the reader again (the poller is
+// edge-triggered), so it need not ask again to hear EAGAIN.
+func (c *nbConn) readFd(fd uintptr) {
 	for {
 		n, err := syscall.Read(int(fd), c.rb)
 		switch {
@@ -170,7 +172,7 @@ func (c *nbConn) readFd(fd uintptr) bool {
 		default:
 			c.rn, c.dry = n, n < len(c.rb)
 		}
-		return true
+		return
 	}
 }
 
@@ -180,7 +182,7 @@ func (c *nbConn) rearm() { c.dry = false }
 // tryWrite writes what the socket takes without waiting; c.mu is held.
 func (c *nbConn) tryWrite(b []byte) (int, error) {
 	c.wb, c.wn, c.werr = b, 0, nil
-	err := c.raw.Write(c.writeFn)
+	err := c.raw.Control(c.writeFn)
 	if err == nil {
 		err = c.werr
 	}
@@ -189,9 +191,10 @@ func (c *nbConn) tryWrite(b []byte) (int, error) {
 	return n, err
 }
 
-// writeFd writes c.wb to fd until the socket would block; it never asks
-// raw.Write to wait.
-func (c *nbConn) writeFd(fd uintptr) bool {
+// writeFd writes c.wb to fd until the socket would block. It runs under
+// raw.Control, which only holds the descriptor open: it never waits, and
+// the flusher (which does) is not running (Write's caller checks).
+func (c *nbConn) writeFd(fd uintptr) {
 	for c.wn < len(c.wb) {
 		n, err := syscall.Write(int(fd), c.wb[c.wn:])
 		if n > 0 {
@@ -201,15 +204,14 @@ func (c *nbConn) writeFd(fd uintptr) bool {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			return true
+			return
 		case err != nil:
 			c.werr = err
-			return true
+			return
 		case n == 0:
-			return true
+			return
 		}
 	}
-	return true
 }
 
 // flush writes the pending bytes, waiting for the socket, until none are
