@@ -30,31 +30,43 @@ func readersRunning() int {
 	return n
 }
 
+// idle reports whether no connection of s has a reader, by its state and
+// on the goroutines' stacks, and then how many hold a read buffer.
+func idle(s *Server) (bool, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := 0
+	for c := range s.conns {
+		// A reader's last write to c.in comes before it parks, and the
+		// next one's after it claims the connection, both under pmu.
+		c.pmu.Lock()
+		reading := c.reading
+		if !reading && c.in.buf != nil {
+			held++
+		}
+		c.pmu.Unlock()
+		if reading {
+			return false, 0
+		}
+	}
+	return readersRunning() == 0, held
+}
+
 // waitIdle waits until no connection of s has a reader running (each
 // returns once its socket has nothing more), within 10s (a bound for a
-// reader that never returns, not a wait for an event).
-func waitIdle(t *testing.T) {
+// reader that never returns, not a wait for an event), and returns how
+// many connections then hold a read buffer.
+func waitIdle(t *testing.T, s *Server) int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); readersRunning() > 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ok, held := idle(s)
+		if ok {
+			return held
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connection readers still run on idle connections", readersRunning())
 		}
 	}
-}
-
-// heldReadBuffers counts the read buffers s's connections hold.
-func heldReadBuffers(s *Server) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for c := range s.conns {
-		c.pmu.Lock()
-		if c.in.buf != nil {
-			n++
-		}
-		c.pmu.Unlock()
-	}
-	return n
 }
 
 // An idle connection costs no goroutine and no read buffer, and its next
@@ -68,8 +80,7 @@ func TestIdleConnectionHasNoReader(t *testing.T) {
 	c.open(1, testMethod)
 	c.send(1, []byte("hello"), false)
 	c.until("the echo", isData)
-	waitIdle(t)
-	if n := heldReadBuffers(s); n != 0 {
+	if n := waitIdle(t, s); n != 0 {
 		t.Fatalf("%d idle connections hold a read buffer, want none", n)
 	}
 
@@ -78,7 +89,7 @@ func TestIdleConnectionHasNoReader(t *testing.T) {
 	if want := grpcFrame([]byte("again")); !bytes.Equal(d.Data(), want) {
 		t.Fatalf("echo %q, want %q", d.Data(), want)
 	}
-	waitIdle(t)
+	waitIdle(t, s)
 
 	var frame bytes.Buffer
 	_ = http2.NewFramer(&frame, nil).WriteData(1, false, grpcFrame([]byte("in two parts")))
@@ -86,7 +97,7 @@ func TestIdleConnectionHasNoReader(t *testing.T) {
 	if _, err := c.conn.Write(b[:6]); err != nil {
 		t.Fatal(err)
 	}
-	waitIdle(t)
+	waitIdle(t, s)
 	if _, err := c.conn.Write(b[6:]); err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +133,7 @@ func TestIdleTLSConnectionWakes(t *testing.T) {
 		if err := cs.RecvMsg(got); err != nil || got.Value != msg {
 			t.Fatalf("echo of %.10q: %.10q, %v", msg, got.Value, err)
 		}
-		waitIdle(t)
-		if n := heldReadBuffers(s); n != 0 {
+		if n := waitIdle(t, s); n != 0 {
 			t.Fatalf("%d idle connections hold a read buffer, want none", n)
 		}
 	}
@@ -132,7 +142,7 @@ func TestIdleTLSConnectionWakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := &cutConn{Conn: raw, wait: func() { waitIdle(t) }}
+	cut := &cutConn{Conn: raw, wait: func() { waitIdle(t, s) }}
 	cfg := certtest.ClientTLS(t, ca, cliCert, cliKey)
 	cfg.NextProtos = []string{"h2"}
 	c := newRawClient(t, tls.Client(cut, cfg))
