@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -164,13 +165,34 @@ func (s *stream) message() ([]byte, bool) {
 	return m, true
 }
 
+// take appends b to the message being read, its buffer sized once the
+// prefix says how long the message is: a full table grown by appends
+// would cost every agent twice its size in copies.
+func (s *stream) take(b []byte) error {
+	if len(s.msg) < 5 && len(s.msg)+len(b) >= 5 {
+		head := append(s.msg[:len(s.msg):len(s.msg)], b[:5-len(s.msg)]...)
+		n := int(binary.BigEndian.Uint32(head[1:5]))
+		if n > maxMessage {
+			return fmt.Errorf("a message of %d bytes: over the bound of %d", n, maxMessage)
+		}
+		s.msg = slices.Grow(s.msg, 5+n-len(s.msg))
+	}
+	s.msg = append(s.msg, b...)
+	return nil
+}
+
+// maxMessage bounds a response: a full table of 100,000 names is ~6 MB.
+const maxMessage = 64 << 20
+
 func (s *stream) frame(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.DataFrame:
 		if f.StreamID != streamID {
 			return nil
 		}
-		s.msg = append(s.msg, f.Data()...)
+		if err := s.take(f.Data()); err != nil {
+			return err
+		}
 		if err := s.credit(int(f.Length)); err != nil {
 			return err
 		}
