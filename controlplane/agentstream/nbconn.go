@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -40,7 +41,8 @@ type nbConn struct {
 	// The reader's, once polled (reader.go): Read never waits, and
 	// fails with errWouldBlock when the socket has nothing.
 	pollRead bool
-	dry      bool // the last read emptied the socket
+	dry      bool        // the last read emptied the socket
+	hangup   atomic.Bool // the poller saw the peer close or fail: no short read means empty
 	rb       []byte
 	rn       int
 	rerr     error
@@ -156,7 +158,9 @@ func (c *nbConn) Read(b []byte) (int, error) {
 // the descriptor open: raw.Read would also prepare the runtime's poller
 // for a wait that never comes). A read shorter than asked for emptied the
 // socket: the next bytes wake the reader again (the poller is
-// edge-triggered), so it need not ask again to hear EAGAIN.
+// edge-triggered), so it need not ask again to hear EAGAIN; but for a
+// peer's FIN that came with the bytes (hangup), which no later edge
+// announces.
 func (c *nbConn) readFd(fd uintptr) {
 	for {
 		n, err := syscall.Read(int(fd), c.rb)
@@ -170,7 +174,7 @@ func (c *nbConn) readFd(fd uintptr) {
 		case n == 0:
 			c.rerr = io.EOF
 		default:
-			c.rn, c.dry = n, n < len(c.rb)
+			c.rn, c.dry = n, n < len(c.rb) && !c.hangup.Load()
 		}
 		return
 	}

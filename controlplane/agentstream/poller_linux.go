@@ -145,6 +145,11 @@ func (p *poller) dispatch(fd uintptr) bool {
 			c := p.conns[uint32(ev.Fd)]
 			p.mu.Unlock()
 			if c != nil {
+				if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					// The peer's FIN may sit behind bytes one short read
+					// takes: read on to the end, not to the first short read.
+					c.nb.hangup.Store(true)
+				}
 				p.wake(c)
 			}
 		}

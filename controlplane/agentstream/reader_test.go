@@ -259,3 +259,29 @@ func TestLongFrameGoesAway(t *testing.T) {
 		t.Fatalf("GOAWAY %v, want FRAME_SIZE_ERROR", g.ErrCode)
 	}
 }
+
+// A client that sends its last message and closes at once puts the bytes
+// and its FIN in the socket together, behind one wake-up: the reader must
+// see the end then, not take its short read of the message for an empty
+// socket and leave the stream open until the keepalive.
+func TestLastMessageThenCloseEndsStream(t *testing.T) {
+	h := newTestHandler()
+	_, addr := newTestServer(t, Config{Handler: h, KeepaliveTime: time.Hour})
+	for i := range 20 {
+		c := dialRaw(t, addr)
+		c.open(1, testMethod)
+		c.send(1, []byte("hello"), false)
+		<-h.st
+		var frame bytes.Buffer
+		_ = http2.NewFramer(&frame, nil).WriteData(1, false, grpcFrame([]byte("bye")))
+		if _, err := c.conn.Write(frame.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		c.conn.Close()
+		select {
+		case <-h.ended:
+		case <-time.After(10 * time.Second): // a bound for a stream left open, not a wait for an event
+			t.Fatalf("connection %d: its stream did not end when the client closed", i)
+		}
+	}
+}

@@ -164,8 +164,18 @@ type agentInfo struct {
 	Pod       string `json:"pod"`
 	Claimed   string `json:"claimedPod"`
 	Namespace string `json:"namespace"`
-	Acked     string `json:"acked"`
-	View      string `json:"view"`
+	Acked     string    `json:"acked"`
+	View      string    `json:"view"`
+	Sent      string    `json:"sent"`
+	Peer      string    `json:"peer"`
+	Connected time.Time `json:"connected"`
+	Holds     int       `json:"holds"`
+}
+
+// String names the agent and its state, for a report.
+func (a agentInfo) String() string {
+	return fmt.Sprintf("%s/%s from %s connected %s: sent %.8s acked %.8s view %.8s holds %d", a.Namespace, a.Pod, a.Peer,
+		a.Connected.Format("15:04:05.000"), a.Sent, a.Acked, a.View, a.Holds)
 }
 
 func (cp *controlPlane) agents() ([]agentInfo, error) {

@@ -207,17 +207,26 @@ func (r *run) checkDebugAgents(ctx context.Context, since time.Time) []string {
 		if err != nil {
 			errs = append(errs, err.Error())
 		} else {
-			stale := 0
+			var stale, stopped []string
 			for _, a := range agents {
 				if a.Acked != a.View {
-					stale++
+					stale = append(stale, a.String())
 				}
+				var i int
+				if _, err := fmt.Sscanf(a.Pod, "pod-%d", &i); err == nil && r.tr.agents[i] != nil && r.tr.agents[i].gone {
+					stopped = append(stopped, a.String())
+				}
+			}
+			if len(stopped) > 0 {
+				errs = append(errs, fmt.Sprintf("/debug/agents lists %d agents that were stopped, first %s",
+					len(stopped), strings.Join(stopped[:min(len(stopped), 5)], "; ")))
 			}
 			if len(agents) != live {
 				errs = append(errs, fmt.Sprintf("/debug/agents lists %d agents, %d run", len(agents), live))
 			}
-			if stale > 0 {
-				errs = append(errs, fmt.Sprintf("/debug/agents: %d agents have not ACKed their view's version", stale))
+			if len(stale) > 0 {
+				errs = append(errs, fmt.Sprintf("/debug/agents: %d agents have not ACKed their view's version, first %s",
+					len(stale), strings.Join(stale[:min(len(stale), 5)], "; ")))
 			}
 		}
 		if len(errs) == 0 || time.Since(since) > r.cfg.Settle || ctx.Err() != nil {
