@@ -161,9 +161,9 @@ func (cp *controlPlane) metrics() (map[string]float64, error) {
 
 // agentInfo is what the tool reads of /debug/agents.
 type agentInfo struct {
-	Pod       string `json:"pod"`
-	Claimed   string `json:"claimedPod"`
-	Namespace string `json:"namespace"`
+	Pod       string    `json:"pod"`
+	Claimed   string    `json:"claimedPod"`
+	Namespace string    `json:"namespace"`
 	Acked     string    `json:"acked"`
 	View      string    `json:"view"`
 	Sent      string    `json:"sent"`
