@@ -1,7 +1,5 @@
 package namewire
 
-import "fmt"
-
 // The whole-value decoders below are what the tests compare with the
 // generated code and protojson; the agent reads tables name by name
 // (EachName, WalkJSONTable) and never needs them.
@@ -10,26 +8,17 @@ import "fmt"
 // the tests compare with the generated code. A name given twice keeps its
 // last value, as proto does.
 func UnmarshalNameTable(b []byte) (*NameTable, error) {
-	t := &NameTable{Table: map[string]*NameInfo{}}
 	settings, err := TableSettings(b)
 	if err != nil {
 		return nil, err
 	}
-	t.Settings = settings
-	err = EachName(b, func(host, raw []byte) error {
-		info := new(NameInfo)
-		if err := info.Unmarshal(raw); err != nil {
-			return fmt.Errorf("name %q: %w", host, err)
-		}
-		t.Table[string(host)] = info
-		return nil
-	}, func(z string) error {
-		t.AuthoritativeZones = append(t.AuthoritativeZones, z)
-		return nil
+	t, err := Collect(func(name func(host, info []byte) error, zone func(z string) error) error {
+		return EachName(b, name, zone)
 	})
 	if err != nil {
 		return nil, err
 	}
+	t.Settings = settings
 	return t, nil
 }
 
