@@ -127,13 +127,7 @@ func TestSendNeverBlocks(t *testing.T) {
 }
 
 func TestSecondStreamRefused(t *testing.T) {
-	h := newTestHandler()
-	h.reply = echo
-	_, addr := newTestServer(t, Config{Handler: h})
-	c := dialRaw(t, addr)
-	c.open(1, testMethod)
-	c.send(1, []byte("one"), false)
-	c.until("the echo", isData)
+	_, _, c := echoed(t, Config{})
 	c.open(3, testMethod)
 	f := c.until("the refusal", func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
 	if f.StreamID != 3 || f.ErrCode != http2.ErrCodeRefusedStream {
@@ -153,13 +147,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newTestHandler()
-			h.reply = echo
-			_, addr := newTestServer(t, Config{Handler: h, MaxRecvMsgSize: 10})
-			c := dialRaw(t, addr)
-			c.open(1, testMethod)
-			c.send(1, []byte("ok"), false)
-			c.until("the echo", isData)
+			_, _, c := echoed(t, Config{MaxRecvMsgSize: 10})
 			if tc.msg != nil {
 				c.send(1, tc.msg, false)
 			} else {
@@ -180,13 +168,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestCloseSendsGoAway(t *testing.T) {
-	h := newTestHandler()
-	h.reply = echo
-	s, addr := newTestServer(t, Config{Handler: h})
-	c := dialRaw(t, addr)
-	c.open(1, testMethod)
-	c.send(1, []byte("hi"), false)
-	c.until("the echo", isData)
+	s, h, c := echoed(t, Config{})
 	go s.Close()
 	g := c.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
 	if g.ErrCode != http2.ErrCodeNo || g.LastStreamID != 1 {
@@ -198,13 +180,7 @@ func TestCloseSendsGoAway(t *testing.T) {
 }
 
 func TestPingFloodGoesAway(t *testing.T) {
-	h := newTestHandler()
-	h.reply = echo
-	_, addr := newTestServer(t, Config{Handler: h, KeepaliveMinTime: time.Hour})
-	c := dialRaw(t, addr)
-	c.open(1, testMethod)
-	c.send(1, []byte("hi"), false)
-	c.until("the echo", isData)
+	_, _, c := echoed(t, Config{KeepaliveMinTime: time.Hour})
 	for i := range 4 {
 		if err := c.fr.WritePing(false, [8]byte{byte(i)}); err != nil {
 			break // the server may have closed already

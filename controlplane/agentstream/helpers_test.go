@@ -85,6 +85,22 @@ func newTestServer(t testing.TB, cfg Config) (*Server, string) {
 	return s, lis.Addr().String()
 }
 
+// echoed serves an echoing handler with cfg and returns the server, the
+// handler and a client whose stream 1 is open and had its first message
+// echoed.
+func echoed(t *testing.T, cfg Config) (*Server, *testHandler, *rawClient) {
+	t.Helper()
+	h := newTestHandler()
+	h.reply = echo
+	cfg.Handler = h
+	s, addr := newTestServer(t, cfg)
+	c := dialRaw(t, addr)
+	c.open(1, testMethod)
+	c.send(1, []byte("hello"), false)
+	c.until("the echo", isData)
+	return s, h, c
+}
+
 // rawClient is an HTTP/2 client made of a framer, to see the frames.
 type rawClient struct {
 	t    testing.TB

@@ -52,21 +52,6 @@ func idle(s *Server) (bool, int) {
 	return readersRunning() == 0, held
 }
 
-// echoed serves an echoing handler with cfg and returns the server and a
-// client whose stream 1 is open and had its first message echoed.
-func echoed(t *testing.T, cfg Config) (*Server, *rawClient) {
-	t.Helper()
-	h := newTestHandler()
-	h.reply = echo
-	cfg.Handler = h
-	s, addr := newTestServer(t, cfg)
-	c := dialRaw(t, addr)
-	c.open(1, testMethod)
-	c.send(1, []byte("hello"), false)
-	c.until("the echo", isData)
-	return s, c
-}
-
 // waitIdle waits until no connection of s has a reader running (each
 // returns once its socket has nothing more), within 10s (a bound for a
 // reader that never returns, not a wait for an event), and returns how
@@ -88,7 +73,7 @@ func waitIdle(t *testing.T, s *Server) int {
 // bytes are read: a whole frame, and a frame that came in two parts with
 // the connection idle between them.
 func TestIdleConnectionHasNoReader(t *testing.T) {
-	s, c := echoed(t, Config{})
+	s, _, c := echoed(t, Config{})
 	if n := waitIdle(t, s); n != 0 {
 		t.Fatalf("%d idle connections hold a read buffer, want none", n)
 	}
@@ -229,7 +214,7 @@ func TestFrameNeed(t *testing.T) {
 // A header block is gathered whole before the framer decodes it: one of
 // more than 64 KiB closes the connection.
 func TestLongHeaderBlockGoesAway(t *testing.T) {
-	_, c := echoed(t, Config{})
+	_, _, c := echoed(t, Config{})
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: make([]byte, 100)}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +234,7 @@ func TestLongHeaderBlockGoesAway(t *testing.T) {
 // A frame longer than HTTP/2's default SETTINGS_MAX_FRAME_SIZE (the
 // server's) closes the connection.
 func TestLongFrameGoesAway(t *testing.T) {
-	_, c := echoed(t, Config{})
+	_, _, c := echoed(t, Config{})
 	go func() { _ = c.fr.WriteData(1, false, make([]byte, maxReadFrame+1)) }()
 	g := c.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
 	if g.ErrCode != http2.ErrCodeFrameSize {
