@@ -102,16 +102,7 @@ func goroutinesWith(t testing.TB, fn string) int {
 // and the server keeps no goroutine for an idle agent connection: its
 // reader runs only while the socket has bytes (grpc-go kept four).
 func TestAgentClientNoGoroutinePerIdleConnection(t *testing.T) {
-	ca := certtest.NewCA(t, "test ca")
-	srvCert, srvKey := ca.Issue(t, "controlplane", true)
-	cliCert, cliKey := ca.Issue(t, "agent", false)
-	tests := []struct {
-		name           string
-		server, client *tls.Config
-	}{
-		{name: "plaintext"},
-		{name: "mTLS", server: certtest.ServerTLS(t, srvCert, srvKey, ca), client: certtest.ClientTLS(t, ca, cliCert, cliKey)},
-	}
+	tests := transports(t)
 	const agents = 5
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,16 +129,7 @@ func TestAgentClientNoGoroutinePerIdleConnection(t *testing.T) {
 // agentstream: the agent's client gets tables and deltas, with and
 // without TLS, from grpc-go's handler, and agentstream serves nothing.
 func TestGRPCAgentStream(t *testing.T) {
-	ca := certtest.NewCA(t, "test ca")
-	srvCert, srvKey := ca.Issue(t, "controlplane", true)
-	cliCert, cliKey := ca.Issue(t, "agent", false)
-	tests := []struct {
-		name           string
-		server, client *tls.Config
-	}{
-		{name: "plaintext"},
-		{name: "mTLS", server: certtest.ServerTLS(t, srvCert, srvKey, ca), client: certtest.ClientTLS(t, ca, cliCert, cliKey)},
-	}
+	tests := transports(t)
 	const agents = 3
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +147,24 @@ func TestGRPCAgentStream(t *testing.T) {
 
 // tableThenDelta connects n agents with the agent's own client, each
 // gets a full table, then a change as a delta, and ACKs it.
+// transport is a way the agents reach the server: plaintext, or mTLS with
+// the two ends' configurations.
+type transport struct {
+	name           string
+	server, client *tls.Config
+}
+
+func transports(t *testing.T) []transport {
+	t.Helper()
+	ca := certtest.NewCA(t, "test ca")
+	srvCert, srvKey := ca.Issue(t, "controlplane", true)
+	cliCert, cliKey := ca.Issue(t, "agent", false)
+	return []transport{
+		{name: "plaintext"},
+		{name: "mTLS", server: certtest.ServerTLS(t, srvCert, srvKey, ca), client: certtest.ClientTLS(t, ca, cliCert, cliKey)},
+	}
+}
+
 func tableThenDelta(t *testing.T, h *harness, client *tls.Config, n int) {
 	t.Helper()
 	h.publish(t, entry("a.corp.example", "10.0.0.1"))
