@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/meshdns/meshdns/internal/namewire"
 )
 
 // A stream is one StreamNameTable call on a connection of its own, spoken
@@ -106,11 +108,11 @@ func (s *stream) open(authority, scheme, method string) error {
 	return s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: streamID, BlockFragment: hb.Bytes(), EndHeaders: true})
 }
 
-// send writes msg as one gRPC message, once the server's windows take it.
-func (s *stream) send(msg []byte) error {
-	b := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	copy(b[5:], msg)
+// send writes req as one gRPC message, encoded as the agent encodes it,
+// once the server's windows take it.
+func (s *stream) send(req *namewire.Request) error {
+	b := req.Append(make([]byte, 5, 128))
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
 	s.pending = b
 	return s.flush()
 }

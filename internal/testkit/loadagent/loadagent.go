@@ -19,8 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshdns/meshdns/internal/namewire"
 	meshdnsv1 "github.com/meshdns/meshdns/proto/meshdns/v1"
 )
@@ -115,8 +113,8 @@ func session(ctx context.Context, cfg Config, addr string, version *string) (got
 		return false, fmt.Errorf("open stream %s: %w", addr, err)
 	}
 	defer st.close()
-	if err := sendRequest(st, &meshdnsv1.StreamNameTableRequest{
-		Identity:    &meshdnsv1.AgentIdentity{PodName: cfg.Pod, Namespace: cfg.Namespace},
+	if err := st.send(&namewire.Request{
+		Identity:    &namewire.AgentIdentity{PodName: cfg.Pod, Namespace: cfg.Namespace},
 		VersionInfo: *version,
 	}); err != nil {
 		return false, fmt.Errorf("send identity: %w", err)
@@ -136,7 +134,7 @@ func session(ctx context.Context, cfg Config, addr string, version *string) (got
 		got = true
 		at := time.Now()
 		*version = r.version
-		if err := sendRequest(st, &meshdnsv1.StreamNameTableRequest{VersionInfo: r.version, ResponseNonce: r.nonce}); err != nil {
+		if err := st.send(&namewire.Request{VersionInfo: r.version, ResponseNonce: r.nonce}); err != nil {
 			return got, err
 		}
 		ev, err := event(cfg, addr, &r, at)
@@ -145,14 +143,6 @@ func session(ctx context.Context, cfg Config, addr string, version *string) (got
 		}
 		cfg.Report(ev)
 	}
-}
-
-func sendRequest(st *stream, req *meshdnsv1.StreamNameTableRequest) error {
-	b, err := proto.Marshal(req)
-	if err != nil {
-		return err
-	}
-	return st.send(b)
 }
 
 // event is the Event of r, read from addr at at.
